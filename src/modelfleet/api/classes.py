@@ -1,0 +1,85 @@
+"""InferenceClass: a hardware recipe. Its DRA-shaped ``devices[]`` are what deployments' CEL
+selectors match against; its optional ``provisioning`` block says how GKE or EKS builds a node of
+this class. Pure models, no I/O.
+"""
+
+from __future__ import annotations
+
+import builtins
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from modelfleet.api.meta import DNSLabel, Model, Resource
+
+
+class DeviceClaim(StrEnum):
+    DRA = "DRA"
+    SYNTHETIC = "Synthetic"
+
+
+class DeviceAttribute(Model):
+    """A typed attribute value; exactly one of the four fields is set."""
+
+    string: str | None = Field(default=None, max_length=253)
+    version: str | None = Field(default=None, max_length=32)
+    # builtins.*: the field names shadow the types inside the class body.
+    bool: builtins.bool | None = None
+    int: builtins.int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+
+
+class DeviceCapacity(Model):
+    value: str = Field(min_length=1, max_length=32)
+
+
+class ClassDevice(Model):
+    name: DNSLabel
+    claim: DeviceClaim = DeviceClaim.DRA
+    driver: str = Field(min_length=1, max_length=253)
+    device_class_name: str | None = Field(default=None, min_length=1, max_length=253)
+    count: int = Field(default=1, ge=1, le=64)
+    attributes: dict[str, DeviceAttribute] = Field(default_factory=dict, max_length=32)
+    capacity: dict[str, DeviceCapacity] = Field(default_factory=dict, max_length=32)
+
+
+class Accelerator(Model):
+    type: str = Field(min_length=1, max_length=63)
+    count: int = Field(ge=1, le=16)
+
+
+class GKEProvisioning(Model):
+    machine_type: str = Field(min_length=1)
+    disk_size_gb: int = Field(default=100, ge=10)
+    accelerator: Accelerator
+
+
+class EKSProvisioning(Model):
+    instance_type: str = Field(min_length=1)
+    disk_size_gb: int = Field(default=100, ge=10)
+    ami_type: str = "AL2023_x86_64_NVIDIA"
+    # Informational on EKS: the instance type decides the GPUs.
+    accelerator: Accelerator | None = None
+
+
+class Provider(StrEnum):
+    GKE = "GKE"
+    EKS = "EKS"
+
+
+class Provisioning(Model):
+    provider: Provider
+    gke: GKEProvisioning | None = None
+    eks: EKSProvisioning | None = None
+
+
+class InferenceClassSpec(Model):
+    description: str = ""
+    provisioning: Provisioning | None = None
+    devices: list[ClassDevice] = Field(min_length=1, max_length=16)
+
+
+class InferenceClass(Resource):
+    KIND: ClassVar[str] = "InferenceClass"
+    kind: Literal["InferenceClass"] = "InferenceClass"
+    spec: InferenceClassSpec

@@ -1,0 +1,260 @@
+"""ModelDeployment (what an ML team asks for) and ModelReplica (one placed replica of it).
+
+A replica is made of ``engines``; each engine is either one Standalone member or a Leader plus a
+Worker gang of ``worker.nodes`` pods, repeated ``copies`` times. Members select hardware with DRA
+CEL selectors per node. Pure models, no I/O; the cross-field rules live in ``api.rules``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from modelfleet.api.clusters import TaintEffect
+from modelfleet.api.meta import DNSLabel, Model, Resource
+
+
+class ServingMode(StrEnum):
+    UNIFIED = "Unified"
+    PREFILL_DECODE = "PrefillDecode"
+
+
+class Phase(StrEnum):
+    PREFILL = "Prefill"
+    DECODE = "Decode"
+
+
+class Role(StrEnum):
+    STANDALONE = "Standalone"
+    LEADER = "Leader"
+    WORKER = "Worker"
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class Toleration(Model):
+    key: str = ""
+    operator: TolerationOperator = TolerationOperator.EQUAL
+    value: str = ""
+    # None tolerates every effect.
+    effect: TaintEffect | None = None
+
+
+class CelSelector(Model):
+    cel: str = Field(min_length=1, max_length=10240)
+
+
+class DeviceSelector(Model):
+    name: DNSLabel
+    count: int = Field(default=1, ge=1, le=64)
+    selectors: list[CelSelector] = Field(min_length=1, max_length=8)
+
+
+class NodeSelector(Model):
+    devices: list[DeviceSelector] = Field(min_length=1, max_length=16)
+
+
+class WorkerSpec(Model):
+    nodes: int = Field(ge=1, le=63)
+
+
+class KeyRef(Model):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    optional: bool | None = None
+
+
+class FieldRef(Model):
+    field_path: str = Field(min_length=1)
+    api_version: str | None = None
+
+
+class EnvVarSource(Model):
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+    field_ref: FieldRef | None = None
+
+
+class EnvVar(Model):
+    name: str = Field(min_length=1)
+    value: str | None = None
+    value_from: EnvVarSource | None = None
+
+
+class Container(Model):
+    # Exactly one container per pod, named "engine": the renderer adds everything else.
+    name: str
+    image: str = Field(min_length=1)
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[EnvVar] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _named_engine(cls, name: str) -> str:
+        if name != "engine":
+            raise ValueError(f"the container must be named 'engine' (got {name!r})")
+        return name
+
+
+class LocalObjectReference(Model):
+    name: str = Field(min_length=1)
+
+
+class PodSpec(Model):
+    containers: list[Container] = Field(min_length=1, max_length=1)
+    image_pull_secrets: list[LocalObjectReference] | None = None
+
+
+class TemplateMeta(Model):
+    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
+class PodTemplate(Model):
+    metadata: TemplateMeta = Field(default_factory=TemplateMeta)
+    spec: PodSpec
+
+
+class Member(Model):
+    role: Role = Role.STANDALONE
+    node_selector: NodeSelector | None = None
+    worker: WorkerSpec | None = None
+    template: PodTemplate
+
+    @property
+    def pods(self) -> int:
+        """Pods of this member per engine copy (one per node)."""
+        if self.role is Role.WORKER and self.worker is not None:
+            return self.worker.nodes
+        return 1
+
+    @property
+    def container(self) -> Container:
+        return self.template.spec.containers[0]
+
+
+class Engine(Model):
+    name: DNSLabel
+    copies: int = Field(default=1, ge=1, le=64)
+    phase: Phase | None = None
+    members: list[Member] = Field(min_length=1, max_length=2)
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role is Role.LEADER for m in self.members)
+
+
+class ClusterSelector(Model):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ObjectRef(Model):
+    name: str = Field(min_length=1)
+
+
+class Serving(Model):
+    mode: ServingMode = ServingMode.UNIFIED
+
+
+class DeploymentTemplateSpec(Model):
+    cluster_selector: ClusterSelector | None = None
+    model_cache_ref: ObjectRef | None = None
+    serving: Serving = Field(default_factory=Serving)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    engines: list[Engine] = Field(min_length=1, max_length=8)
+
+
+class ReplicaTemplate(Model):
+    metadata: TemplateMeta = Field(default_factory=TemplateMeta)
+    spec: DeploymentTemplateSpec
+
+
+class Strategy(Model):
+    """How spec changes roll across replicas.
+
+    The defaults surge one replica and, when the fleet has no room for the surge, fall back to
+    replacing one replica at a time, so a user with a single one-GPU pool never deadlocks.
+    """
+
+    max_surge: int = Field(default=1, ge=0, le=10)
+    max_unavailable: int = Field(default=1, ge=0, le=10)
+    # How long a replica may take to become Ready before it is rolled back.
+    progress_deadline_seconds: int = Field(default=1800, ge=10, le=7 * 24 * 3600)
+
+
+class ModelDeploymentSpec(Model):
+    replicas: int = Field(ge=0, le=10)
+    strategy: Strategy = Field(default_factory=Strategy)
+    template: ReplicaTemplate
+
+
+class ModelDeployment(Resource):
+    KIND: ClassVar[str] = "ModelDeployment"
+    NAMESPACED: ClassVar[bool] = True
+    kind: Literal["ModelDeployment"] = "ModelDeployment"
+    spec: ModelDeploymentSpec
+
+
+# --- ModelReplica: the deployment's engines with placement resolved ---------------------------
+
+
+class DeviceRequest(Model):
+    name: DNSLabel
+    device_class_name: str = Field(min_length=1, max_length=253)
+    count: int = Field(default=1, ge=1, le=64)
+    selectors: list[CelSelector] = Field(default_factory=list, max_length=8)
+
+
+class PlacedMember(Model):
+    role: Role = Role.STANDALONE
+    node_pool_name: str = Field(min_length=1)
+    # Absent when the member claims nothing; never present-but-empty.
+    device_requests: list[DeviceRequest] | None = Field(default=None, min_length=1, max_length=16)
+    worker: WorkerSpec | None = None
+    template: PodTemplate
+
+    @property
+    def pods(self) -> int:
+        if self.role is Role.WORKER and self.worker is not None:
+            return self.worker.nodes
+        return 1
+
+    @property
+    def container(self) -> Container:
+        return self.template.spec.containers[0]
+
+
+class PlacedEngine(Model):
+    name: DNSLabel
+    copies: int = Field(default=1, ge=1, le=64)
+    phase: Phase | None = None
+    members: list[PlacedMember] = Field(min_length=1, max_length=2)
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role is Role.LEADER for m in self.members)
+
+
+class ModelReplicaSpec(Model):
+    cluster_name: str = Field(min_length=1)
+    deployment: str = Field(min_length=1)
+    index: int = Field(default=0, ge=0)
+    model_cache_ref: ObjectRef | None = None
+    serving: Serving = Field(default_factory=Serving)
+    engines: list[PlacedEngine] = Field(min_length=1, max_length=8)
+
+
+class ModelReplica(Resource):
+    KIND: ClassVar[str] = "ModelReplica"
+    NAMESPACED: ClassVar[bool] = True
+    kind: Literal["ModelReplica"] = "ModelReplica"
+    spec: ModelReplicaSpec
+
+
+ServingPhase = Literal["Prefill", "Decode"]

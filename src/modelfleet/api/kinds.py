@@ -1,0 +1,137 @@
+"""The registry of resource kinds and the one function that turns a parsed document (a dict)
+into a validated resource, or into the complete list of what is wrong with it. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.errors import FieldError, InvalidResourceError
+from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
+from modelfleet.api.rules import validate
+from modelfleet.api.services import ModelEndpoint, ModelService
+
+KINDS: dict[str, type[Resource]] = {
+    cls.KIND: cls
+    for cls in (
+        InferenceClass,
+        InferenceCluster,
+        ModelDeployment,
+        ModelReplica,
+        ModelEndpoint,
+        ModelService,
+    )
+}
+
+# Short names and plurals accepted by the CLI (kubectl style).
+KIND_ALIASES: dict[str, str] = {
+    "inferenceclass": "InferenceClass",
+    "inferenceclasses": "InferenceClass",
+    "icl": "InferenceClass",
+    "class": "InferenceClass",
+    "classes": "InferenceClass",
+    "inferencecluster": "InferenceCluster",
+    "inferenceclusters": "InferenceCluster",
+    "ic": "InferenceCluster",
+    "cluster": "InferenceCluster",
+    "clusters": "InferenceCluster",
+    "modeldeployment": "ModelDeployment",
+    "modeldeployments": "ModelDeployment",
+    "md": "ModelDeployment",
+    "deployment": "ModelDeployment",
+    "deployments": "ModelDeployment",
+    "modelreplica": "ModelReplica",
+    "modelreplicas": "ModelReplica",
+    "mr": "ModelReplica",
+    "replica": "ModelReplica",
+    "replicas": "ModelReplica",
+    "modelendpoint": "ModelEndpoint",
+    "modelendpoints": "ModelEndpoint",
+    "me": "ModelEndpoint",
+    "endpoint": "ModelEndpoint",
+    "endpoints": "ModelEndpoint",
+    "modelservice": "ModelService",
+    "modelservices": "ModelService",
+    "ms": "ModelService",
+    "service": "ModelService",
+    "services": "ModelService",
+}
+
+
+def resolve_kind(name: str) -> str:
+    """A kind from a CLI word (``md``, ``deployments``, ``ModelDeployment``)."""
+    if name in KINDS:
+        return name
+    try:
+        return KIND_ALIASES[name.lower()]
+    except KeyError:
+        known = ", ".join(sorted(KINDS))
+        raise ValueError(f"unknown kind {name!r} (known kinds: {known})") from None
+
+
+_FRIENDLY = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field (check the spelling; unknown fields are not ignored)",
+}
+
+
+def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
+    errors = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        reason = _FRIENDLY.get(err["type"], err["msg"])
+        if err["type"] in ("literal_error", "enum") and "expected" in err.get("ctx", {}):
+            reason = f"{err['msg']} (got {err.get('input')!r})"
+        if reason.startswith("Value error, "):
+            reason = reason.removeprefix("Value error, ")
+        errors.append(FieldError(loc, reason))
+    return errors
+
+
+def parse_resource(document: Any) -> Resource:
+    """Validate one document; raise ``InvalidResourceError`` listing every broken rule."""
+    if not isinstance(document, dict):
+        raise InvalidResourceError(
+            "document", [FieldError((), f"must be a mapping (got {type(document).__name__})")]
+        )
+    api_version = document.get("apiVersion")
+    kind = document.get("kind")
+    head: list[FieldError] = []
+    if api_version is None:
+        head.append(FieldError(("apiVersion",), "required field is missing"))
+    elif api_version not in ACCEPTED_API_VERSIONS:
+        head.append(
+            FieldError(
+                ("apiVersion",),
+                f"unsupported apiVersion {api_version!r} (use {ACCEPTED_API_VERSIONS[0]!r}; "
+                f"{ACCEPTED_API_VERSIONS[1]!r} is also accepted)",
+            )
+        )
+    if kind is None:
+        head.append(FieldError(("kind",), "required field is missing"))
+    elif kind not in KINDS:
+        head.append(
+            FieldError(("kind",), f"unknown kind {kind!r} (known kinds: {', '.join(KINDS)})")
+        )
+    name = (
+        (document.get("metadata") or {}).get("name")
+        if isinstance(document.get("metadata"), dict)
+        else None
+    )
+    subject = f"{kind} {name}" if kind and name else str(kind or "document")
+    if head:
+        raise InvalidResourceError(subject, head)
+    cls = KINDS[str(kind)]
+    try:
+        resource = cls.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidResourceError(subject, _pydantic_errors(exc)) from None
+    errors = validate(resource)
+    if errors:
+        raise InvalidResourceError(resource.ref, errors)
+    return resource

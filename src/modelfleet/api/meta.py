@@ -1,0 +1,146 @@
+"""Shared building blocks of every modelfleet resource: the base model, object metadata and the
+Kubernetes naming rules (DNS-1123 names, label keys and values).
+
+This layer is pure: it may import pydantic and the standard library, never an SDK, Temporal or the
+network. Every shape that crosses a boundary (manifest, workflow payload, CLI output) is one of
+these models.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "modelfleet.dev"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+# Modelplane documents are accepted unchanged as a migration path.
+MODELPLANE_API_VERSION = "modelplane.ai/v1alpha1"
+ACCEPTED_API_VERSIONS = (API_VERSION, MODELPLANE_API_VERSION)
+
+# Label prefixes owned by the system; users may not set them.
+RESERVED_LABEL_PREFIXES = (f"{API_GROUP}/", "modelplane.ai/")
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns1123_label_problem(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 label, or None when it is one."""
+    if not value:
+        return "must not be empty"
+    if len(value) > 63:
+        return f"must be at most 63 characters (got {len(value)})"
+    if not _DNS1123_LABEL.match(value):
+        return (
+            "must consist of lower case alphanumeric characters or '-', and must start and end "
+            "with an alphanumeric character"
+        )
+    return None
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid Kubernetes label or annotation key, or None."""
+    prefix, sep, name = key.rpartition("/")
+    if sep:
+        if not prefix:
+            return "prefix must not be empty"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return "prefix must be a DNS-1123 subdomain of at most 253 characters"
+    if not name:
+        return "name part must not be empty"
+    if len(name) > 63:
+        return f"name part must be at most 63 characters (got {len(name)})"
+    if not _LABEL_NAME.match(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid Kubernetes label value, or None."""
+    if len(value) > 63:
+        return f"must be at most 63 characters (got {len(value)})"
+    if not _LABEL_VALUE.match(value):
+        return (
+            "must be empty or consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character"
+        )
+    return None
+
+
+def _check_dns1123_label(value: str) -> str:
+    problem = dns1123_label_problem(value)
+    if problem:
+        raise ValueError(f"invalid name {value!r}: {problem}")
+    return value
+
+
+DNSLabel = Annotated[str, AfterValidator(_check_dns1123_label)]
+
+
+class Model(BaseModel):
+    """Base of every boundary shape: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=False,
+        validate_default=False,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The manifest form: camelCase keys, unset optionals left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class ObjectMeta(Model):
+    name: DNSLabel
+    namespace: DNSLabel | None = None
+    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+
+class Condition(Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+
+
+class Resource(Model):
+    """A Kubernetes-shaped document: apiVersion, kind, metadata, spec."""
+
+    KIND: ClassVar[str] = ""
+    NAMESPACED: ClassVar[bool] = False
+
+    api_version: str = API_VERSION
+    kind: str
+    metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        """The namespace of a namespaced resource ("default" when unset); "" for fleet scope."""
+        if not self.NAMESPACED:
+            return ""
+        return self.metadata.namespace or "default"
+
+    @property
+    def ref(self) -> str:
+        """A human reference such as ``ModelDeployment ml/qwen`` or ``InferenceCluster a``."""
+        if self.NAMESPACED:
+            return f"{self.KIND} {self.namespace}/{self.name}"
+        return f"{self.KIND} {self.name}"

@@ -1,0 +1,404 @@
+"""Cross-field validation rules: every rule Modelplane's XRDs enforce with CEL, plus modelfleet's
+own (rollout strategy, CEL syntax, typed device attributes). Each rule yields a ``FieldError``
+with the exact field path, so a user sees every problem at once.
+
+Pure: no I/O. Uses the scheduling layer's CEL and quantity parsers so that what validates here
+is exactly what the scheduler can evaluate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from urllib.parse import urlparse
+
+from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
+from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
+from modelfleet.api.deployments import (
+    EnvVar,
+    ModelDeployment,
+    ModelReplica,
+    Phase,
+    Role,
+    ServingMode,
+    TemplateMeta,
+    Toleration,
+    TolerationOperator,
+)
+from modelfleet.api.errors import FieldError, Path
+from modelfleet.api.meta import (
+    RESERVED_LABEL_PREFIXES,
+    Resource,
+    label_key_problem,
+    label_value_problem,
+)
+from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.scheduling.cel import CelCompileError, check_selector
+from modelfleet.scheduling.quantity import parse_quantity
+from modelfleet.scheduling.semver import parse_semver
+
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate(resource: Resource) -> list[FieldError]:
+    """Every rule broken by ``resource`` (empty when it is valid)."""
+    errors: list[FieldError] = []
+    if resource.NAMESPACED is False and resource.metadata.namespace is not None:
+        errors.append(
+            FieldError(
+                ("metadata", "namespace"),
+                f"{resource.KIND} is fleet-scoped and must not set a namespace",
+            )
+        )
+    errors.extend(_labels(("metadata", "labels"), resource.metadata.labels, reserved_ok=True))
+    errors.extend(_annotations(("metadata", "annotations"), resource.metadata.annotations))
+    if isinstance(resource, InferenceClass):
+        errors.extend(_inference_class(resource))
+    elif isinstance(resource, InferenceCluster):
+        errors.extend(_inference_cluster(resource))
+    elif isinstance(resource, ModelDeployment):
+        errors.extend(_model_deployment(resource))
+    elif isinstance(resource, ModelReplica):
+        errors.extend(_model_replica(resource))
+    elif isinstance(resource, ModelEndpoint):
+        errors.extend(_model_endpoint(resource))
+    elif isinstance(resource, ModelService):
+        errors.extend(_model_service(resource))
+    return errors
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def _duplicates(path: Path, keys: Sequence[object], what: str) -> Iterator[FieldError]:
+    counts = Counter(keys)
+    for i, key in enumerate(keys):
+        if counts[key] > 1 and keys.index(key) != i:
+            yield FieldError((*path, i), f"duplicate {what} {key!r}: {what}s must be unique")
+
+
+def _labels(path: Path, labels: dict[str, str], *, reserved_ok: bool) -> Iterator[FieldError]:
+    for key, value in labels.items():
+        problem = label_key_problem(key)
+        if problem:
+            yield FieldError((*path, key), f"invalid label key {key!r}: {problem}")
+        elif not reserved_ok and key.startswith(RESERVED_LABEL_PREFIXES):
+            yield FieldError(
+                (*path, key),
+                f"label key {key!r} uses a reserved prefix "
+                f"({', '.join(RESERVED_LABEL_PREFIXES)} are set by modelfleet)",
+            )
+        value_problem = label_value_problem(value)
+        if value_problem:
+            yield FieldError((*path, key), f"invalid label value {value!r}: {value_problem}")
+
+
+def _annotations(path: Path, annotations: dict[str, str]) -> Iterator[FieldError]:
+    for key, value in annotations.items():
+        problem = label_key_problem(key)
+        if problem:
+            yield FieldError((*path, key), f"invalid annotation key {key!r}: {problem}")
+        if len(value) > 8192:
+            yield FieldError(
+                (*path, key), f"annotation value must be at most 8192 characters ({len(value)})"
+            )
+
+
+def _template_meta(path: Path, meta: TemplateMeta) -> Iterator[FieldError]:
+    yield from _labels((*path, "labels"), meta.labels, reserved_ok=False)
+    yield from _annotations((*path, "annotations"), meta.annotations)
+
+
+def _tolerations(path: Path, tolerations: list[Toleration]) -> Iterator[FieldError]:
+    for i, t in enumerate(tolerations):
+        if t.operator is TolerationOperator.EQUAL and not t.key:
+            yield FieldError((*path, i, "key"), "operator Equal requires a non-empty key")
+        if t.operator is TolerationOperator.EXISTS and t.value:
+            yield FieldError((*path, i, "value"), "operator Exists must not set a value")
+
+
+def _env(path: Path, env: list[EnvVar] | None) -> Iterator[FieldError]:
+    for i, var in enumerate(env or []):
+        if var.value is not None and var.value_from is not None:
+            yield FieldError((*path, i), "set either value or valueFrom, not both")
+        if var.value_from is not None:
+            sources = [
+                s
+                for s in (
+                    var.value_from.secret_key_ref,
+                    var.value_from.config_map_key_ref,
+                    var.value_from.field_ref,
+                )
+                if s is not None
+            ]
+            if len(sources) != 1:
+                yield FieldError(
+                    (*path, i, "valueFrom"),
+                    "exactly one of secretKeyRef, configMapKeyRef or fieldRef must be set",
+                )
+    yield from _duplicates(path, [v.name for v in env or []], "env var name")
+
+
+def _cel(path: Path, expression: str) -> Iterator[FieldError]:
+    try:
+        check_selector(expression)
+    except CelCompileError as exc:
+        yield FieldError(path, f"invalid CEL selector: {exc}")
+
+
+# --- InferenceClass ---------------------------------------------------------------------------
+
+
+def _qualified_name_problem(name: str) -> str | None:
+    domain, sep, ident = name.rpartition("/")
+    if sep and (not domain or len(domain) > 63 or not _DNS_SUBDOMAIN.match(domain)):
+        return "domain prefix must be a DNS subdomain of at most 63 characters"
+    if not _C_IDENTIFIER.match(ident) or len(ident) > 32:
+        return "name must be a C identifier of at most 32 characters"
+    return None
+
+
+def _attribute(path: Path, attr: DeviceAttribute) -> Iterator[FieldError]:
+    set_fields = [f for f in ("string", "version", "bool", "int") if getattr(attr, f) is not None]
+    if len(set_fields) != 1:
+        yield FieldError(
+            path,
+            "exactly one of string, version, bool or int must be set"
+            + (f" (got {', '.join(set_fields)})" if set_fields else ""),
+        )
+    elif attr.version is not None:
+        try:
+            parse_semver(attr.version)
+        except ValueError as exc:
+            yield FieldError((*path, "version"), f"not a strict semantic version: {exc}")
+
+
+def _device(path: Path, device: ClassDevice) -> Iterator[FieldError]:
+    if device.claim is DeviceClaim.DRA and not device.device_class_name:
+        yield FieldError(
+            (*path, "deviceClassName"), "required when claim is DRA (the DeviceClass to claim)"
+        )
+    for name, attr in device.attributes.items():
+        problem = _qualified_name_problem(name)
+        if problem:
+            yield FieldError((*path, "attributes", name), f"invalid attribute name: {problem}")
+        yield from _attribute((*path, "attributes", name), attr)
+    for name, cap in device.capacity.items():
+        problem = _qualified_name_problem(name)
+        if problem:
+            yield FieldError((*path, "capacity", name), f"invalid capacity name: {problem}")
+        try:
+            parse_quantity(cap.value)
+        except ValueError as exc:
+            yield FieldError((*path, "capacity", name, "value"), f"invalid quantity: {exc}")
+
+
+def _inference_class(ic: InferenceClass) -> Iterator[FieldError]:
+    spec = ("spec",)
+    prov = ic.spec.provisioning
+    if prov is not None:
+        blocks = {"GKE": prov.gke, "EKS": prov.eks}
+        for provider, block in blocks.items():
+            field = provider.lower()
+            if provider == prov.provider.value and block is None:
+                yield FieldError(
+                    (*spec, "provisioning", field), f"required when provider is {provider}"
+                )
+            if provider != prov.provider.value and block is not None:
+                yield FieldError(
+                    (*spec, "provisioning", field),
+                    f"must not be set when provider is {prov.provider.value}",
+                )
+    devices = ic.spec.devices
+    yield from _duplicates((*spec, "devices"), [d.name for d in devices], "device name")
+    for i, device in enumerate(devices):
+        yield from _device((*spec, "devices", i), device)
+
+
+# --- InferenceCluster -------------------------------------------------------------------------
+
+
+def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
+    spec = ("spec",)
+    access = cl.spec.cluster
+    source = access.source
+    blocks = {
+        ClusterSource.EXISTING: ("existing", access.existing),
+        ClusterSource.GKE: ("gke", access.gke),
+        ClusterSource.EKS: ("eks", access.eks),
+    }
+    for candidate, (field, block) in blocks.items():
+        if candidate is source and block is None and candidate is not ClusterSource.EXISTING:
+            yield FieldError((*spec, "cluster", field), f"required when source is {source.value}")
+        if candidate is not source and block is not None:
+            yield FieldError(
+                (*spec, "cluster", field), f"must not be set when source is {source.value}"
+            )
+    taints = cl.spec.taints
+    yield from _duplicates(
+        (*spec, "taints"), [(t.key, t.effect.value) for t in taints], "taint (key, effect)"
+    )
+    for i, taint in enumerate(taints):
+        problem = label_key_problem(taint.key)
+        if problem:
+            yield FieldError((*spec, "taints", i, "key"), f"invalid taint key: {problem}")
+    pools = cl.spec.node_pools
+    yield from _duplicates((*spec, "nodePools"), [p.name for p in pools], "node pool name")
+    provisioned = source in (ClusterSource.GKE, ClusterSource.EKS)
+    for i, pool in enumerate(pools):
+        path = (*spec, "nodePools", i)
+        if (
+            pool.min_node_count is not None
+            and pool.max_node_count is not None
+            and pool.min_node_count > pool.max_node_count
+        ):
+            yield FieldError(
+                (*path, "minNodeCount"),
+                f"must not exceed maxNodeCount ({pool.min_node_count} > {pool.max_node_count})",
+            )
+        if provisioned and not pool.zones:
+            yield FieldError((*path, "zones"), f"required for pools that {source.value} provisions")
+        if pool.capacity_block is not None and source is not ClusterSource.EKS:
+            yield FieldError((*path, "capacityBlock"), "capacity blocks exist only on EKS")
+        fabric = pool.fabric
+        if fabric is not None:
+            if fabric.infiniband is not None and fabric.type is not FabricType.INFINIBAND:
+                yield FieldError(
+                    (*path, "fabric", "infiniband"), "only allowed when fabric type is InfiniBand"
+                )
+            if fabric.type is FabricType.EFA and source is ClusterSource.GKE:
+                yield FieldError((*path, "fabric", "type"), "EFA is only available on EKS")
+            if fabric.type is FabricType.INFINIBAND and provisioned:
+                yield FieldError(
+                    (*path, "fabric", "type"),
+                    f"InfiniBand pools cannot be provisioned on {source.value}; "
+                    "use source Existing",
+                )
+
+
+# --- ModelDeployment / ModelReplica -----------------------------------------------------------
+
+
+def _engine_shape(path: Path, roles: Iterable[Role]) -> Iterator[FieldError]:
+    counts = Counter(roles)
+    standalone_ok = counts == Counter({Role.STANDALONE: 1})
+    gang_ok = counts == Counter({Role.LEADER: 1, Role.WORKER: 1})
+    if not (standalone_ok or gang_ok):
+        got = ", ".join(f"{n} {r.value}" for r, n in sorted(counts.items())) or "none"
+        yield FieldError(
+            (*path, "members"),
+            "an engine is either exactly one Standalone member, or exactly one Leader and one "
+            f"Worker (got {got})",
+        )
+
+
+def _serving_rules(
+    path: Path, mode: ServingMode, phases: Sequence[Phase | None]
+) -> Iterator[FieldError]:
+    if mode is ServingMode.PREFILL_DECODE:
+        if len(phases) != 2 or sorted(p.value for p in phases if p) != ["Decode", "Prefill"]:
+            yield FieldError(
+                (*path, "engines"),
+                "serving mode PrefillDecode needs exactly 2 engines: one with phase Prefill "
+                "and one with phase Decode",
+            )
+    else:
+        for i, phase in enumerate(phases):
+            if phase is not None:
+                yield FieldError(
+                    (*path, "engines", i, "phase"),
+                    "phase is only allowed when serving.mode is PrefillDecode",
+                )
+
+
+def _pod_template(path: Path, meta: TemplateMeta, env: list[EnvVar] | None) -> Iterator[FieldError]:
+    yield from _template_meta((*path, "metadata"), meta)
+    yield from _env((*path, "spec", "containers", 0, "env"), env)
+
+
+def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
+    spec = md.spec
+    if spec.strategy.max_surge == 0 and spec.strategy.max_unavailable == 0:
+        yield FieldError(
+            ("spec", "strategy"),
+            "maxSurge and maxUnavailable must not both be 0 (a rollout could never progress)",
+        )
+    tpl = ("spec", "template")
+    yield from _template_meta((*tpl, "metadata"), spec.template.metadata)
+    tspec = spec.template.spec
+    ts = (*tpl, "spec")
+    yield from _tolerations((*ts, "tolerations"), tspec.tolerations)
+    engines = tspec.engines
+    yield from _duplicates((*ts, "engines"), [e.name for e in engines], "engine name")
+    yield from _serving_rules(ts, tspec.serving.mode, [e.phase for e in engines])
+    for i, engine in enumerate(engines):
+        ep = (*ts, "engines", i)
+        yield from _engine_shape(ep, [m.role for m in engine.members])
+        if all(m.node_selector is None for m in engine.members):
+            yield FieldError(
+                (*ep, "members"),
+                "at least one member must have a nodeSelector (otherwise the engine claims "
+                "no hardware)",
+            )
+        for j, member in enumerate(engine.members):
+            mp = (*ep, "members", j)
+            if member.worker is not None and member.role is not Role.WORKER:
+                yield FieldError(
+                    (*mp, "worker"),
+                    f"only a Worker member may set worker (this member is {member.role.value})",
+                )
+            if member.node_selector is not None:
+                devices = member.node_selector.devices
+                dp = (*mp, "nodeSelector", "devices")
+                yield from _duplicates(dp, [d.name for d in devices], "device name")
+                for k, device in enumerate(devices):
+                    for s, sel in enumerate(device.selectors):
+                        yield from _cel((*dp, k, "selectors", s, "cel"), sel.cel)
+            yield from _pod_template(
+                (*mp, "template"),
+                member.template.metadata,
+                member.container.env,
+            )
+
+
+def _model_replica(mr: ModelReplica) -> Iterator[FieldError]:
+    spec = ("spec",)
+    engines = mr.spec.engines
+    yield from _duplicates((*spec, "engines"), [e.name for e in engines], "engine name")
+    yield from _serving_rules(spec, mr.spec.serving.mode, [e.phase for e in engines])
+    for i, engine in enumerate(engines):
+        ep = (*spec, "engines", i)
+        yield from _engine_shape(ep, [m.role for m in engine.members])
+        if all(m.device_requests is None for m in engine.members):
+            yield FieldError((*ep, "members"), "at least one member must carry deviceRequests")
+        for j, member in enumerate(engine.members):
+            mp = (*ep, "members", j)
+            if member.worker is not None and member.role is not Role.WORKER:
+                yield FieldError((*mp, "worker"), "only a Worker member may set worker")
+            for k, req in enumerate(member.device_requests or []):
+                for s, sel in enumerate(req.selectors):
+                    yield from _cel((*mp, "deviceRequests", k, "selectors", s, "cel"), sel.cel)
+
+
+# --- ModelEndpoint / ModelService ---------------------------------------------------------------
+
+
+def _model_endpoint(me: ModelEndpoint) -> Iterator[FieldError]:
+    url = urlparse(me.spec.url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        yield FieldError(
+            ("spec", "url"), f"must be an http(s) URL with a host (got {me.spec.url!r})"
+        )
+    if not me.spec.rewrite_path.startswith("/"):
+        yield FieldError(("spec", "rewritePath"), "must start with '/'")
+
+
+def _model_service(ms: ModelService) -> Iterator[FieldError]:
+    for i, ep in enumerate(ms.spec.endpoints):
+        yield from _labels(
+            ("spec", "endpoints", i, "selector", "matchLabels"),
+            ep.selector.match_labels,
+            reserved_ok=True,
+        )

@@ -1,0 +1,54 @@
+"""``modelfleet validate -f PATH...``: check manifests without touching anything."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from modelfleet.api.loading import LoadedDocument, load_paths
+from modelfleet.cli.output import EXIT_INVALID, EXIT_OK, console, print_manifest_errors
+
+FilesOption = Annotated[
+    list[str],
+    typer.Option(
+        "--filename",
+        "-f",
+        help="Manifest file or directory (recursive, *.yaml/*.yml); '-' reads standard input. "
+        "Repeatable.",
+    ),
+]
+
+
+def summary(doc: LoadedDocument) -> str:
+    """A one-line description of a valid document."""
+    r = doc.resource
+    spec = getattr(r, "spec", None)
+    detail = ""
+    if r.KIND == "ModelDeployment" and spec is not None:
+        engines = ", ".join(e.name for e in spec.template.spec.engines)
+        mode = spec.template.spec.serving.mode.value
+        detail = f"{spec.replicas} replica(s), {mode}, engines: {engines}"
+    elif r.KIND == "InferenceCluster" and spec is not None:
+        pools = ", ".join(f"{p.name}({p.class_name} x{p.capacity_nodes})" for p in spec.node_pools)
+        detail = f"source {spec.cluster.source.value}, pools: {pools}"
+    elif r.KIND == "InferenceClass" and spec is not None:
+        devices = ", ".join(f"{d.name} x{d.count}" for d in spec.devices)
+        prov = spec.provisioning.provider.value if spec.provisioning else "BYO"
+        detail = f"{prov}, devices: {devices}"
+    elif r.KIND == "ModelService" and spec is not None:
+        detail = f"{len(spec.endpoints)} endpoint selector(s)"
+    return f"{doc.source}:{doc.line}: {r.ref} valid" + (f" ({detail})" if detail else "")
+
+
+def validate(files: FilesOption) -> None:
+    """Validate manifests: exit 0 with a summary per document, or exit 2 listing every error."""
+    result = load_paths(files)
+    if result.errors:
+        print_manifest_errors(result.errors)
+        raise typer.Exit(EXIT_INVALID)
+    for doc in result.documents:
+        console.print(summary(doc), soft_wrap=True)
+    n = len(result.documents)
+    console.print(f"{n} document{'s' if n != 1 else ''} valid.")
+    raise typer.Exit(EXIT_OK)
