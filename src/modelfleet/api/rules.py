@@ -35,8 +35,8 @@ from modelfleet.api.meta import (
 )
 from modelfleet.api.services import ModelEndpoint, ModelService
 from modelfleet.scheduling.cel import CelCompileError, check_selector
-from modelfleet.scheduling.quantity import parse_quantity
-from modelfleet.scheduling.semver import parse_semver
+from modelfleet.scheduling.quantity import Quantity
+from modelfleet.scheduling.semver import Semver
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -170,7 +170,7 @@ def _attribute(path: Path, attr: DeviceAttribute) -> Iterator[FieldError]:
         )
     elif attr.version is not None:
         try:
-            parse_semver(attr.version)
+            Semver.parse(attr.version)
         except ValueError as exc:
             yield FieldError((*path, "version"), f"not a strict semantic version: {exc}")
 
@@ -190,7 +190,7 @@ def _device(path: Path, device: ClassDevice) -> Iterator[FieldError]:
         if problem:
             yield FieldError((*path, "capacity", name), f"invalid capacity name: {problem}")
         try:
-            parse_quantity(cap.value)
+            Quantity.parse(cap.value)
         except ValueError as exc:
             yield FieldError((*path, "capacity", name, "value"), f"invalid quantity: {exc}")
 

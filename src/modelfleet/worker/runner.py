@@ -1,0 +1,98 @@
+"""The worker process: one task queue, every workflow type, the Kubernetes and Fleet activities
+built with their adapters, bounded concurrency and a graceful shutdown.
+
+The worker is where credentials live: kubeconfigs are read from its credentials directory by
+the activities, never shipped through Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.worker import Worker
+
+from modelfleet.activities.contracts import TASK_QUEUE
+from modelfleet.activities.fleet import FleetActivities
+from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.workflows.cluster import ClusterWorkflow
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID
+from modelfleet.workflows.replica import ReplicaWorkflow
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+
+
+async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
+    """Start the singleton Fleet workflow unless it is already running."""
+    await client.start_workflow(
+        FleetWorkflow.run,
+        FleetInput(),
+        id=FLEET_ID,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="Fleet: class catalog, cluster capacity and the allocation ledger",
+    )
+
+
+def build_worker(
+    client: Client,
+    credentials_dir: Path,
+    *,
+    task_queue: str = TASK_QUEUE,
+    max_concurrent_activities: int = 32,
+    executor: ThreadPoolExecutor | None = None,
+) -> tuple[Worker, KubeActivities]:
+    kube = KubeActivities(KubeconfigStore(credentials_dir))
+    fleet = FleetActivities(client)
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[
+            kube.apply,
+            kube.delete,
+            kube.wait_ready,
+            kube.check_ready,
+            kube.probe,
+            fleet.place,
+            fleet.release,
+            fleet.publish_cluster,
+        ],
+        activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
+        max_concurrent_activities=max_concurrent_activities,
+        graceful_shutdown_timeout=timedelta(seconds=10),
+    )
+    return worker, kube
+
+
+async def run_worker(
+    client: Client,
+    credentials_dir: Path,
+    stop: asyncio.Event,
+    *,
+    task_queue: str = TASK_QUEUE,
+    max_concurrent_activities: int = 32,
+) -> None:
+    """Run until ``stop`` is set, then shut down gracefully."""
+    await ensure_fleet(client, task_queue)
+    worker, kube = build_worker(
+        client,
+        credentials_dir,
+        task_queue=task_queue,
+        max_concurrent_activities=max_concurrent_activities,
+    )
+    try:
+        async with worker:
+            log.info("worker polling task queue %s", task_queue)
+            await stop.wait()
+    finally:
+        kube.close()

@@ -1,0 +1,215 @@
+"""The Fleet workflow (ID ``fleet``): the one owner of the class catalog, every cluster's published
+capacity and readiness, and the ledger of placed replicas. Placement and release are Updates, so
+two deployments placing at once are serialised here and can never double-book a pool.
+
+Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
+scheduler it runs is a pure function.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.activities.contracts import (
+        ClusterReport,
+        PlaceRequest,
+        PlaceResponse,
+        ReleaseRequest,
+    )
+    from modelfleet.api.classes import InferenceClass
+    from modelfleet.api.clusters import InferenceCluster
+    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.api.errors import InvalidResourceError
+    from modelfleet.api.meta import Model
+    from modelfleet.api.rules import validate
+    from modelfleet.workflows import search
+    from modelfleet.workflows.fleet_placement import run_placement
+    from modelfleet.workflows.status import ClusterRecord, Decision, DecisionQuery, FleetView
+
+# Bounded memory: a long-lived workflow must not grow without limit.
+MAX_DECISIONS = 500
+MAX_REMEMBERED_REQUESTS = 200
+# A cluster NotReady for longer than this loses its replicas to re-placement.
+NOT_READY_GRACE = timedelta(minutes=5)
+
+
+class FleetState(Model):
+    classes: dict[str, InferenceClass] = {}
+    clusters: dict[str, ClusterRecord] = {}
+    replicas: dict[str, ModelReplica] = {}
+    decisions: list[Decision] = []
+    answered: dict[str, PlaceResponse] = {}
+
+
+class FleetInput(Model):
+    state: FleetState | None = None
+
+
+@workflow.defn(name="Fleet")
+class FleetWorkflow:
+    @workflow.init
+    def __init__(self, arg: FleetInput) -> None:
+        state = arg.state or FleetState()
+        self._classes: dict[str, InferenceClass] = dict(state.classes)
+        self._clusters: dict[str, ClusterRecord] = dict(state.clusters)
+        self._replicas: dict[str, ModelReplica] = dict(state.replicas)
+        self._decisions: deque[Decision] = deque(state.decisions, maxlen=MAX_DECISIONS)
+        self._answered: dict[str, PlaceResponse] = dict(state.answered)
+
+    @workflow.run
+    async def run(self, arg: FleetInput) -> None:
+        workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
+        await workflow.wait_condition(lambda: workflow.info().is_continue_as_new_suggested())
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(FleetInput(state=self._state()))
+
+    def _state(self) -> FleetState:
+        return FleetState(
+            classes=self._classes,
+            clusters=self._clusters,
+            replicas=self._replicas,
+            decisions=list(self._decisions),
+            answered=self._answered,
+        )
+
+    # --- catalog ---------------------------------------------------------------------------
+
+    @workflow.update
+    def put_class(self, cls: InferenceClass) -> None:
+        self._classes[cls.name] = cls
+
+    @put_class.validator
+    def _check_class(self, cls: InferenceClass) -> None:
+        errors = validate(cls)
+        if errors:
+            raise InvalidResourceError(cls.ref, errors)
+
+    @workflow.update
+    def remove_class(self, name: str) -> None:
+        users = sorted(
+            c.spec.name
+            for c in self._clusters.values()
+            if any(p.class_name == name for p in c.spec.spec.node_pools)
+        )
+        if users:
+            raise ApplicationError(
+                f"InferenceClass {name} is used by clusters: {', '.join(users)}",
+                non_retryable=True,
+            )
+        self._classes.pop(name, None)
+
+    # --- clusters --------------------------------------------------------------------------
+
+    @workflow.update
+    def put_cluster(self, cluster: InferenceCluster) -> None:
+        record = self._clusters.get(cluster.name)
+        if record is None:
+            self._clusters[cluster.name] = ClusterRecord(spec=cluster)
+        else:
+            record.spec = cluster
+
+    @workflow.update
+    def report_cluster(self, report: ClusterReport) -> None:
+        record = self._clusters.get(report.name)
+        if record is None:
+            return  # removed meanwhile; the report is stale
+        was_ready = record.ready
+        record.ready = report.ready
+        record.reason = report.reason
+        record.gateway_address = report.gateway_address
+        record.observed_pools = report.observed_pools
+        if report.ready:
+            record.not_ready_since = None
+        elif was_ready or record.not_ready_since is None:
+            record.not_ready_since = workflow.now()
+
+    @workflow.update
+    def remove_cluster(self, name: str) -> list[str]:
+        """Forget a cluster; returns the replicas that were still placed on it."""
+        self._clusters.pop(name, None)
+        return sorted(k for k, r in self._replicas.items() if r.spec.cluster_name == name)
+
+    # --- placement -------------------------------------------------------------------------
+
+    @workflow.update
+    def place(self, request: PlaceRequest) -> PlaceResponse:
+        # Updates with one ID are deduplicated by the server; this also covers a retried
+        # activity after the Fleet continued-as-new.
+        if request.request_id in self._answered:
+            return self._answered[request.request_id]
+        now = workflow.now()
+        stale = {
+            name
+            for name, rec in self._clusters.items()
+            if rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE
+        }
+        response = run_placement(
+            request,
+            classes=self._classes,
+            clusters=self._clusters,
+            replicas=list(self._replicas.values()),
+            gone_clusters=stale,
+        )
+        for replica in response.placed:
+            self._replicas[_key(replica.namespace, replica.name)] = replica
+        self._remember(request.request_id, response)
+        self._decisions.append(
+            Decision(
+                at=now,
+                namespace=request.deployment.namespace,
+                deployment=request.deployment.name,
+                desired=request.desired,
+                placed=[f"{r.name}@{r.spec.cluster_name}" for r in response.placed],
+                victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
+                summary=response.summary,
+                rejections=response.rejections,
+            )
+        )
+        return response
+
+    @place.validator
+    def _check_place(self, request: PlaceRequest) -> None:
+        errors = validate(request.deployment)
+        if errors:
+            raise InvalidResourceError(request.deployment.ref, errors)
+
+    def _remember(self, request_id: str, response: PlaceResponse) -> None:
+        self._answered[request_id] = response
+        while len(self._answered) > MAX_REMEMBERED_REQUESTS:
+            self._answered.pop(next(iter(self._answered)))
+
+    @workflow.update
+    def release(self, request: ReleaseRequest) -> int:
+        released = 0
+        for name in request.replicas:
+            if self._replicas.pop(_key(request.namespace, name), None) is not None:
+                released += 1
+        return released
+
+    # --- queries ---------------------------------------------------------------------------
+
+    @workflow.query
+    def view(self) -> FleetView:
+        return FleetView(
+            classes=sorted(self._classes),
+            clusters=[self._clusters[k] for k in sorted(self._clusters)],
+            replicas=[self._replicas[k] for k in sorted(self._replicas)],
+        )
+
+    @workflow.query
+    def decisions(self, query: DecisionQuery) -> list[Decision]:
+        mine = [
+            d
+            for d in self._decisions
+            if d.namespace == query.namespace and d.deployment == query.deployment
+        ]
+        return mine[-query.limit :]
+
+
+def _key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"

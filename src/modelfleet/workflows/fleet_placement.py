@@ -1,0 +1,90 @@
+"""How the Fleet workflow turns its state into a scheduler snapshot and a placement answer.
+
+Pure and deterministic (it runs inside the Fleet workflow): live capacity comes from what each
+cluster's workflow observed (ready nodes per pool), falling back to the declared capacity until
+a cluster has been probed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from modelfleet.activities.contracts import PlaceRequest, PlaceResponse, Victim
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
+from modelfleet.scheduling.placement import place
+from modelfleet.workflows.status import ClusterRecord
+
+
+def fleet_snapshot(
+    classes: Mapping[str, InferenceClass],
+    clusters: Mapping[str, ClusterRecord],
+    *,
+    gone: Collection[str] = (),
+    avoid: Collection[str] = (),
+) -> FleetSnapshot:
+    snapshot = FleetSnapshot()
+    for name in sorted(clusters):
+        if name in gone:
+            continue  # NotReady past its grace period: its replicas are re-placed elsewhere
+        record = clusters[name]
+        spec = record.spec
+        observed = record.observed_pools
+        pools: list[PoolSnapshot] = []
+        for pool in spec.spec.node_pools:
+            cls = classes.get(pool.class_name)
+            if cls is None:
+                snapshot.missing_classes.append(
+                    MissingClass(cluster=name, pool=pool.name, class_name=pool.class_name)
+                )
+                continue
+            if observed:
+                seen = observed.get(pool.name)
+                nodes = min(seen.ready_nodes, pool.capacity_nodes) if seen else 0
+            else:
+                nodes = pool.capacity_nodes
+            pools.append(
+                PoolSnapshot(
+                    name=pool.name,
+                    class_name=pool.class_name,
+                    nodes=nodes,
+                    devices=list(cls.spec.devices),
+                )
+            )
+        snapshot.clusters.append(
+            ClusterSnapshot(
+                name=name,
+                labels=dict(spec.metadata.labels),
+                taints=list(spec.spec.taints),
+                ready=record.ready and name not in avoid,
+                gateway_address=record.gateway_address,
+                pools=pools,
+            )
+        )
+    return snapshot
+
+
+def run_placement(
+    request: PlaceRequest,
+    *,
+    classes: Mapping[str, InferenceClass],
+    clusters: Mapping[str, ClusterRecord],
+    replicas: Sequence[ModelReplica],
+    gone_clusters: Collection[str] = (),
+) -> PlaceResponse:
+    snapshot = fleet_snapshot(
+        classes, clusters, gone=gone_clusters, avoid=set(request.avoid_clusters)
+    )
+    result = place(request.deployment, snapshot, replicas, desired=request.desired)
+    rejections = dict(result.rejections)
+    for cluster in request.avoid_clusters:
+        rejections.setdefault(cluster, "a replica failed here recently; avoided for a while")
+    return PlaceResponse(
+        kept=list(result.kept),
+        placed=list(result.placed),
+        victims=[Victim(replica=v.replica, reason=v.reason) for v in result.victims],
+        conditions=list(result.conditions),
+        rejections=rejections,
+        summary=result.summary,
+    )

@@ -1,0 +1,18 @@
+"""Workflow IDs: one deterministic business ID per entity, so applying twice is idempotent and
+every entity is findable by name. Pure."""
+
+from __future__ import annotations
+
+FLEET_ID = "fleet"
+
+
+def deployment_id(namespace: str, name: str) -> str:
+    return f"deployment/{namespace}/{name}"
+
+
+def replica_id(namespace: str, name: str) -> str:
+    return f"replica/{namespace}/{name}"
+
+
+def cluster_id(name: str) -> str:
+    return f"cluster/{name}"

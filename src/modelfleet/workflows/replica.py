@@ -1,0 +1,287 @@
+"""The ModelReplica workflow (ID ``replica/<ns>/<replica>``): the rollout saga of one placed replica
+on one cluster, then its health watch until it is torn down.
+
+Steps: ensure namespace -> stage ResourceClaimTemplates -> create gangs -> wait for leader
+readiness -> wire routing -> wait for the endpoint picker -> Ready. Each step is an activity;
+retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
+deadline or cancellation the steps already taken are undone in reverse order, and the parent
+deployment is told why. Progress is reported to the parent by signal.
+
+Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.activities.contracts import (
+        KUBE_APPLY,
+        KUBE_CHECK_READY,
+        KUBE_DELETE,
+        KUBE_WAIT_READY,
+        ApplyRequest,
+        ApplyResult,
+        DeleteRequest,
+        DeleteResult,
+        ObjectRef,
+        ReadyResult,
+        WaitReadyRequest,
+    )
+    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.api.meta import Model
+    from modelfleet.rendering.facts import ClusterFacts
+    from modelfleet.rendering.replica import ReadinessRule, RenderedReplica, Step, render_replica
+    from modelfleet.workflows import search
+    from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+
+# Transient API trouble is retried with backoff; the step's own deadline bounds the total.
+API_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=20),
+    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+)
+CLEANUP_TIMEOUT = timedelta(minutes=10)
+HEALTH_INTERVAL = timedelta(seconds=30)
+
+_STEP_NAMES = {
+    Step.NAMESPACE: ReplicaStep.NAMESPACE,
+    Step.CLAIMS: ReplicaStep.CLAIMS,
+    Step.WORKLOADS: ReplicaStep.WORKLOADS,
+    Step.ROUTING: ReplicaStep.ROUTING,
+}
+
+
+class ReplicaInput(Model):
+    replica: ModelReplica
+    parent_id: str
+    progress_deadline_seconds: int = 1800
+    facts: ClusterFacts = ClusterFacts()
+    # Carried across continue-as-new while serving.
+    serving_since: datetime | None = None
+    health_interval_seconds: int = 30
+
+
+class ReplicaResult(Model):
+    name: str
+    phase: ReplicaPhase
+    reason: str = ""
+
+
+class RolloutFailedError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@workflow.defn(name="ModelReplica")
+class ReplicaWorkflow:
+    @workflow.init
+    def __init__(self, arg: ReplicaInput) -> None:
+        self._input = arg
+        self._replica = arg.replica
+        self._phase = ReplicaPhase.PENDING
+        self._step = ReplicaStep.PLACED
+        self._reason = ""
+        self._teardown = False
+        self._created: list[ObjectRef] = []
+
+    @workflow.signal
+    def teardown(self) -> None:
+        self._teardown = True
+
+    @workflow.query
+    def progress(self) -> ReplicaProgress:
+        return self._progress()
+
+    @workflow.run
+    async def run(self, arg: ReplicaInput) -> ReplicaResult:
+        r = self._replica
+        workflow.upsert_search_attributes(
+            [
+                search.KIND.value_set("ModelReplica"),
+                search.NAMESPACE.value_set(r.namespace),
+                search.NAME.value_set(r.name),
+                search.CLUSTERS.value_set([r.spec.cluster_name]),
+            ]
+        )
+        rendered = render_replica(r, arg.facts)
+        # Objects this replica owns, whether or not a step got far enough to record them:
+        # compensation deletes by what was rendered, so a half-applied step leaves nothing.
+        owned = [
+            ObjectRef.of(m)
+            for s in rendered.steps
+            if s.step is not Step.NAMESPACE
+            for m in s.manifests
+        ]
+        if arg.serving_since is None:
+            try:
+                await self._roll_out(rendered)
+            except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
+                reason = _reason(exc)
+                await self._compensate(owned, reason)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return ReplicaResult(name=r.name, phase=ReplicaPhase.FAILED, reason=reason)
+            serving_since = workflow.now()
+        else:
+            serving_since = arg.serving_since
+            await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+        await self._watch_health(rendered, serving_since)
+        await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
+        await self._delete(owned)
+        await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
+        return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
+
+    # --- the saga --------------------------------------------------------------------------
+
+    async def _roll_out(self, rendered: RenderedReplica) -> None:
+        deadline = workflow.now() + timedelta(seconds=self._input.progress_deadline_seconds)
+        rules = {"workload": [], "endpoint-picker": []}  # type: dict[str, list[ReadinessRule]]
+        for rule in rendered.readiness:
+            rules.setdefault(rule.role, []).append(rule)
+        for step in rendered.steps:
+            if self._teardown:
+                raise RolloutFailedError("torn down before it became ready")
+            await self._set(ReplicaPhase.PROGRESSING, _STEP_NAMES[step.step], "")
+            await self._apply(step.step.value, step.manifests, deadline)
+            if step.step is Step.WORKLOADS:
+                await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.LEADER_READY, "")
+                await self._wait_ready(rules.get("workload", []), deadline, "leader readiness")
+        await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.ROUTING_READY, "")
+        await self._wait_ready(rules.get("endpoint-picker", []), deadline, "endpoint picker")
+        await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+
+    async def _apply(
+        self, step: str, manifests: list[dict[str, object]], deadline: datetime
+    ) -> None:
+        remaining = max(deadline - workflow.now(), timedelta(seconds=5))
+        result: ApplyResult = await workflow.execute_activity(
+            KUBE_APPLY,
+            ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
+            result_type=ApplyResult,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=remaining,
+            retry_policy=API_RETRY,
+            summary=f"{step}: apply {len(manifests)} object(s)",
+        )
+        self._created.extend(result.applied)
+
+    async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
+        if not rules:
+            return
+        remaining = deadline - workflow.now()
+        if remaining <= timedelta(0):
+            raise RolloutFailedError(f"progress deadline passed before {what}")
+        result: ReadyResult = await workflow.execute_activity(
+            KUBE_WAIT_READY,
+            WaitReadyRequest(
+                cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
+            ),
+            result_type=ReadyResult,
+            start_to_close_timeout=remaining + timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=20),
+            retry_policy=API_RETRY,
+            summary=f"wait for {what}",
+        )
+        if not result.ready:
+            raise RolloutFailedError(result.reason)
+
+    async def _compensate(self, owned: list[ObjectRef], reason: str) -> None:
+        await self._set(ReplicaPhase.FAILED, ReplicaStep.COMPENSATING, reason)
+        await self._delete(owned)
+        await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
+
+    async def _delete(self, owned: list[ObjectRef]) -> None:
+        # Reverse apply order: routing first, the gangs next, claims last.
+        refs = list(reversed(owned))
+        try:
+            await workflow.execute_activity(
+                KUBE_DELETE,
+                DeleteRequest(cluster=self._replica.spec.cluster_name, objects=refs),
+                result_type=DeleteResult,
+                start_to_close_timeout=timedelta(seconds=120),
+                schedule_to_close_timeout=CLEANUP_TIMEOUT,
+                retry_policy=API_RETRY,
+                summary=f"delete {len(refs)} object(s)",
+            )
+        except ActivityError as exc:
+            # The cluster may be gone for good; say so rather than hang the deployment.
+            self._reason = (
+                f"cleanup incomplete on {self._replica.spec.cluster_name}: {_reason(exc)}"
+            )
+
+    # --- after Ready -------------------------------------------------------------------------
+
+    async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
+        interval = timedelta(seconds=self._input.health_interval_seconds)
+        while not self._teardown:
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    self._input.model_copy(update={"serving_since": serving_since})
+                )
+            try:
+                await workflow.wait_condition(lambda: self._teardown, timeout=interval)
+            except TimeoutError:
+                await self._check_health(rendered)
+
+    async def _check_health(self, rendered: RenderedReplica) -> None:
+        try:
+            result: ReadyResult = await workflow.execute_activity(
+                KUBE_CHECK_READY,
+                WaitReadyRequest(
+                    cluster=self._replica.spec.cluster_name,
+                    rules=rendered.readiness,
+                    deadline=workflow.now(),
+                ),
+                result_type=ReadyResult,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=2),
+                summary="health check",
+            )
+        except ActivityError as exc:
+            result = ReadyResult(ready=False, reason=f"cluster unreachable: {_reason(exc)}")
+        if result.ready and self._phase is not ReplicaPhase.READY:
+            await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+        elif not result.ready and (
+            self._phase is not ReplicaPhase.DEGRADED or self._reason != result.reason
+        ):
+            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, result.reason)
+
+    # --- reporting ---------------------------------------------------------------------------
+
+    def _progress(self) -> ReplicaProgress:
+        return ReplicaProgress(
+            name=self._replica.name,
+            phase=self._phase,
+            step=self._step,
+            reason=self._reason,
+            at=workflow.now(),
+        )
+
+    async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
+        self._phase, self._step, self._reason = phase, step, reason
+        workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+        detail = f"**{phase.value}** · step `{step.value}`" + (f"\n\n{reason}" if reason else "")
+        workflow.set_current_details(detail)
+        parent = workflow.get_external_workflow_handle(self._input.parent_id)
+        # The deployment may be gone; then there is nobody to tell.
+        with contextlib.suppress(ApplicationError):
+            await parent.signal("replica_progress", self._progress())
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RolloutFailedError):
+        return exc.reason
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    cause = exc.__cause__ if isinstance(exc, ActivityError) and exc.__cause__ else exc
+    return str(cause) or type(cause).__name__

@@ -1,0 +1,14 @@
+"""Custom search attributes that make every modelfleet entity findable in the Temporal UI and by
+``modelfleet get``. They must be registered on the server before use (``modelfleet dev`` does)."""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+KIND = SearchAttributeKey.for_keyword("ModelfleetKind")
+NAMESPACE = SearchAttributeKey.for_keyword("ModelfleetNamespace")
+NAME = SearchAttributeKey.for_keyword("ModelfleetName")
+CLUSTERS = SearchAttributeKey.for_keyword_list("ModelfleetClusters")
+PHASE = SearchAttributeKey.for_keyword("ModelfleetPhase")
+
+ALL = (KIND, NAMESPACE, NAME, CLUSTERS, PHASE)
