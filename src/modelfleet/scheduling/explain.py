@@ -1,0 +1,60 @@
+"""Why a replica did not fit, in words: one reason per cluster, and a kube-scheduler-style
+summary such as ``0/5 clusters fit: 3 no pool satisfies device 'gpu' of engine 'decode'; 1 pool
+'h200' has 1 free node, needs 2; 1 untolerated taint maintenance=true:NoSchedule``.
+
+Reasons never contain the cluster's own name, so equal reasons aggregate in the summary.
+
+Layer rule: pure (no I/O, no Temporal, no SDKs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from modelfleet.scheduling.ledger import PodGroup, PoolLedger
+from modelfleet.scheduling.matching import PoolShape
+
+NOT_SELECTED = "not selected by clusterSelector"
+NOT_READY = "not Ready"
+NO_GATEWAY = "no gateway address"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def describe_demand(demand: Sequence[int], shape: PoolShape) -> str:
+    """``2 'gpu' + 16 'efa'``: what one pod claims, by device name."""
+    parts = [f"{n} {shape.devices[slot].name!r}" for slot, n in enumerate(demand) if n]
+    return " + ".join(parts) or "nothing"
+
+
+def capacity_reason(
+    pool: str, shape: PoolShape, state: PoolLedger, groups: Sequence[PodGroup]
+) -> str:
+    """Why ``groups`` (one engine's pods) do not fit in ``state``, the pool as it stands."""
+    claiming = [g for g in groups if g.claims and g.pods]
+    whole = [g for g in claiming if g.whole_node or tuple(g.demand) == shape.capacity]
+    if len(whole) == len(claiming):
+        needed = sum(g.pods for g in whole)
+        return f"pool {pool!r} has {_plural(state.pristine, 'free node')}, needs {needed}"
+    trial = state.copy()
+    for group in claiming:
+        room = trial.take(group)
+        if room < group.pods:
+            return (
+                f"pool {pool!r} has room for {_plural(room, 'more pod')} of "
+                f"{describe_demand(group.demand, shape)}, needs {group.pods}"
+            )
+    # Unreachable when the caller saw the engine fail, but stay truthful if it did not.
+    return f"pool {pool!r} has too little free capacity"
+
+
+def summarize(total: int, fitting: int, reasons: Mapping[str, str]) -> str:
+    """``fitting/total clusters fit: <count> <reason>; ...``, most common reason first."""
+    counts = Counter(reasons.values())
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    detail = "; ".join(f"{n} {reason}" for reason, n in ordered)
+    head = f"{fitting}/{total} clusters fit"
+    return f"{head}: {detail}" if detail else head

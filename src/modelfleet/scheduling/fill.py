@@ -1,0 +1,168 @@
+"""Fill: placing the replicas a deployment is missing, one at a time, against the ledger.
+
+For each missing replica every schedulable cluster is tried against a trial copy of its pools;
+among the clusters that fit, the one with the fewest replicas of this deployment wins, then the
+smallest name (spread, then pack). Within a cluster each engine goes whole onto the first pool,
+in declared order, that satisfies every member and has room; later engines see what earlier
+ones took. The replica gets the lowest index free on its cluster.
+
+Trying clusters in (load, name) order and stopping at the first fit gives the same answer as
+trying them all. A cluster that failed once keeps failing for the rest of the pass (matching
+does not change and only the chosen cluster loses capacity), so its reason is kept and it is
+not tried again; when nothing fits, those reasons are the explanation.
+
+Layer rule: pure (no I/O, no Temporal, no SDKs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
+from modelfleet.scheduling.explain import NO_GATEWAY, NOT_READY, NOT_SELECTED, capacity_reason
+from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
+from modelfleet.scheduling.matching import (
+    EnginePlan,
+    FleetIndex,
+    IndexedCluster,
+    Matcher,
+    SelectorEvaluator,
+    stamped_demand,
+)
+from modelfleet.scheduling.stamp import EngineChoice
+from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
+
+
+def build_ledger(
+    fleet: FleetIndex, replicas: Iterable[ModelReplica], evaluator: SelectorEvaluator
+) -> Ledger:
+    """Charge every replica's stamped shape to its pinned pools. Replicas on clusters or pools
+    that are no longer published use nothing."""
+    ledger = Ledger()
+    for replica in replicas:
+        cluster = fleet.by_name.get(replica.spec.cluster_name)
+        if cluster is None:
+            continue
+        for engine in replica.spec.engines:
+            for member in engine.members:
+                if not member.device_requests:
+                    continue
+                pool = cluster.pools_by_name.get(member.node_pool_name)
+                if pool is None:
+                    continue
+                demand = stamped_demand(member.device_requests, pool.shape, evaluator)
+                pods = member.pods * engine.copies
+                group = PodGroup(demand, pods, member.role is not Role.STANDALONE)
+                ledger.charge((cluster.name, pool.name), (group,))
+    return ledger
+
+
+@dataclass(frozen=True, slots=True)
+class NewReplica:
+    cluster: str
+    index: int
+    choices: tuple[EngineChoice, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FillResult:
+    placed: list[NewReplica]
+    # Per cluster, why the last replica that was tried did not fit; empty when all fit.
+    rejections: dict[str, str]
+
+
+def static_reason(
+    cluster: IndexedCluster, deployment: ModelDeployment, selected: Collection[str]
+) -> str | None:
+    """Why no new replica of ``deployment`` can go to ``cluster`` whatever its capacity."""
+    if cluster.name not in selected:
+        return NOT_SELECTED
+    tolerations = deployment.spec.template.spec.tolerations
+    taint = first_untolerated(cluster.snapshot.taints, tolerations, REPELS_NEW)
+    if taint is not None:
+        return f"untolerated taint {describe_taint(taint)}"
+    if not cluster.snapshot.ready:
+        return NOT_READY
+    if not cluster.snapshot.gateway_address:
+        return NO_GATEWAY
+    return None
+
+
+def fill(
+    deployment: ModelDeployment,
+    plans: Sequence[EnginePlan],
+    missing: int,
+    fleet: FleetIndex,
+    selected: Collection[str],
+    taken: Iterable[tuple[str, int]],
+    load: Counter[str],
+    ledger: Ledger,
+    matcher: Matcher,
+) -> FillResult:
+    """Place up to ``missing`` replicas. ``taken`` holds the (cluster, index) pairs already in
+    use; ``load`` counts this deployment's replicas per cluster. Both and ``ledger`` are
+    updated as replicas are placed."""
+    occupied: dict[str, set[int]] = {}
+    for cluster_name, index in taken:
+        occupied.setdefault(cluster_name, set()).add(index)
+    rejected: dict[str, str] = {}
+    for cluster in fleet.clusters:
+        reason = static_reason(cluster, deployment, selected)
+        if reason is not None:
+            rejected[cluster.name] = reason
+    placed: list[NewReplica] = []
+    for _ in range(missing):
+        candidates = sorted(
+            (c for c in fleet.clusters if c.name not in rejected),
+            key=lambda c: (load[c.name], c.name),
+        )
+        for cluster in candidates:
+            outcome = _try_cluster(cluster, plans, ledger, matcher)
+            if isinstance(outcome, str):
+                rejected[cluster.name] = outcome
+                continue
+            choices, trial = outcome
+            for pool_name, state in trial.items():
+                ledger.replace((cluster.name, pool_name), state)
+            used = occupied.setdefault(cluster.name, set())
+            index = next(i for i in range(len(used) + 1) if i not in used)
+            used.add(index)
+            load[cluster.name] += 1
+            placed.append(NewReplica(cluster.name, index, choices))
+            break
+        else:
+            ordered = {c.name: rejected[c.name] for c in fleet.clusters if c.name in rejected}
+            return FillResult(placed, ordered)
+    return FillResult(placed, {})
+
+
+def _try_cluster(
+    cluster: IndexedCluster, plans: Sequence[EnginePlan], ledger: Ledger, matcher: Matcher
+) -> tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]] | str:
+    """The replica's engines placed on ``cluster``, and the pools as they would be after; or
+    the reason it does not fit."""
+    trial: dict[str, PoolLedger] = {}
+    choices: list[EngineChoice] = []
+    for number, plan in enumerate(plans):
+        options = matcher.engine(number, plan, cluster)
+        if not options.options:
+            return options.reason or "no pool fits"
+        shortage: str | None = None
+        for option in options.options:
+            pool = cluster.pools[option.position]
+            state = trial.get(pool.name)
+            if state is None:
+                state = ledger.pool((cluster.name, pool.name), pool.shape.capacity, pool.nodes)
+            attempt = state.copy()
+            if all(attempt.take(group) == group.pods for group in option.groups):
+                trial[pool.name] = attempt
+                members = len(option.matches)
+                choices.append(EngineChoice((pool,) * members, option.matches))
+                break
+            if shortage is None:
+                shortage = capacity_reason(pool.name, pool.shape, state, option.groups)
+        else:
+            return shortage or "no pool fits"
+    return tuple(choices), trial

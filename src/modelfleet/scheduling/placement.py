@@ -1,0 +1,215 @@
+"""Placement: where a ModelDeployment's replicas run, as a pure function of the deployment, a
+fleet snapshot and every replica in the fleet.
+
+Layer rule: ``modelfleet.scheduling`` is pure. No I/O, no Temporal, no SDKs; the same call
+gives the same answer, so a workflow can run it in an Update and ``modelfleet plan`` offline.
+
+The phases follow Modelplane's scheduler: retain what still fits (``retain``), scale down,
+charge the ledger with every replica that stays, then fill (``fill``). Where we differ:
+
+* Bad input (a selector that does not compile, no cluster selected) freezes the deployment:
+  every existing replica is kept, nothing is placed or removed, and the condition says why.
+* Capacity is counted per device on each node, so pods needing part of a node share it.
+* A shortfall is a False condition with a reason for every cluster, never a True one.
+* New replicas never reuse the (cluster, index), and so the name, of a replica removed in the
+  same pass, so a workflow never has to delete and create one name at once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.meta import Condition, Model
+from modelfleet.scheduling.explain import summarize
+from modelfleet.scheduling.fill import build_ledger, fill
+from modelfleet.scheduling.fleet import FleetSnapshot
+from modelfleet.scheduling.matching import (
+    Matcher,
+    SelectorEvaluator,
+    engine_plan,
+    fleet_index,
+    selector_problem,
+)
+from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
+from modelfleet.scheduling.stamp import owned_by, stamp_replica
+
+__all__ = [
+    "REPLICAS_SCHEDULED",
+    "Placement",
+    "Victim",
+    "VictimReason",
+    "place",
+]
+
+REPLICAS_SCHEDULED = "ReplicasScheduled"
+
+
+class Reason:
+    """Reasons of the ``ReplicasScheduled`` condition."""
+
+    CREATED = "ReplicasCreated"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    NO_CLUSTERS = "NoClusters"
+    INVALID_NODE_SELECTOR = "InvalidNodeSelector"
+    PAUSED = "PlacementPaused"
+
+
+class Placement(Model):
+    """What should run for one deployment, and why."""
+
+    namespace: str
+    deployment: str
+    desired: int
+    kept: list[ModelReplica] = Field(default_factory=list)  # re-stamped with the current spec
+    placed: list[ModelReplica] = Field(default_factory=list)  # new replicas
+    victims: list[Victim] = Field(default_factory=list)  # ours to remove
+    conditions: list[Condition] = Field(default_factory=list)
+    # Per cluster, why the replica that could not be placed did not fit there.
+    rejections: dict[str, str] = Field(default_factory=dict)
+    # "0/5 clusters fit: ..." when some replica could not be placed, else "".
+    summary: str = ""
+
+    @property
+    def replicas(self) -> list[ModelReplica]:
+        """Every replica that should run, sorted by (cluster, index)."""
+        return sorted([*self.kept, *self.placed], key=lambda r: (r.spec.cluster_name, r.spec.index))
+
+    @property
+    def scheduled(self) -> int:
+        return len(self.kept) + len(self.placed)
+
+    def condition(self, type_: str = REPLICAS_SCHEDULED) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+def place(
+    deployment: ModelDeployment,
+    fleet: FleetSnapshot,
+    existing: Sequence[ModelReplica],
+    *,
+    evaluator: SelectorEvaluator | None = None,
+    desired: int | None = None,
+    fill_missing: bool = True,
+) -> Placement:
+    """Decide where ``deployment``'s replicas run.
+
+    ``existing`` is every ModelReplica in the fleet, of every deployment: those of this
+    deployment (same namespace and name) are retained or removed, the others only use capacity.
+    ``desired`` overrides ``spec.replicas`` (a rollout asks for one more to surge).
+    ``fill_missing=False`` keeps and scales down but places nothing new (e.g. while the model
+    cache is unresolved). Pass one ``evaluator`` across calls to reuse its CEL memo.
+    """
+    evaluator = evaluator or SelectorEvaluator()
+    want = deployment.spec.replicas if desired is None else max(desired, 0)
+    ours = sorted((r for r in existing if owned_by(r, deployment)), key=lambda r: r.name)
+    result = Placement(namespace=deployment.namespace, deployment=deployment.name, desired=want)
+
+    problem = _selector_problem(deployment)
+    if problem is not None:
+        return _frozen(result, ours, Reason.INVALID_NODE_SELECTOR, problem)
+    index = fleet_index(fleet)
+    match_labels = _match_labels(deployment)
+    selected = {
+        c.name
+        for c in index.clusters
+        if all(c.snapshot.labels.get(k) == v for k, v in match_labels.items())
+    }
+    if not selected:
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
+        message = (
+            f"no cluster matches clusterSelector {wanted} ({len(index.clusters)} in the fleet)"
+            if wanted
+            else "the fleet has no clusters"
+        )
+        return _frozen(result, ours, Reason.NO_CLUSTERS, message)
+
+    matcher = Matcher(evaluator)
+    plans = [engine_plan(e) for e in deployment.spec.template.spec.engines]
+    kept, victims = retain(deployment, plans, ours, index, selected, matcher)
+    victims += scale_down(kept, want)
+    result.victims = victims
+    result.kept = [
+        stamp_replica(deployment, r.cluster_name, r.index, r.choices, name=r.replica.name)
+        for r in sorted(kept, key=lambda r: (r.cluster_name, r.index))
+    ]
+    missing = want - len(kept)
+    if missing > 0 and fill_missing:
+        # Our removed replicas free their capacity; kept ones are charged as stamped.
+        kept_ids = {id(r.replica) for r in kept}
+        charged = [r for r in existing if id(r) in kept_ids or not owned_by(r, deployment)]
+        outcome = fill(
+            deployment,
+            plans,
+            missing,
+            index,
+            selected,
+            taken=[(r.cluster_name, r.index) for r in kept]
+            + [(v.replica.spec.cluster_name, v.replica.spec.index) for v in victims],
+            load=Counter(r.cluster_name for r in kept),
+            ledger=build_ledger(index, charged, evaluator),
+            matcher=matcher,
+        )
+        result.placed = [
+            stamp_replica(deployment, n.cluster, n.index, n.choices) for n in outcome.placed
+        ]
+        result.rejections = outcome.rejections
+        if outcome.rejections:
+            result.summary = summarize(len(index.clusters), 0, outcome.rejections)
+    result.conditions = [_scheduled_condition(result, fill_missing)]
+    return result
+
+
+def _match_labels(deployment: ModelDeployment) -> dict[str, str]:
+    selector = deployment.spec.template.spec.cluster_selector
+    return dict(selector.match_labels) if selector else {}
+
+
+def _selector_problem(deployment: ModelDeployment) -> str | None:
+    for engine in deployment.spec.template.spec.engines:
+        for member in engine.members:
+            for device in member.node_selector.devices if member.node_selector else []:
+                for selector in device.selectors:
+                    problem = selector_problem(selector.cel)
+                    if problem is not None:
+                        return (
+                            f"engine {engine.name!r}, member {member.role.value}, device "
+                            f"{device.name!r}: invalid CEL selector: {problem}"
+                        )
+    return None
+
+
+def _frozen(
+    result: Placement, ours: Sequence[ModelReplica], reason: str, message: str
+) -> Placement:
+    """Bad input: keep every replica as it is and say why nothing else happened."""
+    result.kept = [r.model_copy(deep=True) for r in ours]
+    kept = f"; keeping the {len(ours)} existing replica(s) unchanged" if ours else ""
+    result.conditions = [
+        Condition(type=REPLICAS_SCHEDULED, status="False", reason=reason, message=message + kept)
+    ]
+    return result
+
+
+def _scheduled_condition(result: Placement, filled: bool) -> Condition:
+    counts = f"Scheduled {result.scheduled} of {result.desired} replicas"
+    if result.scheduled >= result.desired:
+        return Condition(
+            type=REPLICAS_SCHEDULED, status="True", reason=Reason.CREATED, message=counts
+        )
+    if not filled:
+        return Condition(
+            type=REPLICAS_SCHEDULED,
+            status="False",
+            reason=Reason.PAUSED,
+            message=f"{counts}; new placements are paused",
+        )
+    return Condition(
+        type=REPLICAS_SCHEDULED,
+        status="False",
+        reason=Reason.INSUFFICIENT_CAPACITY,
+        message=f"{counts}; {result.summary}",
+    )
