@@ -60,7 +60,7 @@ def serving_template(manifest: Manifest) -> Manifest:
 
 
 def engine_container(template: Manifest) -> Manifest:
-    containers = template["spec"]["containers"]
+    containers: list[Manifest] = template["spec"]["containers"]
     assert [c["name"] for c in containers] == ["engine"]
     return containers[0]
 
