@@ -44,8 +44,8 @@ def env_field(name: str, field_path: str) -> EnvEntry:
 
 
 def readiness_probe(port: int) -> dict[str, Any]:
-    # The initial delay covers weight loading on small models; big ones simply stay unready
-    # longer, which is what readiness is for (no liveness probe, so nothing gets killed).
+    # Readiness only, no liveness: loading weights can take many minutes, during which the pod
+    # must stay out of the pool but must not be killed.
     return {
         "httpGet": {"path": HEALTH_PATH, "port": port},
         "initialDelaySeconds": 30,
