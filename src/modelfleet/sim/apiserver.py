@@ -224,8 +224,12 @@ class Fleet:
         faults: FaultConfig | Mapping[str, Any] | None = None,
         *,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        history_limit: int | None = None,
     ) -> SimCluster:
-        """Create an empty cluster (with the usual namespaces); ValueError if the name is taken."""
+        """Create an empty cluster (with the usual namespaces); ValueError if the name is taken.
+
+        ``history_limit`` overrides the server's watch-history length for this cluster.
+        """
         if not _CLUSTER_NAME.match(name) or len(name) > 63:
             raise ValueError(f"invalid cluster name {name!r}")
         if name in self.clusters:
@@ -239,7 +243,7 @@ class Fleet:
             name=name,
             store=ClusterStore(
                 name,
-                history_limit=self.settings.history_limit,
+                history_limit=history_limit or self.settings.history_limit,
                 subscriber_queue_limit=self.settings.watch_queue_limit,
                 namespaces=namespaces,
             ),
@@ -982,8 +986,12 @@ class RunningServer:
         faults: FaultConfig | Mapping[str, Any] | None = None,
         *,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        history_limit: int | None = None,
     ) -> SimCluster:
-        return self.fleet.add_cluster(name, faults, namespaces=namespaces)
+        """Add a cluster (see :meth:`Fleet.add_cluster`)."""
+        return self.fleet.add_cluster(
+            name, faults, namespaces=namespaces, history_limit=history_limit
+        )
 
     def remove_cluster(self, name: str) -> None:
         self.fleet.remove_cluster(name)
@@ -1090,9 +1098,15 @@ class ThreadedFleetServer:
     def cluster_url(self, name: str) -> str:
         return self._server.cluster_url(name)
 
-    def add_cluster(self, name: str, faults: FaultConfig | Mapping[str, Any] | None = None) -> str:
+    def add_cluster(
+        self,
+        name: str,
+        faults: FaultConfig | Mapping[str, Any] | None = None,
+        *,
+        history_limit: int | None = None,
+    ) -> str:
         """Add a cluster; returns its server URL."""
-        self.call(lambda: self._server.add_cluster(name, faults))
+        self.call(lambda: self._server.add_cluster(name, faults, history_limit=history_limit))
         return self.cluster_url(name)
 
     def store(self, name: str) -> ClusterStore:
