@@ -171,6 +171,7 @@ class FaultInjector:
         self.stats = FaultStats()
         self._stopping = False
         self._waiters: set[asyncio.Future[None]] = set()
+        self._held_watchers: list[tuple[int, asyncio.Future[None]]] = []
 
     @property
     def config(self) -> FaultConfig:
@@ -204,12 +205,35 @@ class FaultInjector:
                 fut.set_result(None)
         self._waiters.clear()
 
+    @property
+    def held(self) -> int:
+        """Requests currently held by a dark cluster."""
+        return len(self._waiters)
+
+    async def wait_held(self, count: int = 1) -> None:
+        """Return once at least ``count`` requests are being held by the dark cluster."""
+        if self.held >= count:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held_watchers.append((count, fut))
+        await fut
+
+    def _notify_held(self) -> None:
+        for entry in list(self._held_watchers):
+            count, fut = entry
+            if fut.done():
+                self._held_watchers.remove(entry)
+            elif self.held >= count:
+                fut.set_result(None)
+                self._held_watchers.remove(entry)
+
     async def _hold(self) -> bool:
         """Wait while dark; True if the request may proceed, False if the server is stopping."""
         loop = asyncio.get_running_loop()
         while self._config.dark and not self._stopping:
             fut: asyncio.Future[None] = loop.create_future()
             self._waiters.add(fut)
+            self._notify_held()
             try:
                 await fut
             finally:
