@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
+from multidict import MultiMapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from modelfleet.sim import errors
@@ -50,6 +51,7 @@ from modelfleet.sim.faults import FaultConfig, FaultInjector, FaultStats, FaultT
 from modelfleet.sim.faults import fault_middleware as _fault_middleware
 from modelfleet.sim.http import error_response, json_response
 from modelfleet.sim.kubeconfig import write_kubeconfig_file
+from modelfleet.sim.patch import json_patch, merge_patch
 from modelfleet.sim.registry import ResourceType
 from modelfleet.sim.selectors import (
     FieldSelector,
@@ -214,7 +216,6 @@ class Fleet:
         self.settings = settings or ServerSettings()
         self.clusters: dict[str, SimCluster] = {}
         self.base_url = ""
-        self._stopping = False
 
     # ------------------------------------------------------------------ cluster management
 
@@ -276,7 +277,6 @@ class Fleet:
         )
 
     def shutdown(self) -> None:
-        self._stopping = True
         for cluster in self.clusters.values():
             cluster.store.close_subscriptions()
             cluster.faults.stop()
@@ -587,6 +587,8 @@ class Fleet:
         if info.subresource == "scale":
             return await self._scale(request, store, rt, ns, name)
         if method in ("GET", "HEAD"):
+            if info.verb == "watch":
+                return await self._watch(request, cluster, rt, info)
             return json_response(store.get_object(rt, ns, name))
         if method == "PUT":
             body = _expect_object(await _read_body(request, allow_yaml=True))
@@ -623,11 +625,15 @@ class Fleet:
             details: dict[str, Any] = {"name": name, "kind": rt.plural, "uid": meta.get("uid")}
             if rt.group:
                 details["group"] = rt.group
-            status = errors.status_object(200, "", "")
-            status.pop("message")
-            status.pop("reason")
-            status["details"] = details
-            return json_response(status)
+            return json_response(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": details,
+                }
+            )
         raise errors.method_not_allowed(method, request.path)
 
     def _field_manager(self, request: web.Request) -> str:
@@ -733,8 +739,6 @@ class Fleet:
             else:
                 ctype = request.content_type
                 patch = await _read_body(request, allow_yaml=False)
-                from modelfleet.sim.patch import json_patch, merge_patch
-
                 if ctype == "application/json-patch+json":
                     body = json_patch(current, patch)
                 elif ctype in _PATCH_TYPES:
@@ -899,12 +903,8 @@ def _no_resource() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
-def _dry_run(query: Mapping[str, str]) -> bool:
-    return (
-        "All" in query.getall("dryRun", [])
-        if hasattr(query, "getall")
-        else (query.get("dryRun") == "All")
-    )
+def _dry_run(query: MultiMapping[str]) -> bool:
+    return "All" in query.getall("dryRun", [])
 
 
 def _propagation(query: Mapping[str, str], options: Mapping[str, Any]) -> str | None:

@@ -719,7 +719,8 @@ class ClusterStore:
 
     # ---------------------------------------------------------------- validation
 
-    def _check_type(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+    def _check_type(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """Default or check apiVersion/kind; returns the object with them as its first keys."""
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if api_version in (None, ""):
@@ -737,6 +738,10 @@ class ClusterStore:
             )
         if not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request("metadata must be an object")
+        if list(obj)[:2] == ["apiVersion", "kind"]:
+            return obj
+        rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], **rest}
 
     def _validate(self, rt: ResourceType, obj: Mapping[str, Any]) -> None:
         causes: _Objects = []
@@ -821,7 +826,7 @@ class ClusterStore:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         obj = copy.deepcopy(dict(body))
-        self._check_type(rt, obj)
+        obj = self._check_type(rt, obj)
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             body_ns = meta.get("namespace")
@@ -943,7 +948,7 @@ class ClusterStore:
         self._check_subresource(rt, subresource)
         stored = self._lookup(rt, namespace, name)
         obj = copy.deepcopy(dict(body))
-        self._check_type(rt, obj)
+        obj = self._check_type(rt, obj)
         meta = obj.get("metadata") or {}
         if meta.get("name") not in (None, name):
             raise errors.bad_request(
@@ -1103,7 +1108,7 @@ class ClusterStore:
             )
         if patched_meta.get("name") != name:
             raise errors.bad_request("the name of the object cannot be changed by a patch")
-        self._check_type(rt, patched)
+        patched = self._check_type(rt, patched)
         new = self._compose(rt, current, patched, subresource)
         return self._commit(
             rt,
@@ -1140,7 +1145,7 @@ class ClusterStore:
             raise errors.bad_request("apiVersion must be set in an apply configuration")
         if not config.get("kind"):
             raise errors.bad_request("kind must be set in an apply configuration")
-        self._check_type(rt, config)
+        config = self._check_type(rt, config)
         meta = config.get("metadata") or {}
         if meta.get("name") not in (None, name):
             raise errors.bad_request(
@@ -1468,7 +1473,7 @@ class ClusterStore:
             new["metadata"]["deletionTimestamp"] = now_rfc3339()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new["status"] = {"phase": "Terminating"}
-            self._commit_deletion_marker(rt, stored, new)
+            obj = self._commit_deletion_marker(rt, stored, new)
             for other in list(self.registry):
                 if not other.namespaced:
                     continue
