@@ -252,39 +252,47 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
     deadline = time.monotonic() + limit_seconds
     handle = client.get_workflow_handle(deployment_id(namespace, name))
     with Live(console=console, refresh_per_second=4, transient=False) as live:
-        while True:
-            status: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
-            head = (
-                f"[bold]{namespace}/{name}[/] {status.phase}: {status.ready}/{status.desired} "
-                f"ready, {status.updated} up to date"
+        ok = await _follow(handle, live, deadline, limit_seconds, namespace, name)
+    console.print()
+    return ok
+
+
+async def _follow(
+    handle: Any, live: Live, deadline: float, limit_seconds: float, namespace: str, name: str
+) -> bool:
+    while True:
+        status: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+        head = (
+            f"[bold]{namespace}/{name}[/] {status.phase}: {status.ready}/{status.desired} "
+            f"ready, {status.updated} up to date"
+        )
+        if status.summary:
+            head += f"\n[dim]{status.summary}[/]"
+        grid = Table.grid()
+        grid.add_row(head)
+        grid.add_row(_replica_table(status))
+        live.update(grid)
+        if status.phase == "Ready":
+            return True
+        if any(r.phase is ReplicaPhase.FAILED for r in status.replicas) and not any(
+            r.phase in (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING) for r in status.replicas
+        ):
+            return False
+        if (
+            status.desired > 0
+            and not status.replicas
+            and any(
+                c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions
             )
-            if status.summary:
-                head += f"\n[dim]{status.summary}[/]"
-            grid = Table.grid()
-            grid.add_row(head)
-            grid.add_row(_replica_table(status))
-            live.update(grid)
-            if status.phase == "Ready":
-                return True
-            if any(r.phase is ReplicaPhase.FAILED for r in status.replicas) and not any(
-                r.phase in (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING) for r in status.replicas
-            ):
-                return False
-            if (
-                status.desired > 0
-                and not status.replicas
-                and any(
-                    c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions
-                )
-                and time.monotonic() > deadline - limit_seconds + 10
-            ):
-                return False
-            desc = await handle.describe()
-            if desc.status is not WorkflowExecutionStatus.RUNNING:
-                return False
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.5)
+            and time.monotonic() > deadline - limit_seconds + 10
+        ):
+            return False
+        desc = await handle.describe()
+        if desc.status is not WorkflowExecutionStatus.RUNNING:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.5)
 
 
 def rollout_status(

@@ -8,8 +8,15 @@ from typing import Annotated
 
 import typer
 
+from modelfleet.cli.apply import apply
+from modelfleet.cli.dev import demo, dev
+from modelfleet.cli.inspect import describe, get, rollout_status
+from modelfleet.cli.mutate import delete, scale
+from modelfleet.cli.plan import plan
 from modelfleet.cli.schema import schema
+from modelfleet.cli.sim import sim_app
 from modelfleet.cli.validate import validate
+from modelfleet.cli.worker import worker
 
 app = typer.Typer(
     name="modelfleet",
@@ -38,6 +45,20 @@ def main(
 
 app.command("validate")(validate)
 app.command("schema")(schema)
+app.command("plan")(plan)
+app.command("apply")(apply)
+app.command("get")(get)
+app.command("describe")(describe)
+app.command("scale")(scale)
+app.command("delete")(delete)
+app.command("worker")(worker)
+app.command("dev")(dev)
+app.command("demo")(demo)
+
+rollout_app = typer.Typer(help="Follow rollouts.", no_args_is_help=True)
+rollout_app.command("status")(rollout_status)
+app.add_typer(rollout_app, name="rollout")
+app.add_typer(sim_app, name="sim")
 
 
 def run() -> None:

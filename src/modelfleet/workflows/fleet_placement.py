@@ -83,7 +83,9 @@ def run_placement(
     return PlaceResponse(
         kept=list(result.kept),
         placed=list(result.placed),
-        victims=[Victim(replica=v.replica, reason=v.reason) for v in result.victims],
+        victims=[
+            Victim(replica=v.replica, reason=v.message or v.reason.value) for v in result.victims
+        ],
         conditions=list(result.conditions),
         rejections=rejections,
         summary=result.summary,

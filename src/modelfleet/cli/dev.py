@@ -1,0 +1,155 @@
+"""``modelfleet dev`` (the embedded default: Temporal dev server + simulated fleet + worker) and
+``modelfleet demo`` (dev, then roll out the quickstart and follow it live)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.errors import InvalidManifestsError
+from modelfleet.api.loading import load_paths
+from modelfleet.cli.apply import apply_all
+from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.cli.inspect import watch_rollout
+from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, print_manifest_errors
+from modelfleet.worker.devserver import DevServerError
+
+QUICKSTART = Path("examples/quickstart")
+
+FleetOption = Annotated[
+    list[str] | None,
+    typer.Option("--fleet", help="Class and cluster manifests (default: examples/quickstart)."),
+]
+StateOption = Annotated[
+    Path, typer.Option("--state-dir", help="Temporal SQLite state, kubeconfigs, logs.")
+]
+StartupOption = Annotated[
+    float, typer.Option("--startup-seconds", help="Simulated engine start-up time.")
+]
+
+
+def _fleet_paths(fleet: list[str] | None) -> list[str]:
+    if fleet:
+        return fleet
+    if not QUICKSTART.is_dir():
+        console.print("[red]error[/]: no --fleet given and examples/quickstart not found here")
+        raise typer.Exit(EXIT_INVALID)
+    return [str(QUICKSTART)]
+
+
+def _banner(env: DevEnvironment) -> None:
+    console.print(f"[bold green]modelfleet dev is up[/]  Temporal {env.settings.address}")
+    if env.server.ui_url:
+        console.print(f"Temporal UI: [bold]{env.server.ui_url}[/]")
+    table = Table(box=None, header_style="bold", title="Simulated fleet")
+    for h in ("CLUSTER", "POOLS", "KUBECONFIG"):
+        table.add_column(h)
+    for r in env.resources:
+        if isinstance(r, InferenceCluster):
+            pools = ", ".join(
+                f"{p.name}({p.class_name} x{p.capacity_nodes})" for p in r.spec.node_pools
+            )
+            table.add_row(r.name, pools, str(env.kubeconfig_dir / f"{r.name}.yaml"))
+    console.print(table)
+    console.print(
+        f"Point the CLI at it: [bold]export MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}[/]"
+    )
+
+
+def _install_stop(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def dev(
+    fleet: FleetOption = None,
+    state_dir: StateOption = Path(".modelfleet/dev"),
+    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Temporal UI port.")] = 8233,
+    startup_seconds: StartupOption = 3.0,
+) -> None:
+    """Start Temporal, a simulated fleet and a worker; Ctrl-C stops everything."""
+    paths = _fleet_paths(fleet)
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        _install_stop(stop)
+        async with dev_environment(
+            state_dir, paths, port=port, ui_port=ui_port, startup_seconds=startup_seconds
+        ) as env:
+            _banner(env)
+            console.print("Ready. Try: modelfleet apply -f examples/quickstart/qwen3-8b.yaml")
+            await stop.wait()
+            console.print("stopping...")
+        return EXIT_OK
+
+    raise typer.Exit(_run(go))
+
+
+def demo(
+    once: Annotated[bool, typer.Option("--once", help="Exit with the rollout's result.")] = False,
+    fleet: FleetOption = None,
+    deployments: Annotated[
+        list[str] | None,
+        typer.Option("--deploy", "-f", help="Deployments to roll out (default: the quickstart)."),
+    ] = None,
+    state_dir: StateOption = Path(".modelfleet/demo"),
+    startup_seconds: StartupOption = 2.0,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300,
+) -> None:
+    """dev + apply the quickstart + follow the rollout live."""
+    paths = _fleet_paths(fleet)
+    result = load_paths(deployments or paths)
+    if result.errors:
+        print_manifest_errors(result.errors)
+        raise typer.Exit(EXIT_INVALID)
+    to_roll = [r for r in result.resources if isinstance(r, ModelDeployment)]
+    # Fresh state each time: a demo should not resume yesterday's rollout.
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        _install_stop(stop)
+        async with dev_environment(
+            state_dir, paths, port=None, ui_port=None, startup_seconds=startup_seconds
+        ) as env:
+            _banner(env)
+            failures = await apply_all(env.client, env.settings, list(to_roll))
+            ok = failures == 0
+            for md in to_roll:
+                ok = await watch_rollout(env.client, md.namespace, md.name, timeout) and ok
+            console.print(
+                "[bold green]rollout complete: every replica is Ready[/]"
+                if ok
+                else "[bold red]rollout did not complete[/]"
+            )
+            if env.server.ui_url:
+                console.print(f"Inspect it in the Temporal UI: {env.server.ui_url}")
+            if not once:
+                console.print("Still running; Ctrl-C to stop.")
+                await stop.wait()
+            return EXIT_OK if ok else EXIT_FAILED
+
+    raise typer.Exit(_run(go))
+
+
+def _run(go: Callable[[], Coroutine[Any, Any, int | None]]) -> int:
+    try:
+        code = asyncio.run(go())
+    except InvalidManifestsError as exc:
+        print_manifest_errors(exc.errors)
+        return EXIT_INVALID
+    except DevServerError as exc:
+        console.print(f"[red]error[/]: {exc}")
+        return EXIT_FAILED
+    return code or EXIT_OK
