@@ -86,6 +86,17 @@ async def test_errors_carry_status() -> None:
     with pytest.raises(ApiError) as exc:
         await store.get("example.com/v1", "Nothing", "x")
     assert exc.value.code == 404
+    rct: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpus"},
+        "spec": {"spec": {}},  # an empty claim spec is valid
+    }
+    await store.create(rct)
+    rct["metadata"]["name"], rct["spec"] = "broken", {}
+    with pytest.raises(ApiError) as exc:
+        await store.create(rct)
+    assert [c["field"] for c in exc.value.causes] == ["spec.spec"]
 
 
 async def test_subscription_queue_sees_changes_in_order() -> None:
@@ -251,3 +262,34 @@ async def test_scale_and_dry_run_internals() -> None:
     assert scale["spec"]["replicas"] == 4
     stored = await store.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "l")
     assert stored["metadata"]["generation"] == 2
+
+
+async def test_wait_for_condition() -> None:
+    store = ClusterStore("unit")
+    await store.create(_deploy("web"))
+
+    async def become_ready() -> None:
+        await store.patch_status("apps/v1", "Deployment", "web", {"readyReplicas": 1})
+
+    waiter = asyncio.create_task(
+        store.wait_for(
+            "apps/v1",
+            "Deployment",
+            "web",
+            lambda o: o is not None and o.get("status", {}).get("readyReplicas") == 1,
+        )
+    )
+    await asyncio.sleep(0)  # one loop turn: the waiter subscribes before the change (ordering)
+    assert not waiter.done()
+    await become_ready()
+    async with asyncio.timeout(WAIT):
+        ready = await waiter
+    assert ready is not None
+    assert ready["status"]["readyReplicas"] == 1
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await store.wait_for("apps/v1", "Deployment", "web", lambda o: o is None)
+    await store.delete("apps/v1", "Deployment", "web")
+    async with asyncio.timeout(WAIT):
+        gone = await store.wait_for("apps/v1", "Deployment", "web", lambda o: o is None)
+    assert gone is None

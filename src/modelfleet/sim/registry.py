@@ -71,6 +71,8 @@ class RequiredField:
     path: str
     # Alternative paths: the requirement is met when any one of them is present.
     any_of: tuple[str, ...] = ()
+    # An empty map/list counts as present (e.g. ResourceClaimTemplate ``spec.spec: {}``).
+    allow_empty: bool = False
 
     def paths(self) -> tuple[str, ...]:
         return (self.path, *self.any_of)
@@ -300,7 +302,7 @@ def builtin_types() -> list[ResourceType]:
             "v1",
             "resourceclaimtemplates",
             "ResourceClaimTemplate",
-            required=_req("spec.spec"),
+            required=(RequiredField("spec.spec", allow_empty=True),),
         ),
         _rt(
             "resource.k8s.io",
@@ -308,7 +310,7 @@ def builtin_types() -> list[ResourceType]:
             "resourceclaims",
             "ResourceClaim",
             status=True,
-            required=_req("spec"),
+            required=(RequiredField("spec", allow_empty=True),),
         ),
         _rt(
             "resource.k8s.io",

@@ -421,6 +421,40 @@ class ClusterStore:
             )
         return sub
 
+    async def wait_for(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        predicate: Callable[[dict[str, Any] | None], bool],
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Wait until ``predicate(object)`` holds and return that object (a copy).
+
+        The predicate sees ``None`` while the object does not exist (so ``lambda o: o is None``
+        waits for a deletion). Checks the current state first, then every change. Bound it with
+        ``async with asyncio.timeout(...)``; ``TimeoutError`` is also raised if the store drops
+        the subscription (it fell too far behind).
+        """
+        rt = self._rt(api_version, kind)
+        ns = self._ns(rt, namespace)
+        sub = self.subscribe([(api_version, kind)], namespace=ns)
+        try:
+            current = self._peek(rt, ns, name)
+            obj = copy.deepcopy(current.obj) if current is not None else None
+            if predicate(obj):
+                return obj
+            async for event in sub:
+                if event.name != name:
+                    continue
+                obj = None if event.type == "DELETED" else event.object
+                if predicate(obj):
+                    return obj
+        finally:
+            sub.close()
+        raise TimeoutError(f"{kind} {name!r}: subscription closed before the condition held")
+
     def open_watch(
         self,
         rt: ResourceType,
@@ -780,7 +814,8 @@ class ClusterStore:
                     }
                 )
         for req in rt.required:
-            if not any(_get_path(obj, p) not in (None, "", [], {}) for p in req.paths()):
+            missing: tuple[Any, ...] = (None,) if req.allow_empty else (None, "", [], {})
+            if all(_get_path(obj, p) in missing for p in req.paths()):
                 causes.append(
                     {"reason": "FieldValueRequired", "message": "Required value", "field": req.path}
                 )
