@@ -618,7 +618,11 @@ class Fleet:
                 dry_run=_dry_run(query) or "All" in (options.get("dryRun") or []),
             )
             if not gone:
-                return json_response(obj, status=202 if policy == "Foreground" else 200)
+                # Like the real handler: 202 only when the caller explicitly asked for
+                # cascading deletion with orphanDependents=false; otherwise 200.
+                orphan = query.get("orphanDependents", options.get("orphanDependents"))
+                explicit_cascade = orphan is False or str(orphan).lower() == "false"
+                return json_response(obj, status=202 if explicit_cascade else 200)
             if rt.return_deleted_object:
                 return json_response(obj)
             meta = obj["metadata"]
@@ -908,12 +912,16 @@ def _dry_run(query: MultiMapping[str]) -> bool:
 
 
 def _propagation(query: Mapping[str, str], options: Mapping[str, Any]) -> str | None:
+    """The propagation policy from the query or DeleteOptions (orphanDependents is legacy)."""
     policy = query.get("propagationPolicy") or options.get("propagationPolicy")
-    orphan = query.get("orphanDependents")
-    orphan_opt = options.get("orphanDependents")
-    if policy is None and (_truthy(orphan) or orphan_opt is True):
+    if policy:
+        return str(policy)
+    orphan = query.get("orphanDependents", options.get("orphanDependents"))
+    if orphan is True or _truthy(str(orphan) if orphan is not None else None):
         return "Orphan"
-    return str(policy) if policy else None
+    if orphan is False or str(orphan).lower() == "false":
+        return "Background"
+    return None
 
 
 async def _delete_options(request: web.Request) -> dict[str, Any]:
