@@ -187,7 +187,7 @@ class SimulatedFleet:
         }
         for manifest in infrastructure_manifests(cluster, used, address=address, now=now_rfc3339()):
             await _create_with_status(store, manifest)
-        kubeconfig = self.state_dir / "kubeconfigs" / f"{cluster.name}.yaml"
+        kubeconfig = self.kubeconfig_dir / f"{cluster.name}.yaml"
         self.server.write_kubeconfig(cluster.name, kubeconfig)
         handle = SimulatedCluster(
             name=cluster.name,
@@ -209,6 +209,12 @@ class SimulatedFleet:
     @property
     def cluster_names(self) -> list[str]:
         return list(self.clusters)
+
+    @property
+    def kubeconfig_dir(self) -> Path:
+        """``<state_dir>/kubeconfigs``: one ``<cluster>.yaml`` per cluster, the layout a worker's
+        credentials directory expects."""
+        return self.state_dir / "kubeconfigs"
 
     @property
     def kubeconfigs(self) -> dict[str, Path]:
@@ -366,6 +372,7 @@ class ThreadedSimulatedFleet:
         self.base_url = fleet.base_url
         self.cluster_names = fleet.cluster_names
         self.kubeconfigs = fleet.kubeconfigs
+        self.kubeconfig_dir = fleet.kubeconfig_dir
         self.clusters = dict(fleet.clusters)
 
     @property

@@ -1,0 +1,162 @@
+"""``modelfleet sim up`` as a real process (ready line, kubeconfigs the adapter can use, clean stop
+on SIGTERM) and ``modelfleet sim faults`` against it. Every wait is bounded; none is a sleep."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from modelfleet.adapters.kube import KubeCluster, RetryableKubeError
+from modelfleet.cli.main import app
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+READY_WITHIN = 30.0
+STOP_WITHIN = 15.0
+
+
+class SimProcess:
+    """``modelfleet sim up`` in a subprocess, with its stdout read line by line on a thread."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from modelfleet.cli.main import run; run()",
+                "sim",
+                "up",
+                "--fleet",
+                str(QUICKSTART),
+                "--state-dir",
+                str(state_dir),
+                "--startup-seconds",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # Wide enough that the table prints every path on one line.
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """The first line containing ``text``; fails on EOF or after ``timeout`` seconds."""
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail(f"no {text!r} line within {timeout}s; output so far: {self.output}")
+            if line is None:
+                pytest.fail(f"sim up exited before {text!r}: {self.output}")
+            self.output.append(line)
+            if text in line:
+                return line
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=STOP_WITHIN)
+
+    def rest(self) -> str:
+        """Everything printed after the lines already consumed, up to the process's exit."""
+        self._reader.join(timeout=STOP_WITHIN)
+        while (line := self.lines.get_nowait()) is not None:
+            self.output.append(line)
+        return "".join(self.output)
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[SimProcess]:
+    process = SimProcess(tmp_path / "state")
+    try:
+        yield process
+    finally:
+        if process.proc.poll() is None:
+            process.proc.kill()  # only reached when a test failed before stopping it
+            process.proc.wait(timeout=STOP_WITHIN)
+
+
+def test_sim_up_serves_kubeconfigs_and_stops_on_sigterm(sim: SimProcess) -> None:
+    ready = sim.wait_for("modelfleet sim ready:", READY_WITHIN)
+    assert "(3 clusters)" in ready
+    state = json.loads((sim.state_dir / "sim.json").read_text())
+    assert state["pid"] == sim.proc.pid
+    assert ready.split("ready: ", 1)[1].split()[0] == state["base_url"]
+    kubeconfig = sim.state_dir / "kubeconfigs" / "h100-east.yaml"
+    assert state["clusters"]["h100-east"]["kubeconfig"] == str(kubeconfig.resolve())
+    table = "".join(sim.output)
+    assert "gpu-h100" in table
+    assert str(kubeconfig) in table
+
+    with KubeCluster(kubeconfig, request_timeout=5.0) as kube:
+        nodes = kube.nodes()
+        assert sorted(n.name for n in nodes if n.pool == "gpu-h100") == [
+            "h100-east-gpu-h100-0",
+            "h100-east-gpu-h100-1",
+        ]
+        assert len(kube.resource_slices()) == 2
+
+        assert sim.stop() == 0
+        with pytest.raises(RetryableKubeError):
+            kube.server_version()
+    assert sim.rest().rstrip().endswith("stopped")
+    assert not (sim.state_dir / "sim.json").exists()
+
+
+def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
+    sim.wait_for("modelfleet sim ready:", READY_WITHIN)
+    runner = CliRunner()
+    state = ["--state-dir", str(sim.state_dir)]
+    result = runner.invoke(
+        app,
+        ["sim", "faults", "l4-dev", "--throttle-rate", "1", "--retry-after", "3", *state],
+    )
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert (shown["error_rate_429"], shown["retry_after_seconds"]) == (1.0, 3)
+
+    kubeconfig = sim.state_dir / "kubeconfigs" / "l4-dev.yaml"
+    with KubeCluster(kubeconfig, request_timeout=5.0) as kube:
+        with pytest.raises(RetryableKubeError) as err:
+            kube.nodes()
+        assert err.value.retry_after == 3.0
+
+        result = runner.invoke(
+            app, ["sim", "faults", "l4-dev", "--reset", "--never-ready", "qwen*", *state]
+        )
+        assert result.exit_code == 0, result.output
+        shown = json.loads(result.output)
+        assert (shown["error_rate_429"], shown["never_ready"]) == (0.0, ["qwen*"])
+        assert kube.nodes()
+
+    result = runner.invoke(app, ["sim", "faults", "no-such-cluster", "--dark", *state])
+    assert result.exit_code == 1
+    assert "not found" in result.output
+    assert sim.stop() == 0
+
+
+def test_sim_faults_without_a_running_sim_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["sim", "faults", "l4-dev", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "modelfleet sim up" in result.output
