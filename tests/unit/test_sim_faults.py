@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import urllib.error
 import urllib.request
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 import urllib3
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
@@ -150,6 +151,50 @@ def test_request_held_while_dark_completes_when_lit_again(
     srv.update_faults(cluster, {"dark": False})
     t.join(TIMEOUT)
     assert result["ns"].metadata.name == "default"
+
+
+def _start_watch(core: client.CoreV1Api, out: queue.Queue[Any]) -> threading.Thread:
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+
+    def run() -> None:
+        try:
+            for ev in watch.Watch().stream(
+                core.list_namespaced_config_map,
+                "default",
+                resource_version=rv,
+                timeout_seconds=10,
+            ):
+                out.put((ev["type"], ev["object"].metadata.name))
+        except Exception as exc:  # the reset case: report how the stream ended
+            out.put(("EXC", exc))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_dark_cluster_stalls_open_watches_until_lit(
+    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+) -> None:
+    events: queue.Queue[Any] = queue.Queue()
+    t = _start_watch(core, events)
+    store = srv.store(cluster)
+    srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lit"}}))
+    assert events.get(timeout=TIMEOUT) == ("ADDED", "lit")  # the stream is established
+    srv.set_faults(cluster, {"dark": True})
+    # In-process writes bypass the HTTP faults; the watch stream must hold the event back.
+    srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dark"}}))
+    injector = srv.call(lambda: srv.server.cluster(cluster).faults)
+    srv.run(injector.wait_held(1), timeout=TIMEOUT)
+    assert events.empty()
+    srv.set_faults(cluster, {})
+    assert events.get(timeout=TIMEOUT) == ("ADDED", "dark")
+    srv.set_faults(cluster, {"dark": True, "dark_mode": "reset"})
+    srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cut"}}))
+    kind, exc = events.get(timeout=TIMEOUT)
+    assert kind == "EXC"
+    assert isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError))
+    t.join(TIMEOUT)
 
 
 def test_dark_reset_is_a_connection_error(

@@ -840,10 +840,14 @@ class Fleet:
                     event = await asyncio.wait_for(sub.get(), timeout=max(wait, 0.0))
                 except TimeoutError:
                     if bookmarks and loop.time() >= next_bookmark:
+                        if not await cluster.faults.dark_gate(request):
+                            break
                         await response.write(_bookmark(rt, store.resource_version))
                         next_bookmark = loop.time() + interval
                     continue
                 if event is None:
+                    break
+                if not await cluster.faults.dark_gate(request):
                     break
                 chunk = bytearray()
                 while event is not None:
@@ -855,9 +859,6 @@ class Fleet:
                     await response.write(bytes(chunk))
             with contextlib.suppress(ConnectionError):
                 await response.write_eof()
-        except (ConnectionError, asyncio.CancelledError):
-            sub.close()
-            raise
         finally:
             sub.close()
         return response

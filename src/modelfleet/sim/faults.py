@@ -7,12 +7,14 @@ applies them to a cluster's API routes. It touches nothing outside the process.
 API-level faults (applied by :func:`fault_middleware`, in this order):
 
 * ``dark``: the cluster stops answering. ``dark_mode="hang"`` (default) accepts the request and
-  never answers while the cluster stays dark, so a client sees its own read timeout
+  never answers while the cluster stays dark, and open watch streams stop delivering events
+  (they resume, in order, when the cluster is lit again), so a client sees its own read timeout
   (``urllib3.exceptions.ReadTimeoutError``/``MaxRetryError`` for the official client; without a
   client timeout the call blocks, as against a black-holed apiserver). If the cluster is lit again
   while a request is held, the request is then served normally. ``dark_mode="reset"`` aborts the
   TCP connection without a response, which clients see as a connection error
-  (``ProtocolError``/``RemoteDisconnected``, after their own retries). Dark applies to every
+  (``ProtocolError``/``RemoteDisconnected``, after their own retries); open watch streams are
+  cut the same way when their next event or bookmark is due. Dark applies to every
   request of the cluster regardless of the filters below.
 * ``latency_seconds`` (+ uniform ``latency_jitter_seconds``): added before the request is served.
 * ``error_rate_429``: answer ``429 TooManyRequests`` with a ``Retry-After: <retry_after_seconds>``
@@ -240,6 +242,25 @@ class FaultInjector:
                 self._waiters.discard(fut)
         return not self._stopping
 
+    async def dark_gate(self, request: web.Request) -> bool:
+        """Apply ``dark`` to a request or an open watch stream.
+
+        Returns True at once when the cluster is lit, and after the hold when a held request may
+        proceed (the cluster was lit again). Returns False after aborting the connection (reset
+        mode, or server shutdown while held); the caller must then stop.
+        """
+        if not self._config.dark:
+            return True
+        if self._config.dark_mode == "reset":
+            self.stats.dark_reset += 1
+            _abort(request)
+            return False
+        self.stats.dark_held += 1
+        if await self._hold():
+            return True
+        _abort(request)
+        return False
+
     def draw(self, verb: str, resource: str) -> tuple[float, int]:
         """(latency seconds, error code or 0) for one request; consumes the RNG."""
         cfg = self._config
@@ -283,15 +304,8 @@ def fault_middleware(
         stats.requests += 1
         stats.by_verb[target.verb] = stats.by_verb.get(target.verb, 0) + 1
         cfg = inj.config
-        if cfg.dark:
-            if cfg.dark_mode == "reset":
-                stats.dark_reset += 1
-                _abort(request)
-                raise web.HTTPServiceUnavailable()  # never reaches the client: the socket is gone
-            stats.dark_held += 1
-            if not await inj._hold():
-                _abort(request)
-                raise web.HTTPServiceUnavailable()
+        if cfg.dark and not await inj.dark_gate(request):
+            raise web.HTTPServiceUnavailable()  # never reaches the client: the socket is gone
         delay, code = inj.draw(target.verb, target.resource)
         if delay > 0:
             stats.delayed += 1
