@@ -235,6 +235,25 @@ def test_template_change_rolls_the_pods(fleet: ThreadedSimulatedFleet) -> None:
         assert pods[0]["spec"]["containers"][0]["args"] == ["--model=b"]
 
 
+def test_scale_down_frees_a_device_for_the_next_replica(fleet: ThreadedSimulatedFleet) -> None:
+    with _kube(fleet, "l4-dev") as kube:
+        _apply(kube, _l4_replica(copies=2, name="alpha-00001"))
+        fleet.settle(WAIT)
+        waiting = _l4_replica(name="beta-00002")
+        _apply(kube, waiting)
+        fleet.settle(WAIT)
+        assert not _workload_readiness(kube, waiting).ready
+        smaller = _l4_replica(copies=1, name="alpha-00001")
+        _apply(kube, smaller)
+        fleet.settle(WAIT)
+        assert _workload_readiness(kube, smaller).ready
+        assert _workload_readiness(kube, waiting).ready
+        rule = smaller.readiness[0]
+        deployment = kube.get(rule.api_version, rule.kind, rule.name, rule.namespace)
+        assert deployment is not None
+        assert deployment["status"]["replicas"] == 1
+
+
 def test_gang_runs_as_a_leader_worker_set_across_nodes(fleet: ThreadedSimulatedFleet) -> None:
     pool = {"pool": "gpu-h100"}
     rep = replica(gang("llama", nodes=1, leader=pool, worker=pool), cluster="h100-east")

@@ -11,7 +11,8 @@ Simplifications (deliberate, documented so nobody mistakes them for Kubernetes b
   of pods and deletes the old ones once the new ones are all ready. Pod CPU/memory requests are
   not accounted; only DRA devices are.
 - LeaderWorkerSet pods are owned by the LWS (no StatefulSets); a template change recreates the
-  stale pods in place. Group restart policies are not modelled.
+  stale pods in place. Group restart policies and ``startupPolicy: LeaderReady`` are not
+  modelled: workers are created with their leader (``LeaderCreated``).
 - Device allocation is first-fit over nodes in name order and devices in index order; a claim's
   first ``matchAttribute`` constraint is honoured by trying one attribute value at a time.
 """

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,15 +187,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _created_order(pod: Mapping[str, Any]) -> tuple[str, int]:
-    meta = _meta(pod)
-    try:
-        rv = int(str(meta.get("resourceVersion", "0")))
-    except ValueError:
-        rv = 0
-    return (str(meta.get("creationTimestamp", "")), rv)
-
-
 class WorkloadSimulator:
     """Controllers, scheduler and kubelet of one simulated cluster, on the store's event loop."""
 
@@ -222,6 +214,10 @@ class WorkloadSimulator:
         self._nodes: list[NodeState] | None = None
         self._device_classes: dict[str, list[str]] | None = None
         self._ip_counter = 0
+        # Creation order of pods as first seen: creationTimestamp has one-second resolution and
+        # resourceVersion changes on every write, so neither orders pods by age.
+        self._arrival: dict[str, int] = {}
+        self._arrivals = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._sub = store.subscribe([_API[k] for k in _API])
         self._stopped = False
@@ -367,16 +363,25 @@ class WorkloadSimulator:
         uid = str(meta.get("uid", ""))
         owner = self._owner_key(pod)
         if event.type == "DELETED":
+            self._arrival.pop(uid, None)
             self._cancel_timer(uid)
             if self._ledger.release(uid):
                 self._enqueue(("schedule",))
             if owner is not None:
                 self._enqueue(owner)
             return
+        self._arrival_of(pod)
         if not (pod.get("spec") or {}).get("nodeName"):
             self._enqueue(("schedule",))
         if owner is not None:
             self._enqueue(owner)
+
+    def _arrival_of(self, pod: Mapping[str, Any]) -> int:
+        uid = str(_meta(pod).get("uid", ""))
+        order = self._arrival.get(uid)
+        if order is None:
+            order = self._arrival[uid] = next(self._arrivals)
+        return order
 
     def _owner_key(self, pod: Mapping[str, Any]) -> Key | None:
         meta = _meta(pod)
@@ -463,16 +468,13 @@ class WorkloadSimulator:
                 pod_for_deployment(dep, current_hash), field_manager=CONTROLLER_MANAGER
             )
         if len(current) > desired:
-            # Unbound first, then not ready, then the newest: what costs least to lose.
+            # As the ReplicaSet controller ranks them: unbound, then not ready, then the newest
+            # go first, since they cost least to lose. (Sorts are stable: newest-first survives.)
+            newest_first = sorted(current, key=self._arrival_of, reverse=True)
             victims = sorted(
-                current,
-                key=lambda p: (
-                    bool((p.get("spec") or {}).get("nodeName")),
-                    pod_is_ready(p),
-                    _created_order(p),
-                ),
+                newest_first,
+                key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), pod_is_ready(p)),
             )
-            # The newest of equals goes first.
             for pod in victims[: len(current) - desired]:
                 await self._delete_pod(pod)
         ready_current = sum(1 for p in current if pod_is_ready(p))
@@ -623,7 +625,7 @@ class WorkloadSimulator:
             for p in self.store.list_objects(self._rt("pod")).items
             if not (p.get("spec") or {}).get("nodeName") and not _meta(p).get("deletionTimestamp")
         ]
-        for pod in sorted(pending, key=_created_order):
+        for pod in sorted(pending, key=self._arrival_of):
             await self._try_bind(pod)
 
     async def _try_bind(self, pod: Mapping[str, Any]) -> None:
@@ -920,6 +922,8 @@ class WorkloadSimulator:
         status = gateway.get("status") or {}
         if status.get("addresses"):
             return
+        # Any other Gateway someone creates gets a neighbour of the cluster's address, so that
+        # addresses stay deterministic and never collide with the serving gateway's.
         address = (
             self.gateway_address
             if (namespace, name) == (SYSTEM_NAMESPACE, GATEWAY_NAME)
