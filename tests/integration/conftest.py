@@ -72,13 +72,13 @@ class Stack:
         namespace: str,
         name: str,
         predicate: Callable[[DeploymentStatus], bool],
-        timeout: float = 90.0,
+        limit: float = 90.0,
     ) -> DeploymentStatus:
         async def probe() -> DeploymentStatus | None:
             status = await self.status(namespace, name)
             return status if predicate(status) else None
 
-        return await wait_for(probe, timeout, f"{namespace}/{name} to reach the condition")
+        return await wait_for(probe, limit, f"{namespace}/{name} to reach the condition")
 
     def objects_of(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
         """Every modelfleet object of deployment namespace ``namespace`` on ``cluster``."""
@@ -92,15 +92,15 @@ class Stack:
         return found
 
 
-async def wait_for(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
-    """Poll ``probe`` until it returns a value; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
+    """Poll ``probe`` until it returns a value; fail with ``what`` after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
     while True:
         value = await probe()
         if value is not None:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
         await asyncio.sleep(0.2)
 
 
