@@ -200,6 +200,14 @@ def test_invalid_object_is_permanent_422(kube: KubeCluster) -> None:
     assert "Deployment default/bad" in str(err.value)
 
 
+def test_apply_into_a_missing_namespace_is_a_permanent_not_found(kube: KubeCluster) -> None:
+    with pytest.raises(PermanentKubeError) as err:
+        kube.apply(_configmap("orphan", "no-such-namespace"))
+    assert err.value.status == 404
+    assert err.value.reason == "NotFound"
+    assert "no-such-namespace" in str(err.value)
+
+
 def test_manifest_without_identity_is_rejected_before_any_request(kube: KubeCluster) -> None:
     with pytest.raises(PermanentKubeError, match=r"metadata\.name"):
         kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})

@@ -86,15 +86,16 @@ class _Resource:
     namespaced: bool
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = (
-            f"/api/{self.api_version}"
-            if "/" not in self.api_version
-            else (f"/apis/{self.api_version}")
-        )
+        base = _group_version_path(self.api_version)
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
         return f"{base}/{name}" if name else base
+
+
+def _group_version_path(api_version: str) -> str:
+    """``/api/v1`` for the core group (no slash in its apiVersion), ``/apis/<g>/<v>`` otherwise."""
+    return f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
 
 
 @dataclass
@@ -107,6 +108,8 @@ def _safe_server(host: str) -> str:
     """The server URL without any userinfo, fit for messages."""
     parts = urlsplit(host)
     netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"  # IPv6 literal
     if parts.port:
         netloc += f":{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
@@ -191,8 +194,10 @@ class KubeCluster:
         body: Any = None,
         content_type: str = "application/json",
         apply: bool = False,
+        absent_ok: bool = False,
     ) -> tuple[int, Any]:
-        """(status, decoded JSON) of a 2xx or 404 response; any other outcome raises KubeError."""
+        """(status, decoded JSON) of a 2xx response, or of a 404 when ``absent_ok``; any other
+        outcome raises KubeError."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             request = self._client.param_serialize(
@@ -224,8 +229,18 @@ class KubeCluster:
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise error_from_transport(f"{operation} on {self.server}", exc) from None
+        except ConfigException as exc:
+            # Raised while refreshing credentials (an exec plugin or auth provider failing). That
+            # is often transient (a metadata server, an identity endpoint), and a plugin that is
+            # truly missing still surfaces on every attempt. The class only: the loader's
+            # messages may quote the plugin's output.
+            raise RetryableKubeError(
+                f"{operation} on {self.server}: refreshing credentials failed "
+                f"({type(exc).__name__})",
+                reason="CredentialsUnavailable",
+            ) from None
         status = int(response.status)
-        if 200 <= status <= 299 or status == 404:
+        if 200 <= status <= 299 or (status == 404 and absent_ok):
             try:
                 decoded = json.loads(data) if data else {}
             except ValueError:
@@ -250,8 +265,9 @@ class KubeCluster:
     # -- discovery -------------------------------------------------------------------------
 
     def _fetch_group_version(self, api_version: str) -> _GroupVersion:
-        path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        status, data = self._request(f"discover {api_version}", "GET", path)
+        status, data = self._request(
+            f"discover {api_version}", "GET", _group_version_path(api_version), absent_ok=True
+        )
         kinds: dict[str, _Resource] = {}
         if status != 404:
             for entry in data.get("resources") or []:
@@ -328,7 +344,9 @@ class KubeCluster:
         """The object, or None when it does not exist."""
         res = self._resource(api_version, kind)
         ns = self._namespace_for(res, namespace)
-        status, data = self._request(f"get {_identity(kind, name, ns)}", "GET", res.path(ns, name))
+        status, data = self._request(
+            f"get {_identity(kind, name, ns)}", "GET", res.path(ns, name), absent_ok=True
+        )
         if status == 404:
             return None
         return dict(data)
@@ -358,7 +376,9 @@ class KubeCluster:
                 query.append(("labelSelector", selector))
             if token:
                 query.append(("continue", token))
-            status, data = self._request(f"list {where}", "GET", res.path(namespace), query=query)
+            status, data = self._request(
+                f"list {where}", "GET", res.path(namespace), query=query, absent_ok=True
+            )
             if status == 404:
                 # The namespace does not exist (or the type vanished): nothing to list.
                 return items
@@ -388,6 +408,7 @@ class KubeCluster:
             "DELETE",
             res.path(ns, name),
             query=[("propagationPolicy", propagation)],
+            absent_ok=True,
         )
         return status != 404
 
