@@ -66,7 +66,15 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
             )
         else:
             out.append(raw)
-    return out
+    # A file named twice (``-f dir -f dir/file.yaml``) is read once.
+    seen: set[Path | str] = set()
+    unique = []
+    for name in out:
+        key: Path | str = name if name == STDIN else Path(name).resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(name)
+    return unique
 
 
 def _line_map(node: yaml.Node, path: tuple[str | int, ...], out: LineMap) -> None:

@@ -13,6 +13,7 @@ from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.inspect import describe, get, rollout_status
 from modelfleet.cli.mutate import delete, scale
 from modelfleet.cli.plan import plan
+from modelfleet.cli.render import render
 from modelfleet.cli.schema import schema
 from modelfleet.cli.sim import sim_app
 from modelfleet.cli.validate import validate
@@ -46,6 +47,7 @@ def main(
 app.command("validate")(validate)
 app.command("schema")(schema)
 app.command("plan")(plan)
+app.command("render")(render)
 app.command("apply")(apply)
 app.command("get")(get)
 app.command("describe")(describe)

@@ -10,6 +10,7 @@ invalid (2).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, PlacedEngine
 from modelfleet.api.loading import load_paths
+from modelfleet.api.meta import Resource
 from modelfleet.cli.output import (
     EXIT_INVALID,
     OutputFormat,
@@ -45,7 +47,18 @@ def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
     if loaded.errors:
         print_manifest_errors(loaded.errors)
         raise typer.Exit(EXIT_INVALID)
-    resources = loaded.resources
+    plans = plan_resources(loaded.resources)
+    if output in (OutputFormat.JSON, OutputFormat.YAML):
+        print_structured({"deployments": [plan_document(p) for p in plans]}, output)
+        return
+    if not plans:
+        console.print("No ModelDeployment in the manifests: nothing to plan.")
+    for placement in plans:
+        _print_plan(placement)
+
+
+def plan_resources(resources: Sequence[Resource]) -> list[Placement]:
+    """Plan every ModelDeployment in ``resources`` on the fleet they declare, in order."""
     fleet = snapshot_from_manifests(
         [r for r in resources if isinstance(r, InferenceClass)],
         [r for r in resources if isinstance(r, InferenceCluster)],
@@ -64,13 +77,7 @@ def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
             *placement.kept,
             *placement.placed,
         ]
-    if output in (OutputFormat.JSON, OutputFormat.YAML):
-        print_structured({"deployments": [plan_document(p) for p in plans]}, output)
-        return
-    if not plans:
-        console.print("No ModelDeployment in the manifests: nothing to plan.")
-    for placement in plans:
-        _print_plan(placement)
+    return plans
 
 
 def _engine_pool(engine: PlacedEngine) -> str:
