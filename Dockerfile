@@ -1,0 +1,9 @@
+# The modelfleet worker image for a shared install (see docker-compose.yml).
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip install --no-cache-dir .
+USER 65534
+ENTRYPOINT ["modelfleet"]
+CMD ["worker", "--credentials-dir", "/credentials"]
