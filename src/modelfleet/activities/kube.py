@@ -129,9 +129,8 @@ class KubeActivities:
                     raise to_temporal(exc) from None
                 return ReadyResult(ready=False, reason=f"API error: {exc}")
             if not readiness.ready:
-                return ReadyResult(
-                    ready=False, reason=f"{rule.kind} {rule.name}: {readiness.reason}"
-                )
+                # The adapter's reason already names the object.
+                return ReadyResult(ready=False, reason=readiness.reason)
         return ReadyResult(ready=True, reason="all ready")
 
     @activity.defn(name=KUBE_CHECK_READY)
