@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
 
 
@@ -51,12 +54,6 @@ def test_copy_is_independent() -> None:
     assert (trial.pristine, trial.partial) == (0, [[7]])
 
 
-def test_room_for_does_not_take() -> None:
-    pool = PoolLedger.empty((8,), 1)
-    assert pool.room_for(PodGroup((3,), 5, whole_node=False), 5) == 2
-    assert pool.pristine == 1
-
-
 def test_ledger_replays_charges_lazily_and_counts_overflow() -> None:
     ledger = Ledger()
     ledger.charge(("a", "p"), [PodGroup((8,), 3, whole_node=True)])
@@ -75,3 +72,42 @@ def test_ledger_charges_whole_nodes_before_shared_pods() -> None:
     ledger.charge(("a", "p"), [PodGroup((8,), 1, whole_node=True)])
     pool = ledger.pool(("a", "p"), (8,), 2)
     assert (pool.pristine, pool.partial, pool.overflow) == (0, [[7]], 0)
+
+
+def _reference_take(pool: PoolLedger, demand: tuple[int, ...], pods: int) -> int:
+    """Pod by pod, as the ledger is specified: best-fit shared node, else a fresh node."""
+    for placed in range(pods):
+        fitting = [
+            (sum(f) - sum(demand), i)
+            for i, f in enumerate(pool.partial)
+            if all(x >= d for x, d in zip(f, demand, strict=True))
+        ]
+        if fitting:
+            _, i = min(fitting)
+            pool.partial[i] = [x - d for x, d in zip(pool.partial[i], demand, strict=True)]
+            if not any(pool.partial[i]):
+                del pool.partial[i]
+        elif pool.pristine > 0 and all(d <= c for d, c in zip(demand, pool.capacity, strict=True)):
+            pool.pristine -= 1
+            rest = [c - d for c, d in zip(pool.capacity, demand, strict=True)]
+            if any(rest):
+                pool.partial.append(rest)
+        else:
+            return placed
+    return pods
+
+
+demand_st = st.tuples(st.integers(0, 8), st.integers(0, 3)).filter(any)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nodes=st.integers(0, 5),
+    steps=st.lists(st.tuples(demand_st, st.integers(1, 12)), min_size=1, max_size=8),
+)
+def test_bulk_take_matches_pod_by_pod(nodes: int, steps: list[tuple[tuple[int, int], int]]) -> None:
+    fast, slow = PoolLedger.empty((8, 2), nodes), PoolLedger.empty((8, 2), nodes)
+    for demand, pods in steps:
+        group = PodGroup(demand, pods, whole_node=False)
+        assert fast.take(group) == _reference_take(slow, demand, pods)
+        assert (fast.pristine, fast.partial) == (slow.pristine, slow.partial)

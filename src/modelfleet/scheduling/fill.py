@@ -17,7 +17,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
@@ -36,27 +36,29 @@ from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_
 
 
 def build_ledger(
-    fleet: FleetIndex, replicas: Iterable[ModelReplica], evaluator: SelectorEvaluator
+    fleet: FleetIndex,
+    replicas_by_cluster: Mapping[str, Sequence[ModelReplica]],
+    evaluator: SelectorEvaluator,
 ) -> Ledger:
-    """Charge every replica's stamped shape to its pinned pools. Replicas on clusters or pools
-    that are no longer published use nothing."""
-    ledger = Ledger()
-    for replica in replicas:
-        cluster = fleet.by_name.get(replica.spec.cluster_name)
-        if cluster is None:
-            continue
-        for engine in replica.spec.engines:
-            for member in engine.members:
-                if not member.device_requests:
-                    continue
-                pool = cluster.pools_by_name.get(member.node_pool_name)
-                if pool is None:
-                    continue
-                demand = stamped_demand(member.device_requests, pool.shape, evaluator)
-                pods = member.pods * engine.copies
-                group = PodGroup(demand, pods, member.role is not Role.STANDALONE)
-                ledger.charge((cluster.name, pool.name), (group,))
-    return ledger
+    """A ledger that charges every replica's stamped shape to its pinned pools, cluster by
+    cluster as the fill looks at them. Replicas on pools no longer published use nothing."""
+
+    def load_cluster(ledger: Ledger, name: str) -> None:
+        cluster = fleet.by_name[name]
+        for replica in replicas_by_cluster.get(name, ()):
+            for engine in replica.spec.engines:
+                for member in engine.members:
+                    if not member.device_requests:
+                        continue
+                    pool = cluster.pools_by_name.get(member.node_pool_name)
+                    if pool is None:
+                        continue
+                    demand = stamped_demand(member.device_requests, pool.shape, evaluator)
+                    pods = member.pods * engine.copies
+                    group = PodGroup(demand, pods, member.role is not Role.STANDALONE)
+                    ledger.charge((name, pool.name), (group,))
+
+    return Ledger(load_cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +110,14 @@ def fill(
     for cluster_name, index in taken:
         occupied.setdefault(cluster_name, set()).add(index)
     rejected: dict[str, str] = {}
-    for cluster in fleet.clusters:
-        reason = static_reason(cluster, deployment, selected)
-        if reason is not None:
-            rejected[cluster.name] = reason
     placed: list[NewReplica] = []
     for _ in range(missing):
-        candidates = sorted(
-            (c for c in fleet.clusters if c.name not in rejected),
-            key=lambda c: (load[c.name], c.name),
-        )
-        for cluster in candidates:
-            outcome = _try_cluster(cluster, plans, ledger, matcher)
+        for cluster in _by_load_then_name(fleet, load):
+            if cluster.name in rejected:
+                continue
+            outcome = static_reason(cluster, deployment, selected) or _try_cluster(
+                cluster, plans, ledger, matcher
+            )
             if isinstance(outcome, str):
                 rejected[cluster.name] = outcome
                 continue
@@ -133,9 +131,20 @@ def fill(
             placed.append(NewReplica(cluster.name, index, choices))
             break
         else:
-            ordered = {c.name: rejected[c.name] for c in fleet.clusters if c.name in rejected}
-            return FillResult(placed, ordered)
+            # Every cluster was tried (or ruled out) for this replica, so each has a reason.
+            return FillResult(placed, {c.name: rejected[c.name] for c in fleet.clusters})
     return FillResult(placed, {})
+
+
+def _by_load_then_name(fleet: FleetIndex, load: Counter[str]) -> Iterator[IndexedCluster]:
+    """Clusters by (replicas of this deployment on them, name), without sorting the fleet:
+    the few clusters that hold a replica go last, in their own order."""
+    loaded = sorted((n for n, count in load.items() if count > 0), key=lambda n: (load[n], n))
+    for cluster in fleet.in_name_order:
+        if not load[cluster.name]:
+            yield cluster
+    for name in loaded:
+        yield fleet.by_name[name]
 
 
 def _try_cluster(

@@ -17,7 +17,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # Devices one pod needs, one slot per device of the pool (0 for devices it does not claim).
@@ -63,16 +63,14 @@ class PoolLedger:
             taken = min(wanted, self.pristine)
             self.pristine -= taken
             return taken
-        for placed in range(wanted):
-            if not self._take_shared(group.demand):
-                return placed
-        return wanted
+        placed = 0
+        while placed < wanted and self._take_partial(group.demand):
+            placed += 1
+        if placed < wanted:
+            placed += self._take_pristine(group.demand, wanted - placed)
+        return placed
 
-    def room_for(self, group: PodGroup, limit: int) -> int:
-        """How many of ``group``'s pods (at most ``limit``) would fit, without taking them."""
-        return self.copy().take(group, limit)
-
-    def _take_shared(self, demand: Demand) -> bool:
+    def _take_partial(self, demand: Demand) -> bool:
         # Best fit: the shared node left with the least free capacity, so that large gaps stay
         # available for large pods. Ties go to the oldest node, which keeps this deterministic.
         best = -1
@@ -82,32 +80,36 @@ class PoolLedger:
                 slack = sum(free) - sum(demand)
                 if best < 0 or slack < best_slack:
                     best, best_slack = i, slack
-        if best >= 0:
-            node = self.partial[best]
-            for slot, d in enumerate(demand):
-                node[slot] -= d
-            if not any(node):
-                del self.partial[best]
-            return True
-        if self.pristine <= 0 or any(d > c for d, c in zip(demand, self.capacity, strict=True)):
+        if best < 0:
             return False
-        self.pristine -= 1
-        rest = [c - d for c, d in zip(self.capacity, demand, strict=True)]
-        if any(rest):
-            self.partial.append(rest)
+        node = self.partial[best]
+        for slot, d in enumerate(demand):
+            node[slot] -= d
+        if not any(node):
+            del self.partial[best]
         return True
 
-    @property
-    def free_nodes(self) -> int:
-        return self.pristine
-
-    def used_devices(self, nodes: int) -> Demand:
-        """Devices in use per slot, given the pool's published ``nodes``."""
-        free = [self.pristine * c for c in self.capacity]
-        for node in self.partial:
-            for slot, f in enumerate(node):
-                free[slot] += f
-        return tuple(max(nodes, 0) * c - f for c, f in zip(self.capacity, free, strict=True))
+    def _take_pristine(self, demand: Demand, pods: int) -> int:
+        """Open untouched nodes for ``pods`` pods that no shared node can take. Each new node
+        is filled before the next is opened (the shared nodes had no room for this shape, so
+        best fit would pick the new node every time); done in bulk, not pod by pod."""
+        if self.pristine <= 0 or any(d > c for d, c in zip(demand, self.capacity, strict=True)):
+            return 0
+        per_node = min(c // d for c, d in zip(self.capacity, demand, strict=True) if d)
+        full_nodes = min(pods // per_node, self.pristine)
+        self.pristine -= full_nodes
+        left = [c - per_node * d for c, d in zip(self.capacity, demand, strict=True)]
+        if any(left):
+            self.partial.extend(list(left) for _ in range(full_nodes))
+        placed = full_nodes * per_node
+        rest = pods - placed
+        if 0 < rest < per_node and self.pristine > 0:
+            self.pristine -= 1
+            node = [c - rest * d for c, d in zip(self.capacity, demand, strict=True)]
+            if any(node):
+                self.partial.append(node)
+            placed += rest
+        return placed
 
 
 def _charge_order(group: PodGroup) -> tuple[bool, int]:
@@ -117,12 +119,16 @@ def _charge_order(group: PodGroup) -> tuple[bool, int]:
 
 
 class Ledger:
-    """Free capacity of every pool in the fleet, built lazily: charges are recorded per pool
-    and only replayed when the scheduler first looks at that pool."""
+    """Free capacity of every pool in the fleet, built lazily: the first time a pool of a
+    cluster is looked at, ``load_cluster`` is asked to charge what runs on that cluster, and
+    each pool's charges are replayed when that pool is first looked at. A pass that places one
+    replica on one of a thousand clusters so never reads the other clusters' replicas."""
 
-    def __init__(self) -> None:
+    def __init__(self, load_cluster: Callable[[Ledger, str], None] | None = None) -> None:
         self._pools: dict[PoolKey, PoolLedger] = {}
         self._pending: dict[PoolKey, list[PodGroup]] = {}
+        self._load_cluster = load_cluster
+        self._loaded: set[str] = set()
 
     def charge(self, key: PoolKey, groups: Iterable[PodGroup]) -> None:
         """Record pods already running (or decided) on a pool."""
@@ -140,6 +146,10 @@ class Ledger:
         """The current state of a pool (``capacity``/``nodes`` describe it when first seen)."""
         pool = self._pools.get(key)
         if pool is None:
+            cluster = key[0]
+            if self._load_cluster is not None and cluster not in self._loaded:
+                self._loaded.add(cluster)
+                self._load_cluster(self, cluster)
             pool = PoolLedger.empty(capacity, nodes)
             for group in sorted(self._pending.pop(key, ()), key=_charge_order):
                 pool.overflow += group.pods - pool.take(group)

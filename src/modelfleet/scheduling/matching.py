@@ -59,21 +59,19 @@ class IndexedPool:
 
 @dataclass(frozen=True, slots=True)
 class IndexedCluster:
+    name: str
     snapshot: ClusterSnapshot
     pools: tuple[IndexedPool, ...]
     pools_by_name: dict[str, IndexedPool]
     # Clusters with equal shape keys have interchangeable pools for matching purposes.
     shape_key: tuple[int, ...]
 
-    @property
-    def name(self) -> str:
-        return self.snapshot.name
-
 
 @dataclass(frozen=True, slots=True)
 class FleetIndex:
-    clusters: tuple[IndexedCluster, ...]
+    clusters: tuple[IndexedCluster, ...]  # in snapshot order
     by_name: dict[str, IndexedCluster]
+    in_name_order: tuple[IndexedCluster, ...]
 
 
 def device_facts(device: ClassDevice) -> DeviceFacts:
@@ -107,8 +105,16 @@ class _ShapeInterner:
     def __init__(self) -> None:
         self._shapes: dict[tuple[object, ...], PoolShape] = {}
         self._facts: dict[tuple[object, ...], DeviceFacts] = {}
+        # Pools of one class usually share the class's device objects; recognising them by
+        # identity skips building content keys. Sound only while every device is alive, which
+        # holds for the duration of one index build (the snapshot references them all).
+        self._by_identity: dict[tuple[int, ...], PoolShape] = {}
 
     def shape(self, devices: Sequence[ClassDevice]) -> PoolShape:
+        identity = tuple(map(id, devices))
+        shape = self._by_identity.get(identity)
+        if shape is not None:
+            return shape
         facts_keys = [_facts_key(d) for d in devices]
         key = tuple(_device_key(d, f) for d, f in zip(devices, facts_keys, strict=True))
         shape = self._shapes.get(key)
@@ -119,6 +125,7 @@ class _ShapeInterner:
             capacity = tuple(max(d.count, 0) if d.claimable else 0 for d in shape_devices)
             shape = PoolShape(len(self._shapes), shape_devices, capacity)
             self._shapes[key] = shape
+        self._by_identity[identity] = shape
         return shape
 
     def _device(self, device: ClassDevice, facts_key: tuple[object, ...]) -> ShapeDevice:
@@ -148,13 +155,18 @@ def fleet_index(fleet: FleetSnapshot) -> FleetIndex:
         )
         clusters.append(
             IndexedCluster(
+                name=snapshot.name,
                 snapshot=snapshot,
                 pools=pools,
                 pools_by_name={p.name: p for p in pools},
                 shape_key=tuple(p.shape.key for p in pools),
             )
         )
-    index = FleetIndex(tuple(clusters), {c.name: c for c in clusters})
+    index = FleetIndex(
+        clusters=tuple(clusters),
+        by_name={c.name: c for c in clusters},
+        in_name_order=tuple(sorted(clusters, key=lambda c: c.name)),
+    )
     fleet._derived = index
     return index
 

@@ -17,7 +17,7 @@ charge the ledger with every replica that stays, then fill (``fill``). Where we 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from pydantic import Field
@@ -35,7 +35,7 @@ from modelfleet.scheduling.matching import (
     selector_problem,
 )
 from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
-from modelfleet.scheduling.stamp import owned_by, stamp_replica
+from modelfleet.scheduling.stamp import stamp_replica
 
 __all__ = [
     "REPLICAS_SCHEDULED",
@@ -105,21 +105,21 @@ def place(
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
-    ours = sorted((r for r in existing if owned_by(r, deployment)), key=lambda r: r.name)
+    ours, others_by_cluster = _partition(deployment, existing)
     result = Placement(namespace=deployment.namespace, deployment=deployment.name, desired=want)
 
     problem = _selector_problem(deployment)
     if problem is not None:
         return _frozen(result, ours, Reason.INVALID_NODE_SELECTOR, problem)
     index = fleet_index(fleet)
-    match_labels = _match_labels(deployment)
+    match_labels = _match_labels(deployment).items()
     selected = {
         c.name
         for c in index.clusters
-        if all(c.snapshot.labels.get(k) == v for k, v in match_labels.items())
+        if not match_labels or all(c.snapshot.labels.get(k) == v for k, v in match_labels)
     }
     if not selected:
-        wanted = ", ".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(match_labels))
         message = (
             f"no cluster matches clusterSelector {wanted} ({len(index.clusters)} in the fleet)"
             if wanted
@@ -139,8 +139,9 @@ def place(
     missing = want - len(kept)
     if missing > 0 and fill_missing:
         # Our removed replicas free their capacity; kept ones are charged as stamped.
-        kept_ids = {id(r.replica) for r in kept}
-        charged = [r for r in existing if id(r) in kept_ids or not owned_by(r, deployment)]
+        charged = others_by_cluster
+        for r in kept:
+            charged[r.cluster_name].append(r.replica)
         outcome = fill(
             deployment,
             plans,
@@ -161,6 +162,24 @@ def place(
             result.summary = summarize(len(index.clusters), 0, outcome.rejections)
     result.conditions = [_scheduled_condition(result, fill_missing)]
     return result
+
+
+def _partition(
+    deployment: ModelDeployment, existing: Sequence[ModelReplica]
+) -> tuple[list[ModelReplica], defaultdict[str, list[ModelReplica]]]:
+    """Our replicas sorted by name (the first name wins a collision), and everyone else's by
+    cluster. One pass: at fleet scale this loop is a large part of a placement."""
+    name, namespace = deployment.name, deployment.namespace
+    ours: list[ModelReplica] = []
+    others: defaultdict[str, list[ModelReplica]] = defaultdict(list)
+    for replica in existing:
+        spec = replica.spec
+        if spec.deployment == name and replica.namespace == namespace:
+            ours.append(replica)
+        else:
+            others[spec.cluster_name].append(replica)
+    ours.sort(key=lambda r: r.name)
+    return ours, others
 
 
 def _match_labels(deployment: ModelDeployment) -> dict[str, str]:
