@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from conftest import Stack, deployment, wait_for
+from integration_support import Stack, deployment, wait_for
 from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 

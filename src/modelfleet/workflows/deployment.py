@@ -354,9 +354,10 @@ class DeploymentWorkflow:
         await self._forget(name)
 
     async def _forget(self, name: str) -> None:
+        # Release first: a replica leaves the status only once its capacity is free again.
+        await self._release([name])
         self._replicas.pop(name, None)
         self._placed.pop(name, None)
-        await self._release([name])
 
     async def _reap_finished(self) -> None:
         """Release replicas whose workflow ended by itself (failed and compensated)."""

