@@ -241,3 +241,12 @@ class TestDeterminism:
         again = place(dep, snapshot.model_copy(deep=True), others, evaluator=SelectorEvaluator())
         assert first.model_dump() == again.model_dump()
         assert first.scheduled == 5
+
+    def test_a_changed_copy_of_a_snapshot_is_not_served_stale_lookups(self) -> None:
+        snapshot = fleet(simple_cluster("a"))
+        assert where(place(deployment(), snapshot, [])) == [("a", 0)]
+        drained = snapshot.model_copy(deep=True)
+        drained.clusters[0].ready = False
+        assert place(deployment(), drained, []).placed == []
+        renamed = snapshot.model_copy(update={"clusters": [simple_cluster("b")]})
+        assert where(place(deployment(), renamed, [])) == [("b", 0)]

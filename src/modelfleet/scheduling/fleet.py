@@ -6,7 +6,8 @@ by whoever observes the fleet (the Fleet workflow from published capacity, ``mod
 from manifests) and handed in; the scheduler never looks anything up itself.
 
 Snapshots are values: treat them as immutable once built. The scheduler caches derived lookup
-tables on a snapshot instance, so mutating one after it was scheduled against is a bug.
+tables on a snapshot instance (not on its copies), so change a snapshot with ``model_copy``
+rather than in place once it has been scheduled against.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class PoolSnapshot(Model):
     class_name: str = Field(min_length=1)
     # Published node count; a negative count (a bad report) is treated as 0.
     nodes: int = 0
-    # Per-node devices, copied from the class. A count may be 0 when live capacity says so.
+    # Per-node devices, copied from the class.
     devices: list[ClassDevice] = Field(default_factory=list)
 
 
@@ -66,7 +67,7 @@ class FleetSnapshot(Model):
     clusters: list[ClusterSnapshot] = Field(default_factory=list)
     missing_classes: list[MissingClass] = Field(default_factory=list)
 
-    # Lookup tables derived by the scheduler (see ``scheduling.matching.fleet_index``).
+    # (weak reference to the owner, lookup tables) derived by ``scheduling.matching.fleet_index``.
     _derived: Any = PrivateAttr(default=None)
 
 

@@ -15,6 +15,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -143,9 +144,12 @@ class _ShapeInterner:
 
 def fleet_index(fleet: FleetSnapshot) -> FleetIndex:
     """Lookup tables for ``fleet``, built once per snapshot instance and then reused."""
+    # The cache remembers which object it was built for: model_copy() carries private
+    # attributes along, and a copy (perhaps with updated clusters) must not reuse it.
     cached = fleet._derived
-    if isinstance(cached, FleetIndex):
-        return cached
+    if isinstance(cached, tuple) and cached[0]() is fleet:
+        index: FleetIndex = cached[1]
+        return index
     interner = _ShapeInterner()
     clusters = []
     for snapshot in fleet.clusters:
@@ -167,7 +171,7 @@ def fleet_index(fleet: FleetSnapshot) -> FleetIndex:
         by_name={c.name: c for c in clusters},
         in_name_order=tuple(sorted(clusters, key=lambda c: c.name)),
     )
-    fleet._derived = index
+    fleet._derived = (weakref.ref(fleet), index)
     return index
 
 
