@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import sys
@@ -299,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"({', '.join(shapes)}), one deployment per call"
     )
     print(f"snapshot index (built once per snapshot): {index_ms:.1f} ms")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load} (timings are wall clock)")
     # The first CEL compile builds celpy's parser (a one-off per process): keep it out of the
     # per-placement figures, and say what it costs.
     start = time.perf_counter()
