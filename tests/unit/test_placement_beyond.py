@@ -29,8 +29,8 @@ from modelfleet.api.naming import (
     LABEL_REPLICA_INDEX,
     replica_name,
 )
+from modelfleet.scheduling.cel import SelectorEvaluator
 from modelfleet.scheduling.fleet import FleetSnapshot
-from modelfleet.scheduling.matching import SelectorEvaluator
 from modelfleet.scheduling.placement import place
 
 

@@ -30,8 +30,8 @@ from modelfleet.cli.output import (
     print_structured,
 )
 from modelfleet.cli.validate import FilesOption
+from modelfleet.scheduling.cel import SelectorEvaluator
 from modelfleet.scheduling.fleet import snapshot_from_manifests
-from modelfleet.scheduling.matching import SelectorEvaluator
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.stamp import owned_by
 

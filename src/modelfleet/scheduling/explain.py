@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from modelfleet.scheduling.index import PoolShape
 from modelfleet.scheduling.ledger import PodGroup, PoolLedger
-from modelfleet.scheduling.matching import PoolShape
 
 NOT_SELECTED = "not selected by clusterSelector"
 NOT_READY = "not Ready"

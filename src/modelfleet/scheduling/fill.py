@@ -21,16 +21,11 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
+from modelfleet.scheduling.cel import SelectorEvaluator
 from modelfleet.scheduling.explain import NO_GATEWAY, NOT_READY, NOT_SELECTED, capacity_reason
+from modelfleet.scheduling.index import FleetIndex, IndexedCluster
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
-from modelfleet.scheduling.matching import (
-    EnginePlan,
-    FleetIndex,
-    IndexedCluster,
-    Matcher,
-    SelectorEvaluator,
-    stamped_demand,
-)
+from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
 

@@ -24,16 +24,12 @@ from pydantic import Field
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
+from modelfleet.scheduling.cel import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
 from modelfleet.scheduling.fill import build_ledger, fill
 from modelfleet.scheduling.fleet import FleetSnapshot
-from modelfleet.scheduling.matching import (
-    Matcher,
-    SelectorEvaluator,
-    engine_plan,
-    fleet_index,
-    selector_problem,
-)
+from modelfleet.scheduling.index import fleet_index
+from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
 from modelfleet.scheduling.stamp import stamp_replica
 

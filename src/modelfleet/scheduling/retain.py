@@ -20,14 +20,8 @@ from enum import StrEnum
 
 from modelfleet.api.deployments import Engine, ModelDeployment, ModelReplica, PlacedEngine
 from modelfleet.api.meta import Model
-from modelfleet.scheduling.matching import (
-    EnginePlan,
-    FleetIndex,
-    IndexedCluster,
-    IndexedPool,
-    Matcher,
-    MemberMatch,
-)
+from modelfleet.scheduling.index import FleetIndex, IndexedCluster, IndexedPool
+from modelfleet.scheduling.matching import EnginePlan, Matcher, MemberMatch
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import EVICTS, describe_taint, first_untolerated
 

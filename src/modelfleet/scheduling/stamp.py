@@ -26,7 +26,8 @@ from modelfleet.api.naming import (
     LABEL_REPLICA_INDEX,
     replica_name,
 )
-from modelfleet.scheduling.matching import IndexedPool, MemberMatch
+from modelfleet.scheduling.index import IndexedPool
+from modelfleet.scheduling.matching import MemberMatch
 
 
 @dataclass(frozen=True, slots=True)
