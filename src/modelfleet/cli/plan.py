@@ -181,6 +181,8 @@ def _print_plan(placement: Placement) -> None:
             soft_wrap=True,
             markup=True,
         )
+    if placement.rejections:
+        console.print("  Why each cluster did not take the next replica:")
     for cluster, reason in placement.rejections.items():
         console.print(f"    {cluster}: {reason}", soft_wrap=True)
     console.print()
