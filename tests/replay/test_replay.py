@@ -1,0 +1,137 @@
+"""Golden histories replay against the current workflow code without non-determinism.
+
+The histories in ``histories/`` were recorded by ``record_histories.py`` from real runs (a rollout
+to Ready, a scale up by Update and down by signal, a rollback of a replica that missed its
+readiness deadline) and cover all four workflow types. A failure here means a workflow change
+would break workflows already running: guard the change with ``workflow.patched`` (see the
+recorder's docstring), never re-record to silence it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())
+
+
+def load(filename: str) -> WorkflowHistory:
+    return WorkflowHistory.from_json(
+        INDEX[filename]["workflow_id"], (HISTORIES / filename).read_text()
+    )
+
+
+def of_type(history: WorkflowHistory, event_type: EventType.ValueType) -> list[HistoryEvent]:
+    return [e for e in history.events if e.event_type == event_type]
+
+
+def activities(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    ]
+
+
+def signals(history: WorkflowHistory) -> set[str]:
+    return {
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    }
+
+
+def updates(history: WorkflowHistory) -> set[str]:
+    return {
+        e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for e in of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    }
+
+
+@pytest.mark.parametrize("filename", sorted(INDEX))
+async def test_golden_history_replays_without_nondeterminism(filename: str) -> None:
+    history = load(filename)
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.workflow_type.name == INDEX[filename]["type"]
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{filename}: {result.replay_failure!r}"
+
+
+def test_goldens_cover_every_workflow_type_and_scenario() -> None:
+    assert {meta["type"] for meta in INDEX.values()} == {
+        "Fleet",
+        "ModelDeployment",
+        "ModelReplica",
+        "InferenceCluster",
+    }
+    assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
+
+    # (a) rollout to Ready: every step applied, leader then endpoint picker awaited, serving.
+    rollout = load("rollout-replica.json")
+    assert activities(rollout) == ["kube.apply"] * 3 + ["kube.wait_ready", "kube.apply"] + [
+        "kube.wait_ready"
+    ]
+    assert of_type(rollout, EventType.EVENT_TYPE_TIMER_STARTED), "no health watch after Ready"
+
+    # (b) scale: up by Update, down by signal; the removed replica was torn down and deleted.
+    scaled = load("scale-deployment.json")
+    assert "scale" in updates(scaled)
+    assert "scale" in signals(scaled)
+    assert len(of_type(scaled, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)) == 2
+    assert "fleet.release" in activities(scaled)
+    removed = load("scale-replica-removed.json")
+    assert "teardown" in signals(removed)
+    assert activities(removed)[-1] == "kube.delete"
+    assert of_type(removed, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+
+    # (c) rollback: the readiness wait failed permanently, the saga compensated, and the
+    # deployment reaped the failed replica and released its capacity.
+    failed = load("rollback-replica.json")
+    failures = of_type(failed, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED)
+    assert [
+        f.activity_task_failed_event_attributes.failure.application_failure_info.type
+        for f in failures
+    ] == ["ReadinessDeadlineExceeded"]
+    assert activities(failed)[-2:] == ["kube.wait_ready", "kube.delete"]
+    assert of_type(failed, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    parent = load("rollback-deployment.json")
+    assert of_type(parent, EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
+    assert "fleet.release" in activities(parent)
+
+    fleet = load("fleet.json")
+    assert {"put_class", "put_cluster", "report_cluster", "place", "release"} <= updates(fleet)
+    cluster = load("cluster-l4-dev.json")
+    assert {"kube.probe", "fleet.publish_cluster"} <= set(activities(cluster))
+
+
+@workflow.defn(name="ModelReplica", sandboxed=False)
+class ReplicaWithAnUnpatchedTimer(ReplicaWorkflow):
+    """A careless change: a timer before the saga, without ``workflow.patched``."""
+
+    @workflow.run
+    async def run(self, arg: ReplicaInput) -> ReplicaResult:
+        await workflow.sleep(timedelta(seconds=1))
+        return await super().run(arg)
+
+
+async def test_replay_catches_an_unpatched_workflow_change() -> None:
+    replayer = Replayer(
+        workflows=[ReplicaWithAnUnpatchedTimer], data_converter=pydantic_data_converter
+    )
+    result = await replayer.replay_workflow(
+        load("rollout-replica.json"), raise_on_replay_failure=False
+    )
+    assert isinstance(result.replay_failure, NondeterminismError)
