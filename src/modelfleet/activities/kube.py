@@ -94,21 +94,27 @@ class KubeActivities:
 
     @activity.defn(name=KUBE_APPLY)
     def apply(self, request: ApplyRequest) -> ApplyResult:
+        """Apply the manifests in order. Progress is heartbeated, so a retry resumes after the
+        last object applied rather than starting over: with a per-request failure rate, a step
+        of many objects would otherwise rarely get through in one attempt."""
         cluster = self._cluster(request.cluster)
-        applied: list[ObjectRef] = []
-        for manifest in request.manifests:
+        (start,) = _resumed(1)
+        for index in range(min(start, len(request.manifests)), len(request.manifests)):
             try:
-                cluster.apply(manifest)
+                cluster.apply(request.manifests[index])
             except KubeError as exc:
                 raise to_temporal(exc) from None
-            applied.append(ObjectRef.of(manifest))
-        return ApplyResult(applied=applied)
+            activity.heartbeat(index + 1)
+        return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
 
     @activity.defn(name=KUBE_DELETE)
     def delete(self, request: DeleteRequest) -> DeleteResult:
+        """Delete the objects in order; like ``apply``, a retry resumes where the last attempt
+        got to (heartbeated as ``(next index, deleted, absent)``)."""
         cluster = self._cluster(request.cluster)
-        deleted = absent = 0
-        for ref in request.objects:
+        start, deleted, absent = _resumed(3)
+        for index in range(min(start, len(request.objects)), len(request.objects)):
+            ref = request.objects[index]
             try:
                 existed = cluster.delete(ref.api_version, ref.kind, ref.name, ref.namespace)
             except KubeError as exc:
@@ -117,6 +123,7 @@ class KubeActivities:
                 deleted += 1
             else:
                 absent += 1
+            activity.heartbeat(index + 1, deleted, absent)
         return DeleteResult(deleted=deleted, absent=absent)
 
     def _readiness(self, request: WaitReadyRequest) -> ReadyResult:
@@ -193,3 +200,12 @@ class KubeActivities:
             gateway_address=address,
             pools=pools,
         )
+
+
+def _resumed(count: int) -> tuple[int, ...]:
+    """The ``count`` counters the previous attempt of this activity last heartbeated, or zeros
+    on a first attempt (or details of another shape, e.g. from an older worker)."""
+    details = activity.info().heartbeat_details
+    if len(details) == count and all(type(d) is int and d >= 0 for d in details):
+        return tuple(details)
+    return (0,) * count
