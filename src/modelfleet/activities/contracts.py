@@ -110,6 +110,8 @@ class PlaceRequest(Model):
     desired: int
     # Clusters this deployment should not get new replicas on (recent failures there).
     avoid_clusters: list[str] = Field(default_factory=list)
+    # Why, per avoided cluster: the replica that failed there and its reason.
+    avoid_reasons: dict[str, str] = Field(default_factory=dict)
 
 
 class Victim(Model):

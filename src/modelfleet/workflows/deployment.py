@@ -61,6 +61,7 @@ class DeploymentInput(Model):
     replicas: dict[str, ReplicaStatus] = {}
     placed: dict[str, ModelReplica] = {}
     avoid: dict[str, datetime] = {}
+    avoid_reasons: dict[str, str] = {}
     sequence: int = 0
 
 
@@ -79,6 +80,9 @@ class DeploymentWorkflow:
         self._replicas: dict[str, ReplicaStatus] = dict(arg.replicas)
         self._placed: dict[str, ModelReplica] = dict(arg.placed)
         self._avoid: dict[str, datetime] = dict(arg.avoid)
+        # Why each avoided cluster is avoided, so the status keeps saying why a replica failed
+        # after the failed replica itself is gone.
+        self._avoid_reasons: dict[str, str] = dict(arg.avoid_reasons)
         self._sequence = arg.sequence
         self._dirty = True
         self._deleting = False
@@ -201,12 +205,14 @@ class DeploymentWorkflow:
             replicas=self._replicas,
             placed=self._placed,
             avoid=self._avoid,
+            avoid_reasons=self._avoid_reasons,
             sequence=self._sequence,
         )
 
     async def _reconcile(self) -> None:
         now = workflow.now()
         self._avoid = {c: until for c, until in self._avoid.items() if until > now}
+        self._avoid_reasons = {c: r for c, r in self._avoid_reasons.items() if c in self._avoid}
         desired = self._spec.spec.replicas
         response = await self._place(desired)
         for victim in response.victims:
@@ -282,6 +288,7 @@ class DeploymentWorkflow:
             deployment=self._spec,
             desired=desired,
             avoid_clusters=sorted(self._avoid),
+            avoid_reasons={c: r for c, r in self._avoid_reasons.items() if c in self._avoid},
         )
         response: PlaceResponse = await workflow.execute_activity(
             FLEET_PLACE,
@@ -366,6 +373,7 @@ class DeploymentWorkflow:
                 if status.phase is ReplicaPhase.FAILED:
                     until = workflow.now() + AVOID_AFTER_FAILURE
                     self._avoid[status.cluster] = until
+                    self._avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
                 await self._forget(name)
 
     async def _teardown_all(self) -> None:

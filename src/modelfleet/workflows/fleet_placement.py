@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from modelfleet.activities.contracts import PlaceRequest, PlaceResponse, Victim
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.scheduling.explain import NOT_READY, summarize
 from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
 from modelfleet.scheduling.placement import place
 from modelfleet.workflows.status import ClusterRecord
@@ -79,14 +80,24 @@ def run_placement(
     result = place(request.deployment, snapshot, replicas, desired=request.desired)
     rejections = dict(result.rejections)
     for cluster in request.avoid_clusters:
-        rejections.setdefault(cluster, "a replica failed here recently; avoided for a while")
+        # The scheduler saw an avoided cluster as not Ready; say why it really got nothing.
+        if rejections.get(cluster, NOT_READY) == NOT_READY:
+            why = request.avoid_reasons.get(cluster, "a replica failed here recently")
+            rejections[cluster] = f"avoided for a while: {why}"
+    summary, conditions = result.summary, list(result.conditions)
+    if summary and rejections != result.rejections:
+        summary = summarize(len(snapshot.clusters), 0, rejections)
+        conditions = [
+            c.model_copy(update={"message": c.message.replace(result.summary, summary)})
+            for c in conditions
+        ]
     return PlaceResponse(
         kept=list(result.kept),
         placed=list(result.placed),
         victims=[
             Victim(replica=v.replica, reason=v.message or v.reason.value) for v in result.victims
         ],
-        conditions=list(result.conditions),
+        conditions=conditions,
         rejections=rejections,
-        summary=result.summary,
+        summary=summary,
     )
