@@ -28,6 +28,7 @@ KUBE_PROBE = "kube.probe"
 FLEET_PLACE = "fleet.place"
 FLEET_RELEASE = "fleet.release"
 FLEET_PUBLISH_CLUSTER = "fleet.publish_cluster"
+FLEET_REPLICAS_ON = "fleet.replicas_on"
 
 
 class ObjectRef(Model):
@@ -142,6 +143,8 @@ class ClusterReport(Model):
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     since: datetime | None = None
+    # Being deleted: its replicas are moved elsewhere before it leaves the fleet.
+    draining: bool = False
 
 
 class PublishRequest(Model):

@@ -16,6 +16,7 @@ from modelfleet.activities.contracts import (
     FLEET_PLACE,
     FLEET_PUBLISH_CLUSTER,
     FLEET_RELEASE,
+    FLEET_REPLICAS_ON,
     PlaceRequest,
     PlaceResponse,
     PublishRequest,
@@ -54,3 +55,8 @@ class FleetActivities:
             await fleet.execute_update("put_cluster", request.spec)
         if request.report is not None:
             await fleet.execute_update("report_cluster", request.report)
+
+    @activity.defn(name=FLEET_REPLICAS_ON)
+    async def replicas_on(self, cluster: str) -> list[str]:
+        names: list[str] = await self._fleet().query("replicas_on", cluster, result_type=list[str])
+        return names

@@ -66,6 +66,7 @@ def build_worker(
             fleet.place,
             fleet.release,
             fleet.publish_cluster,
+            fleet.replicas_on,
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

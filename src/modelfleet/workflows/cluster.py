@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.activities.contracts import (
         FLEET_PUBLISH_CLUSTER,
+        FLEET_REPLICAS_ON,
         KUBE_PROBE,
         ClusterReport,
         PoolObservation,
@@ -43,6 +44,8 @@ class ClusterInput(Model):
     failure_threshold: int = 3
     failed_probes: int = 0
     ready: bool = False
+    # How long a delete waits for the cluster's replicas to move elsewhere.
+    drain_timeout_seconds: int = 600
 
 
 @workflow.defn(name="InferenceCluster")
@@ -127,6 +130,7 @@ class ClusterWorkflow:
                     timeout=interval,
                     timeout_summary="next health probe",
                 )
+        await self._drain(timedelta(seconds=arg.drain_timeout_seconds))
         await workflow.execute_activity(
             FLEET_PUBLISH_CLUSTER,
             PublishRequest(remove=self._spec.name),
@@ -138,6 +142,27 @@ class ClusterWorkflow:
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
+
+    async def _drain(self, limit: timedelta) -> None:
+        """Move every replica off the cluster (deployments re-place them) before leaving."""
+        self._ready, self._reason = False, "draining: replicas are being moved elsewhere"
+        workflow.upsert_search_attributes([search.PHASE.value_set("Draining")])
+        await self._publish(spec=False, draining=True)
+        deadline = workflow.now() + limit
+        while workflow.now() < deadline:
+            remaining: list[str] = await workflow.execute_activity(
+                FLEET_REPLICAS_ON,
+                self._spec.name,
+                result_type=list[str],
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="replicas still on the cluster",
+            )
+            if not remaining:
+                return
+            self._reason = f"draining: {len(remaining)} replica(s) left: {', '.join(remaining)}"
+            workflow.set_current_details(f"**Draining** · {self._reason}")
+            await workflow.sleep(timedelta(seconds=5), summary="wait for the drain")
+        self._reason = f"drain timed out after {limit}; withdrawn with replicas left"
 
     async def _probe(self, threshold: int) -> None:
         try:
@@ -174,8 +199,9 @@ class ClusterWorkflow:
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")
 
-    async def _publish(self, *, spec: bool) -> None:
+    async def _publish(self, *, spec: bool, draining: bool = False) -> None:
         report = ClusterReport(
+            draining=draining,
             name=self._spec.name,
             ready=self._ready,
             reason=self._reason,

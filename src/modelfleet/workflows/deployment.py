@@ -148,6 +148,11 @@ class DeploymentWorkflow:
         return self._status()
 
     @workflow.signal
+    def resync(self) -> None:
+        """Reconcile now (the Fleet asks when a cluster with our replicas is drained)."""
+        self._dirty = True
+
+    @workflow.signal
     def replica_progress(self, progress: ReplicaProgress) -> None:
         status = self._replicas.get(progress.name)
         if status is None:

@@ -8,6 +8,7 @@ scheduler it runs is a pure function.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from datetime import timedelta
 
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.workflows import search
     from modelfleet.workflows.fleet_placement import run_placement
+    from modelfleet.workflows.ids import deployment_id
     from modelfleet.workflows.status import ClusterRecord, Decision, DecisionQuery, FleetView
 
 # Bounded memory: a long-lived workflow must not grow without limit.
@@ -114,10 +116,13 @@ class FleetWorkflow:
             record.spec = cluster
 
     @workflow.update
-    def report_cluster(self, report: ClusterReport) -> None:
+    async def report_cluster(self, report: ClusterReport) -> None:
         record = self._clusters.get(report.name)
         if record is None:
             return  # removed meanwhile; the report is stale
+        if report.draining and not record.draining:
+            record.draining = True
+            await self._nudge_deployments_on(report.name)
         was_ready = record.ready
         record.ready = report.ready
         record.reason = report.reason
@@ -127,6 +132,25 @@ class FleetWorkflow:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
             record.not_ready_since = workflow.now()
+
+    async def _nudge_deployments_on(self, cluster: str) -> None:
+        """Ask every deployment with a replica on ``cluster`` to reconcile now."""
+        owners = sorted(
+            {
+                (r.namespace, r.spec.deployment)
+                for r in self._replicas.values()
+                if r.spec.cluster_name == cluster
+            }
+        )
+        for namespace, name in owners:
+            handle = workflow.get_external_workflow_handle(deployment_id(namespace, name))
+            # A deployment that is gone has nothing to move.
+            with contextlib.suppress(ApplicationError):
+                await handle.signal("resync")
+
+    @workflow.query
+    def replicas_on(self, cluster: str) -> list[str]:
+        return sorted(k for k, r in self._replicas.items() if r.spec.cluster_name == cluster)
 
     @workflow.update
     def remove_cluster(self, name: str) -> list[str]:
@@ -146,7 +170,7 @@ class FleetWorkflow:
         stale = {
             name
             for name, rec in self._clusters.items()
-            if rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE
+            if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
         }
         response = run_placement(
             request,

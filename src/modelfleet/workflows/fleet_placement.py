@@ -11,11 +11,14 @@ from collections.abc import Collection, Mapping, Sequence
 
 from modelfleet.activities.contracts import PlaceRequest, PlaceResponse, Victim
 from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import Taint, TaintEffect
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.scheduling.explain import NOT_READY, summarize
 from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
 from modelfleet.scheduling.placement import place
 from modelfleet.workflows.status import ClusterRecord
+
+DRAINING_TAINT = Taint(key="modelfleet.dev/draining", value="true", effect=TaintEffect.NO_EXECUTE)
 
 
 def fleet_snapshot(
@@ -53,11 +56,16 @@ def fleet_snapshot(
                     devices=list(cls.spec.devices),
                 )
             )
+        taints = list(spec.spec.taints)
+        if record.draining:
+            # A drain evicts like a NoExecute taint: replicas move, and with nowhere else to go
+            # they are removed (not frozen in place as a bad selector would be).
+            taints.append(DRAINING_TAINT)
         snapshot.clusters.append(
             ClusterSnapshot(
                 name=name,
                 labels=dict(spec.metadata.labels),
-                taints=list(spec.spec.taints),
+                taints=taints,
                 ready=record.ready and name not in avoid,
                 gateway_address=record.gateway_address,
                 pools=pools,

@@ -85,6 +85,7 @@ class ClusterRecord(Model):
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
+    draining: bool = False
 
 
 class Decision(Model):
