@@ -45,6 +45,16 @@ def temporal_binary() -> Path:
     )
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM the server when its parent dies, so a
+    killed ``modelfleet dev`` (or test run) never leaves a server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -114,6 +124,7 @@ async def start_dev_server(
             stdin=subprocess.DEVNULL,
             env={**os.environ},
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # only prctl: safe between fork and exec
         )
     server = DevServer(process, f"127.0.0.1:{port}", ui_url, log_path)
     deadline = time.monotonic() + ready_timeout
