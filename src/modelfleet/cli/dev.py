@@ -135,7 +135,11 @@ def demo(
             )
             if env.server.ui_url:
                 console.print(f"Inspect it in the Temporal UI: {env.server.ui_url}")
-            if not once:
+            if once:
+                console.print(
+                    "Stopping now (--once). `modelfleet demo` keeps everything running for the UI."
+                )
+            else:
                 console.print("Still running; Ctrl-C to stop.")
                 await stop.wait()
             return EXIT_OK if ok else EXIT_FAILED
