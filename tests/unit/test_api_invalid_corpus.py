@@ -77,6 +77,7 @@ def pd(doc: Doc) -> Doc:
     decode = copy.deepcopy(prefill)
     decode["name"] = "decode"
     decode["phase"] = "Decode"
+    decode["members"][0]["template"]["spec"]["containers"][0]["args"] = ["--port=8001"]
     spec["engines"] = [prefill, decode]
     spec["serving"] = {"mode": "PrefillDecode"}
     return doc
@@ -205,6 +206,8 @@ def _del(path: list[str | int]) -> Callable[[Doc], Doc]:
 TPL = ["spec", "template", "spec"]
 M0 = [*TPL, "engines", 0, "members", 0]
 DEV0 = [*M0, "nodeSelector", "devices", 0]
+DECODE_ARGS: list[str | int] = [*TPL, "engines", 1, "members", 0, "template", "spec"]
+DECODE_ARGS += ["containers", 0, "args"]
 
 
 def _twice(key: str) -> Callable[[Doc], Doc]:
@@ -642,6 +645,20 @@ CASES: list[Case] = [
         "exactly 2 engines",
     ),
     (
+        "PD decode without --port",
+        deployment,
+        lambda d: _set(DECODE_ARGS, [])(pd(d)),
+        "spec.template.spec.engines[1].members[0].template.spec.containers[0]",
+        "decode engine must listen on a --port other than 8000",
+    ),
+    (
+        "PD decode on the sidecar's port",
+        deployment,
+        lambda d: _set(DECODE_ARGS, ["--port", "8000"])(pd(d)),
+        "spec.template.spec.engines[1].members[0].template.spec.containers[0]",
+        "the P/D sidecar owns",
+    ),
+    (
         "unknown serving mode",
         deployment,
         _set([*TPL, "serving"], {"mode": "Split"}),
@@ -970,3 +987,12 @@ def test_replicas_zero_is_allowed_and_strategy_defaults_do_not_deadlock() -> Non
     strategy = resource.to_wire()["spec"]["strategy"]
     assert strategy["maxSurge"] == 1
     assert strategy["maxUnavailable"] == 1
+
+
+def test_decode_port_in_a_shell_command_is_found() -> None:
+    doc = pd(deployment())
+    decode = doc["spec"]["template"]["spec"]["engines"][1]["members"][0]
+    container = decode["template"]["spec"]["containers"][0]
+    container["args"] = []
+    container["command"] = ["sh", "-c", "vllm serve /models --port 8002 --block-size=64"]
+    parse_resource(doc)

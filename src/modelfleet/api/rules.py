@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
 from modelfleet.api.deployments import (
+    Engine,
     EnvVar,
     ModelDeployment,
     ModelReplica,
@@ -318,6 +319,38 @@ def _pod_template(path: Path, meta: TemplateMeta, env: list[EnvVar] | None) -> I
     yield from _env((*path, "spec", "containers", 0, "env"), env)
 
 
+def _flag_value(tokens: Sequence[str], flag: str) -> str | None:
+    """The last value of ``--flag=V`` or ``--flag V`` in ``tokens``."""
+    value = None
+    for i, token in enumerate(tokens):
+        if token.startswith(f"{flag}="):
+            value = token.split("=", 1)[1]
+        elif token == flag and i + 1 < len(tokens):
+            value = tokens[i + 1]
+    return value
+
+
+def _decode_port(path: Path, engines: Sequence[Engine]) -> Iterator[FieldError]:
+    """The P/D sidecar owns port 8000 on decode pods, so the decode engine needs another."""
+    for i, engine in enumerate(engines):
+        if engine.phase is not Phase.DECODE:
+            continue
+        for j, member in enumerate(engine.members):
+            if member.role is Role.WORKER:
+                continue
+            c = member.container
+            tokens = [*(c.command or []), *(c.args or [])]
+            # A shell command line is one token: look inside it too.
+            tokens = [t for token in tokens for t in token.split()]
+            port = _flag_value(tokens, "--port")
+            if port is None or port == "8000":
+                yield FieldError(
+                    (*path, "engines", i, "members", j, "template", "spec", "containers", 0),
+                    "under PrefillDecode the decode engine must listen on a --port other than "
+                    "8000, which the P/D sidecar owns (add e.g. --port=8001 to its args)",
+                )
+
+
 def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
     spec = md.spec
     if spec.strategy.max_surge == 0 and spec.strategy.max_unavailable == 0:
@@ -333,6 +366,8 @@ def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
     engines = tspec.engines
     yield from _duplicates((*ts, "engines"), [e.name for e in engines], "engine name")
     yield from _serving_rules(ts, tspec.serving.mode, [e.phase for e in engines])
+    if tspec.serving.mode is ServingMode.PREFILL_DECODE:
+        yield from _decode_port(ts, engines)
     for i, engine in enumerate(engines):
         ep = (*ts, "engines", i)
         yield from _engine_shape(ep, [m.role for m in engine.members])
