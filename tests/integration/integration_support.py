@@ -20,7 +20,7 @@ import yaml
 from temporalio.client import Client
 
 from modelfleet.adapters.kube import KubeCluster
-from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
 from modelfleet.cli.devenv import DevEnvironment
@@ -120,3 +120,32 @@ def deployment(
     resource = parse_resource(doc)
     assert isinstance(resource, ModelDeployment)
     return resource
+
+
+H200_EXACTLY = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H200"'
+
+
+def h200_deployment(
+    name: str, namespace: str, *, replicas: int = 1, gpus: int = 8, copies: int = 1
+) -> ModelDeployment:
+    """A deployment for the tainted H200 pool of h200-west alone (4 nodes x 8 GPUs), which no
+    other kind of test deployment can use: ``gpus`` per pod, ``copies`` pods per replica."""
+    md = deployment(name, namespace, replicas=replicas)
+    template = md.spec.template.spec
+    template.tolerations = [Toleration(key="frontier-only", value="true")]
+    engine = template.engines[0]
+    engine.copies = copies
+    selector = engine.members[0].node_selector
+    assert selector is not None
+    selector.devices[0].count = gpus
+    selector.devices[0].selectors[0].cel = H200_EXACTLY
+    return md
+
+
+async def delete_deployment(stack: Stack, namespace: str, name: str) -> DeploymentStatus:
+    """Delete a deployment and wait until its workflow has torn everything down."""
+    handle = stack.client.get_workflow_handle_for(
+        DeploymentWorkflow.run, deployment_id(namespace, name)
+    )
+    await handle.execute_update(DeploymentWorkflow.delete)
+    return await asyncio.wait_for(handle.result(), 60)
