@@ -121,9 +121,10 @@ class PodTemplate(Model):
     spec: PodSpec
 
 
-class Member(Model):
+class MemberBase(Model):
+    """What a deployment's member and a placed replica's member have in common."""
+
     role: Role = Role.STANDALONE
-    node_selector: NodeSelector | None = None
     worker: WorkerSpec | None = None
     template: PodTemplate
 
@@ -137,6 +138,10 @@ class Member(Model):
     @property
     def container(self) -> Container:
         return self.template.spec.containers[0]
+
+
+class Member(MemberBase):
+    node_selector: NodeSelector | None = None
 
 
 class Engine(Model):
@@ -211,23 +216,10 @@ class DeviceRequest(Model):
     selectors: list[CelSelector] = Field(default_factory=list, max_length=8)
 
 
-class PlacedMember(Model):
-    role: Role = Role.STANDALONE
+class PlacedMember(MemberBase):
     node_pool_name: str = Field(min_length=1)
     # Absent when the member claims nothing; never present-but-empty.
     device_requests: list[DeviceRequest] | None = Field(default=None, min_length=1, max_length=16)
-    worker: WorkerSpec | None = None
-    template: PodTemplate
-
-    @property
-    def pods(self) -> int:
-        if self.role is Role.WORKER and self.worker is not None:
-            return self.worker.nodes
-        return 1
-
-    @property
-    def container(self) -> Container:
-        return self.template.spec.containers[0]
 
 
 class PlacedEngine(Model):
