@@ -178,6 +178,9 @@ class KubeActivities:
                 self._facts.gateway_namespace,
             )
         except KubeError as exc:
+            if exc.retryable:
+                # A transient error says little about health: let Temporal retry the probe.
+                raise to_temporal(exc) from None
             return ProbeResult(reachable=False, reason=str(exc))
         pools: dict[str, PoolObservation] = {}
         for node in nodes:

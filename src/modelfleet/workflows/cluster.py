@@ -37,6 +37,14 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.workflows.status import ClusterStatus
 
 
+# A probe fails only after a few quick retries: one 500 or 429 says little about health.
+PROBE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=4,
+)
+
+
 class ClusterInput(Model):
     spec: InferenceCluster
     probe_interval_seconds: int = 15
@@ -171,7 +179,8 @@ class ClusterWorkflow:
                 ProbeRequest(cluster=self._spec.name),
                 result_type=ProbeResult,
                 start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=2),
+                schedule_to_close_timeout=timedelta(seconds=60),
+                retry_policy=PROBE_RETRY,
                 summary="probe cluster health",
             )
         except ActivityError as exc:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -49,6 +50,7 @@ FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
 RESYNC_INTERVAL = timedelta(seconds=60)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
 MAX_REPLICAS = 10
+START_ATTEMPTS = 30
 
 
 class ScaleRequest(Model):
@@ -334,17 +336,27 @@ class DeploymentWorkflow:
             pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
             updated=workflow.now(),
         )
-        await workflow.start_child_workflow(
-            ReplicaWorkflow.run,
-            ReplicaInput(
-                replica=replica,
-                parent_id=workflow.info().workflow_id,
-                progress_deadline_seconds=self._spec.spec.strategy.progress_deadline_seconds,
-            ),
-            id=replica_id(replica.namespace, replica.name),
-            parent_close_policy=ParentClosePolicy.ABANDON,
-            static_summary=f"{replica.name} on {replica.spec.cluster_name}",
+        arg = ReplicaInput(
+            replica=replica,
+            parent_id=workflow.info().workflow_id,
+            progress_deadline_seconds=self._spec.spec.strategy.progress_deadline_seconds,
         )
+        # A replacement takes the name of the slot it fills; the previous holder of that name
+        # may still be closing (it reports done just before it returns), so retry briefly.
+        for attempt in range(START_ATTEMPTS):
+            try:
+                await workflow.start_child_workflow(
+                    ReplicaWorkflow.run,
+                    arg,
+                    id=replica_id(replica.namespace, replica.name),
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"{replica.name} on {replica.spec.cluster_name}",
+                )
+                return
+            except WorkflowAlreadyStartedError:
+                if attempt == START_ATTEMPTS - 1:
+                    raise
+                await workflow.sleep(timedelta(seconds=1), summary=f"{replica.name} still closing")
 
     async def _teardown(self, name: str, reason: str) -> None:
         status = self._replicas.get(name)
