@@ -223,7 +223,7 @@ def describe(
                 console.print(
                     f"  {d.at:%H:%M:%S} desired {d.desired}: placed "
                     f"{', '.join(d.placed) or '-'}; removed {', '.join(d.victims) or '-'}"
-                    f" - {d.summary}"
+                    + (f"; {d.summary}" if d.summary else "")
                 )
         elif resolved == "InferenceCluster":
             cstatus: ClusterStatus = await client.get_workflow_handle(cluster_id(name)).query(

@@ -3,6 +3,8 @@ together; each verb lives in its own module and calls into the library layers.""
 
 from __future__ import annotations
 
+import os
+import sys
 from importlib.metadata import version as package_version
 from typing import Annotated
 
@@ -64,4 +66,14 @@ app.add_typer(sim_app, name="sim")
 
 
 def run() -> None:
-    app()
+    """The console script. It leaves with ``os._exit`` after flushing: the Temporal client's
+    native threads can abort a normal interpreter shutdown (sdk-python #300)."""
+    code: int
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
