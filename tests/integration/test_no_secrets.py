@@ -84,8 +84,11 @@ def strings(node: Any) -> Iterator[str]:
 
 def payloads(node: Any) -> Iterator[dict[str, Any]]:
     """Every Payload in a history: members of a ``payloads`` list (inputs, results, signal,
-    update and heartbeat details)."""
+    update and heartbeat details). Version markers (``workflow.patched``) are left out: the
+    SDK core writes them with the patch ID alone, outside the data converter."""
     if isinstance(node, dict):
+        if node.get("markerName") == "core_patch":
+            return
         for key, value in node.items():
             if key == "payloads" and isinstance(value, list):
                 yield from value

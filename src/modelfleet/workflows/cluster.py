@@ -45,6 +45,9 @@ PROBE_RETRY = RetryPolicy(
 )
 
 
+PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
+
+
 class ClusterInput(Model):
     spec: InferenceCluster
     probe_interval_seconds: int = 15
@@ -70,6 +73,7 @@ class ClusterWorkflow:
         self._deleting = False
         self._changed = True
         self._probe_now = False
+        self._published: tuple[object, ...] | None = None
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -118,7 +122,12 @@ class ClusterWorkflow:
         interval = timedelta(seconds=arg.probe_interval_seconds)
         while not self._deleting:
             await self._probe(arg.failure_threshold)
-            await self._publish(spec=self._changed)
+            if not workflow.patched(PATCH_REPORT_ON_CHANGE):
+                await self._publish(spec=self._changed)
+            elif self._changed or self._observation() != self._published:
+                # Every report is an Update on the one Fleet workflow: send only news.
+                await self._publish(spec=self._changed)
+                self._published = self._observation()
             self._changed = False
             self._probe_now = False
             if workflow.info().is_continue_as_new_suggested():
@@ -150,6 +159,9 @@ class ClusterWorkflow:
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
+
+    def _observation(self) -> tuple[object, ...]:
+        return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
 
     async def _drain(self, limit: timedelta) -> None:
         """Move every replica off the cluster (deployments re-place them) before leaving."""

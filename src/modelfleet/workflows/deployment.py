@@ -51,6 +51,7 @@ RESYNC_INTERVAL = timedelta(seconds=60)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
+PATCH_PHASE_ON_PROGRESS = "publish-phase-on-replica-progress"
 
 
 class ScaleRequest(Model):
@@ -161,6 +162,9 @@ class DeploymentWorkflow:
             return
         status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
         status.updated = progress.at
+        if workflow.patched(PATCH_PHASE_ON_PROGRESS):
+            # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
+            self._publish()
         if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
             progress.step is ReplicaStep.DONE
         ):

@@ -13,12 +13,17 @@ from modelfleet.activities.contracts import PlaceRequest, PlaceResponse, Victim
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import Taint, TaintEffect
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.scheduling.cel import SelectorEvaluator
 from modelfleet.scheduling.explain import NOT_READY, summarize
 from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
 from modelfleet.scheduling.placement import place
 from modelfleet.workflows.status import ClusterRecord
 
 DRAINING_TAINT = Taint(key="modelfleet.dev/draining", value="true", effect=TaintEffect.NO_EXECUTE)
+# One evaluator for every placement in the worker process: compiled selectors and their results
+# per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
+# (lark parsing) on every placement.
+_EVALUATOR = SelectorEvaluator()
 
 
 def fleet_snapshot(
@@ -85,7 +90,9 @@ def run_placement(
     snapshot = fleet_snapshot(
         classes, clusters, gone=gone_clusters, avoid=set(request.avoid_clusters)
     )
-    result = place(request.deployment, snapshot, replicas, desired=request.desired)
+    result = place(
+        request.deployment, snapshot, replicas, desired=request.desired, evaluator=_EVALUATOR
+    )
     rejections = dict(result.rejections)
     for cluster in request.avoid_clusters:
         # The scheduler saw an avoided cluster as not Ready; say why it really got nothing.
