@@ -29,12 +29,10 @@ thread, for synchronous tests and clients).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +49,7 @@ from modelfleet.sim.faults import FaultConfig, FaultInjector, FaultStats, FaultT
 from modelfleet.sim.faults import fault_middleware as _fault_middleware
 from modelfleet.sim.http import error_response, json_response
 from modelfleet.sim.kubeconfig import write_kubeconfig_file
+from modelfleet.sim.loop_thread import start_on_loop_thread
 from modelfleet.sim.patch import json_patch, merge_patch
 from modelfleet.sim.registry import ResourceType
 from modelfleet.sim.selectors import (
@@ -1156,35 +1155,12 @@ def serve_in_thread(
     settings: ServerSettings | None = None,
 ) -> Iterator[ThreadedFleetServer]:
     """Run a fleet server in a background thread for the duration of the ``with`` block."""
-    loop = asyncio.new_event_loop()
-    started: concurrent.futures.Future[RunningServer] = concurrent.futures.Future()
     names = list(clusters)
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            server = loop.run_until_complete(
-                start_fleet_server(host, port, clusters=names, settings=settings)
-            )
-        except BaseException as exc:  # report start-up failures to the caller
-            started.set_exception(exc)
-            loop.close()
-            return
-        started.set_result(server)
-        try:
-            loop.run_forever()
-        finally:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
-
-    thread = threading.Thread(target=main, name="modelfleet-sim-apiserver", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30.0
-    server = started.result(timeout=max(0.0, deadline - time.monotonic()))
+    server, loop, thread = start_on_loop_thread(
+        lambda: start_fleet_server(host, port, clusters=names, settings=settings),
+        name="modelfleet-sim-apiserver",
+        timeout=30.0,
+    )
     threaded = ThreadedFleetServer(loop, server, thread)
     try:
         yield threaded

@@ -21,7 +21,6 @@ Sync use (CLI, sync tests)::
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.sim.apiserver import RunningServer, start_fleet_server
 from modelfleet.sim.faults import FaultConfig
+from modelfleet.sim.loop_thread import start_on_loop_thread
 from modelfleet.sim.nodes import (
     PoolLayout,
     cluster_layout,
@@ -290,8 +290,6 @@ class SimulatedFleet:
         start_timeout: float = 60.0,
     ) -> ThreadedSimulatedFleet:
         """Start the fleet on its own event loop in a daemon thread; returns once it serves."""
-        loop = asyncio.new_event_loop()
-        started: concurrent.futures.Future[SimulatedFleet] = concurrent.futures.Future()
         class_map = _class_map(classes)
         cluster_list = list(clusters)
 
@@ -307,28 +305,9 @@ class SimulatedFleet:
                 port=port,
             )
 
-        def main() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                fleet = loop.run_until_complete(boot())
-            except BaseException as exc:  # hand start-up failures to the caller's thread
-                started.set_exception(exc)
-                loop.close()
-                return
-            started.set_result(fleet)
-            try:
-                loop.run_forever()
-            finally:
-                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                loop.close()
-
-        thread = threading.Thread(target=main, name="modelfleet-sim-fleet", daemon=True)
-        thread.start()
-        fleet = started.result(timeout=start_timeout)
+        fleet, loop, thread = start_on_loop_thread(
+            boot, name="modelfleet-sim-fleet", timeout=start_timeout
+        )
         return ThreadedSimulatedFleet(fleet, loop, thread)
 
 
