@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from modelfleet.cli.main import app
@@ -54,3 +55,19 @@ def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.output.startswith("modelfleet ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["get", "pods"],
+        ["describe", "pod", "x"],
+        ["delete", "pod", "x"],
+        ["scale", "pod", "x", "--replicas", "1"],
+    ],
+)
+def test_unknown_kind_is_a_clear_error_before_anything_connects(args: list[str]) -> None:
+    result = runner.invoke(app, [*args, "--address", "127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert "unknown kind 'pod" in result.stderr
+    assert "known kinds" in result.stderr

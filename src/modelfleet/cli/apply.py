@@ -27,6 +27,7 @@ from modelfleet.cli.output import (
     console,
     err_console,
     print_manifest_errors,
+    rejection_reason,
 )
 from modelfleet.cli.validate import FilesOption
 from modelfleet.worker.runner import ensure_fleet
@@ -92,8 +93,7 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
             wid = await apply_resource(client, resource)
         except WorkflowUpdateFailedError as exc:
             failures += 1
-            cause = exc.cause.__cause__ or exc.cause if exc.cause else exc
-            err_console.print(f"[red]rejected[/] {resource.ref}: {cause}")
+            err_console.print(f"[red]rejected[/] {resource.ref}: {rejection_reason(exc)}")
             continue
         console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
     return failures

@@ -13,7 +13,6 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from modelfleet.api.kinds import resolve_kind
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -28,6 +27,7 @@ from modelfleet.cli.output import (
     OutputFormat,
     console,
     err_console,
+    kind_or_exit,
     print_structured,
 )
 from modelfleet.workflows.cluster import ClusterWorkflow
@@ -84,11 +84,7 @@ def get(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """List resources, kubectl style."""
-    try:
-        resolved = resolve_kind(kind)
-    except ValueError as exc:
-        err_console.print(f"[red]error[/]: {exc}")
-        raise typer.Exit(EXIT_INVALID) from None
+    resolved = kind_or_exit(kind)
     s = settings(address, temporal_namespace)
     wide = output is OutputFormat.WIDE
 
@@ -193,7 +189,7 @@ def describe(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Show conditions, per-replica steps, placement reasons and recent decisions."""
-    resolved = resolve_kind(kind)
+    resolved = kind_or_exit(kind)
     s = settings(address, temporal_namespace)
 
     async def go() -> None:

@@ -8,7 +8,6 @@ import typer
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.service import RPCError
 
-from modelfleet.api.kinds import resolve_kind
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -17,7 +16,14 @@ from modelfleet.cli.connection import (
     settings,
 )
 from modelfleet.cli.inspect import NsOption
-from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, console, err_console
+from modelfleet.cli.output import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    console,
+    err_console,
+    kind_or_exit,
+    rejection_reason,
+)
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.ids import cluster_id, deployment_id
@@ -32,7 +38,7 @@ def scale(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Scale a ModelDeployment (validated before anything changes)."""
-    if resolve_kind(kind) != "ModelDeployment":
+    if kind_or_exit(kind) != "ModelDeployment":
         err_console.print("[red]error[/]: only deployments can be scaled")
         raise typer.Exit(EXIT_INVALID)
     s = settings(address, temporal_namespace)
@@ -51,8 +57,7 @@ def scale(
     try:
         run_async(go)
     except WorkflowUpdateFailedError as exc:
-        cause = exc.cause.__cause__ or exc.cause if exc.cause else exc
-        err_console.print(f"[red]rejected[/]: {cause}")
+        err_console.print(f"[red]rejected[/]: {rejection_reason(exc)}")
         raise typer.Exit(EXIT_INVALID) from None
     except RPCError as exc:
         err_console.print(f"[red]error[/]: deployment {namespace}/{name}: {exc.message}")
@@ -68,7 +73,7 @@ def delete(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Delete a deployment (its replicas are torn down and capacity released) or a cluster."""
-    resolved = resolve_kind(kind)
+    resolved = kind_or_exit(kind)
     s = settings(address, temporal_namespace)
 
     async def go() -> None:

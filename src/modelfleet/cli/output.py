@@ -7,10 +7,13 @@ import json
 from enum import StrEnum
 from typing import Any
 
+import typer
 import yaml
 from rich.console import Console
+from temporalio.client import WorkflowUpdateFailedError
 
 from modelfleet.api.errors import ManifestError
+from modelfleet.api.kinds import resolve_kind
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -48,3 +51,21 @@ def print_manifest_errors(errors: list[ManifestError]) -> None:
         )
     n = len(errors)
     err_console.print(f"{n} error{'s' if n != 1 else ''}; nothing was changed.")
+
+
+def kind_or_exit(word: str) -> str:
+    """The kind a CLI word names (``md``, ``clusters``...), or exit 2 saying which exist."""
+    try:
+        return resolve_kind(word)
+    except ValueError as exc:
+        err_console.print(f"[red]error[/]: {exc}")
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+def rejection_reason(exc: WorkflowUpdateFailedError) -> str:
+    """Why a workflow's Update validator (or handler) refused: its own message, not the SDK's
+    wrapping of it."""
+    cause = exc.cause
+    if cause is None:
+        return str(exc)
+    return str(cause.__cause__ or cause)
