@@ -91,7 +91,6 @@ class ReplicaWorkflow:
         self._step = ReplicaStep.PLACED
         self._reason = ""
         self._teardown = False
-        self._created: list[ObjectRef] = []
 
     @workflow.signal
     def teardown(self) -> None:
@@ -163,7 +162,8 @@ class ReplicaWorkflow:
         self, step: str, manifests: list[dict[str, object]], deadline: datetime
     ) -> None:
         remaining = max(deadline - workflow.now(), timedelta(seconds=5))
-        result: ApplyResult = await workflow.execute_activity(
+        # What was applied needs no record here: compensation deletes by the render.
+        await workflow.execute_activity(
             KUBE_APPLY,
             ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
             result_type=ApplyResult,
@@ -172,7 +172,6 @@ class ReplicaWorkflow:
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
         )
-        self._created.extend(result.applied)
 
     async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
         if not rules:
