@@ -42,6 +42,10 @@ from modelfleet.workflows.status import (
     ReplicaPhase,
 )
 
+# A rollout that has placed nothing this long after we started watching, with the scheduler
+# saying why, is reported as failed rather than watched until the timeout.
+UNSCHEDULABLE_GRACE_SECONDS = 10.0
+
 OutputOption = Annotated[
     OutputFormat, typer.Option("--output", "-o", help="table, wide, json or yaml.")
 ]
@@ -256,6 +260,7 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
 async def _follow(
     handle: Any, live: Live, deadline: float, limit_seconds: float, namespace: str, name: str
 ) -> bool:
+    started = deadline - limit_seconds
     while True:
         status: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
         head = (
@@ -280,7 +285,7 @@ async def _follow(
             and any(
                 c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions
             )
-            and time.monotonic() > deadline - limit_seconds + 10
+            and time.monotonic() - started > UNSCHEDULABLE_GRACE_SECONDS
         ):
             return False
         desc = await handle.describe()
