@@ -876,6 +876,32 @@ class ClusterStore:
         ns = meta.get("namespace")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name(rt, ns, str(meta["generateName"]))
+        name = self._prepare_new(rt, obj, ns)
+        key = self._key(rt, ns, name)
+        if key in self._bucket(rt):
+            raise errors.already_exists(rt, name)
+        now = now_rfc3339()
+        self._stamp_identity(meta, now)
+        managers: dict[ManagerKey, ManagerEntry] = {}
+        record_update(
+            managers,
+            {},
+            obj,
+            manager=field_manager or self.default_field_manager,
+            subresource="",
+            scope="all" if rt.create_keeps_status else self._scope(rt, ""),
+            now=now,
+            api_version=rt.api_version,
+        )
+        meta["managedFields"] = render_managed_fields(managers)
+        if dry_run:
+            return obj
+        return self._store_new(rt, key, obj, managers)
+
+    def _prepare_new(self, rt: ResourceType, obj: dict[str, Any], namespace: str | None) -> str:
+        """Make a client's object a new stored object's body: server-owned metadata dropped,
+        initial status, defaults; then validated. Returns its name."""
+        meta = obj["metadata"]
         for k in (*_SERVER_META, "resourceVersion", "managedFields", "selfLink"):
             meta.pop(k, None)
         if rt.status_subresource and not rt.create_keeps_status:
@@ -888,30 +914,23 @@ class ClusterStore:
         self._apply_defaults(rt, obj)
         self._validate(rt, obj)
         name = str(meta["name"])
-        self._check_namespace(rt, ns, name)
-        key = self._key(rt, ns, name)
-        if key in self._bucket(rt):
-            raise errors.already_exists(rt, name)
-        now = now_rfc3339()
+        self._check_namespace(rt, namespace, name)
+        return name
+
+    @staticmethod
+    def _stamp_identity(meta: dict[str, Any], now: str) -> None:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now
         meta["generation"] = 1
-        managers: dict[ManagerKey, ManagerEntry] = {}
-        record_update(
-            managers,
-            {},
-            obj,
-            manager=field_manager or self.default_field_manager,
-            subresource="",
-            scope="all" if rt.create_keeps_status else self._scope(rt, ""),
-            now=now,
-            api_version=rt.api_version,
-        )
-        if dry_run:
-            meta["managedFields"] = render_managed_fields(managers)
-            return obj
-        meta["resourceVersion"] = str(self._next_rv())
-        meta["managedFields"] = render_managed_fields(managers)
+
+    def _store_new(
+        self,
+        rt: ResourceType,
+        key: tuple[str, str],
+        obj: dict[str, Any],
+        managers: dict[ManagerKey, ManagerEntry],
+    ) -> dict[str, Any]:
+        obj["metadata"]["resourceVersion"] = str(self._next_rv())
         self._store(rt, key, _Stored(obj, managers), None)
         self._emit("ADDED", rt, obj, None)
         if rt.kind == "CustomResourceDefinition":
@@ -1280,33 +1299,13 @@ class ClusterStore:
         dry_run: bool,
     ) -> dict[str, Any]:
         meta = obj["metadata"]
-        for k in (*_SERVER_META, "resourceVersion", "managedFields", "selfLink"):
-            meta.pop(k, None)
-        if rt.status_subresource and not rt.create_keeps_status:
-            obj.pop("status", None)
-            status = self._initial_status(rt)
-            if status is not None:
-                obj["status"] = status
-        if rt.kind == "Namespace":
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-        self._apply_defaults(rt, obj)
-        self._validate(rt, obj)
-        name = str(meta["name"])
-        self._check_namespace(rt, namespace, name)
+        name = self._prepare_new(rt, obj, namespace)
         now = now_rfc3339()
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now
-        meta["generation"] = 1
+        self._stamp_identity(meta, now)
         meta["managedFields"] = render_managed_fields(managers)
         if dry_run:
             return obj
-        meta["resourceVersion"] = str(self._next_rv())
-        key = self._key(rt, namespace, name)
-        self._store(rt, key, _Stored(obj, managers), None)
-        self._emit("ADDED", rt, obj, None)
-        if rt.kind == "CustomResourceDefinition":
-            self._register_crd(obj)
-        return obj
+        return self._store_new(rt, self._key(rt, namespace, name), obj, managers)
 
     # ---------------------------------------------------------------- deletion
 
