@@ -29,19 +29,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import yaml
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.worker.runner import WORKFLOWS
@@ -51,31 +48,14 @@ from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replic
 from modelfleet.workflows.replica import ReplicaWorkflow
 from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
 
+# The same deployment builder and condition wait as the integration tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from integration_support import deployment, wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 DEFAULT_OUT = Path(__file__).resolve().parent / "histories"
 T = TypeVar("T")
-
-
-async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
-    deadline = time.monotonic() + limit
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {limit:.0f} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
-def deployment(namespace: str, *, replicas: int, **spec: Any) -> ModelDeployment:
-    doc = yaml.safe_load((QUICKSTART / "qwen3-8b.yaml").read_text().split("---")[0])
-    doc["metadata"] = {"name": "m", "namespace": namespace}
-    doc["spec"]["replicas"] = replicas
-    doc["spec"].update(spec)
-    resource = parse_resource(doc)
-    assert isinstance(resource, ModelDeployment)
-    return resource
 
 
 class Recorder:
@@ -116,7 +96,7 @@ def ready(n: int) -> Callable[[DeploymentStatus], bool]:
 
 async def rollout(rec: Recorder) -> None:
     ns = "replay-rollout"
-    await apply_resource(rec.client, deployment(ns, replicas=1))
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
     status = await rec.wait_status(ns, ready(1), "Ready")
     scenario = "a one-replica deployment rolled out to Ready"
     await rec.record("rollout-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
@@ -126,7 +106,7 @@ async def rollout(rec: Recorder) -> None:
 
 async def scale(rec: Recorder) -> None:
     ns = "replay-scale"
-    await apply_resource(rec.client, deployment(ns, replicas=1))
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
     await rec.wait_status(ns, ready(1), "Ready at 1")
     handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
     await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=2))
@@ -148,7 +128,7 @@ async def rollback(rec: Recorder) -> None:
     ns = "replay-rollback"
     for cluster in rec.env.fleet.cluster_names:
         rec.env.fleet.update_faults(cluster, {"never_ready": [f"mf-{ns}/*"]})
-    md = deployment(ns, replicas=1, strategy={"progressDeadlineSeconds": 10})
+    md = deployment("m", ns, replicas=1, extra={"strategy": {"progressDeadlineSeconds": 10}})
     await apply_resource(rec.client, md)
     first = await rec.wait_status(ns, lambda s: len(s.replicas) == 1, "a replica placed")
     name = first.replicas[0].name
