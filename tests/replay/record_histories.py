@@ -33,7 +33,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -55,7 +54,6 @@ from integration_support import deployment, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 DEFAULT_OUT = Path(__file__).resolve().parent / "histories"
-T = TypeVar("T")
 
 
 class Recorder:
