@@ -29,7 +29,7 @@ from modelfleet.api.naming import (
     LABEL_REPLICA_INDEX,
     replica_name,
 )
-from modelfleet.scheduling.cel import SelectorEvaluator
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.fleet import FleetSnapshot
 from modelfleet.scheduling.placement import place
 

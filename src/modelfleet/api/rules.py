@@ -35,9 +35,9 @@ from modelfleet.api.meta import (
     label_value_problem,
 )
 from modelfleet.api.services import ModelEndpoint, ModelService
-from modelfleet.scheduling.cel import CelCompileError, check_selector
-from modelfleet.scheduling.quantity import Quantity
-from modelfleet.scheduling.semver import Semver
+from modelfleet.cel.compiler import CelCompileError, check_selector
+from modelfleet.cel.quantity import Quantity
+from modelfleet.cel.semver import Semver
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
-from modelfleet.scheduling.cel import SelectorEvaluator
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import NO_GATEWAY, NOT_READY, NOT_SELECTED, capacity_reason
 from modelfleet.scheduling.index import FleetIndex, IndexedCluster
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger

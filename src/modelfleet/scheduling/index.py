@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.classes import ClassDevice, DeviceClaim
-from modelfleet.scheduling.cel import AttributeKind, DeviceFacts
+from modelfleet.cel.device import AttributeKind, DeviceFacts
 from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot
 from modelfleet.scheduling.ledger import Demand
 

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
-from modelfleet.scheduling.cel import SelectorEvaluator
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
 from modelfleet.scheduling.fill import build_ledger, fill
 from modelfleet.scheduling.fleet import FleetSnapshot

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelfleet.scheduling.cel import CelCompileError, DeviceFacts, SelectorEvaluator
+from modelfleet.cel.compiler import CelCompileError
+from modelfleet.cel.device import DeviceFacts
+from modelfleet.cel.evaluator import SelectorEvaluator
 
 __all__ = [
     "LWS_GROUP_INDEX",

@@ -13,7 +13,7 @@ from modelfleet.activities.contracts import PlaceRequest, PlaceResponse, Victim
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import Taint, TaintEffect
 from modelfleet.api.deployments import ModelReplica
-from modelfleet.scheduling.cel import SelectorEvaluator
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import NOT_READY, summarize
 from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
 from modelfleet.scheduling.placement import place

@@ -1,7 +1,8 @@
 """Semantic versions with the rules Kubernetes DRA uses (blang/semver v4).
 
-Layer rules: this module belongs to ``modelfleet.scheduling``, which is pure. It does no I/O and
-imports only the standard library: no Temporal, no Kubernetes client, no cloud SDK.
+Layer rules: this module belongs to ``modelfleet.cel``, the pure base package under ``api`` and
+``scheduling``. It does no I/O and imports only the standard library: no Temporal, no Kubernetes
+client, no cloud SDK, no other modelfleet package.
 
 Strict parsing (``Semver.parse(s)``) is blang's ``Parse``: exactly ``MAJOR.MINOR.PATCH`` with
 an optional ``-prerelease`` and ``+build``, no ``v`` prefix, no leading zeros in numeric parts,

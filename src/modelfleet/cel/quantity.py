@@ -1,8 +1,8 @@
 """Kubernetes ``resource.Quantity`` semantics for DRA selector evaluation.
 
-Layer rules: this module belongs to ``modelfleet.scheduling``, which is pure. It does no I/O,
-reads no clock or environment, and imports only the standard library: no Temporal, no
-Kubernetes client, no cloud SDK.
+Layer rules: this module belongs to ``modelfleet.cel``, the pure base package under ``api`` and
+``scheduling``. It does no I/O, reads no clock or environment, and imports only the standard
+library: no Temporal, no Kubernetes client, no cloud SDK, no other modelfleet package.
 
 What is mirrored from ``k8s.io/apimachinery/pkg/api/resource`` (``ParseQuantity``, ``Cmp``,
 ``Add``, ``Sub``, ``AsInt64``, ``AsApproximateFloat64``):
