@@ -30,8 +30,8 @@ from modelfleet.api.naming import (
     replica_name,
 )
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.scheduling.fleet import FleetSnapshot
 from modelfleet.scheduling.placement import place
+from modelfleet.scheduling.snapshot import FleetSnapshot
 
 
 def _eight_gpu_nodes(nodes: int = 1) -> FleetSnapshot:

@@ -31,8 +31,8 @@ from modelfleet.cli.output import (
     print_structured,
 )
 from modelfleet.cli.validate import FilesOption
-from modelfleet.scheduling.fleet import snapshot_from_manifests
 from modelfleet.scheduling.placement import Placement, place
+from modelfleet.scheduling.snapshot import snapshot_from_manifests
 from modelfleet.scheduling.stamp import owned_by
 
 OutputOption = Annotated[

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from modelfleet.api.classes import ClassDevice, DeviceClaim
 from modelfleet.cel.device import AttributeKind, DeviceFacts
-from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot
 from modelfleet.scheduling.ledger import Demand
+from modelfleet.scheduling.snapshot import ClusterSnapshot, FleetSnapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,10 @@ from modelfleet.api.meta import Condition, Model
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
 from modelfleet.scheduling.fill import build_ledger, fill
-from modelfleet.scheduling.fleet import FleetSnapshot
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
+from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import stamp_replica
 
 __all__ = [

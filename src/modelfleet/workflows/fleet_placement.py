@@ -15,8 +15,13 @@ from modelfleet.api.clusters import Taint, TaintEffect
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import NOT_READY, summarize
-from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, MissingClass, PoolSnapshot
 from modelfleet.scheduling.placement import place
+from modelfleet.scheduling.snapshot import (
+    ClusterSnapshot,
+    FleetSnapshot,
+    MissingClass,
+    PoolSnapshot,
+)
 from modelfleet.workflows.status import ClusterRecord
 
 DRAINING_TAINT = Taint(key="modelfleet.dev/draining", value="true", effect=TaintEffect.NO_EXECUTE)
