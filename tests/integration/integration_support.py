@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import yaml
 from temporalio.client import Client
 
-from modelfleet.adapters.kube import KubeCluster
+from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from modelfleet.adapters import kube as kube_module
-from modelfleet.adapters.kube import (
+from modelfleet.adapters import kube_client as kube_module
+from modelfleet.adapters.kube_client import (
     FIELD_MANAGER,
     KubeCluster,
     KubeError,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from render_factories import H100, gang, gpus, replica, standalone
 
-from modelfleet.adapters.kube import KubeCluster, Readiness, RetryableKubeError
+from modelfleet.adapters.kube_client import KubeCluster, Readiness, RetryableKubeError
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths

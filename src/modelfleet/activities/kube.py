@@ -35,7 +35,7 @@ from modelfleet.activities.contracts import (
     ReadyResult,
     WaitReadyRequest,
 )
-from modelfleet.adapters.kube import KubeCluster, KubeError
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.rendering.facts import ClusterFacts
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
