@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 
 from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet import FleetActivities
-from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
