@@ -18,7 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from modelfleet.activities.contracts import TASK_QUEUE
-from modelfleet.activities.fleet import FleetActivities
+from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
