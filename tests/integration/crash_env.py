@@ -30,7 +30,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import load_fleet
-from modelfleet.rendering.replica import ClusterFacts, Step, render_replica
+from modelfleet.rendering.replica_manifests import ClusterFacts, Step, render_replica
 from modelfleet.sim.fleet import SimulatedFleet
 from modelfleet.sim.workloads import StartupPolicy
 from modelfleet.worker.client import connect

@@ -22,7 +22,7 @@ from integration_support import (
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.apply import apply_resource
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica import Step, render_replica
+from modelfleet.rendering.replica_manifests import Step, render_replica
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.workflows.ids import replica_id
 from modelfleet.workflows.replica import ReplicaResult, ReplicaWorkflow

@@ -21,7 +21,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica import RenderedReplica, render_replica
+from modelfleet.rendering.replica_manifests import RenderedReplica, render_replica
 from modelfleet.sim.controllers import unschedulable_message
 from modelfleet.sim.fleet import SimulatedFleet, ThreadedSimulatedFleet
 from modelfleet.sim.store import ClusterStore

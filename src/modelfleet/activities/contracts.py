@@ -15,7 +15,7 @@ from pydantic import Field
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
-from modelfleet.rendering.replica import ReadinessRule
+from modelfleet.rendering.replica_manifests import ReadinessRule
 
 TASK_QUEUE = "modelfleet"
 

@@ -37,7 +37,12 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.deployments import ModelReplica
     from modelfleet.api.meta import Model
     from modelfleet.rendering.facts import ClusterFacts
-    from modelfleet.rendering.replica import ReadinessRule, RenderedReplica, Step, render_replica
+    from modelfleet.rendering.replica_manifests import (
+        ReadinessRule,
+        RenderedReplica,
+        Step,
+        render_replica,
+    )
     from modelfleet.workflows import search
     from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 
