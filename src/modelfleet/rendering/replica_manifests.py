@@ -17,13 +17,13 @@ from modelfleet.api.deployments import ModelReplica, ServingMode
 from modelfleet.api.meta import Model
 from modelfleet.rendering.claims import render_claim_templates
 from modelfleet.rendering.context import RenderContext
+from modelfleet.rendering.engine_workloads import render_workload
 from modelfleet.rendering.engines import RenderError
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.namespace import render_namespace
 from modelfleet.rendering.prefill_decode import engine_extras, phase_engines
 from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule, rule_for
 from modelfleet.rendering.routing import render_routing
-from modelfleet.rendering.workloads import render_workload
 
 # The public API of the rendering layer, importable from this one module.
 __all__ = [
