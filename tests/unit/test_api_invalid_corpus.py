@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from modelfleet.api.errors import InvalidResourceError
 from modelfleet.api.kinds import parse_resource
+from modelfleet.api.manifest_errors import InvalidResourceError
 
 Doc = dict[str, Any]
 

@@ -27,7 +27,7 @@ from modelfleet.api.deployments import (
     Toleration,
     TolerationOperator,
 )
-from modelfleet.api.errors import FieldError, Path
+from modelfleet.api.manifest_errors import FieldError, Path
 from modelfleet.api.meta import (
     RESERVED_LABEL_PREFIXES,
     Resource,

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.errors import InvalidManifestsError
 from modelfleet.api.loading import load_paths
+from modelfleet.api.manifest_errors import InvalidManifestsError
 from modelfleet.cli.apply import apply_all
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.cli.inspect import watch_rollout

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         PublishRequest,
     )
     from modelfleet.api.clusters import ClusterSource, InferenceCluster
-    from modelfleet.api.errors import InvalidResourceError
+    from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.workflows import search

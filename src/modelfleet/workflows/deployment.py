@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ReleaseRequest,
     )
     from modelfleet.api.deployments import ModelDeployment, ModelReplica
-    from modelfleet.api.errors import FieldError, InvalidResourceError
+    from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.meta import Condition, Model
     from modelfleet.api.rules import validate
     from modelfleet.workflows import search

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
     from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.errors import InvalidResourceError
+    from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.workflows import search
