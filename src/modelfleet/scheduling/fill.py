@@ -89,6 +89,7 @@ def static_reason(
 
 def fill(
     deployment: ModelDeployment,
+    *,
     plans: Sequence[EnginePlan],
     missing: int,
     fleet: FleetIndex,
@@ -98,8 +99,9 @@ def fill(
     ledger: Ledger,
     matcher: Matcher,
 ) -> FillResult:
-    """Place up to ``missing`` replicas. ``taken`` holds the (cluster, index) pairs already in
-    use; ``load`` counts this deployment's replicas per cluster. Both and ``ledger`` are
+    """Place up to ``missing`` replicas of ``deployment``, whose engines ``plans`` describes, on
+    the ``selected`` clusters of ``fleet``. ``taken`` holds the (cluster, index) pairs already in
+    use; ``load`` counts this deployment's replicas per cluster. ``load`` and ``ledger`` are
     updated as replicas are placed."""
     occupied: dict[str, set[int]] = {}
     for cluster_name, index in taken:

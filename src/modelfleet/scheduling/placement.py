@@ -140,10 +140,10 @@ def place(
             charged[r.cluster_name].append(r.replica)
         outcome = fill(
             deployment,
-            plans,
-            missing,
-            index,
-            selected,
+            plans=plans,
+            missing=missing,
+            fleet=index,
+            selected=selected,
             taken=[(r.cluster_name, r.index) for r in kept]
             + [(v.replica.spec.cluster_name, v.replica.spec.index) for v in victims],
             load=Counter(r.cluster_name for r in kept),
