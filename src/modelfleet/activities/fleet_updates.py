@@ -13,11 +13,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 
-from modelfleet.activities.contracts import (
+from modelfleet.contracts.activity_names import (
     FLEET_PLACE,
     FLEET_PUBLISH_CLUSTER,
     FLEET_RELEASE,
     FLEET_REPLICAS_ON,
+)
+from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
     PlaceResponse,
     PublishRequest,

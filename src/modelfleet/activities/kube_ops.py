@@ -18,12 +18,15 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.activities.contracts import (
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
+from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_PROBE,
     KUBE_WAIT_READY,
+)
+from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
     DeleteRequest,
@@ -35,7 +38,6 @@ from modelfleet.activities.contracts import (
     ReadyResult,
     WaitReadyRequest,
 )
-from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.rendering.facts import ClusterFacts
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"

@@ -8,7 +8,6 @@ import typer
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
@@ -30,6 +29,7 @@ from modelfleet.cli.output import (
     rejection_reason,
 )
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow

@@ -13,8 +13,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.cli.output import EXIT_FAILED, err_console
+from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.worker.client import connect
 from modelfleet.worker.settings import TemporalSettings
 

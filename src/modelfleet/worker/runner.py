@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
+from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetInput, FleetWorkflow

@@ -19,20 +19,17 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
-        FLEET_PUBLISH_CLUSTER,
-        FLEET_REPLICAS_ON,
-        KUBE_PROBE,
-        ClusterReport,
-        PoolObservation,
-        ProbeRequest,
-        ProbeResult,
-        PublishRequest,
-    )
     from modelfleet.api.clusters import ClusterSource, InferenceCluster
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
+    from modelfleet.contracts.activity_names import (
+        FLEET_PUBLISH_CLUSTER,
+        FLEET_REPLICAS_ON,
+        KUBE_PROBE,
+    )
+    from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
+    from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
     from modelfleet.workflows import search
     from modelfleet.workflows.status import ClusterStatus
 

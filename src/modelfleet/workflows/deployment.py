@@ -23,17 +23,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
-        FLEET_PLACE,
-        FLEET_RELEASE,
-        PlaceRequest,
-        PlaceResponse,
-        ReleaseRequest,
-    )
     from modelfleet.api.deployments import ModelDeployment, ModelReplica
     from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.meta import Condition, Model
     from modelfleet.api.rules import validate
+    from modelfleet.contracts.activity_names import FLEET_PLACE, FLEET_RELEASE
+    from modelfleet.contracts.fleet_payloads import PlaceRequest, PlaceResponse, ReleaseRequest
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
     from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow

@@ -16,13 +16,6 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
-        ClusterReport,
-        PlaceRequest,
-        PlaceResponse,
-        ReleaseRequest,
-        Victim,
-    )
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
     from modelfleet.api.deployments import ModelReplica
@@ -30,6 +23,13 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
+    from modelfleet.contracts.fleet_payloads import (
+        ClusterReport,
+        PlaceRequest,
+        PlaceResponse,
+        ReleaseRequest,
+        ReplicaRemoval,
+    )
     from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import deployment_id
@@ -216,7 +216,7 @@ class FleetWorkflow:
             kept=placement.kept,
             placed=placement.placed,
             victims=[
-                Victim(replica=v.replica, reason=v.message or v.reason.value)
+                ReplicaRemoval(replica=v.replica, reason=v.message or v.reason.value)
                 for v in placement.victims
             ],
             conditions=placement.conditions,

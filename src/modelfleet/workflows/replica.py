@@ -21,11 +21,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.api.meta import Model
+    from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
         KUBE_DELETE,
         KUBE_WAIT_READY,
+    )
+    from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
         DeleteRequest,
@@ -34,8 +38,6 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
-    from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.meta import Model
     from modelfleet.rendering.facts import ClusterFacts
     from modelfleet.rendering.replica_manifests import (
         ReadinessRule,

@@ -8,10 +8,10 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from modelfleet.activities.contracts import PoolObservation
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Condition, Model
+from modelfleet.contracts.kube_payloads import PoolObservation
 
 
 class ReplicaPhase(StrEnum):
