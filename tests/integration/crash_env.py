@@ -30,6 +30,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import load_fleet
+from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.rendering.replica_manifests import ClusterFacts, Step, render_replica
 from modelfleet.sim.fleet import SimulatedFleet
 from modelfleet.sim.workloads import StartupPolicy
@@ -40,7 +41,6 @@ from modelfleet.worker.settings import ENV_PAYLOAD_KEY, TemporalSettings
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, deployment_id
-from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ from temporalio.service import RPCError
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import KUBE_WAIT_READY
+from modelfleet.contracts.status import DeploymentStatus, ReplicaStep
 from modelfleet.workflows.ids import replica_id
-from modelfleet.workflows.status import DeploymentStatus, ReplicaStep
 
 # Long enough that a replica is still waiting for its leader when the crash comes.
 STARTUP_SECONDS = 4.0

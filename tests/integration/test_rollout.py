@@ -14,9 +14,9 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase
 
 
 def all_ready(n: int):  # type: ignore[no-untyped-def]

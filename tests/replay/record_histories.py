@@ -40,12 +40,12 @@ from temporalio.worker import Replayer
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
 from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
 
 # The same deployment builder and condition wait as the integration tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))

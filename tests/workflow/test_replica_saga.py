@@ -29,8 +29,8 @@ from modelfleet.contracts.kube_payloads import (
     ReadyResult,
     WaitReadyRequest,
 )
+from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
-from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 
 REPLICA = ModelReplica.model_validate(
     {

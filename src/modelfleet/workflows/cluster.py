@@ -30,8 +30,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
     from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
+    from modelfleet.contracts.status import ClusterStatus
     from modelfleet.workflows import search
-    from modelfleet.workflows.status import ClusterStatus
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.

@@ -29,16 +29,16 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.contracts.activity_names import FLEET_PLACE, FLEET_RELEASE
     from modelfleet.contracts.fleet_payloads import PlaceRequest, PlaceResponse, ReleaseRequest
-    from modelfleet.workflows import search
-    from modelfleet.workflows.ids import replica_id
-    from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow
-    from modelfleet.workflows.status import (
+    from modelfleet.contracts.status import (
         DeploymentStatus,
         ReplicaPhase,
         ReplicaProgress,
         ReplicaStatus,
         ReplicaStep,
     )
+    from modelfleet.workflows import search
+    from modelfleet.workflows.ids import replica_id
+    from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow
 
 FLEET_TIMEOUT = timedelta(seconds=30)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))

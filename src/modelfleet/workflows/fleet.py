@@ -30,10 +30,10 @@ with workflow.unsafe.imports_passed_through():
         ReleaseRequest,
         ReplicaRemoval,
     )
+    from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import deployment_id
-    from modelfleet.workflows.status import ClusterRecord, Decision, DecisionQuery, FleetView
 
 # Bounded memory: a long-lived workflow must not grow without limit.
 MAX_DECISIONS = 500

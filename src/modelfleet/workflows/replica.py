@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
+    from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
     from modelfleet.rendering.facts import ClusterFacts
     from modelfleet.rendering.replica_manifests import (
         ReadinessRule,
@@ -46,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
         render_replica,
     )
     from modelfleet.workflows import search
-    from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
 API_RETRY = RetryPolicy(

@@ -1,5 +1,10 @@
 """What the workflows report: replica phases and steps, deployment and cluster status, fleet
-views and decisions. Pure pydantic models shared by workflows (query results) and the CLI."""
+views and decisions. Pure pydantic models shared by workflows (signals, query and Update
+results) and the CLI.
+
+Every model is a :class:`~modelfleet.contracts.wire.WireModel`, so a CLI or worker of another
+version reads them (see there); every field added later needs a default.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,9 @@ from pydantic import Field
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
-from modelfleet.api.meta import Condition, Model
+from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
+from modelfleet.contracts.wire import WireModel
 
 
 class ReplicaPhase(StrEnum):
@@ -38,7 +44,7 @@ class ReplicaStep(StrEnum):
     DONE = "done"
 
 
-class ReplicaProgress(Model):
+class ReplicaProgress(WireModel):
     """A replica workflow's report to its deployment (signal payload)."""
 
     name: str
@@ -48,7 +54,7 @@ class ReplicaProgress(Model):
     at: datetime | None = None
 
 
-class ReplicaStatus(Model):
+class ReplicaStatus(WireModel):
     name: str
     cluster: str
     index: int
@@ -60,7 +66,7 @@ class ReplicaStatus(Model):
     updated: datetime | None = None
 
 
-class DeploymentStatus(Model):
+class DeploymentStatus(WireModel):
     namespace: str
     name: str
     generation: int
@@ -76,7 +82,7 @@ class DeploymentStatus(Model):
     deleting: bool = False
 
 
-class ClusterRecord(Model):
+class ClusterRecord(WireModel):
     """The Fleet's view of one cluster: its spec and what its workflow last observed."""
 
     spec: InferenceCluster
@@ -88,7 +94,7 @@ class ClusterRecord(Model):
     draining: bool = False
 
 
-class Decision(Model):
+class Decision(WireModel):
     """One placement decision, kept (bounded) for ``describe``."""
 
     at: datetime
@@ -101,19 +107,19 @@ class Decision(Model):
     rejections: dict[str, str] = Field(default_factory=dict)
 
 
-class FleetView(Model):
+class FleetView(WireModel):
     classes: list[str]
     clusters: list[ClusterRecord]
     replicas: list[ModelReplica]
 
 
-class DecisionQuery(Model):
+class DecisionQuery(WireModel):
     namespace: str
     deployment: str
     limit: int = 20
 
 
-class ClusterStatus(Model):
+class ClusterStatus(WireModel):
     name: str
     phase: str
     ready: bool
