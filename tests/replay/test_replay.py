@@ -22,8 +22,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
+from modelfleet.workflows.replica import ReplicaWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())

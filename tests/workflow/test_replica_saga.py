@@ -30,7 +30,8 @@ from modelfleet.contracts.kube_payloads import (
     WaitReadyRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.workflows.replica import ReplicaWorkflow
 
 REPLICA = ModelReplica.model_validate(
     {

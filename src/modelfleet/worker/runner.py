@@ -20,9 +20,10 @@ from temporalio.worker import Worker
 from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
 from modelfleet.workflows.replica import ReplicaWorkflow
 

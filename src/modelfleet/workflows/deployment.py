@@ -36,9 +36,10 @@ with workflow.unsafe.imports_passed_through():
         ReplicaStatus,
         ReplicaStep,
     )
+    from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
-    from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow
+    from modelfleet.workflows.replica import ReplicaWorkflow
 
 FLEET_TIMEOUT = timedelta(seconds=30)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))

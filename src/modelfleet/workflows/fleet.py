@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.clusters import InferenceCluster
     from modelfleet.api.deployments import ModelReplica
     from modelfleet.api.manifest_errors import InvalidResourceError
-    from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
     from modelfleet.contracts.fleet_payloads import (
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaRemoval,
     )
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
+    from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
     from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import deployment_id
@@ -46,18 +46,6 @@ AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
 # (lark parsing) on every placement.
 _EVALUATOR = SelectorEvaluator()
-
-
-class FleetState(Model):
-    classes: dict[str, InferenceClass] = {}
-    clusters: dict[str, ClusterRecord] = {}
-    replicas: dict[str, ModelReplica] = {}
-    decisions: list[Decision] = []
-    answered: dict[str, PlaceResponse] = {}
-
-
-class FleetInput(Model):
-    state: FleetState | None = None
 
 
 @workflow.defn(name="Fleet")

@@ -21,8 +21,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.meta import Model
     from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
@@ -39,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WaitReadyRequest,
     )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-    from modelfleet.rendering.facts import ClusterFacts
+    from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
     from modelfleet.rendering.replica_manifests import (
         ReadinessRule,
         RenderedReplica,
@@ -64,22 +62,6 @@ _STEP_NAMES = {
     Step.WORKLOADS: ReplicaStep.WORKLOADS,
     Step.ROUTING: ReplicaStep.ROUTING,
 }
-
-
-class ReplicaInput(Model):
-    replica: ModelReplica
-    parent_id: str
-    progress_deadline_seconds: int = 1800
-    facts: ClusterFacts = ClusterFacts()
-    # Carried across continue-as-new while serving.
-    serving_since: datetime | None = None
-    health_interval_seconds: int = 30
-
-
-class ReplicaResult(Model):
-    name: str
-    phase: ReplicaPhase
-    reason: str = ""
 
 
 class RolloutFailedError(Exception):
