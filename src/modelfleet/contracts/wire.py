@@ -15,6 +15,9 @@ embedded resource is treated like one in the payload itself: ignored, at any dep
 was validated strictly where it entered the system (``modelfleet apply``, the workflow's update
 validator); what travels between workers is a copy that a newer worker may have extended.
 
+Not tolerated across versions: a new value of an enum (a phase, a step) and a new required
+field. Add enum values only once every worker knows them; give every new field a default.
+
 Layer rule: pure pydantic. ``contracts`` may import ``api``, ``scheduling`` and ``rendering``
 (the models it carries), never activities, adapters, workflows or an SDK.
 """
