@@ -51,17 +51,30 @@ class EngineExtras:
     default_env: tuple[EnvEntry, ...] = ()
 
 
+def _serving_shape(
+    ctx: RenderContext,
+    engine: PlacedEngine,
+    extras: EngineExtras,
+    labels: Mapping[str, str],
+    leading_env: tuple[EnvEntry, ...] = (),
+) -> PodShape:
+    """The serving pod of ``engine`` (the Standalone pod or the gang's leader): the one the
+    InferencePool selects, with the serving mode's port, env and sidecars."""
+    return PodShape(
+        labels={**extras.serving_labels, LABEL_SERVING: ctx.replica, **labels},
+        serving_port=extras.serving_port,
+        serving_port_name=extras.serving_port_name,
+        leading_env=leading_env,
+        default_env=extras.default_env,
+        sidecars=extras.serving_sidecars,
+        claim_template=claim_template_for(ctx, engine, serving_member(engine)),
+    )
+
+
 def _deployment(ctx: RenderContext, engine: PlacedEngine, extras: EngineExtras) -> dict[str, Any]:
     name = workload_name(ctx.replica, engine.name)
     member = serving_member(engine)
-    shape = PodShape(
-        labels={**extras.serving_labels, LABEL_SERVING: ctx.replica, LABEL_WORKLOAD: name},
-        serving_port=extras.serving_port,
-        serving_port_name=extras.serving_port_name,
-        default_env=extras.default_env,
-        sidecars=extras.serving_sidecars,
-        claim_template=claim_template_for(ctx, engine, member),
-    )
+    shape = _serving_shape(ctx, engine, extras, {LABEL_WORKLOAD: name})
     return {
         "apiVersion": DEPLOYMENT_API_VERSION,
         "kind": "Deployment",
@@ -80,15 +93,7 @@ def _leader_worker_set(
     name = workload_name(ctx.replica, engine.name)
     leader = serving_member(engine)
     worker = worker_member(engine)
-    leader_shape = PodShape(
-        labels={**extras.serving_labels, LABEL_SERVING: ctx.replica, LABEL_LWS_ROLE: "leader"},
-        serving_port=extras.serving_port,
-        serving_port_name=extras.serving_port_name,
-        leading_env=GANG_ENV,
-        default_env=extras.default_env,
-        sidecars=extras.serving_sidecars,
-        claim_template=claim_template_for(ctx, engine, leader),
-    )
+    leader_shape = _serving_shape(ctx, engine, extras, {LABEL_LWS_ROLE: "leader"}, GANG_ENV)
     # Workers get no serving label: the InferencePool selects on it, and a worker must never
     # receive requests. Nor a port or probe: only the leader serves HTTP.
     worker_shape = PodShape(
