@@ -55,19 +55,26 @@ def validate(resource: Resource) -> list[FieldError]:
         )
     errors.extend(_labels(("metadata", "labels"), resource.metadata.labels, reserved_ok=True))
     errors.extend(_annotations(("metadata", "annotations"), resource.metadata.annotations))
-    if isinstance(resource, InferenceClass):
-        errors.extend(_inference_class(resource))
-    elif isinstance(resource, InferenceCluster):
-        errors.extend(_inference_cluster(resource))
-    elif isinstance(resource, ModelDeployment):
-        errors.extend(_model_deployment(resource))
-    elif isinstance(resource, ModelReplica):
-        errors.extend(_model_replica(resource))
-    elif isinstance(resource, ModelEndpoint):
-        errors.extend(_model_endpoint(resource))
-    elif isinstance(resource, ModelService):
-        errors.extend(_model_service(resource))
+    errors.extend(_kind_rules(resource))
     return errors
+
+
+def _kind_rules(resource: Resource) -> Iterable[FieldError]:
+    """The rules of ``resource``'s own kind."""
+    match resource:
+        case InferenceClass():
+            return _inference_class(resource)
+        case InferenceCluster():
+            return _inference_cluster(resource)
+        case ModelDeployment():
+            return _model_deployment(resource)
+        case ModelReplica():
+            return _model_replica(resource)
+        case ModelEndpoint():
+            return _model_endpoint(resource)
+        case ModelService():
+            return _model_service(resource)
+    return ()
 
 
 # --- shared ----------------------------------------------------------------------------------
