@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from placement_builders import deployment, existing
+from placement_builders import deployment, existing, gpu
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -21,22 +21,7 @@ from modelfleet.scheduling.placement import REPLICAS_SCHEDULED, VictimReason
 
 CLASSES = {
     "h100": InferenceClass.model_validate(
-        {
-            "kind": "InferenceClass",
-            "metadata": {"name": "h100"},
-            "spec": {
-                "devices": [
-                    {
-                        "name": "gpu",
-                        "driver": "gpu.nvidia.com",
-                        "deviceClassName": "gpu.nvidia.com",
-                        "count": 1,
-                        "attributes": {"productName": {"string": "NVIDIA H100"}},
-                        "capacity": {"memory": {"value": "80Gi"}},
-                    }
-                ]
-            },
-        }
+        {"kind": "InferenceClass", "metadata": {"name": "h100"}, "spec": {"devices": [gpu()]}}
     )
 }
 
