@@ -1,5 +1,9 @@
 """The ``modelfleet`` command: kubectl-like verbs over the fleet. This module only wires verbs
-together; each verb lives in its own module and calls into the library layers."""
+together; each verb lives in its own module and calls into the library layers.
+
+Nothing here, nor in the verb modules it imports, imports the simulator or the Temporal dev
+server at import time: those come with the ``sim`` extra and are loaded by the verbs that need
+them (``dev``, ``demo``, ``sim up``), so ``pip install modelfleet`` runs every other verb."""
 
 from __future__ import annotations
 
