@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from modelfleet.cli.apply import apply
+from modelfleet.cli.connection import ProfileOption, use_profile
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.inspect import describe, get, rollout_status
 from modelfleet.cli.mutate import delete, scale
@@ -46,8 +47,10 @@ def main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    profile: ProfileOption = None,
 ) -> None:
     """modelfleet: describe GPU hardware, clusters and models; roll models out durably."""
+    use_profile(profile)
 
 
 app.command("validate")(validate)
