@@ -104,7 +104,8 @@ async def run_worker(
     }
     try:
         async with worker:
-            log.info("worker started", extra={"fields": fields})
+            # The wording is relied on by tests/integration/crash_env.py (start detection).
+            log.info("worker polling task queue %s", task_queue, extra={"fields": fields})
             await stop.wait()
             log.info(
                 "worker stopping: in-flight activities get %d s",
