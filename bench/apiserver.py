@@ -34,7 +34,7 @@ from typing import Any
 from kubernetes import client, config, watch
 from kubernetes.dynamic import DynamicClient
 
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import ThreadedFleetServer, serve_in_thread
 
 NAMESPACE = "default"
 STAMP = "bench.modelfleet.dev/sent"
@@ -201,7 +201,7 @@ def main() -> None:
         f"{'clusters':>8} {'applies':>8} {'seconds':>8} {'applies/s':>10} "
         f"{'events':>7} {'p50 ms':>8} {'p95 ms':>8}"
     )
-    print("modelfleet.sim.apiserver: official kubernetes client, SSA of ConfigMaps")
+    print("modelfleet.sim.apiserver.server: official kubernetes client, SSA of ConfigMaps")
     print(header)
     with tempfile.TemporaryDirectory() as tmpdir, serve_in_thread() as srv:
         for n in args.clusters:

@@ -27,7 +27,7 @@ from modelfleet.adapters.kube import (
 from modelfleet.adapters.kube_errors import error_from_response, parse_retry_after, redact
 from modelfleet.adapters.kube_readiness import evaluate, pod_problem
 from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import ThreadedFleetServer, serve_in_thread
 
 
 @pytest.fixture(scope="module")

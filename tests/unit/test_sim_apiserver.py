@@ -21,7 +21,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from modelfleet.sim.apiserver import ServerSettings, ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import ServerSettings, ThreadedFleetServer, serve_in_thread
 
 TIMEOUT = 5.0
 

@@ -6,15 +6,7 @@ from typing import Any
 
 import pytest
 
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.patch import json_patch, merge_patch, strategic_merge_patch
-from modelfleet.sim.selectors import (
-    label_selector_from_object,
-    parse_field_selector,
-    parse_label_selector,
-    selector_to_string,
-)
-from modelfleet.sim.ssa import (
+from modelfleet.sim.apiserver.field_management import (
     ManagerEntry,
     ManagerKey,
     apply_config,
@@ -24,6 +16,14 @@ from modelfleet.sim.ssa import (
     record_update,
     tracked_paths,
 )
+from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch, strategic_merge_patch
+from modelfleet.sim.apiserver.selectors import (
+    label_selector_from_object,
+    parse_field_selector,
+    parse_label_selector,
+    selector_to_string,
+)
+from modelfleet.sim.apiserver.status_errors import ApiError
 
 
 @pytest.mark.parametrize(

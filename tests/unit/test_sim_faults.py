@@ -18,7 +18,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import ThreadedFleetServer, serve_in_thread
 from modelfleet.sim.faults import FaultConfig
 
 TIMEOUT = 5.0

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.store import ClusterStore, WatchEvent
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent
 
 WAIT = 5.0
 

@@ -22,9 +22,9 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica import RenderedReplica, render_replica
+from modelfleet.sim.apiserver.store import ClusterStore
 from modelfleet.sim.controllers import unschedulable_message
-from modelfleet.sim.fleet import SimulatedFleet, ThreadedSimulatedFleet
-from modelfleet.sim.store import ClusterStore
+from modelfleet.sim.simulated_fleet import SimulatedFleet, ThreadedSimulatedFleet
 from modelfleet.sim.workloads import STARTUP_ANNOTATION, StartupPolicy
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"

@@ -110,7 +110,7 @@ async def _serve(
     startup_seconds: float | None,
 ) -> int:
     # Imported here: the emulator (aiohttp) is only needed by this verb, not by every CLI start.
-    from modelfleet.sim.fleet import SimulatedFleet
+    from modelfleet.sim.simulated_fleet import SimulatedFleet
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

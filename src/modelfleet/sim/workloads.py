@@ -20,7 +20,7 @@ Faults are read when a pod starts (bind time) and when it becomes Ready, so chan
 pods started afterwards.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. This module only
-touches the given :class:`~modelfleet.sim.store.ClusterStore` (in process, on its event loop) and
+touches the given :class:`~.store.ClusterStore` (in process, on its event loop) and
 the loop's timers; no files, no network. Time is real: start-up delays and back-offs use
 ``loop.call_later``. :meth:`WorkloadSimulator.settle` awaits quiescence for tests (event-driven).
 """
@@ -36,6 +36,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from modelfleet.sim.apiserver.registry import ResourceType
+from modelfleet.sim.apiserver.selectors import label_selector_from_object
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent, now_rfc3339
 from modelfleet.sim.controllers import (
     CONTROLLER_MANAGER,
     LWS_NAME,
@@ -60,12 +64,8 @@ from modelfleet.sim.controllers import (
     template_hash,
     unschedulable_message,
 )
-from modelfleet.sim.errors import ApiError
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.nodes import GATEWAY_CONTROLLER, GATEWAY_NAME, SYSTEM_NAMESPACE
-from modelfleet.sim.registry import ResourceType
-from modelfleet.sim.selectors import label_selector_from_object
-from modelfleet.sim.store import ClusterStore, WatchEvent, now_rfc3339
 
 __all__ = [
     "DEFAULT_IMAGE_STARTUP",

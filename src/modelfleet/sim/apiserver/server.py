@@ -17,7 +17,7 @@ Layout of the HTTP surface (``/clusters/<name>`` is one cluster's apiserver root
 
 Unmodified clients (the official ``kubernetes`` client, its DynamicClient, lightkube,
 kubernetes_asyncio) work against ``server: http://127.0.0.1:PORT/clusters/<c>`` with ``user: {}``.
-Semantics live in :mod:`modelfleet.sim.store`; this module maps HTTP onto it (routing, content
+Semantics live in :mod:`.store`; this module maps HTTP onto it (routing, content
 types, query parameters, watch streaming, discovery) and applies :mod:`modelfleet.sim.faults` as
 middleware on cluster routes only.
 
@@ -43,22 +43,22 @@ from aiohttp import web
 from multidict import MultiMapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from modelfleet.sim import errors
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.faults import FaultConfig, FaultInjector, FaultStats, FaultTarget
-from modelfleet.sim.faults import fault_middleware as _fault_middleware
-from modelfleet.sim.http import error_response, json_response
-from modelfleet.sim.kubeconfig import write_kubeconfig_file
-from modelfleet.sim.loop_thread import start_on_loop_thread
-from modelfleet.sim.patch import json_patch, merge_patch
-from modelfleet.sim.registry import ResourceType
-from modelfleet.sim.selectors import (
+from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch
+from modelfleet.sim.apiserver.registry import ResourceType
+from modelfleet.sim.apiserver.responses import error_response, json_response
+from modelfleet.sim.apiserver.selectors import (
     FieldSelector,
     LabelSelector,
     parse_field_selector,
     parse_label_selector,
 )
-from modelfleet.sim.store import DEFAULT_NAMESPACES, ClusterStore, PatchType, WatchEvent
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import DEFAULT_NAMESPACES, ClusterStore, PatchType, WatchEvent
+from modelfleet.sim.faults import FaultConfig, FaultInjector, FaultStats, FaultTarget
+from modelfleet.sim.faults import fault_middleware as _fault_middleware
+from modelfleet.sim.kubeconfig import write_kubeconfig_file
+from modelfleet.sim.loop_thread import start_on_loop_thread
 
 __all__ = [
     "AddClusterRequest",
@@ -339,7 +339,7 @@ class Fleet:
         try:
             return await request.json(loads=json.loads)
         except ValueError as exc:
-            raise errors.bad_request(f"invalid JSON body: {exc}") from None
+            raise status_errors.bad_request(f"invalid JSON body: {exc}") from None
 
     async def _admin_list(self, request: web.Request) -> web.StreamResponse:
         infos = [self.info(c).model_dump(mode="json") for c in self.clusters.values()]
@@ -352,7 +352,7 @@ class Fleet:
                 raise ApiError(409, "AlreadyExists", f'cluster "{body.name}" already exists')
             cluster = self.add_cluster(body.name, body.faults)
         except ValidationError as exc:
-            return error_response(errors.bad_request(str(exc)))
+            return error_response(status_errors.bad_request(str(exc)))
         except ApiError as err:
             return error_response(err)
         return json_response(self.info(cluster).model_dump(mode="json"), status=201)
@@ -369,7 +369,9 @@ class Fleet:
         except ApiError as err:
             return error_response(err)
         self.remove_cluster(cluster.name)
-        return json_response(errors.status_object(200, "", f'cluster "{cluster.name}" removed'))
+        return json_response(
+            status_errors.status_object(200, "", f'cluster "{cluster.name}" removed')
+        )
 
     async def _admin_faults_get(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -391,7 +393,7 @@ class Fleet:
             cluster = self._admin_cluster(request)
             body = await self._admin_json(request)
             if not isinstance(body, dict):
-                raise errors.bad_request("the faults body must be a JSON object")
+                raise status_errors.bad_request("the faults body must be a JSON object")
             cfg = cluster.faults.set_config(body) if replace else cluster.faults.update_config(body)
         except ValidationError as exc:
             return error_response(
@@ -456,7 +458,7 @@ class Fleet:
         self, request: web.Request, cluster: SimCluster, info: RequestInfo
     ) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
-            raise errors.method_not_allowed(request.method, request.path)
+            raise status_errors.method_not_allowed(request.method, request.path)
         registry = cluster.store.registry
         kind = info.discovery
         if info.unknown:
@@ -553,7 +555,7 @@ class Fleet:
                 return self._list(store, rt, info, query)
             if method == "POST":
                 if rt.namespaced and info.namespace is None:
-                    raise errors.method_not_allowed(method, request.path)
+                    raise status_errors.method_not_allowed(method, request.path)
                 body = await _read_body(request, allow_yaml=True)
                 obj = store._create(
                     rt,
@@ -580,7 +582,7 @@ class Fleet:
                         "items": deleted,
                     }
                 )
-            raise errors.method_not_allowed(method, request.path)
+            raise status_errors.method_not_allowed(method, request.path)
         name = info.name
         ns = info.namespace
         if info.subresource == "scale":
@@ -605,7 +607,7 @@ class Fleet:
             return await self._patch(request, store, rt, info)
         if method == "DELETE":
             if info.subresource:
-                raise errors.method_not_allowed(method, request.path)
+                raise status_errors.method_not_allowed(method, request.path)
             options = await _delete_options(request)
             policy = _propagation(query, options)
             obj, gone = store._delete(
@@ -637,7 +639,7 @@ class Fleet:
                     "details": details,
                 }
             )
-        raise errors.method_not_allowed(method, request.path)
+        raise status_errors.method_not_allowed(method, request.path)
 
     def _field_manager(self, request: web.Request) -> str:
         manager = request.query.get("fieldManager")
@@ -656,7 +658,7 @@ class Fleet:
         try:
             limit = int(limit_raw) if limit_raw else None
         except ValueError:
-            raise errors.bad_request(f"invalid limit {limit_raw!r}") from None
+            raise status_errors.bad_request(f"invalid limit {limit_raw!r}") from None
         result = store.list_objects(
             rt,
             namespace=info.namespace,
@@ -687,10 +689,10 @@ class Fleet:
         query = request.query
         if ctype.startswith("application/apply-patch"):
             if ctype != "application/apply-patch+yaml":
-                raise errors.unsupported_media_type(ctype)
+                raise status_errors.unsupported_media_type(ctype)
             manager = query.get("fieldManager")
             if not manager:
-                raise errors.bad_request(
+                raise status_errors.bad_request(
                     "PATCH requests must have a fieldManager query parameter when the content "
                     "type is application/apply-patch+yaml"
                 )
@@ -708,9 +710,9 @@ class Fleet:
             return json_response(obj, status=201 if created else 200)
         patch_type = _PATCH_TYPES.get(ctype)
         if patch_type is None:
-            raise errors.unsupported_media_type(ctype)
+            raise status_errors.unsupported_media_type(ctype)
         if patch_type == "strategic" and not rt.strategic_merge_allowed:
-            raise errors.unsupported_media_type(ctype)
+            raise status_errors.unsupported_media_type(ctype)
         body = await _read_body(request, allow_yaml=False)
         obj = store._patch(
             rt,
@@ -747,10 +749,10 @@ class Fleet:
                 elif ctype in _PATCH_TYPES:
                     body = merge_patch(current, patch)
                 else:
-                    raise errors.unsupported_media_type(ctype)
+                    raise status_errors.unsupported_media_type(ctype)
             replicas = (body.get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
-                raise errors.invalid(
+                raise status_errors.invalid(
                     rt,
                     name,
                     [
@@ -771,7 +773,7 @@ class Fleet:
                 field_manager=self._field_manager(request),
             )
             return json_response(scale)
-        raise errors.method_not_allowed(method, request.path)
+        raise status_errors.method_not_allowed(method, request.path)
 
     # watch -------------------------------------------------------------------------------
 
@@ -795,7 +797,7 @@ class Fleet:
                 float(timeout_raw) if timeout_raw else self.settings.default_watch_timeout_seconds
             )
         except ValueError:
-            raise errors.bad_request(f"invalid timeoutSeconds {timeout_raw!r}") from None
+            raise status_errors.bad_request(f"invalid timeoutSeconds {timeout_raw!r}") from None
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         send_initial = _truthy(query.get("sendInitialEvents"))
         rv = query.get("resourceVersion")
@@ -933,7 +935,7 @@ async def _delete_options(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except ValueError:
-        raise errors.bad_request("invalid DeleteOptions body") from None
+        raise status_errors.bad_request("invalid DeleteOptions body") from None
     return body if isinstance(body, dict) else {}
 
 
@@ -949,24 +951,24 @@ async def _read_body(request: web.Request, *, allow_yaml: bool, force_yaml: bool
         and ctype not in _JSON_TYPES
         and not (allow_yaml and ctype in _YAML_TYPES)
     ):
-        raise errors.unsupported_media_type(ctype)
+        raise status_errors.unsupported_media_type(ctype)
     raw = await request.read()
     if not raw.strip():
-        raise errors.bad_request("the request body is empty")
+        raise status_errors.bad_request("the request body is empty")
     try:
         return json.loads(raw)
     except ValueError:
         if not (allow_yaml and (force_yaml or ctype in _YAML_TYPES)):
-            raise errors.bad_request("the request body is not valid JSON") from None
+            raise status_errors.bad_request("the request body is not valid JSON") from None
     try:
         return yaml.safe_load(raw)
     except yaml.YAMLError as exc:
-        raise errors.bad_request(f"the request body is not valid YAML: {exc}") from None
+        raise status_errors.bad_request(f"the request body is not valid YAML: {exc}") from None
 
 
 def _expect_object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise errors.bad_request("the request body must be an object")
+        raise status_errors.bad_request("the request body must be an object")
     return body
 
 

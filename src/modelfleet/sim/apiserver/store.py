@@ -6,7 +6,7 @@ thread-safe; it is *async-safe* on a single event loop because no write awaits a
 through (every public coroutine runs its write to completion before yielding).
 
 :class:`ClusterStore` is the API the rest of the simulator uses (the HTTP layer in
-:mod:`modelfleet.sim.apiserver` calls the same methods), so in-process writes and writes made over
+:mod:`.server` calls the same methods), so in-process writes and writes made over
 HTTP share one resource-version counter, one event history and the same semantics:
 
 * metadata: uid, creationTimestamp, string resourceVersion from the per-cluster counter,
@@ -14,7 +14,7 @@ HTTP share one resource-version counter, one event history and the same semantic
   namespace defaulting, generateName;
 * status subresource separation, finalizers with deletionTimestamp, owner-reference garbage
   collection (Background, Foreground, Orphan), namespace termination;
-* server-side apply through :mod:`modelfleet.sim.ssa`, patches through :mod:`modelfleet.sim.patch`;
+* server-side apply through :mod:`.field_management`, patches through :mod:`.patch_formats`;
 * a bounded per-cluster event history for watches from a resourceVersion (older is 410 Expired),
   and subscriptions (an asyncio queue per subscriber, or a callback run in its own task).
 """
@@ -37,19 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from modelfleet.sim import errors
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.patch import json_patch, merge_patch, strategic_merge_patch
-from modelfleet.sim.registry import ResourceRegistry, ResourceType
-from modelfleet.sim.selectors import (
-    FieldSelector,
-    LabelSelector,
-    label_selector_from_object,
-    parse_field_selector,
-    parse_label_selector,
-    selector_to_string,
-)
-from modelfleet.sim.ssa import (
+from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver.field_management import (
     ManagerEntry,
     ManagerKey,
     Path,
@@ -59,6 +48,17 @@ from modelfleet.sim.ssa import (
     record_update,
     render_managed_fields,
 )
+from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch, strategic_merge_patch
+from modelfleet.sim.apiserver.registry import ResourceRegistry, ResourceType
+from modelfleet.sim.apiserver.selectors import (
+    FieldSelector,
+    LabelSelector,
+    label_selector_from_object,
+    parse_field_selector,
+    parse_label_selector,
+    selector_to_string,
+)
+from modelfleet.sim.apiserver.status_errors import ApiError
 
 __all__ = [
     "DEFAULT_NAMESPACES",
@@ -279,7 +279,7 @@ class ClusterStore:
     """Objects, resource versions, events and subscriptions of one simulated cluster.
 
     Objects are plain JSON-like dicts. Every method returns copies; mutating them does not change
-    the store. Errors are raised as :class:`modelfleet.sim.errors.ApiError` with the Status the
+    the store. Errors are raised as :class:`.status_errors.ApiError` with the Status the
     HTTP layer would send (``.code``, ``.reason``, ``.status``).
     """
 
@@ -350,7 +350,7 @@ class ClusterStore:
     def _lookup(self, rt: ResourceType, namespace: str | None, name: str) -> _Stored:
         stored = self._bucket(rt).get(self._key(rt, namespace, name))
         if stored is None:
-            raise errors.not_found(rt, name)
+            raise status_errors.not_found(rt, name)
         return stored
 
     def _peek(self, rt: ResourceType, namespace: str | None, name: str) -> _Stored | None:
@@ -477,9 +477,13 @@ class ClusterStore:
             try:
                 since = int(str(resource_version))
             except ValueError:
-                raise errors.bad_request(f"invalid resourceVersion {resource_version!r}") from None
+                raise status_errors.bad_request(
+                    f"invalid resourceVersion {resource_version!r}"
+                ) from None
             if since < self._floor:
-                raise errors.expired(f"too old resource version: {since} ({self._floor + 1})")
+                raise status_errors.expired(
+                    f"too old resource version: {since} ({self._floor + 1})"
+                )
             initial = [
                 ev
                 for ev in self._history
@@ -738,7 +742,7 @@ class ClusterStore:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name") or "")
         if not name:
-            raise errors.invalid(
+            raise status_errors.invalid(
                 rt,
                 "",
                 [
@@ -760,18 +764,18 @@ class ClusterStore:
         if api_version in (None, ""):
             obj["apiVersion"] = rt.api_version
         elif api_version != rt.api_version:
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 f"the API version in the data ({api_version}) does not match the expected API "
                 f"version ({rt.api_version})"
             )
         if kind in (None, ""):
             obj["kind"] = rt.kind
         elif kind != rt.kind:
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
             )
         if not isinstance(obj.get("metadata", {}), dict):
-            raise errors.bad_request("metadata must be an object")
+            raise status_errors.bad_request("metadata must be an object")
         if list(obj)[:2] == ["apiVersion", "kind"]:
             return obj
         rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
@@ -820,7 +824,7 @@ class ClusterStore:
                     {"reason": "FieldValueRequired", "message": "Required value", "field": req.path}
                 )
         if causes:
-            raise errors.invalid(rt, name, causes)
+            raise status_errors.invalid(rt, name, causes)
 
     def _apply_defaults(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         for path, value in rt.defaults:
@@ -840,9 +844,9 @@ class ClusterStore:
         ns_rt = self._rt("v1", "Namespace")
         ns = self._peek(ns_rt, None, namespace or "")
         if ns is None:
-            raise errors.namespace_not_found(namespace or "")
+            raise status_errors.namespace_not_found(namespace or "")
         if ns.obj["metadata"].get("deletionTimestamp"):
-            raise errors.forbidden(
+            raise status_errors.forbidden(
                 rt,
                 name,
                 f'{rt.plural} "{name}" is forbidden: unable to create new content in namespace '
@@ -866,7 +870,7 @@ class ClusterStore:
         if rt.namespaced:
             body_ns = meta.get("namespace")
             if namespace and body_ns and body_ns != namespace:
-                raise errors.bad_request(
+                raise status_errors.bad_request(
                     "the namespace of the provided object does not match the namespace sent on "
                     "the request"
                 )
@@ -879,7 +883,7 @@ class ClusterStore:
         name = self._prepare_new(rt, obj, ns)
         key = self._key(rt, ns, name)
         if key in self._bucket(rt):
-            raise errors.already_exists(rt, name)
+            raise status_errors.already_exists(rt, name)
         now = now_rfc3339()
         self._stamp_identity(meta, now)
         managers: dict[ManagerKey, ManagerEntry] = {}
@@ -950,7 +954,7 @@ class ClusterStore:
             candidate = f"{prefix}{suffix}"
             if self._key(rt, namespace, candidate) not in self._bucket(rt):
                 return candidate
-        raise errors.ApiError(
+        raise status_errors.ApiError(
             409, "AlreadyExists", f"could not generate a unique name from {prefix!r}"
         )
 
@@ -979,7 +983,7 @@ class ClusterStore:
         cur_meta = current["metadata"]
         meta = new.setdefault("metadata", {})
         if not isinstance(meta, dict):
-            raise errors.bad_request("metadata must be an object")
+            raise status_errors.bad_request("metadata must be an object")
         for k in (*_SERVER_META, "name", "namespace"):
             if k in cur_meta:
                 meta[k] = cur_meta[k]
@@ -1005,18 +1009,18 @@ class ClusterStore:
         obj = self._check_type(rt, obj)
         meta = obj.get("metadata") or {}
         if meta.get("name") not in (None, name):
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL "
                 f"({name})"
             )
         if rt.namespaced and meta.get("namespace") not in (None, "", namespace):
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
         want_rv = meta.get("resourceVersion")
         if want_rv not in (None, "") and str(want_rv) != stored.obj["metadata"]["resourceVersion"]:
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 "the object has been modified; please apply your changes to the latest version "
@@ -1059,9 +1063,9 @@ class ClusterStore:
 
     def _check_subresource(self, rt: ResourceType, subresource: str) -> None:
         if subresource == "status" and not rt.status_subresource:
-            raise errors.not_found(rt, f"{rt.plural}/status", what="")
+            raise status_errors.not_found(rt, f"{rt.plural}/status", what="")
         if subresource not in ("", "status"):
-            raise errors.not_found(rt, subresource)
+            raise status_errors.not_found(rt, subresource)
 
     def _commit(
         self,
@@ -1137,31 +1141,31 @@ class ClusterStore:
         current = stored.obj
         if patch_type == "merge":
             if not isinstance(patch, dict):
-                raise errors.bad_request("a merge patch must be a JSON object")
+                raise status_errors.bad_request("a merge patch must be a JSON object")
             patched = merge_patch(current, patch)
         elif patch_type == "json":
             patched = json_patch(current, patch)
         elif patch_type == "strategic":
             if not rt.strategic_merge_allowed:
-                raise errors.unsupported_media_type("application/strategic-merge-patch+json")
+                raise status_errors.unsupported_media_type("application/strategic-merge-patch+json")
             if not isinstance(patch, dict):
-                raise errors.bad_request("a strategic merge patch must be a JSON object")
+                raise status_errors.bad_request("a strategic merge patch must be a JSON object")
             patched = strategic_merge_patch(current, patch)
         else:  # pragma: no cover - guarded by the type
-            raise errors.bad_request(f"unknown patch type {patch_type!r}")
+            raise status_errors.bad_request(f"unknown patch type {patch_type!r}")
         if not isinstance(patched, dict):
-            raise errors.bad_request("the patch did not produce an object")
+            raise status_errors.bad_request("the patch did not produce an object")
         patched_meta = patched.get("metadata") or {}
         want_rv = patched_meta.get("resourceVersion")
         if want_rv not in (None, "") and str(want_rv) != current["metadata"]["resourceVersion"]:
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 "the object has been modified; please apply your changes to the latest version "
                 "and try again",
             )
         if patched_meta.get("name") != name:
-            raise errors.bad_request("the name of the object cannot be changed by a patch")
+            raise status_errors.bad_request("the name of the object cannot be changed by a patch")
         patched = self._check_type(rt, patched)
         new = self._compose(rt, current, patched, subresource)
         return self._commit(
@@ -1187,27 +1191,27 @@ class ClusterStore:
     ) -> tuple[dict[str, Any], bool]:
         """Server-side apply; returns (object, created)."""
         if not field_manager:
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 "PATCH requests must have a fieldManager when the content type is "
                 "application/apply-patch+yaml"
             )
         self._check_subresource(rt, subresource)
         if not isinstance(body, Mapping):
-            raise errors.bad_request("an apply configuration must be an object")
+            raise status_errors.bad_request("an apply configuration must be an object")
         config = copy.deepcopy(dict(body))
         if not config.get("apiVersion"):
-            raise errors.bad_request("apiVersion must be set in an apply configuration")
+            raise status_errors.bad_request("apiVersion must be set in an apply configuration")
         if not config.get("kind"):
-            raise errors.bad_request("kind must be set in an apply configuration")
+            raise status_errors.bad_request("kind must be set in an apply configuration")
         config = self._check_type(rt, config)
         meta = config.get("metadata") or {}
         if meta.get("name") not in (None, name):
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL "
                 f"({name})"
             )
         if rt.namespaced and meta.get("namespace") not in (None, "", namespace):
-            raise errors.bad_request(
+            raise status_errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
@@ -1216,7 +1220,7 @@ class ClusterStore:
         scope = self._scope(rt, subresource)
         if stored is None:
             if subresource:
-                raise errors.not_found(rt, name)
+                raise status_errors.not_found(rt, name)
             fresh: dict[ManagerKey, ManagerEntry] = {}
             result = apply_config(
                 fresh,
@@ -1238,7 +1242,7 @@ class ClusterStore:
             return self._create_applied(rt, obj, fresh, namespace, dry_run=dry_run), True
         want_rv = meta.get("resourceVersion")
         if want_rv not in (None, "") and str(want_rv) != stored.obj["metadata"]["resourceVersion"]:
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 "the object has been modified; please apply your changes to the latest version "
@@ -1259,7 +1263,7 @@ class ClusterStore:
             api_version=rt.api_version,
         )
         if result.conflicts and not force:
-            raise errors.apply_conflict(
+            raise status_errors.apply_conflict(
                 rt, name, [(m, format_path(p)) for m, p in result.conflicts]
             )
         new = result.obj
@@ -1325,14 +1329,14 @@ class ClusterStore:
         meta = obj["metadata"]
         pre = preconditions or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
                 f"{meta.get('uid')}",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 f"Precondition failed: ResourceVersion in precondition: "
@@ -1341,7 +1345,7 @@ class ClusterStore:
             )
         policy = propagation or "Background"
         if policy not in ("Background", "Foreground", "Orphan"):
-            raise errors.bad_request(f"invalid propagationPolicy {policy!r}")
+            raise status_errors.bad_request(f"invalid propagationPolicy {policy!r}")
         if dry_run:
             return obj, False
         uid = str(meta["uid"])
@@ -1591,7 +1595,7 @@ class ClusterStore:
 
     def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         if not rt.scale_subresource:
-            raise errors.not_found(rt, f"{name}/scale")
+            raise status_errors.not_found(rt, f"{name}/scale")
         obj = self._lookup(rt, namespace, name).obj
         meta = obj["metadata"]
         selector: Any = _get_path(obj, rt.scale_selector_path) if rt.scale_selector_path else None
@@ -1624,10 +1628,10 @@ class ClusterStore:
         field_manager: str | None,
     ) -> dict[str, Any]:
         if not rt.scale_subresource:
-            raise errors.not_found(rt, f"{name}/scale")
+            raise status_errors.not_found(rt, f"{name}/scale")
         stored = self._lookup(rt, namespace, name)
         if resource_version and resource_version != stored.obj["metadata"]["resourceVersion"]:
-            raise errors.conflict(
+            raise status_errors.conflict(
                 rt,
                 name,
                 "the object has been modified; please apply your changes to the latest version "
@@ -1739,4 +1743,4 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         data = json.loads(base64.urlsafe_b64decode(token.encode()).decode())
         return int(data["rv"]), (str(data["ns"]), str(data["name"]))
     except (ValueError, KeyError, TypeError):
-        raise errors.bad_request(f"invalid continue token {token!r}") from None
+        raise status_errors.bad_request(f"invalid continue token {token!r}") from None

@@ -6,7 +6,7 @@ JSON-like values, no I/O and no asyncio; the store calls them inside its single-
 Model (a leaf-path approximation of structured-merge-diff):
 
 * A *path* is a tuple of elements ``("f", field)``, ``("k", key-json)`` (an item of a list-map,
-  keyed as in :data:`modelfleet.sim.registry.LIST_MAP_KEYS`) or ``("v", value-json)`` (an item of a
+  keyed as in :data:`.registry.LIST_MAP_KEYS`) or ``("v", value-json)`` (an item of a
   set list such as ``metadata.finalizers``). Scalars, atomic lists and empty maps are leaves. A
   list-map item is owned as a node of its own (``"."`` in ``fieldsV1``) plus its leaves.
 * Every manager entry ``(manager, operation, subresource)`` owns a set of paths. Apply replaces the
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from modelfleet.sim.patch import list_map_key
-from modelfleet.sim.registry import LIST_MAP_KEYS, SET_LISTS
+from modelfleet.sim.apiserver.patch_formats import list_map_key
+from modelfleet.sim.apiserver.registry import LIST_MAP_KEYS, SET_LISTS
 
 __all__ = [
     "ManagerEntry",

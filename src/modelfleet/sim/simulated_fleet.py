@@ -3,7 +3,7 @@ with its nodes, DRA ResourceSlices, serving stack and workload simulator, and on
 cluster at ``<state_dir>/kubeconfigs/<cluster>.yaml``.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. This module binds
-a loopback port (through :mod:`modelfleet.sim.apiserver`), writes the kubeconfig files under
+a loopback port (through :mod:`modelfleet.sim.apiserver.server`), writes the kubeconfig files under
 ``state_dir`` and nothing else, and may run its own event loop in a background thread for
 synchronous callers. It never contacts another host.
 
@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
-from modelfleet.sim.apiserver import RunningServer, start_fleet_server
+from modelfleet.sim.apiserver.server import RunningServer, start_fleet_server
+from modelfleet.sim.apiserver.store import ClusterStore, now_rfc3339
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.loop_thread import start_on_loop_thread
 from modelfleet.sim.nodes import (
@@ -39,7 +40,6 @@ from modelfleet.sim.nodes import (
     gateway_address,
     infrastructure_manifests,
 )
-from modelfleet.sim.store import ClusterStore, now_rfc3339
 from modelfleet.sim.workloads import StartupPolicy, WorkloadSimulator
 
 __all__ = ["SimulatedCluster", "SimulatedFleet", "ThreadedSimulatedFleet"]
