@@ -9,7 +9,6 @@ import pytest
 from modelfleet.sim.apiserver.field_management import (
     ManagerEntry,
     ManagerKey,
-    apply_config,
     fields_v1_to_paths,
     format_path,
     paths_to_fields_v1,
@@ -23,6 +22,7 @@ from modelfleet.sim.apiserver.selectors import (
     parse_label_selector,
     selector_to_string,
 )
+from modelfleet.sim.apiserver.server_side_apply import apply_config
 from modelfleet.sim.apiserver.status_errors import ApiError
 
 

@@ -43,10 +43,11 @@ from aiohttp import web
 from multidict import MultiMapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver import deletion, server_side_apply, status_errors, writes
 from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch
 from modelfleet.sim.apiserver.registry import ResourceType
 from modelfleet.sim.apiserver.responses import error_response, json_response
+from modelfleet.sim.apiserver.scale import get_scale, set_scale
 from modelfleet.sim.apiserver.selectors import (
     FieldSelector,
     LabelSelector,
@@ -271,7 +272,7 @@ class Fleet:
             name=cluster.name,
             server=self.cluster_url(cluster.name),
             resource_version=cluster.store.resource_version,
-            objects=sum(len(b) for b in cluster.store._objects.values()),
+            objects=cluster.store.object_count,
             faults=cluster.faults.config,
         )
 
@@ -557,7 +558,8 @@ class Fleet:
                 if rt.namespaced and info.namespace is None:
                     raise status_errors.method_not_allowed(method, request.path)
                 body = await _read_body(request, allow_yaml=True)
-                obj = store._create(
+                obj = writes.create(
+                    store,
                     rt,
                     _expect_object(body),
                     namespace=info.namespace,
@@ -567,7 +569,8 @@ class Fleet:
                 return json_response(obj, status=201)
             if method == "DELETE":
                 options = await _delete_options(request)
-                deleted = store._delete_collection(
+                deleted = deletion.delete_collection(
+                    store,
                     rt,
                     namespace=info.namespace,
                     label_selector=query.get("labelSelector"),
@@ -593,7 +596,8 @@ class Fleet:
             return json_response(store.get_object(rt, ns, name))
         if method == "PUT":
             body = _expect_object(await _read_body(request, allow_yaml=True))
-            obj = store._update(
+            obj = writes.update(
+                store,
                 rt,
                 body,
                 namespace=ns,
@@ -610,7 +614,8 @@ class Fleet:
                 raise status_errors.method_not_allowed(method, request.path)
             options = await _delete_options(request)
             policy = _propagation(query, options)
-            obj, gone = store._delete(
+            obj, gone = deletion.delete(
+                store,
                 rt,
                 namespace=ns,
                 name=name,
@@ -697,7 +702,8 @@ class Fleet:
                     "type is application/apply-patch+yaml"
                 )
             body = _expect_object(await _read_body(request, allow_yaml=True, force_yaml=True))
-            obj, created = store._apply(
+            obj, created = server_side_apply.apply_to_store(
+                store,
                 rt,
                 body,
                 namespace=info.namespace,
@@ -714,7 +720,8 @@ class Fleet:
         if patch_type == "strategic" and not rt.strategic_merge_allowed:
             raise status_errors.unsupported_media_type(ctype)
         body = await _read_body(request, allow_yaml=False)
-        obj = store._patch(
+        obj = writes.patch(
+            store,
             rt,
             body,
             namespace=info.namespace,
@@ -736,9 +743,9 @@ class Fleet:
     ) -> web.StreamResponse:
         method = request.method
         if method == "GET":
-            return json_response(store.get_scale(rt, ns, name))
+            return json_response(get_scale(store, rt, ns, name))
         if method in ("PUT", "PATCH"):
-            current = store.get_scale(rt, ns, name)
+            current = get_scale(store, rt, ns, name)
             if method == "PUT":
                 body = _expect_object(await _read_body(request, allow_yaml=True))
             else:
@@ -764,7 +771,8 @@ class Fleet:
                     ],
                 )
             rv = (body.get("metadata") or {}).get("resourceVersion")
-            scale = store.set_scale(
+            scale = set_scale(
+                store,
                 rt,
                 ns,
                 name,
