@@ -10,7 +10,7 @@ finish before the caller's coroutine yields. No I/O.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from modelfleet.sim.apiserver import crds, status_errors, writes
@@ -81,17 +81,14 @@ def delete(
         new_meta.setdefault("deletionGracePeriodSeconds", 0)
         committed = commit_deletion_marker(store, rt, stored, new)
         if "foregroundDeletion" in finalizers:
-            for dep_uid in sorted(store.dependents.get(uid, set())):
-                found = store.find_uid(dep_uid)
-                if found is not None:
-                    dep_rt, dep_key, _ = found
-                    delete(
-                        store,
-                        dep_rt,
-                        namespace=dep_key[0] or None,
-                        name=dep_key[1],
-                        propagation="Foreground",
-                    )
+            for dep_rt, dep_key, _ in _dependents(store, uid, forget=False):
+                delete(
+                    store,
+                    dep_rt,
+                    namespace=dep_key[0] or None,
+                    name=dep_key[1],
+                    propagation="Foreground",
+                )
             check_foreground_owner(store, uid)
         current = store.find_uid(uid)
         if current is None:
@@ -144,13 +141,21 @@ def remove(
     return final
 
 
+def _dependents(
+    store: ClusterStore, owner_uid: str, *, forget: bool
+) -> Iterator[tuple[ResourceType, Key, StoredObject]]:
+    """The objects that still exist among ``owner_uid``'s dependents (``forget``: and drop the
+    owner's entry from the index). Each is looked up when reached, so cascades in between count."""
+    deps = store.dependents.pop(owner_uid, set()) if forget else store.dependents.get(owner_uid)
+    for dep_uid in sorted(deps or ()):
+        found = store.find_uid(dep_uid)
+        if found is not None:
+            yield found
+
+
 def collect_dependents(store: ClusterStore, owner_uid: str) -> None:
     """Background garbage collection after ``owner_uid`` is gone."""
-    for dep_uid in sorted(store.dependents.pop(owner_uid, set())):
-        found = store.find_uid(dep_uid)
-        if found is None:
-            continue
-        dep_rt, dep_key, dep = found
+    for dep_rt, dep_key, dep in _dependents(store, owner_uid, forget=True):
         refs = dep.obj["metadata"].get("ownerReferences") or []
         alive = [r for r in refs if r.get("uid") in store.by_uid and r.get("uid") != owner_uid]
         if alive:
@@ -185,11 +190,7 @@ def rewrite_owner_refs(
 
 
 def orphan_dependents(store: ClusterStore, owner_uid: str) -> None:
-    for dep_uid in sorted(store.dependents.get(owner_uid, set())):
-        found = store.find_uid(dep_uid)
-        if found is None:
-            continue
-        dep_rt, _, dep = found
+    for dep_rt, _, dep in _dependents(store, owner_uid, forget=False):
         refs = [
             r for r in dep.obj["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid
         ]
