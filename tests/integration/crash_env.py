@@ -31,8 +31,8 @@ from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import load_fleet
 from modelfleet.rendering.replica import ClusterFacts, Step, render_replica
+from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.simulated_fleet import SimulatedFleet
-from modelfleet.sim.workloads import StartupPolicy
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, free_port, start_dev_server
 from modelfleet.worker.runner import ensure_fleet

@@ -23,10 +23,10 @@ from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica import RenderedReplica, render_replica
 from modelfleet.sim.apiserver.store import ClusterStore
-from modelfleet.sim.controllers import unschedulable_message
+from modelfleet.sim.controllers.device_allocation import unschedulable_message
+from modelfleet.sim.controllers.kubelet import STARTUP_ANNOTATION, StartupPolicy
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.simulated_fleet import SimulatedFleet
-from modelfleet.sim.workloads import STARTUP_ANNOTATION, StartupPolicy
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 L4 = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("20Gi")) >= 0'

@@ -31,6 +31,8 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.sim.apiserver.server import FleetApiServer
 from modelfleet.sim.apiserver.store import ClusterStore, now_rfc3339
+from modelfleet.sim.controllers.controller_manager import WorkloadSimulator
+from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.nodes import (
@@ -39,7 +41,6 @@ from modelfleet.sim.nodes import (
     gateway_address,
     infrastructure_manifests,
 )
-from modelfleet.sim.workloads import StartupPolicy, WorkloadSimulator
 
 __all__ = ["SimulatedCluster", "SimulatedFleet"]
 
