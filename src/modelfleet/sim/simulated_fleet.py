@@ -34,13 +34,13 @@ from modelfleet.sim.apiserver.store import ClusterStore, now_rfc3339
 from modelfleet.sim.controllers.controller_manager import WorkloadSimulator
 from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.sim.loop_thread import LoopThread
-from modelfleet.sim.nodes import (
+from modelfleet.sim.infrastructure import (
     PoolLayout,
     cluster_layout,
     gateway_address,
     infrastructure_manifests,
 )
+from modelfleet.sim.loop_thread import LoopThread
 
 __all__ = ["SimulatedCluster", "SimulatedFleet"]
 

@@ -15,7 +15,7 @@ from typing import Any
 from modelfleet.sim.apiserver.object_table import now_rfc3339
 from modelfleet.sim.controllers.context import ClusterContext
 from modelfleet.sim.controllers.object_helpers import condition, merge_conditions
-from modelfleet.sim.nodes import GATEWAY_CONTROLLER, GATEWAY_NAME, SYSTEM_NAMESPACE
+from modelfleet.sim.infrastructure import GATEWAY_CONTROLLER, GATEWAY_NAME, SYSTEM_NAMESPACE
 
 __all__ = ["GatewayController"]
 
