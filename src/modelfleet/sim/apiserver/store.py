@@ -1,5 +1,5 @@
-"""The object table of one simulated Kubernetes cluster: objects by kind, namespace and name,
-the resource-version counter, reads and lists, and the async API the rest of the simulator uses.
+"""The store of one simulated Kubernetes cluster: the async API the rest of the simulator uses
+(reads, lists, writes, subscriptions), on the cluster's object table.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. This module holds
 state in memory and touches nothing outside the process: no files, no network. It is not
@@ -7,10 +7,10 @@ thread-safe; it is *async-safe* on a single event loop because no write awaits a
 through (every public coroutine runs its write to completion before yielding).
 
 :class:`ClusterStore` is the API the rest of the simulator uses (the HTTP layer in
-:mod:`.handlers` calls the same write modules), so in-process writes and writes made over HTTP
-share one resource-version counter, one event history and the same semantics. The semantics live
-in one module each, working on this table through its primitives (``lookup``, ``peek``, ``put``,
-``emit`` ...):
+:mod:`.resource_handlers` calls the same write modules), so in-process writes and writes made over
+HTTP share one resource-version counter, one event history and the same semantics. The semantics
+live in one module each, working on the table (:mod:`.object_table`) through its primitives
+(``lookup``, ``peek``, ``put``, ``emit`` ...):
 
 * :mod:`.admission`: apiVersion/kind checks, defaults, initial status, validation;
 * :mod:`.writes`: create, update and patch (metadata, generation, resourceVersion, managedFields);
