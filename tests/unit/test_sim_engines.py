@@ -108,6 +108,12 @@ def test_json_patch_rfc6902() -> None:
     with pytest.raises(ApiError) as exc:
         json_patch(doc, [{"op": "remove", "path": "/missing"}])
     assert exc.value.code == 422
+    with pytest.raises(ApiError) as exc:
+        json_patch(doc, [{"op": "frobnicate", "path": "/a"}])
+    assert exc.value.code == 400  # a malformed patch is the client's error, not unprocessable
+    with pytest.raises(ApiError) as exc:
+        json_patch(doc, [{"op": "add", "path": "/a/9", "value": 1}])
+    assert exc.value.code == 422
 
 
 def test_strategic_merge_patch_merges_named_lists() -> None:
