@@ -32,8 +32,8 @@ from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import load_fleet
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.rendering.replica_manifests import ClusterFacts, Step, render_replica
-from modelfleet.sim.fleet import SimulatedFleet
-from modelfleet.sim.workloads import StartupPolicy
+from modelfleet.sim.controllers.kubelet import StartupPolicy
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, free_port, start_dev_server
 from modelfleet.worker.runner import ensure_fleet

@@ -25,7 +25,7 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
 from modelfleet.cli.devenv import DevEnvironment
 from modelfleet.contracts.status import DeploymentStatus, FleetView
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, deployment_id

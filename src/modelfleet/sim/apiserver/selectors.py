@@ -1,7 +1,7 @@
 """Label and field selectors for the simulated Kubernetes API server.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure functions, no
-I/O. Parse errors raise :class:`modelfleet.sim.errors.ApiError` (400 BadRequest) so that the HTTP
+I/O. Parse errors raise :class:`.status_errors.ApiError` (400 BadRequest) so that the HTTP
 layer can answer with a Status object.
 
 Label selectors support ``=``, ``==``, ``!=``, ``in (...)``, ``notin (...)``, ``key``, ``!key``
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelfleet.sim.errors import bad_request
+from modelfleet.sim.apiserver.status_errors import bad_request
 
 __all__ = [
     "FieldRequirement",

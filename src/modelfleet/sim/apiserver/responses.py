@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from modelfleet.sim.errors import ApiError
+from modelfleet.sim.apiserver.status_errors import ApiError
 
 __all__ = ["JSON_CONTENT_TYPE", "error_response", "json_response"]
 

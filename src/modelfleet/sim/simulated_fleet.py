@@ -3,7 +3,7 @@ with its nodes, DRA ResourceSlices, serving stack and workload simulator, and on
 cluster at ``<state_dir>/kubeconfigs/<cluster>.yaml``.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. This module binds
-a loopback port (through :mod:`modelfleet.sim.apiserver`), writes the kubeconfig files under
+a loopback port (through :mod:`modelfleet.sim.apiserver.server`), writes the kubeconfig files under
 ``state_dir`` and nothing else, and may run its own event loop in a background thread for
 synchronous callers. It never contacts another host.
 
@@ -12,39 +12,38 @@ Async use::
     async with SimulatedFleet.start(classes, clusters, state_dir=tmp, startup_seconds=0) as fleet:
         KubeCluster(fleet.kubeconfig("l4-dev"))...
 
-Sync use (CLI, sync tests)::
+Sync use (sync tests), on its own loop in a background thread::
 
-    with SimulatedFleet.start_in_thread(classes, clusters, state_dir=tmp) as fleet:
-        fleet.settle()
+    with SimulatedFleet.start_in_thread(classes, clusters, state_dir=tmp) as running:
+        running.run(running.target.settle())
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
-from modelfleet.sim.apiserver import RunningServer, start_fleet_server
+from modelfleet.sim.apiserver.server import FleetApiServer
+from modelfleet.sim.apiserver.store import ClusterStore, now_rfc3339
+from modelfleet.sim.controllers.controller_manager import WorkloadSimulator
+from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.sim.loop_thread import start_on_loop_thread
-from modelfleet.sim.nodes import (
+from modelfleet.sim.infrastructure import (
     PoolLayout,
     cluster_layout,
     gateway_address,
     infrastructure_manifests,
 )
-from modelfleet.sim.store import ClusterStore, now_rfc3339
-from modelfleet.sim.workloads import StartupPolicy, WorkloadSimulator
+from modelfleet.sim.loop_thread import LoopThread
 
-__all__ = ["SimulatedCluster", "SimulatedFleet", "ThreadedSimulatedFleet"]
+__all__ = ["SimulatedCluster", "SimulatedFleet"]
 
-T = TypeVar("T")
 _INFRA_MANAGER = "modelfleet-sim"
 _STARTUP_SETTLE_SECONDS = 30.0
 
@@ -83,7 +82,7 @@ class SimulatedFleet:
 
     def __init__(
         self,
-        server: RunningServer,
+        server: FleetApiServer,
         *,
         state_dir: Path,
         owns_server: bool,
@@ -108,7 +107,7 @@ class SimulatedFleet:
         startup_seconds: float | None = None,
         startup: StartupPolicy | None = None,
         faults: Mapping[str, FaultConfig | Mapping[str, Any]] | None = None,
-        server: RunningServer | None = None,
+        server: FleetApiServer | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> _Starting:
@@ -143,12 +142,12 @@ class SimulatedFleet:
         state_dir: Path,
         startup: StartupPolicy,
         faults: dict[str, FaultConfig | Mapping[str, Any]],
-        server: RunningServer | None,
+        server: FleetApiServer | None,
         host: str,
         port: int,
     ) -> SimulatedFleet:
         owns = server is None
-        running = server if server is not None else await start_fleet_server(host, port)
+        running = server if server is not None else await FleetApiServer.start(host, port)
         fleet = cls(running, state_dir=state_dir, owns_server=owns, startup=startup)
         try:
             for cluster in clusters:
@@ -288,7 +287,7 @@ class SimulatedFleet:
         host: str = "127.0.0.1",
         port: int = 0,
         start_timeout: float = 60.0,
-    ) -> ThreadedSimulatedFleet:
+    ) -> LoopThread[SimulatedFleet]:
         """Start the fleet on its own event loop in a daemon thread; returns once it serves."""
         class_map = _class_map(classes)
         cluster_list = list(clusters)
@@ -305,10 +304,7 @@ class SimulatedFleet:
                 port=port,
             )
 
-        fleet, loop, thread = start_on_loop_thread(
-            boot, name="modelfleet-sim-fleet", timeout=start_timeout
-        )
-        return ThreadedSimulatedFleet(fleet, loop, thread)
+        return LoopThread.start(boot, name="modelfleet-sim-fleet", timeout=start_timeout)
 
 
 class _Starting:
@@ -333,83 +329,6 @@ class _Starting:
     ) -> None:
         if self._fleet is not None:
             await self._fleet.stop()
-
-
-class ThreadedSimulatedFleet:
-    """A :class:`SimulatedFleet` running on its own loop in a daemon thread.
-
-    Every method is safe to call from any thread; it runs on the fleet's loop and waits.
-    """
-
-    def __init__(
-        self, fleet: SimulatedFleet, loop: asyncio.AbstractEventLoop, thread: threading.Thread
-    ) -> None:
-        self._fleet = fleet
-        self._loop = loop
-        self._thread = thread
-        self._stopped = False
-        self.base_url = fleet.base_url
-        self.cluster_names = fleet.cluster_names
-        self.kubeconfigs = fleet.kubeconfigs
-        self.kubeconfig_dir = fleet.kubeconfig_dir
-        self.clusters = dict(fleet.clusters)
-
-    @property
-    def fleet(self) -> SimulatedFleet:
-        """The fleet itself: only touch it through :meth:`run` or :meth:`call`."""
-        return self._fleet
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    def kubeconfig(self, cluster: str) -> Path:
-        return self.kubeconfigs[cluster]
-
-    def admin_url(self, cluster: str) -> str:
-        return self._fleet.admin_url(cluster)
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 30.0) -> T:
-        """Run a coroutine on the fleet's loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
-
-    def call(self, fn: Callable[[], T], timeout: float | None = 30.0) -> T:
-        """Run ``fn()`` on the fleet's loop and return its result."""
-
-        async def wrapper() -> T:
-            return fn()
-
-        return self.run(wrapper(), timeout)
-
-    def settle(self, max_seconds: float = 10.0, *, timers: bool = True) -> None:
-        self.run(self._fleet.settle(max_seconds, timers=timers), timeout=max_seconds + 5.0)
-
-    def set_faults(self, cluster: str, faults: FaultConfig | Mapping[str, Any]) -> FaultConfig:
-        return self.call(lambda: self._fleet.set_faults(cluster, faults))
-
-    def update_faults(self, cluster: str, changes: Mapping[str, Any]) -> FaultConfig:
-        return self.call(lambda: self._fleet.update_faults(cluster, changes))
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self.run(self._fleet.stop(), timeout=timeout)
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
-
-    def __enter__(self) -> ThreadedSimulatedFleet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 async def _create_with_status(store: ClusterStore, manifest: Mapping[str, Any]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelfleet.sim.registry import ResourceType
+from modelfleet.sim.apiserver.registry import ResourceType
 
 __all__ = [
     "ApiError",
