@@ -53,7 +53,9 @@ def status(
 
 
 def state_with(md: ModelDeployment, *replicas: ReplicaStatus, **fields: object) -> DeploymentState:
-    return DeploymentState(spec=md, replicas={r.name: r for r in replicas}, **fields)  # type: ignore[arg-type]
+    return DeploymentState.model_validate(
+        {"spec": md, "replicas": {r.name: r for r in replicas}, **fields}
+    )
 
 
 Behaviour = Literal["ready", "fail", "hang"]
