@@ -130,7 +130,7 @@ class Driver:
             if isinstance(action, rollout.Rest):
                 if not rollout.rest_over(self.state):
                     return "rest"
-                self.state = rollout.woke(self.state, self.now, timed_out=False)
+                self.state = rollout.woke(self.state, self.now)
             elif isinstance(action, rollout.Place):
                 request_id = f"r/{action.sequence}"
                 request = rollout.place_request(self.state, action, request_id, self.now)

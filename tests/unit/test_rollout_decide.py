@@ -18,7 +18,7 @@ NEW = spec(2, image="vllm:2")
 
 def passing(state: DeploymentState) -> DeploymentState:
     """The state at the start of a reconcile pass."""
-    return rollout.woke(state.model_copy(update={"dirty": True}), T0, timed_out=False)
+    return rollout.woke(state.model_copy(update={"dirty": True}), T0)
 
 
 def step(state: DeploymentState) -> tuple[DeploymentState, rollout.Action]:
@@ -83,7 +83,7 @@ def test_a_failed_replica_is_reaped_and_its_cluster_avoided_until_expiry() -> No
     assert rollout.place_request(state, action, "id", later).avoid_clusters == []
     # The next pass after expiry forgets the avoidance altogether.
     rested = state.model_copy(update={"stage": Stage.REST, "ops": []})
-    assert rollout.woke(rested, later, timed_out=True).avoid == {}
+    assert rollout.woke(rested, later).avoid == {}
 
 
 def test_a_serving_replica_is_signalled_then_awaited_then_released() -> None:
@@ -263,7 +263,7 @@ def test_scale_during_a_rollout_keeps_rolling_and_the_next_pass_places_the_new_c
     assert action == rollout.SignalTeardown(name="a")
     # The pass that the scale asked for places three.
     state = state.model_copy(update={"stage": Stage.REST, "ops": []})
-    state, action = step(rollout.woke(state, T0, timed_out=False))
+    state, action = step(rollout.woke(state, T0))
     assert action == rollout.Place(desired=3, sequence=state.sequence)
 
 
@@ -290,7 +290,7 @@ def test_an_apply_during_a_roll_ends_it_instead_of_replacing_the_newest_replica(
     state, action = _apply_during_a_surge(rollout.Policy())
     assert action == rollout.EndPass()
     assert state.dirty  # the apply asked for another pass
-    state, _ = rollout.next_action(rollout.woke(state, T0, timed_out=False), T0)
+    state, _ = rollout.next_action(rollout.woke(state, T0), T0)
     state = answer(state, kept=[replica(state.spec, "c", "north")])
     state, action = rollout.next_action(state, T0)
     assert action == rollout.EndPass()  # c already runs the newest template: nothing to roll

@@ -7,6 +7,14 @@ so every decision is unit-tested without a server (tests/unit/test_rollout_*.py)
 
 May import: ``api``, the workflow/activity contract models (``activities.contracts``,
 ``workflows.status``), the standard library and pydantic. Nothing else.
+
+Extending it: a new step of a pass is a new op in ``state`` (what is left to do, as data) with
+its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
+the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
+placement that only checks whether the new template fits, ahead of a roll, is an op before
+``Roll``; a bounded teardown is a deadline on ``Wait``; cancelling a replica's rollout is an
+action. A change that alters the actions taken for an existing history goes behind a
+``Policy`` switch that the workflow sets from ``workflow.patched``.
 """
 
 from modelfleet.rollout.actions import (

@@ -60,7 +60,10 @@ class Policy:
 def next_action(
     state: DeploymentState, now: datetime, policy: Policy = Policy()
 ) -> tuple[DeploymentState, Action]:
-    """The state with the next step taken, and what the workflow must do for it."""
+    """The state with the next step taken, and what the workflow must do for it.
+
+    The caller carries the action out (and reports its outcome through ``events``) before it
+    asks again: the returned state already counts the action as under way."""
     s = state.model_copy(deep=True)
     while True:
         if s.stage is Stage.REST:
@@ -82,13 +85,13 @@ def rest_over(state: DeploymentState) -> bool:
     return state.dirty or state.deleting
 
 
-def woke(state: DeploymentState, now: datetime, *, timed_out: bool) -> DeploymentState:
-    """Start a pass (or the teardown of everything) after a rest."""
+def woke(state: DeploymentState, now: datetime) -> DeploymentState:
+    """Start a pass (or the teardown of everything) after a rest, whether a change or the
+    periodic resync ended it."""
     s = state.model_copy(deep=True)
     if s.deleting:
         _begin_delete(s)
         return s
-    del timed_out  # a resync and a change start the same pass
     s.dirty = False
     s.avoid = {c: until for c, until in s.avoid.items() if until > now}
     s.avoid_reasons = {c: r for c, r in s.avoid_reasons.items() if c in s.avoid}

@@ -93,6 +93,7 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
     assert isinstance(op, PlaceFor), f"a placement answer while the next op is {op.op}"
     head: list[Op]
     if op.purpose == "surge":
+        # Victims named in a surge answer wait for the next pass's reconcile placement.
         if response.placed:
             surged = response.placed[0].name
             head = [

@@ -14,6 +14,7 @@ Deterministic orchestration only.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -172,16 +173,14 @@ class DeploymentWorkflow:
                 return self._status()
 
     async def _rest(self, action: rollout.Rest) -> None:
-        timed_out = False
-        try:
+        # A timeout is the periodic resync: it starts a pass like any change does.
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: rollout.rest_over(self._state),
                 timeout=action.timeout,
                 timeout_summary="periodic resync",
             )
-        except TimeoutError:
-            timed_out = True
-        self._state = rollout.woke(self._state, workflow.now(), timed_out=timed_out)
+        self._state = rollout.woke(self._state, workflow.now())
 
     async def _wait(self, action: rollout.Wait) -> None:
         await workflow.wait_condition(
