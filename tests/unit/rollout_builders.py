@@ -58,6 +58,13 @@ def state_with(md: ModelDeployment, *replicas: ReplicaStatus, **fields: object) 
     )
 
 
+def reported(
+    state: DeploymentState, name: str, phase: ReplicaPhase, step: ReplicaStep
+) -> DeploymentState:
+    """The state after replica ``name`` reported ``phase`` at ``step``."""
+    return rollout.progressed(state, ReplicaProgress(name=name, phase=phase, step=step))
+
+
 Behaviour = Literal["ready", "fail", "hang"]
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from rollout_builders import T0, replica, spec, state_with, status
+from rollout_builders import T0, replica, reported, spec, state_with, status
 
 from modelfleet import rollout
 from modelfleet.activities.contracts import PlaceResponse
 from modelfleet.rollout import DeploymentState, Stage
 from modelfleet.rollout.state import PlaceFor, Reap, Roll, TearDown
-from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.workflows.status import ReplicaPhase, ReplicaStep
 
 OLD = spec(2, image="vllm:1")
 NEW = spec(2, image="vllm:2")
@@ -98,8 +98,7 @@ def test_a_serving_replica_is_signalled_then_awaited_then_released() -> None:
     state, action = step(state)
     assert action == rollout.Wait(name="a", until="done")
     assert not rollout.wait_over(state, action)
-    progress = ReplicaProgress(name="a", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE)
-    state = rollout.progressed(state, progress)
+    state = reported(state, "a", ReplicaPhase.TERMINATED, ReplicaStep.DONE)
     assert rollout.wait_over(state, action)
     state, action = step(state)
     assert action == rollout.Forget(name="a")
@@ -129,12 +128,7 @@ def test_victims_are_torn_down_before_new_replicas_start() -> None:
     state, action = step(state)
     assert action == rollout.SignalTeardown(name="b")
     assert state.replicas["b"].reason == "cluster west drained"
-    state = rollout.progressed(
-        state, ReplicaProgress(name="b", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE)
-    )
-    state, action = step(state)
-    assert action == rollout.Forget(name="b")
-    state, action = step(rollout.forgotten(state, "b"))
+    state, action = step(released(state, "b"))
     assert isinstance(action, rollout.StartReplica)
     assert action.replica.name == "c"
     assert state.replicas["c"].phase is ReplicaPhase.PENDING
@@ -143,6 +137,14 @@ def test_victims_are_torn_down_before_new_replicas_start() -> None:
     state, action = step(state)
     assert action == rollout.EndPass()  # nothing outdated: no roll
     assert state.stage is Stage.REST
+
+
+def released(state: DeploymentState, name: str) -> DeploymentState:
+    """Replica ``name``, told to tear down, reports done and is released."""
+    state = reported(state, name, ReplicaPhase.TERMINATED, ReplicaStep.DONE)
+    state, action = step(state)
+    assert action == rollout.Forget(name=name)
+    return rollout.forgotten(state, name)
 
 
 def rolling(*replicas: object, md: object = NEW) -> DeploymentState:
@@ -171,9 +173,7 @@ def test_surge_places_one_more_then_replaces_the_old_one_once_ready() -> None:
     assert isinstance(action, rollout.StartReplica)
     state, action = step(state)
     assert action == rollout.Wait(name="c", until="settled")
-    state = rollout.progressed(
-        state, ReplicaProgress(name="c", phase=ReplicaPhase.READY, step=ReplicaStep.SERVING)
-    )
+    state = reported(state, "c", ReplicaPhase.READY, ReplicaStep.SERVING)
     state, action = step(state)
     assert action == rollout.SignalTeardown(name="a")
     assert state.replicas["a"].reason == "replaced by a newer replica (surge)"
@@ -185,10 +185,7 @@ def test_a_surge_that_fails_pauses_with_the_old_replicas_serving() -> None:
     state, _ = step(state)
     state = answer(state, placed=[replica(NEW, "c", "north")])
     state, _ = step(state)
-    state = rollout.progressed(
-        state,
-        ReplicaProgress(name="c", phase=ReplicaPhase.FAILED, step=ReplicaStep.COMPENSATING),
-    )
+    state = reported(state, "c", ReplicaPhase.FAILED, ReplicaStep.COMPENSATING)
     state, action = step(state)
     assert action == rollout.EndPass()
     assert state.summary == "rollout paused: surge replica c failed"
@@ -205,12 +202,7 @@ def test_no_room_to_surge_replaces_unavailable_first_and_waits_for_the_replaceme
     state, action = step(state)
     assert action == rollout.SignalTeardown(name="a")
     assert state.replicas["a"].reason == "replaced (no room to surge)"
-    state = rollout.progressed(
-        state, ReplicaProgress(name="a", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE)
-    )
-    state, action = step(state)
-    assert action == rollout.Forget(name="a")
-    state, action = step(rollout.forgotten(state, "a"))
+    state, action = step(released(state, "a"))
     assert action == rollout.Place(desired=2, sequence=3)
     state = answer(state, placed=[replica(NEW, "c", "east")])
     state, action = step(state)
@@ -256,9 +248,7 @@ def test_scale_during_a_rollout_keeps_rolling_and_the_next_pass_places_the_new_c
     state = answer(state, placed=[replica(NEW, "c", "north")])
     state, action = step(state)
     assert isinstance(action, rollout.StartReplica)  # the roll goes on: the template is the same
-    state = rollout.progressed(
-        state, ReplicaProgress(name="c", phase=ReplicaPhase.READY, step=ReplicaStep.SERVING)
-    )
+    state = reported(state, "c", ReplicaPhase.READY, ReplicaStep.SERVING)
     state, action = step(state)
     assert action == rollout.SignalTeardown(name="a")
     # The pass that the scale asked for places three.
@@ -277,11 +267,11 @@ def _apply_during_a_surge(policy: rollout.Policy) -> tuple[DeploymentState, roll
     state = answer(state, placed=[replica(newest, "c", "north")])
     state, _ = rollout.next_action(state, T0, policy)  # starts c on NEWEST
     assert state.replicas["c"].template_hash == rollout.template_hash(newest)
-    ready = ReplicaProgress(name="c", phase=ReplicaPhase.READY, step=ReplicaStep.SERVING)
-    state, action = rollout.next_action(rollout.progressed(state, ready), T0, policy)
+    state = reported(state, "c", ReplicaPhase.READY, ReplicaStep.SERVING)
+    state, action = rollout.next_action(state, T0, policy)
     assert action == rollout.SignalTeardown(name="a")
-    done = ReplicaProgress(name="a", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE)
-    state, action = rollout.next_action(rollout.progressed(state, done), T0, policy)
+    state = reported(state, "a", ReplicaPhase.TERMINATED, ReplicaStep.DONE)
+    state, action = rollout.next_action(state, T0, policy)
     assert action == rollout.Forget(name="a")
     return rollout.next_action(rollout.forgotten(state, "a"), T0, policy)
 
@@ -313,10 +303,7 @@ def test_delete_tears_down_every_replica_in_name_order_then_finishes() -> None:
         if name == "b":
             state, action = step(state)
             assert action == rollout.SignalTeardown(name="b")
-        state = rollout.progressed(
-            state,
-            ReplicaProgress(name=name, phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE),
-        )
+        state = reported(state, name, ReplicaPhase.TERMINATED, ReplicaStep.DONE)
         state, action = step(state)
         assert action == rollout.Forget(name=name)
         state = rollout.forgotten(state, name)
