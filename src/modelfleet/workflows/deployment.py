@@ -168,6 +168,7 @@ class DeploymentWorkflow:
                 self._publish()
                 await self._maybe_continue_as_new()
             else:
+                assert isinstance(action, rollout.Finish)
                 self._publish()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return self._status()
