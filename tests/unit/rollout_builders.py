@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from modelfleet.activities.contracts import Victim
 from placement_builders import deployment, existing
 
 from modelfleet import rollout
@@ -16,6 +15,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica, Strategy
 from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
     PlaceResponse,
+    ReplicaRemoval,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStatus, ReplicaStep
 from modelfleet.rollout import DeploymentState, template_hash
@@ -90,7 +90,7 @@ class ToyFleet:
         md = request.deployment
         mine = sorted(self.ledger)
         victims = [
-            Victim(replica=replica(md, n, self.ledger[n]), reason="scaled down")
+            ReplicaRemoval(replica=replica(md, n, self.ledger[n]), reason="scaled down")
             for n in mine[request.desired :][::-1]
         ]
         placed = []
