@@ -29,6 +29,10 @@ sequence always produce the same faults.
 Workload-level faults (``never_ready``, ``crash_after_ready_seconds``, ``crash_after_ready``) are
 carried here for the workload simulator to read; the API server ignores them.
 
+``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
+matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
+deployments.apps"``), for tests of a client's RBAC checks; the requests themselves still succeed.
+
 Admin routes are never faulted: the middleware only acts where the resolver returns a target.
 """
 
@@ -98,6 +102,8 @@ class FaultConfig(BaseModel):
     never_ready: list[str] = Field(default_factory=list)
     crash_after_ready_seconds: float | None = Field(default=None, ge=0.0)
     crash_after_ready: list[str] = Field(default_factory=lambda: ["*"])
+    # Access reviews answered "denied": "VERB RESOURCE" fnmatch globs (RESOURCE as for resources).
+    deny_access: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _rates_fit(self) -> FaultConfig:
@@ -112,6 +118,18 @@ class FaultConfig(BaseModel):
             return True
         names = _resource_names(resource)
         return any(fnmatch.fnmatchcase(n, pat) for pat in self.resources for n in names)
+
+    def access_denied(self, verb: str, resource: str) -> str | None:
+        """The ``deny_access`` rule that denies ``verb`` on ``resource``, or None."""
+        names = _resource_names(resource)
+        for rule in self.deny_access:
+            verb_glob, _, resource_glob = rule.strip().partition(" ")
+            resource_glob = resource_glob.strip() or "*"
+            if fnmatch.fnmatchcase(verb, verb_glob) and any(
+                fnmatch.fnmatchcase(n, resource_glob) for n in names
+            ):
+                return rule
+        return None
 
     def workload_never_ready(self, name: str, namespace: str = "") -> bool:
         return _glob_any(self.never_ready, name, namespace)

@@ -29,6 +29,7 @@ from typing import Any
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import InferenceCluster, NodePool
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_POOL, short_hash
+from modelfleet.sim.controllers.pod_status import node_ip
 
 __all__ = [
     "GATEWAY_CLASS",
@@ -164,8 +165,14 @@ def node_manifest(
                 "containerRuntimeVersion": "containerd://2.0.0",
                 "operatingSystem": "linux",
                 "architecture": "amd64",
+                "osImage": "Simulated Linux (modelfleet)",
+                "kernelVersion": "6.8.0-sim",
             },
-            "addresses": [{"type": "Hostname", "address": name}],
+            # The InternalIP is the hostIP the kubelet reports for the node's pods.
+            "addresses": [
+                {"type": "InternalIP", "address": node_ip(name)},
+                {"type": "Hostname", "address": name},
+            ],
         },
     }
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver.api_defaults import default_object
 from modelfleet.sim.apiserver.registry import ResourceType
 
 __all__ = [
@@ -144,6 +145,7 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
             cur = cur[part]
         if isinstance(cur, dict) and leaf not in cur:
             cur[leaf] = copy.deepcopy(value)
+    default_object(rt, obj)
 
 
 def _initial_status(rt: ResourceType) -> dict[str, Any] | None:

@@ -294,6 +294,28 @@ def builtin_types() -> list[ResourceType]:
             "RoleBinding",
             required=_req("roleRef"),
         ),
+        ResourceType(
+            group="authorization.k8s.io",
+            version="v1",
+            plural="selfsubjectaccessreviews",
+            kind="SelfSubjectAccessReview",
+            namespaced=False,
+            verbs=("create",),
+        ),
+        # events.k8s.io: the same Events as core/v1 seen through the newer API
+        _rt("events.k8s.io", "v1", "events", "Event", short=["ev"]),
+        _rt(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            status=True,
+            scale=True,
+            short=["rs"],
+            required=(RequiredField("spec.selector"), *_POD_TEMPLATE_REQUIRED),
+            scale_selector_path="spec.selector",
+            defaults=[("spec.replicas", 1)],
+        ),
         # coordination (leader election of controllers)
         _rt("coordination.k8s.io", "v1", "leases", "Lease"),
         # DRA

@@ -17,14 +17,18 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from modelfleet.sim.apiserver import deletion, server_side_apply, status_errors, writes
+from modelfleet.sim.apiserver.access_review import REVIEW_KEY, answer_review
 from modelfleet.sim.apiserver.discovery import no_resource
 from modelfleet.sim.apiserver.object_table import PatchType
 from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch
+from modelfleet.sim.apiserver.pod_logs import serve_pod_log
+from modelfleet.sim.apiserver.protobuf import PROTOBUF, decode_object
 from modelfleet.sim.apiserver.registry import ResourceType
 from modelfleet.sim.apiserver.request_info import RequestInfo, manager_from_user_agent, truthy
 from modelfleet.sim.apiserver.responses import json_response
 from modelfleet.sim.apiserver.scale import get_scale, set_scale
 from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.apiserver.tables import object_table, wants_table
 from modelfleet.sim.apiserver.watch_stream import serve_watch
 
 if TYPE_CHECKING:
@@ -51,8 +55,12 @@ async def serve_resource(
         raise no_resource()
     if info.name is not None and rt.namespaced and info.namespace is None:
         raise no_resource()
-    if info.subresource and info.subresource not in ("status", "scale"):
+    if info.subresource and info.subresource not in ("status", "scale", "log"):
         raise no_resource()
+    if info.subresource == "log":
+        if rt.key != "pods" or info.name is None or info.namespace is None:
+            raise no_resource()
+        return await serve_pod_log(request, store, info.namespace, info.name)
     if info.subresource == "status" and not rt.status_subresource:
         raise no_resource()
     if info.subresource == "scale" and not rt.scale_subresource:
@@ -63,11 +71,15 @@ async def serve_resource(
         if method == "GET":
             if info.verb == "watch":
                 return await serve_watch(request, cluster, rt, info, settings)
-            return _list(store, rt, info, query)
+            return _list(store, rt, info, query, table=_table_request(request))
         if method == "POST":
             if rt.namespaced and info.namespace is None:
                 raise status_errors.method_not_allowed(method, request.path)
             body = await _read_body(request, allow_yaml=True)
+            if rt.key == REVIEW_KEY:
+                return json_response(
+                    answer_review(_expect_object(body), cluster.faults.config), status=201
+                )
             obj = writes.create(
                 store,
                 rt,
@@ -103,7 +115,11 @@ async def serve_resource(
     if method in ("GET", "HEAD"):
         if info.verb == "watch":
             return await serve_watch(request, cluster, rt, info, settings)
-        return json_response(store.get_object(rt, ns, name))
+        obj = store.get_object(rt, ns, name)
+        if _table_request(request):
+            meta = {"resourceVersion": str(obj["metadata"].get("resourceVersion", ""))}
+            return json_response(_table(rt, [obj], meta, query))
+        return json_response(obj)
     if method == "PUT":
         body = _expect_object(await _read_body(request, allow_yaml=True))
         obj = writes.update(
@@ -164,11 +180,26 @@ def _field_manager(request: web.Request) -> str:
     return manager_from_user_agent(request.headers.get("User-Agent", ""))
 
 
+def _table_request(request: web.Request) -> bool:
+    return wants_table(request.headers.get("Accept", ""))
+
+
+def _table(
+    rt: ResourceType, items: list[dict[str, Any]], meta: dict[str, Any], query: Mapping[str, str]
+) -> dict[str, Any]:
+    include = query.get("includeObject") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise status_errors.bad_request(f"invalid includeObject {include!r}")
+    return object_table(rt, items, list_meta=meta, include_object=include)
+
+
 def _list(
     store: ClusterStore,
     rt: ResourceType,
     info: RequestInfo,
     query: Mapping[str, str],
+    *,
+    table: bool = False,
 ) -> web.StreamResponse:
     limit_raw = query.get("limit")
     try:
@@ -188,6 +219,8 @@ def _list(
         meta["continue"] = result.continue_token
     if result.remaining is not None:
         meta["remainingItemCount"] = result.remaining
+    if table:
+        return json_response(_table(rt, list(result.items), meta, query))
     return json_response(
         {
             "kind": rt.list_kind,
@@ -335,6 +368,8 @@ _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 
 async def _read_body(request: web.Request, *, allow_yaml: bool, force_yaml: bool = False) -> Any:
     ctype = request.content_type if request.headers.get("Content-Type") else ""
+    if ctype == PROTOBUF and request.method in ("POST", "PUT"):
+        return decode_object(await request.read())
     if (
         not force_yaml
         and request.method != "PATCH"

@@ -32,6 +32,7 @@ from modelfleet.sim.apiserver.admission import name_required
 from modelfleet.sim.apiserver.field_management import Scope
 from modelfleet.sim.apiserver.listing import ObjectList
 from modelfleet.sim.apiserver.object_table import ObjectTable, PatchType, now_rfc3339
+from modelfleet.sim.apiserver.pod_logs import PodLogBook
 from modelfleet.sim.apiserver.registry import ResourceRegistry, ResourceType
 from modelfleet.sim.apiserver.selectors import (
     FieldSelector,
@@ -81,6 +82,8 @@ class ClusterStore(ObjectTable):
         self.rng = random.Random()
         self.default_field_manager = default_field_manager
         self.writes = 0
+        # Container log lines: written by the kubelet and the engines, read by ``pods/log``.
+        self.pod_logs = PodLogBook()
         for ns in namespaces:
             writes.create(
                 self,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from modelfleet.sim.apiserver.registry import ResourceType
 from modelfleet.sim.apiserver.status_errors import ApiError
 from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.controllers.events import EventRecorder
 from modelfleet.sim.controllers.object_helpers import CONTROLLER_MANAGER, LWS_NAME
 from modelfleet.sim.faults import FaultConfig
 
@@ -66,6 +67,7 @@ class ClusterContext:
     def __init__(self, store: ClusterStore, faults: Callable[[], FaultConfig]) -> None:
         self.store = store
         self.faults = faults
+        self.events = EventRecorder(store)
         self.queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self.changed = asyncio.Event()

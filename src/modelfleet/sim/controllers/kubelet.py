@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelfleet.sim.apiserver.object_table import now_rfc3339
-from modelfleet.sim.controllers import workload_faults
+from modelfleet.sim.controllers import engine_logs, workload_faults
 from modelfleet.sim.controllers.context import ClusterContext, PodAction, meta_of
+from modelfleet.sim.controllers.events import EventType
 from modelfleet.sim.controllers.pod_status import (
     crash_loop_status,
     ready_status,
@@ -86,6 +87,10 @@ class StartupPolicy:
         return max(matched) if matched else self.fallback_seconds
 
 
+def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("spec") or {}).get("containers") or [])
+
+
 class Kubelet:
     """Pod start-up, readiness and crash loops on one simulated cluster."""
 
@@ -102,6 +107,21 @@ class Kubelet:
         stuck = workload_faults.never_ready(ctx.faults(), ctx.workload_of(pod))
         status = {**starting_status(pod, node, now_rfc3339(), pulling_forever=stuck), **extra}
         await self._write(pod, status)
+        for container in _containers(pod):
+            image = container.get("image", "")
+            await self._event(pod, container, "Normal", "Pulling", f'Pulling image "{image}"')
+            if stuck:
+                await self._event(
+                    pod,
+                    container,
+                    "Warning",
+                    "Failed",
+                    f'Failed to pull image "{image}": rpc error: code = NotFound '
+                    f"desc = failed to pull and unpack image: not found",
+                )
+                await self._event(
+                    pod, container, "Normal", "BackOff", f'Back-off pulling image "{image}"'
+                )
         if not stuck:
             ctx.set_timer(pod, self._startup_seconds(pod), "ready", settling=True)
 
@@ -135,6 +155,24 @@ class Kubelet:
             backoff = workload_faults.restart_backoff(first, restarts)
             await self._crash(pod, restarts=restarts, backoff=backoff)
 
+    async def _event(
+        self,
+        pod: Mapping[str, Any],
+        container: Mapping[str, Any],
+        event_type: EventType,
+        reason: str,
+        message: str,
+    ) -> None:
+        await self._ctx.events.record(
+            pod,
+            event_type,
+            reason,
+            message,
+            component=KUBELET,
+            host=str((pod.get("spec") or {}).get("nodeName") or ""),
+            field_path=f"spec.containers{{{container.get('name', '')}}}",
+        )
+
     async def _write(self, pod: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         meta = meta_of(pod)
         await self._ctx.store.patch_status(
@@ -151,6 +189,16 @@ class Kubelet:
         n = self._ip_counter
         pod_ip = f"{self._pod_prefix}.{(n // 250) % 250}.{n % 250 + 2}"
         await self._write(pod, ready_status(pod, pod_ip, now_rfc3339()))
+        for container in _containers(pod):
+            image, cname = container.get("image", ""), container.get("name", "")
+            await self._event(
+                pod, container, "Normal", "Pulled", f'Successfully pulled image "{image}"'
+            )
+            await self._event(pod, container, "Normal", "Created", f"Created container: {cname}")
+            await self._event(pod, container, "Normal", "Started", f"Started container {cname}")
+        for container in _containers(pod):
+            lines = engine_logs.startup_lines(container, pod_ip)
+            self._ctx.store.pod_logs.append(pod, str(container.get("name", "")), lines)
         ctx = self._ctx
         delay = workload_faults.crash_delay(ctx.faults(), ctx.workload_of(pod))
         if delay is not None:
@@ -161,4 +209,28 @@ class Kubelet:
         if status is None:
             return
         await self._write(pod, status)
+        containers = _containers(pod)
+        if containers:
+            crashed = containers[0]
+            meta = meta_of(pod)
+            if restarts == 1 and crashed.get("readinessProbe"):
+                await self._event(
+                    pod,
+                    crashed,
+                    "Warning",
+                    "Unhealthy",
+                    "Readiness probe failed: connection refused",
+                )
+            await self._event(
+                pod,
+                crashed,
+                "Warning",
+                "BackOff",
+                f"Back-off restarting failed container {crashed.get('name')} in pod "
+                f"{meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})",
+            )
+            book = self._ctx.store.pod_logs
+            cname = str(crashed.get("name", ""))
+            book.append(pod, cname, engine_logs.crash_lines(crashed, restarts))
+            book.restart(pod, cname)
         self._ctx.set_timer(pod, backoff, "restart", settling=False)

@@ -182,6 +182,9 @@ class Scheduler:
             namespace=meta.get("namespace"),
             field_manager=SCHEDULER,
         )
+        await self._ctx.events.record(
+            pod, "Warning", "FailedScheduling", message, component=SCHEDULER
+        )
 
     async def _bind(
         self,
@@ -250,6 +253,13 @@ class Scheduler:
             {"spec": {"nodeName": node.name}},
             namespace=namespace,
             field_manager=SCHEDULER,
+        )
+        await self._ctx.events.record(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {namespace}/{name} to {node.name}",
+            component=SCHEDULER,
         )
         extra = {"resourceClaimStatuses": claim_statuses} if claim_statuses else {}
         await self._kubelet.pod_bound(pod, node.name, extra)
