@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver import openapi, status_errors
 from modelfleet.sim.apiserver.request_info import RequestInfo
 from modelfleet.sim.apiserver.responses import json_response
 from modelfleet.sim.apiserver.status_errors import ApiError
@@ -33,6 +33,8 @@ def serve_discovery(
     kind = info.discovery
     if info.unknown:
         raise no_resource()
+    if kind == "openapi":
+        return _openapi(request, cluster, info.name or "", kubernetes_version)
     if kind == "health":
         return web.Response(text="ok", content_type="text/plain")
     if kind == "root":
@@ -78,6 +80,29 @@ def serve_discovery(
             "resources": resources,
         }
     )
+
+
+def _openapi(
+    request: web.Request, cluster: SimCluster, path: str, kube_version: str
+) -> web.StreamResponse:
+    registry = cluster.store.registry
+    if "protobuf" in request.headers.get("Accept", "") and "json" not in request.headers.get(
+        "Accept", ""
+    ):
+        raise ApiError(406, "NotAcceptable", "only application/json is served")
+    if path == "v2":
+        return json_response(openapi.v2_document(registry, kube_version))
+    if path == "v3":
+        return json_response(openapi.v3_root(registry, f"/clusters/{cluster.name}", kube_version))
+    segs = path.split("/")
+    doc = None
+    if len(segs) == 3 and segs[:2] == ["v3", "api"]:
+        doc = openapi.v3_document(registry, "", segs[2], kube_version)
+    elif len(segs) == 4 and segs[:2] == ["v3", "apis"]:
+        doc = openapi.v3_document(registry, segs[2], segs[3], kube_version)
+    if doc is None:
+        raise no_resource()
+    return json_response(doc)
 
 
 def _version(v: str) -> dict[str, str]:

@@ -303,7 +303,15 @@ def builtin_types() -> list[ResourceType]:
             verbs=("create",),
         ),
         # events.k8s.io: the same Events as core/v1 seen through the newer API
-        _rt("events.k8s.io", "v1", "events", "Event", short=["ev"]),
+        ResourceType(
+            group="events.k8s.io",
+            version="v1",
+            plural="events",
+            kind="Event",
+            namespaced=True,
+            short_names=("ev",),
+            verbs=("get", "list"),
+        ),
         _rt(
             "apps",
             "v1",

@@ -20,7 +20,9 @@ __all__ = ["RequestInfo", "manager_from_user_agent", "parse_request", "request_i
 class RequestInfo:
     cluster: str
     verb: str
-    discovery: str = ""  # "version", "api", "apis", "group", "groupversion", "root", "health"
+    # "version", "api", "apis", "group", "groupversion", "root", "health", "openapi" (the
+    # document's path after /openapi/ in ``name``)
+    discovery: str = ""
     group: str = ""
     version: str = ""
     plural: str = ""
@@ -45,6 +47,8 @@ def parse_request(
     head = segs[0]
     if head == "version" and len(segs) == 1:
         return RequestInfo(cluster, "discovery", discovery="version")
+    if head == "openapi":
+        return RequestInfo(cluster, "discovery", discovery="openapi", name="/".join(segs[1:]))
     if head in ("healthz", "livez", "readyz"):
         return RequestInfo(cluster, "discovery", discovery="health")
     if head == "api":

@@ -19,6 +19,7 @@ from multidict import MultiMapping
 from modelfleet.sim.apiserver import deletion, server_side_apply, status_errors, writes
 from modelfleet.sim.apiserver.access_review import REVIEW_KEY, answer_review
 from modelfleet.sim.apiserver.discovery import no_resource
+from modelfleet.sim.apiserver.events_view import EVENTS_V1_KEY, to_events_v1
 from modelfleet.sim.apiserver.object_table import PatchType
 from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch
 from modelfleet.sim.apiserver.pod_logs import serve_pod_log
@@ -67,6 +68,15 @@ async def serve_resource(
         raise no_resource()
     query = request.query
     method = request.method
+    if rt.key == EVENTS_V1_KEY:
+        # One storage, two APIs: reads of events.k8s.io/v1 are views of the core/v1 Events.
+        if method != "GET" or info.verb == "watch":
+            raise status_errors.method_not_allowed(method, request.path)
+        core = store.resource_type("v1", "Event")
+        if info.name is None:
+            return _list(store, core, info, query, table=_table_request(request), view=rt)
+        event = to_events_v1(store.get_object(core, info.namespace, info.name))
+        return json_response(event)
     if info.name is None:
         if method == "GET":
             if info.verb == "watch":
@@ -200,6 +210,7 @@ def _list(
     query: Mapping[str, str],
     *,
     table: bool = False,
+    view: ResourceType | None = None,
 ) -> web.StreamResponse:
     limit_raw = query.get("limit")
     try:
@@ -219,14 +230,17 @@ def _list(
         meta["continue"] = result.continue_token
     if result.remaining is not None:
         meta["remainingItemCount"] = result.remaining
+    items = list(result.items)
+    if view is not None:
+        rt, items = view, [to_events_v1(e) for e in items]
     if table:
-        return json_response(_table(rt, list(result.items), meta, query))
+        return json_response(_table(rt, items, meta, query))
     return json_response(
         {
             "kind": rt.list_kind,
             "apiVersion": rt.api_version,
             "metadata": meta,
-            "items": result.items,
+            "items": items,
         }
     )
 

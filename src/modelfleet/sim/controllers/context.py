@@ -6,9 +6,10 @@ Development/test emulator only: product code never imports ``modelfleet.sim``. T
 :class:`~modelfleet.sim.apiserver.store.ClusterStore` in process, on its event loop, and the
 loop's timers; no files, no network.
 
-A key is a tuple whose first element names the work: ``("deployment", ns, name)``, ``("lws", ns,
-name)``, ``("schedule",)``, ``("tick", ns, name, uid, action)``, ``("gateway"|"route"|"pool", ns,
-name)``. :class:`~.controller_manager.WorkloadSimulator` routes each to its controller.
+A key is a tuple whose first element names the work: ``("deployment", ns, name)``,
+``("replicaset", ns, name)``, ``("lws", ns, name)``, ``("schedule",)``, ``("tick", ns, name, uid,
+action)``, ``("gateway"|"route"|"pool", ns, name)``.
+:class:`~.controller_manager.WorkloadSimulator` routes each to its controller.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = ["API", "ClusterContext", "Key", "PodAction", "meta_of"]
 # The kinds the controllers read and write, by short name.
 API = {
     "deployment": ("apps/v1", "Deployment"),
+    "replicaset": ("apps/v1", "ReplicaSet"),
     "lws": ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
     "pod": ("v1", "Pod"),
     "node": ("v1", "Node"),
@@ -150,6 +152,21 @@ class ClusterContext:
         for ref in meta.get("ownerReferences") or []:
             if ref.get("kind") == "Deployment" and ref.get("controller"):
                 return ("deployment", ns, str(ref.get("name")))
+            if ref.get("kind") == "ReplicaSet" and ref.get("controller"):
+                # A Deployment's pod belongs to the Deployment (for faults and start-up times).
+                rs = self.peek("replicaset", ns, str(ref.get("name")))
+                for rs_ref in meta_of(rs or {}).get("ownerReferences") or []:
+                    if rs_ref.get("kind") == "Deployment" and rs_ref.get("controller"):
+                        return ("deployment", ns, str(rs_ref.get("name")))
+                return ("replicaset", ns, str(ref.get("name")))
+        return None
+
+    def replicaset_of(self, pod: Mapping[str, Any]) -> Key | None:
+        """The key of the ReplicaSet controlling ``pod``, if one does."""
+        meta = meta_of(pod)
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "ReplicaSet" and ref.get("controller"):
+                return ("replicaset", str(meta.get("namespace", "")), str(ref.get("name")))
         return None
 
     def workload_of(self, pod: Mapping[str, Any]) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from modelfleet.sim.controllers.deployment_controller import DeploymentControlle
 from modelfleet.sim.controllers.gateway_controller import GatewayController
 from modelfleet.sim.controllers.kubelet import Kubelet, StartupPolicy
 from modelfleet.sim.controllers.leaderworkerset_controller import LeaderWorkerSetController
+from modelfleet.sim.controllers.replicaset_controller import ReplicaSetController
 from modelfleet.sim.controllers.scheduler import Scheduler
 from modelfleet.sim.faults import FaultConfig
 
@@ -57,6 +58,7 @@ class WorkloadSimulator:
         self.kubelet = Kubelet(self._ctx, self.startup, pod_cidr_prefix)
         self.scheduler = Scheduler(self._ctx, self.kubelet)
         self.deployments = DeploymentController(self._ctx)
+        self.replica_sets = ReplicaSetController(self._ctx)
         self.leader_worker_sets = LeaderWorkerSetController(self._ctx)
         self.gateways = GatewayController(self._ctx, gateway_address)
         self._busy = False
@@ -70,7 +72,7 @@ class WorkloadSimulator:
     async def start(self) -> None:
         """Adopt what the store already holds, then follow its changes."""
         self.scheduler.rebuild_ledger()
-        for kind in ("deployment", "lws", "gateway", "pool", "route"):
+        for kind in ("deployment", "replicaset", "lws", "gateway", "pool", "route"):
             for obj in await self.store.list(*API[kind]):
                 meta = meta_of(obj)
                 self._ctx.enqueue((kind, str(meta.get("namespace", "")), str(meta.get("name"))))
@@ -155,6 +157,11 @@ class WorkloadSimulator:
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         if kind == "Deployment":
             enqueue(("deployment", ns, name))
+        elif kind == "ReplicaSet":
+            enqueue(("replicaset", ns, name))
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("kind") == "Deployment" and ref.get("controller"):
+                    enqueue(("deployment", ns, str(ref.get("name"))))
         elif kind == "LeaderWorkerSet":
             enqueue(("lws", ns, name))
         elif kind == "Pod":
@@ -187,6 +194,9 @@ class WorkloadSimulator:
         pod = event.object
         uid = str(meta_of(pod).get("uid", ""))
         owner = ctx.owner_key(pod)
+        replica_set = ctx.replicaset_of(pod)
+        if replica_set is not None:
+            ctx.enqueue(replica_set)
         if event.type == "DELETED":
             ctx.forget_pod(uid)
             if self.scheduler.pod_gone(uid):
@@ -206,6 +216,8 @@ class WorkloadSimulator:
             await self.scheduler.schedule()
         elif what == "deployment":
             await self.deployments.reconcile(key[1], key[2])
+        elif what == "replicaset":
+            await self.replica_sets.reconcile(key[1], key[2])
         elif what == "lws":
             await self.leader_worker_sets.reconcile(key[1], key[2])
         elif what == "tick":

@@ -1,100 +1,159 @@
-"""The Deployment controller of a simulated cluster: creates a Deployment's pods from its
-template, rolls them when the template changes, scales, and reports the Deployment's status.
+"""The Deployment controller of a simulated cluster: one ReplicaSet per pod-template hash
+(``<deployment>-<hash>``, owned by the Deployment), scaled to the desired count; a template change
+surges a full new ReplicaSet and scales the old ones to zero once the new one's pods are all
+ready; old ReplicaSets beyond ``revisionHistoryLimit`` are deleted. Reports the Deployment's
+status from the pods of its ReplicaSets and records ``ScalingReplicaSet`` events.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Writes through the
-cluster's store (:class:`~.context.ClusterContext`); :func:`pod_for_deployment` and
-:func:`deployment_status` are pure.
+cluster's store (:class:`~.context.ClusterContext`); :func:`replicaset_for_deployment` and
+:func:`deployment_status` are pure. The pods themselves are the ReplicaSet controller's
+(:mod:`.replicaset_controller`).
 
-Simplification (deliberate, so nobody mistakes it for Kubernetes behaviour): the Deployment owns
-its pods directly, with no ReplicaSets; a template change surges a full new set of pods (labelled
-with the new ``pod-template-hash``) and deletes the old ones once the new ones are all ready.
-Pod CPU/memory requests are not accounted. A ReplicaSet controller would go in
-``replicaset_controller.py`` beside this one: this controller would then create one ReplicaSet per
-template hash and scale it (the ``rs_name`` its conditions already name), and the pod creation,
-ranking and deletion below would move there.
+Simplification (deliberate, so nobody mistakes it for Kubernetes behaviour): the surge is the
+whole new set at once rather than maxSurge at a time; pod CPU/memory requests are not accounted.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from modelfleet.sim.apiserver.object_table import now_rfc3339
-from modelfleet.sim.apiserver.selectors import label_selector_from_object
 from modelfleet.sim.controllers.context import ClusterContext, meta_of
 from modelfleet.sim.controllers.object_helpers import (
     CONTROLLER_MANAGER,
     POD_TEMPLATE_HASH,
     condition,
     merge_conditions,
-    pod_from_template,
+    owner_reference,
     pod_is_ready,
     stable_digest,
 )
+from modelfleet.sim.controllers.replicaset_controller import owned_pods
 
-__all__ = ["DeploymentController", "deployment_status", "pod_for_deployment"]
+__all__ = ["DeploymentController", "deployment_status", "replicaset_for_deployment"]
+
+_REVISION = "deployment.kubernetes.io/revision"
+DEPLOYMENT_CONTROLLER = "deployment-controller"
 
 
 class DeploymentController:
     def __init__(self, ctx: ClusterContext) -> None:
         self._ctx = ctx
 
-    def _owned_pods(self, namespace: str, selector: Any, uid: str) -> list[dict[str, Any]]:
+    def _owned_sets(self, dep: Mapping[str, Any]) -> list[dict[str, Any]]:
+        meta = meta_of(dep)
+        uid = meta.get("uid")
+        rt = self._ctx.rt("replicaset")
         return [
-            p
-            for p in self._ctx.pods(namespace, selector)
-            if any(r.get("uid") == uid for r in meta_of(p).get("ownerReferences") or [])
-            and not meta_of(p).get("deletionTimestamp")
+            rs
+            for rs in self._ctx.store.list_objects(rt, namespace=str(meta.get("namespace"))).items
+            if any(r.get("uid") == uid for r in meta_of(rs).get("ownerReferences") or [])
+            and not meta_of(rs).get("deletionTimestamp")
         ]
+
+    async def _scale(self, dep: Mapping[str, Any], rs: Mapping[str, Any], replicas: int) -> None:
+        old = int((rs.get("spec") or {}).get("replicas", 0))
+        if old == replicas:
+            return
+        meta = meta_of(rs)
+        await self._ctx.store.patch(
+            "apps/v1",
+            "ReplicaSet",
+            str(meta["name"]),
+            {"spec": {"replicas": replicas}},
+            namespace=meta.get("namespace"),
+            field_manager=CONTROLLER_MANAGER,
+        )
+        verb = "up" if replicas > old else "down"
+        await self._ctx.events.record(
+            dep,
+            "Normal",
+            "ScalingReplicaSet",
+            f"Scaled {verb} replica set {meta['name']} from {old} to {replicas}",
+            component=DEPLOYMENT_CONTROLLER,
+        )
 
     async def reconcile(self, namespace: str, name: str) -> None:
         ctx = self._ctx
         dep = ctx.peek("deployment", namespace, name)
         if dep is None or meta_of(dep).get("deletionTimestamp"):
-            return  # owner-reference garbage collection removes the pods
-        uid = meta_of(dep)["uid"]
+            return  # owner-reference garbage collection removes the ReplicaSets and pods
         spec = dep.get("spec") or {}
         desired = int(spec.get("replicas", 1))
         current_hash = stable_digest(spec.get("template") or {})
-        selector = label_selector_from_object(spec.get("selector"))
-        pods = self._owned_pods(namespace, selector, uid)
-        current = [
-            p for p in pods if meta_of(p).get("labels", {}).get(POD_TEMPLATE_HASH) == current_hash
-        ]
-        old = [p for p in pods if p not in current]
-        for _ in range(desired - len(current)):
-            await ctx.store.create(
-                pod_for_deployment(dep, current_hash), field_manager=CONTROLLER_MANAGER
+        sets = self._owned_sets(dep)
+        current = next(
+            (
+                rs
+                for rs in sets
+                if (meta_of(rs).get("labels") or {}).get(POD_TEMPLATE_HASH) == current_hash
+            ),
+            None,
+        )
+        old = [rs for rs in sets if rs is not current]
+        if current is None:
+            revision = 1 + max(
+                (int((meta_of(rs).get("annotations") or {}).get(_REVISION, 0)) for rs in sets),
+                default=0,
             )
-        if len(current) > desired:
-            # As the ReplicaSet controller ranks them: unbound, then not ready, then the newest
-            # go first, since they cost least to lose. (Sorts are stable: newest-first survives.)
-            newest_first = sorted(current, key=ctx.arrival_of, reverse=True)
-            victims = sorted(
-                newest_first,
-                key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), pod_is_ready(p)),
+            current = await ctx.store.create(
+                replicaset_for_deployment(dep, current_hash, revision, replicas=0),
+                field_manager=CONTROLLER_MANAGER,
             )
-            for pod in victims[: len(current) - desired]:
-                await ctx.delete_pod(pod)
-        ready_current = sum(1 for p in current if pod_is_ready(p))
-        if old and (desired == 0 or ready_current >= desired):
-            for pod in old:
-                await ctx.delete_pod(pod)
+        await self._scale(dep, current, desired)
+        ready_current = sum(1 for p in owned_pods(ctx, current) if pod_is_ready(p))
+        if desired == 0 or ready_current >= desired:
+            for rs in old:
+                await self._scale(dep, rs, 0)
+        limit = int(spec.get("revisionHistoryLimit", 10))
+        retired = [rs for rs in old if not (rs.get("spec") or {}).get("replicas")]
+        retired.sort(key=lambda rs: int((meta_of(rs).get("annotations") or {}).get(_REVISION, 0)))
+        for rs in retired[: max(0, len(retired) - limit)]:
+            await ctx.store.delete(
+                "apps/v1", "ReplicaSet", str(meta_of(rs)["name"]), namespace=namespace
+            )
         dep = ctx.peek("deployment", namespace, name)
         if dep is None:
             return
-        pods = self._owned_pods(namespace, selector, uid)
+        pods = [p for rs in self._owned_sets(dep) for p in owned_pods(ctx, rs)]
         await ctx.write_status(
             "deployment", dep, deployment_status(dep, pods, current_hash, now_rfc3339())
         )
 
 
-def pod_for_deployment(deployment: Mapping[str, Any], hash_: str) -> dict[str, Any]:
-    """A new pod of ``deployment`` (named by the store from ``generateName``)."""
-    template = (deployment.get("spec") or {}).get("template") or {}
-    pod = pod_from_template(template, deployment, {POD_TEMPLATE_HASH: hash_})
-    pod["metadata"]["generateName"] = f"{deployment['metadata']['name']}-{hash_}-"
-    return pod
+def replicaset_for_deployment(
+    deployment: Mapping[str, Any], hash_: str, revision: int, *, replicas: int
+) -> dict[str, Any]:
+    """The ReplicaSet of ``deployment``'s template with hash ``hash_``."""
+    meta = deployment["metadata"]
+    spec = deployment.get("spec") or {}
+    template = copy.deepcopy(dict(spec.get("template") or {}))
+    tmeta = template.setdefault("metadata", {})
+    tmeta["labels"] = {**(tmeta.get("labels") or {}), POD_TEMPLATE_HASH: hash_}
+    selector = copy.deepcopy(dict(spec.get("selector") or {}))
+    selector["matchLabels"] = {**(selector.get("matchLabels") or {}), POD_TEMPLATE_HASH: hash_}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{meta['name']}-{hash_}",
+            "namespace": meta.get("namespace", "default"),
+            "labels": dict(tmeta["labels"]),
+            "annotations": {
+                _REVISION: str(revision),
+                "deployment.kubernetes.io/desired-replicas": str(spec.get("replicas", 1)),
+            },
+            "ownerReferences": [owner_reference(deployment)],
+        },
+        "spec": {
+            "replicas": replicas,
+            "minReadySeconds": int(spec.get("minReadySeconds", 0)),
+            "selector": selector,
+            "template": template,
+        },
+    }
 
 
 def _int_or_percent(value: Any, total: int, *, round_up: bool) -> int:
