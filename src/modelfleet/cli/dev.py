@@ -25,6 +25,7 @@ from modelfleet.cli.apply import apply_all
 from modelfleet.cli.extras import require_temporal_cli, sim_extra
 from modelfleet.cli.inspect import watch_rollout
 from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, print_manifest_errors
+from modelfleet.cli.sim import STATE_FILE, write_state
 from modelfleet.worker.devserver import DevServerError
 
 if TYPE_CHECKING:
@@ -107,10 +108,20 @@ def dev(
         async with dev_environment(
             state_dir, paths, port=port, ui_port=ui_port, startup_seconds=startup_seconds
         ) as env:
-            _banner(env)
-            console.print("Ready. Try: modelfleet apply -f examples/quickstart/qwen3-8b.yaml")
-            await stop.wait()
-            console.print("stopping...")
+            # The fleet's state file, so `modelfleet sim faults CLUSTER` finds this fleet.
+            sim_state = state_dir / "sim" / STATE_FILE
+            write_state(env.fleet, sim_state)
+            try:
+                _banner(env)
+                console.print(
+                    "Ready. Try: modelfleet apply -f examples/quickstart/qwen3-8b.yaml\n"
+                    "Inject faults: modelfleet sim faults CLUSTER --state-dir "
+                    f"{state_dir / 'sim'} --error-rate 0.2"
+                )
+                await stop.wait()
+                console.print("stopping...")
+            finally:
+                sim_state.unlink(missing_ok=True)
         return EXIT_OK
 
     raise typer.Exit(_run(go))

@@ -4,8 +4,10 @@
 repository's ``examples/quickstart``), writes one kubeconfig per cluster to
 ``<state dir>/kubeconfigs/<cluster>.yaml`` (default state dir: ``.modelfleet/sim``) and a state
 file ``<state dir>/sim.json`` naming the emulator's URL, then serves until SIGINT/SIGTERM.
-``sim faults CLUSTER`` reads that state file and PATCHes the cluster's faults through the
-emulator's admin endpoint.
+``modelfleet dev`` writes the same state file for its fleet (``<dev state dir>/sim/sim.json``).
+``sim faults CLUSTER`` reads that state file (``--state-dir``, or by default the first of
+``.modelfleet/sim`` and ``.modelfleet/dev/sim`` holding one) and PATCHes the cluster's faults
+through the emulator's admin endpoint.
 
 This is development tooling: it may start the simulator (``modelfleet.sim``), write under the
 state directory and talk to the emulator's loopback admin endpoint with the standard library. It
@@ -23,7 +25,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -41,10 +43,15 @@ from modelfleet.cli.output import (
     print_manifest_errors,
 )
 
-__all__ = ["STATE_FILE", "sim_app"]
+if TYPE_CHECKING:
+    from modelfleet.sim.simulated_fleet import SimulatedFleet
+
+__all__ = ["STATE_FILE", "sim_app", "write_state"]
 
 STATE_FILE = "sim.json"
 DEFAULT_STATE_DIR = Path(".modelfleet/sim")
+# Where `sim faults` looks without --state-dir: `sim up`'s default, then `modelfleet dev`'s fleet.
+DEFAULT_STATE_DIRS = (DEFAULT_STATE_DIR, Path(".modelfleet/dev/sim"))
 # The repository's quickstart, found from this file (src/modelfleet/cli/sim.py) or the cwd.
 _REPO_QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart"
 _CWD_QUICKSTART = Path("examples/quickstart")
@@ -136,11 +143,6 @@ async def _serve(
             table.add_column(header)
         # Paths must stay copyable, so they wrap instead of being truncated with an ellipsis.
         table.add_column("KUBECONFIG", overflow="fold")
-        state: dict[str, Any] = {
-            "pid": os.getpid(),
-            "base_url": sim.base_url,
-            "clusters": {},
-        }
         for cluster in sim.clusters.values():
             first = True
             for pool in cluster.pools or ():
@@ -154,13 +156,7 @@ async def _serve(
                     str(cluster.kubeconfig) if first else "",
                 )
                 first = False
-            state["clusters"][cluster.name] = {
-                "server": cluster.server,
-                "kubeconfig": str(cluster.kubeconfig.resolve()),
-                "admin": sim.admin_url(cluster.name),
-            }
-        state_path.parent.mkdir(parents=True, exist_ok=True)
-        state_path.write_text(json.dumps(state, indent=2) + "\n")
+        write_state(sim, state_path)
         console.print(table)
         console.print(f"Kubeconfigs: {sim.kubeconfig_dir}  State: {state_path}")
         # Scripts (and tests) wait for this exact line.
@@ -174,6 +170,34 @@ async def _serve(
             state_path.unlink()
     console.print("stopped")
     return EXIT_OK
+
+
+def write_state(sim: SimulatedFleet, state_path: Path) -> None:
+    """Write the state file naming ``sim``'s URL, clusters, kubeconfigs and admin endpoints
+    (``sim faults`` reads it); the caller removes it when the fleet stops."""
+    state: dict[str, Any] = {"pid": os.getpid(), "base_url": sim.base_url, "clusters": {}}
+    for cluster in sim.clusters.values():
+        state["clusters"][cluster.name] = {
+            "server": cluster.server,
+            "kubeconfig": str(cluster.kubeconfig.resolve()),
+            "admin": sim.admin_url(cluster.name),
+        }
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    state_path.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def _find_state_dir(state_dir: Path | None) -> Path:
+    if state_dir is not None:
+        return state_dir
+    for candidate in DEFAULT_STATE_DIRS:
+        if (candidate / STATE_FILE).is_file():
+            return candidate
+    err_console.print(
+        "[red]error[/]: no simulated fleet is running (no "
+        + " or ".join(str(d / STATE_FILE) for d in DEFAULT_STATE_DIRS)
+        + "); start one with `modelfleet sim up` or `modelfleet dev`, or pass --state-dir"
+    )
+    raise typer.Exit(EXIT_FAILED)
 
 
 def _read_state(state_dir: Path) -> dict[str, Any]:
@@ -213,7 +237,7 @@ def _admin(method: str, url: str, body: dict[str, Any] | None = None) -> dict[st
         reason = getattr(exc, "reason", exc)
         err_console.print(
             f"[red]error[/]: cannot reach the simulated fleet at {url} ({reason}); "
-            "is `modelfleet sim up` still running?"
+            "is `modelfleet sim up` (or `modelfleet dev`) still running?"
         )
         raise typer.Exit(EXIT_FAILED) from None
     return result if isinstance(result, dict) else {}
@@ -264,10 +288,25 @@ def faults(
     reset: Annotated[
         bool, typer.Option("--reset", help="Clear every fault before applying the options.")
     ] = False,
-    state_dir: StateDirOption = DEFAULT_STATE_DIR,
+    deny_access: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--deny-access",
+            help='"VERB RESOURCE" glob that access reviews (kubectl auth can-i) deny, e.g. '
+            '"delete pods". Repeatable; replaces the current list.',
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="The fleet's state directory (default: .modelfleet/sim, then "
+            "modelfleet dev's .modelfleet/dev/sim).",
+        ),
+    ] = None,
 ) -> None:
     """Change (or, with no options, show) the faults of one simulated cluster."""
-    state = _read_state(state_dir)
+    state = _read_state(_find_state_dir(state_dir))
     url = f"{state['base_url']}/_admin/clusters/{cluster}/faults"
     changes: dict[str, Any] = {}
     if error_rate is not None:
@@ -284,6 +323,8 @@ def faults(
         changes["never_ready"] = list(never_ready)
     if crash_after_ready is not None:
         changes["crash_after_ready_seconds"] = crash_after_ready
+    if deny_access is not None:
+        changes["deny_access"] = list(deny_access)
     if reset:
         config = _admin("PUT", url, changes)
     elif changes:
