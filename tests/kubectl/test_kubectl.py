@@ -8,17 +8,22 @@ timeout, and waits are kubectl's own (`wait`, `rollout status`), never sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cli.main import app
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 
@@ -308,3 +313,62 @@ def test_auth_can_i_allows_unless_a_fault_denies(
         assert kubectl.run("auth", "can-i", "get", "pods").stdout.strip() == "yes"
     finally:
         fleet.call(fleet.target.update_faults, CLUSTER, {"deny_access": []})
+
+
+def test_strict_field_validation_refuses_unknown_fields(kubectl: Kubectl) -> None:
+    typo = WEB.replace("replicas: 2", "replicass: 2").replace("name: web\n", "name: typo\n", 1)
+    refused = kubectl.run("apply", "-f", "-", stdin=typo, check=False)
+    assert refused.returncode == 1
+    assert 'strict decoding error: unknown field "spec.replicass"' in refused.stderr
+    assert kubectl.run("get", "deployment", "typo", check=False).returncode == 1
+    warned = kubectl.run("apply", "--validate=warn", "-f", "-", stdin=typo)
+    assert 'Warning: unknown field "spec.replicass"' in warned.stderr
+    assert (
+        'unknown field \\"spec.replicass\\"' in warned.stderr or "spec.replicass" in warned.stderr
+    )
+
+
+def test_rendered_manifests_apply_plain_then_unchanged(kubectl: Kubectl) -> None:
+    rendered = CliRunner().invoke(app, ["render", "-f", str(QUICKSTART)])
+    assert rendered.exit_code == 0, rendered.output
+    first = kubectl.out("apply", "-f", "-", stdin=rendered.output)
+    kinds = {line.split("/", 1)[0] for line in first.splitlines()}
+    assert {
+        "deployment.apps",
+        "inferencepool.inference.networking.k8s.io",
+        "httproute.gateway.networking.k8s.io",
+        "resourceclaimtemplate.resource.k8s.io",
+    } <= kinds
+    second = kubectl.out("apply", "-f", "-", stdin=rendered.output)
+    # Server defaults (strategy, probe thresholds, port protocols) must not make a re-apply
+    # look like a change: lists merge by their keys, as against a real server.
+    changed = [
+        line
+        for line in second.splitlines()
+        if not line.endswith("unchanged") and not line.startswith("namespace/")
+    ]
+    assert changed == []
+
+
+def test_watch_frames_are_tables(kubectl: Kubectl, fleet: LoopThread[SimulatedFleet]) -> None:
+    kubectl.out("create", "configmap", "watched", "--from-literal=a=1")
+    rv = kubectl.out("get", "configmap", "watched", "-o", "jsonpath={.metadata.resourceVersion}")
+    kubectl.out("label", "configmap", "watched", "seen=yes")
+    url = f"{fleet.target.server.cluster_url(CLUSTER)}/api/v1/namespaces/default/configmaps"
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    params = {
+        "watch": "1",
+        "resourceVersion": rv,
+        "fieldSelector": "metadata.name=watched",
+        "timeoutSeconds": "5",
+    }
+    request = urllib.request.Request(
+        f"{url}?{urllib.parse.urlencode(params)}", headers={"Accept": accept}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        line = response.readline()
+    frame = json.loads(line)
+    assert frame["type"] == "MODIFIED"
+    assert frame["object"]["kind"] == "Table"
+    assert frame["object"]["rows"][0]["cells"][0] == "watched"
+    assert frame["object"]["rows"][0]["object"]["metadata"]["labels"] == {"seen": "yes"}

@@ -23,7 +23,7 @@ from typing import Any
 from modelfleet.sim.apiserver.openapi_schemas import CORE_SCHEMAS, OBJECT_META, crd_schemas
 from modelfleet.sim.apiserver.registry import ResourceRegistry, ResourceType
 
-__all__ = ["definition_name", "v2_document", "v3_document", "v3_root"]
+__all__ = ["definition_name", "kind_schema", "v2_document", "v3_document", "v3_root"]
 
 _K8S_SUFFIX = ".k8s.io"
 _PATCH_TYPES = (
@@ -50,7 +50,7 @@ def _gvk(rt: ResourceType) -> dict[str, str]:
     return {"group": rt.group, "version": rt.version, "kind": rt.kind}
 
 
-def _schema(rt: ResourceType) -> dict[str, Any]:
+def kind_schema(rt: ResourceType) -> dict[str, Any]:
     name = definition_name(rt)
     base = CORE_SCHEMAS.get(name) or crd_schemas().get((rt.api_version, rt.kind))
     if base is None:
@@ -64,6 +64,9 @@ def _schema(rt: ResourceType) -> dict[str, Any]:
                 "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             },
+            # Kinds without a kept schema (Role: rules, RoleBinding: roleRef ...) keep their
+            # other top-level fields unchecked.
+            "x-kubernetes-preserve-unknown-fields": True,
         }
     return {**base, "x-kubernetes-group-version-kind": [_gvk(rt)]}
 
@@ -72,7 +75,7 @@ def _definitions(types: list[ResourceType]) -> dict[str, Any]:
     """The shared schemas (ObjectMeta, PodSpec ...) and one definition per served kind."""
     defs: dict[str, Any] = dict(CORE_SCHEMAS)
     for rt in types:
-        defs[definition_name(rt)] = _schema(rt)
+        defs[definition_name(rt)] = kind_schema(rt)
     return defs
 
 

@@ -44,6 +44,22 @@ def _arr(description: str, items: Mapping[str, Any], **extra: Any) -> dict[str, 
     return {"type": "array", "description": description, "items": dict(items), **extra}
 
 
+def _keyed(
+    description: str, items: Mapping[str, Any], key: str, strategy: str = "merge"
+) -> dict[str, Any]:
+    """A list merged by ``key`` under strategic merge patch (kubectl reads these extensions)."""
+    return _arr(
+        description,
+        items,
+        **{
+            "x-kubernetes-patch-merge-key": key,
+            "x-kubernetes-patch-strategy": strategy,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": [key],
+        },
+    )
+
+
 def _map(description: str) -> dict[str, Any]:
     return {
         "type": "object",
@@ -88,8 +104,12 @@ CORE_SCHEMAS: dict[str, dict[str, Any]] = {
             "labels": _map("Map of string keys and values to organize and categorize objects."),
             "annotations": _map("Unstructured key value map set by external tools."),
             "finalizers": _arr("Must be empty before the object is deleted.", {"type": "string"}),
-            "ownerReferences": _arr("Objects depended on by this object.", {"type": "object"}),
+            "ownerReferences": _keyed(
+                "Objects depended on by this object.", {"type": "object"}, "uid"
+            ),
             "managedFields": _arr("Which manager owns which fields.", {"type": "object"}),
+            "selfLink": _s("Deprecated; not set by the server."),
+            "deletionGracePeriodSeconds": _s("Seconds allowed for graceful deletion.", "integer"),
         },
     ),
     _SELECTOR: _obj(
@@ -131,12 +151,14 @@ CORE_SCHEMAS: dict[str, dict[str, Any]] = {
             "image": _s("Container image name."),
             "command": _arr("Entrypoint array.", {"type": "string"}),
             "args": _arr("Arguments to the entrypoint.", {"type": "string"}),
-            "env": _arr(
-                "List of environment variables to set in the container.", {"type": "object"}
+            "env": _keyed("Environment variables of the container.", {"type": "object"}, "name"),
+            "ports": _keyed(
+                "Ports to expose from the container.", {"type": "object"}, "containerPort"
             ),
-            "ports": _arr("List of ports to expose from the container.", {"type": "object"}),
             "resources": _open("Compute resources required by this container."),
-            "volumeMounts": _arr("Pod volumes to mount into the container.", {"type": "object"}),
+            "volumeMounts": _keyed(
+                "Pod volumes to mount into the container.", {"type": "object"}, "mountPath"
+            ),
             "livenessProbe": _ref(f"{_CORE}.Probe", "Periodic probe of container liveness."),
             "readinessProbe": _ref(f"{_CORE}.Probe", "Periodic probe of container readiness."),
             "startupProbe": _ref(f"{_CORE}.Probe", "Startup probe of the container."),
@@ -150,18 +172,28 @@ CORE_SCHEMAS: dict[str, dict[str, Any]] = {
     f"{_CORE}.PodSpec": _obj(
         "PodSpec is a description of a pod.",
         {
-            "containers": _arr(
-                "List of containers belonging to the pod.", _ref(f"{_CORE}.Container")
+            "containers": _keyed(
+                "List of containers belonging to the pod.", _ref(f"{_CORE}.Container"), "name"
             ),
-            "initContainers": _arr("Initialization containers.", _ref(f"{_CORE}.Container")),
+            "initContainers": _keyed(
+                "Initialization containers.", _ref(f"{_CORE}.Container"), "name"
+            ),
             "nodeName": _s("A request to schedule this pod onto a specific node."),
             "nodeSelector": _map("Labels a node must have to fit this pod."),
             "tolerations": _arr("The pod's tolerations.", {"type": "object"}),
             "affinity": _open("The pod's scheduling constraints."),
-            "volumes": _arr(
-                "List of volumes that can be mounted by containers.", {"type": "object"}
+            "volumes": _keyed(
+                "Volumes that can be mounted by containers.",
+                {"type": "object"},
+                "name",
+                "merge,retainKeys",
             ),
-            "resourceClaims": _arr("ResourceClaims (DRA) the pod needs.", {"type": "object"}),
+            "resourceClaims": _keyed(
+                "ResourceClaims (DRA) the pod needs.",
+                {"type": "object"},
+                "name",
+                "merge,retainKeys",
+            ),
             "restartPolicy": _s("Restart policy for all containers. Defaults to Always."),
             "terminationGracePeriodSeconds": _s(
                 "Seconds the pod needs to terminate gracefully. Defaults to 30.", "integer"
@@ -255,10 +287,14 @@ CORE_SCHEMAS: dict[str, dict[str, Any]] = {
                 {
                     "type": _s("ClusterIP (default), NodePort, LoadBalancer, ExternalName."),
                     "selector": _map("Route service traffic to pods with these labels."),
-                    "ports": _arr("The list of ports exposed by this service.", {"type": "object"}),
+                    "ports": _keyed(
+                        "The ports exposed by this service.", {"type": "object"}, "port"
+                    ),
                     "clusterIP": _s("The IP address of the service."),
                     "publishNotReadyAddresses": _s("Publish pods that are not ready.", "boolean"),
                 },
+                # Only the fields modelfleet renders are described; the rest is not checked.
+                **{"x-kubernetes-preserve-unknown-fields": True},
             ),
             "status": _open("Most recently observed status of the service."),
         },
@@ -299,6 +335,7 @@ CORE_SCHEMAS: dict[str, dict[str, Any]] = {
             "count": _s("The number of times this event has occurred.", "integer"),
             "source": _open("The component reporting this event."),
         },
+        **{"x-kubernetes-preserve-unknown-fields": True},
     ),
 }
 

@@ -20,6 +20,7 @@ from modelfleet.sim.apiserver import deletion, server_side_apply, status_errors,
 from modelfleet.sim.apiserver.access_review import REVIEW_KEY, answer_review
 from modelfleet.sim.apiserver.discovery import no_resource
 from modelfleet.sim.apiserver.events_view import EVENTS_V1_KEY, to_events_v1
+from modelfleet.sim.apiserver.field_validation import check_fields
 from modelfleet.sim.apiserver.object_table import PatchType
 from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch
 from modelfleet.sim.apiserver.pod_logs import serve_pod_log
@@ -86,6 +87,7 @@ async def serve_resource(
             if rt.namespaced and info.namespace is None:
                 raise status_errors.method_not_allowed(method, request.path)
             body = await _read_body(request, allow_yaml=True)
+            warned = _field_validation(rt, body, query, info)
             if rt.key == REVIEW_KEY:
                 return json_response(
                     answer_review(_expect_object(body), cluster.faults.config), status=201
@@ -98,7 +100,7 @@ async def serve_resource(
                 field_manager=_field_manager(request),
                 dry_run=_dry_run(query),
             )
-            return json_response(obj, status=201)
+            return json_response(obj, status=201, headers=warned)
         if method == "DELETE":
             options = await _delete_options(request)
             deleted = deletion.delete_collection(
@@ -132,6 +134,7 @@ async def serve_resource(
         return json_response(obj)
     if method == "PUT":
         body = _expect_object(await _read_body(request, allow_yaml=True))
+        warned = _field_validation(rt, body, query, info)
         obj = writes.update(
             store,
             rt,
@@ -142,7 +145,7 @@ async def serve_resource(
             subresource=info.subresource,
             dry_run=_dry_run(query),
         )
-        return json_response(obj)
+        return json_response(obj, headers=warned)
     if method == "PATCH":
         return await _patch(request, store, rt, info)
     if method == "DELETE":
@@ -261,6 +264,7 @@ async def _patch(
                 "type is application/apply-patch+yaml"
             )
         body = _expect_object(await _read_body(request, allow_yaml=True, force_yaml=True))
+        warned = _field_validation(rt, body, query, info)
         obj, created = server_side_apply.apply_to_store(
             store,
             rt,
@@ -272,13 +276,14 @@ async def _patch(
             subresource=info.subresource,
             dry_run=_dry_run(query),
         )
-        return json_response(obj, status=201 if created else 200)
+        return json_response(obj, status=201 if created else 200, headers=warned)
     patch_type = _PATCH_TYPES.get(ctype)
     if patch_type is None:
         raise status_errors.unsupported_media_type(ctype)
     if patch_type == "strategic" and not rt.strategic_merge_allowed:
         raise status_errors.unsupported_media_type(ctype)
     body = await _read_body(request, allow_yaml=False)
+    warned = _field_validation(rt, body, query, info) if patch_type != "json" else {}
     obj = writes.patch(
         store,
         rt,
@@ -290,7 +295,17 @@ async def _patch(
         subresource=info.subresource,
         dry_run=_dry_run(query),
     )
-    return json_response(obj)
+    return json_response(obj, headers=warned)
+
+
+def _field_validation(
+    rt: ResourceType, body: Any, query: Mapping[str, str], info: RequestInfo
+) -> dict[str, str]:
+    """``fieldValidation`` on a main-resource write: 400 (Strict) or a Warning header (Warn)."""
+    if info.subresource or rt.key == REVIEW_KEY:
+        return {}
+    warning = check_fields(rt, body, query.get("fieldValidation"))
+    return {"Warning": '299 - "' + warning.replace('"', '\\"') + '"'} if warning else {}
 
 
 async def _scale(

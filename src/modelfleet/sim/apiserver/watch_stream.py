@@ -26,6 +26,7 @@ from modelfleet.sim.apiserver.selectors import (
     parse_label_selector,
 )
 from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.tables import object_table, wants_table
 from modelfleet.sim.apiserver.watch import WatchEvent
 
 if TYPE_CHECKING:
@@ -62,6 +63,28 @@ async def serve_watch(
     bookmarks = truthy(query.get("allowWatchBookmarks"))
     send_initial = truthy(query.get("sendInitialEvents"))
     rv = query.get("resourceVersion")
+    # `kubectl get -w` asks for Tables: each frame's object is then a one-row Table.
+    table = wants_table(request.headers.get("Accept", ""))
+    include = query.get("includeObject") or "Metadata"
+
+    def encode(ev: WatchEvent, etype: str) -> bytes:
+        if not table:
+            return ev.encode(etype)
+        rv_now = str((ev.object.get("metadata") or {}).get("resourceVersion", ""))
+        obj = object_table(
+            rt, [ev.object], list_meta={"resourceVersion": rv_now}, include_object=include
+        )
+        return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+    def bookmark(rv_now: str, *, initial_end: bool = False) -> bytes:
+        if not table:
+            return _bookmark(rt, rv_now, initial_end=initial_end)
+        meta: dict[str, Any] = {"resourceVersion": rv_now}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "rows": []}
+        return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
+
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:
@@ -84,9 +107,9 @@ async def serve_watch(
         for ev in initial:
             etype = _translate(ev, lsel, fsel)
             if etype is not None:
-                chunk += ev.encode(etype)
+                chunk += encode(ev, etype)
         if send_initial and bookmarks:
-            chunk += _bookmark(rt, store.resource_version, initial_end=True)
+            chunk += bookmark(store.resource_version, initial_end=True)
         if chunk:
             await response.write(bytes(chunk))
         loop = asyncio.get_running_loop()
@@ -104,7 +127,7 @@ async def serve_watch(
                 if bookmarks and loop.time() >= next_bookmark:
                     if not await cluster.faults.dark_gate(request):
                         break
-                    await response.write(_bookmark(rt, store.resource_version))
+                    await response.write(bookmark(store.resource_version))
                     next_bookmark = loop.time() + interval
                 continue
             if event is None:
@@ -115,7 +138,7 @@ async def serve_watch(
             while event is not None:
                 etype = _translate(event, lsel, fsel)
                 if etype is not None:
-                    chunk += event.encode(etype)
+                    chunk += encode(event, etype)
                 event = sub.get_nowait()
             if chunk:
                 await response.write(bytes(chunk))
