@@ -372,3 +372,48 @@ def test_watch_frames_are_tables(kubectl: Kubectl, fleet: LoopThread[SimulatedFl
     assert frame["object"]["kind"] == "Table"
     assert frame["object"]["rows"][0]["cells"][0] == "watched"
     assert frame["object"]["rows"][0]["object"]["metadata"]["labels"] == {"seen": "yes"}
+
+
+def test_crash_loop_shows_in_get_describe_and_logs(
+    kubectl: Kubectl, fleet: LoopThread[SimulatedFleet]
+) -> None:
+    fleet.call(
+        fleet.target.update_faults,
+        CLUSTER,
+        {"crash_after_ready_seconds": 0.1, "crash_after_ready": ["crashy"]},
+    )
+    try:
+        manifest = WEB.replace("name: web\n", "name: crashy\n", 1).replace(
+            "app: web", "app: crashy"
+        )
+        kubectl.out("apply", "-f", "-", stdin=manifest.replace("IMAGE", "vllm/vllm-openai:v1"))
+        kubectl.out(
+            "wait",
+            "--for=jsonpath={.status.containerStatuses[0].restartCount}=1",
+            "pod",
+            "-l",
+            "app=crashy",
+            "--timeout=30s",
+        )
+        pods = _rows(kubectl.out("get", "pods", "-l", "app=crashy"))
+        assert len(pods) == 3
+        for pod in pods[1:]:
+            assert pod[1:3] == ["0/1", "CrashLoopBackOff"]
+            assert pod[3] == "1"
+            assert pod[4].startswith("(")  # "1 (3s ago)": when it last restarted
+            assert pod[5] == "ago)"
+        name = pods[1][0]
+        described = kubectl.out("describe", "pod", name)
+        assert "Back-off restarting failed container web" in described
+        assert "Readiness probe failed" in described
+        assert "engine core died unexpectedly" in kubectl.out("logs", name)
+        previous = kubectl.out("logs", name, "--previous")
+        assert "Application startup complete." in previous
+        assert "engine core died unexpectedly" in previous
+    finally:
+        fleet.call(
+            fleet.target.update_faults,
+            CLUSTER,
+            {"crash_after_ready_seconds": None, "crash_after_ready": ["*"]},
+        )
+        kubectl.run("delete", "deployment", "crashy", "--wait=false", check=False)

@@ -14,8 +14,10 @@ import pytest
 from modelfleet.sim.apiserver.access_review import answer_review
 from modelfleet.sim.apiserver.api_defaults import default_object
 from modelfleet.sim.apiserver.events_view import to_events_v1
+from modelfleet.sim.apiserver.field_validation import check_fields, unknown_fields
 from modelfleet.sim.apiserver.openapi import definition_name, v3_document, v3_root
 from modelfleet.sim.apiserver.openapi_schemas import crd_schema_from_file, crd_schemas
+from modelfleet.sim.apiserver.pod_logs import PodLogBook
 from modelfleet.sim.apiserver.protobuf import decode_object
 from modelfleet.sim.apiserver.registry import ResourceRegistry
 from modelfleet.sim.apiserver.status_errors import ApiError
@@ -363,3 +365,54 @@ def test_vllm_startup_lines_name_model_and_address() -> None:
     assert any("Qwen/Qwen3-8B" in line for line in lines)
     assert "http://10.0.0.9:8000" in lines[-2]
     assert lines[-1] == "INFO Application startup complete."
+
+
+# -- field validation and pod logs -----------------------------------------------------------
+
+
+def test_unknown_fields_where_schemas_are_complete() -> None:
+    dep = _rt("apps/v1", "Deployment")
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "labelz": {}},
+        "spec": {
+            "replicass": 1,
+            "template": {"spec": {"containers": [{"name": "c", "anything": 1}]}},
+            "$setElementOrder/x": [],
+        },
+    }
+    # PodSpec and Container are described only in part, so they are not checked.
+    assert unknown_fields(dep, body) == ["metadata.labelz", "spec.replicass"]
+    lws = _rt("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+    assert unknown_fields(lws, {"spec": {"leaderWorkerTemplate": {"sise": 2}}}) == [
+        "spec.leaderWorkerTemplate.sise"
+    ]
+    role = _rt("rbac.authorization.k8s.io/v1", "Role")
+    assert unknown_fields(role, {"rules": []}) == []
+    assert check_fields(dep, body, None) is None
+    assert check_fields(dep, body, "Ignore") is None
+    warning = check_fields(dep, body, "Warn")
+    assert warning is not None
+    assert 'unknown field "spec.replicass"' in warning
+    with pytest.raises(ApiError) as strict:
+        check_fields(dep, body, "Strict")
+    assert strict.value.code == 400
+
+
+def test_pod_log_book_keeps_runs_per_pod_uid() -> None:
+    book = PodLogBook()
+    pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u1"}}
+    book.append(pod, "c", ["one", "two"])
+    book.terminated(pod, "c")
+    book.new_run(pod, "c")
+    book.append(pod, "c", ["three"])
+    assert [line for _, line in book.lines("ns", "p", "c", "u1")] == ["three"]
+    assert [line for _, line in book.lines("ns", "p", "c", "u1", previous=True)] == [
+        "one",
+        "two",
+    ]
+    # A new pod with the same name starts a new log.
+    book.append({"metadata": {"namespace": "ns", "name": "p", "uid": "u2"}}, "c", ["fresh"])
+    assert book.lines("ns", "p", "c", "u1") == []
+    assert [line for _, line in book.lines("ns", "p", "c", "u2")] == ["fresh"]

@@ -61,14 +61,22 @@ class PodLogBook:
         self.changed.set()
         self.changed = asyncio.Event()
 
-    def restart(self, pod: Mapping[str, Any], container: str) -> None:
-        """The container restarted: its lines become the ``previous`` log."""
-        meta = pod.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")), container)
-        log = self._logs.get(key)
+    def terminated(self, pod: Mapping[str, Any], container: str) -> None:
+        """The container exited: its lines are also the ``previous`` (last terminated) log."""
+        log = self._log(pod, container)
         if log is not None:
             log.previous = list(log.lines)
+
+    def new_run(self, pod: Mapping[str, Any], container: str) -> None:
+        """The container started again: the current log starts empty."""
+        log = self._log(pod, container)
+        if log is not None:
             log.lines.clear()
+
+    def _log(self, pod: Mapping[str, Any], container: str) -> _ContainerLog | None:
+        meta = pod.get("metadata") or {}
+        log = self._logs.get((str(meta.get("namespace", "")), str(meta.get("name", "")), container))
+        return log if log is not None and log.uid == str(meta.get("uid", "")) else None
 
     def forget(self, namespace: str, name: str) -> None:
         for key in [k for k in self._logs if k[0] == namespace and k[1] == name]:

@@ -231,6 +231,11 @@ class Kubelet:
             )
             book = self._ctx.store.pod_logs
             cname = str(crashed.get("name", ""))
+            if restarts > 1:
+                # The restarted container ran again (start-up lines) before crashing again.
+                book.new_run(pod, cname)
+                pod_ip = str((pod.get("status") or {}).get("podIP") or "")
+                book.append(pod, cname, engine_logs.startup_lines(crashed, pod_ip))
             book.append(pod, cname, engine_logs.crash_lines(crashed, restarts))
-            book.restart(pod, cname)
+            book.terminated(pod, cname)
         self._ctx.set_timer(pod, backoff, "restart", settling=False)
