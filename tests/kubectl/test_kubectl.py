@@ -298,6 +298,21 @@ def test_create_sends_protobuf_and_works(kubectl: Kubectl) -> None:
         "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
     )
     assert image.split() == ["3", "nginx:1.27"]
+    kubectl.out("create", "service", "clusterip", "made", "-n", "made", "--tcp=80:8080")
+    svc = _rows(kubectl.out("get", "svc", "made", "-n", "made"))
+    assert svc[0][:5] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"]
+    assert svc[1][1] == "ClusterIP"
+    assert svc[1][2].startswith("10.96.")
+    assert svc[1][4] == "80/TCP"
+    kubectl.out("create", "role", "reader", "-n", "made", "--verb=get", "--resource=pods")
+    kubectl.out("create", "rolebinding", "reader", "-n", "made", "--role=reader", "--user=ann")
+    rules = kubectl.out("get", "role", "reader", "-n", "made", "-o", "jsonpath={.rules[0].verbs}")
+    assert json.loads(rules) == ["get"]
+    all_kinds = kubectl.out("get", "all", "-n", "made", "-o", "name").split()
+    assert "deployment.apps/made" in all_kinds
+    assert "service/made" in all_kinds
+    assert sum(name.startswith("replicaset.apps/made-") for name in all_kinds) == 1
+    assert sum(name.startswith("pod/made-") for name in all_kinds) == 3
 
 
 def test_auth_can_i_allows_unless_a_fault_denies(
@@ -417,3 +432,21 @@ def test_crash_loop_shows_in_get_describe_and_logs(
             {"crash_after_ready_seconds": None, "crash_after_ready": ["*"]},
         )
         kubectl.run("delete", "deployment", "crashy", "--wait=false", check=False)
+
+
+def test_logs_follow_streams_until_the_pod_goes(kubectl: Kubectl) -> None:
+    kubectl.out("run", "follow", "--image=vllm/vllm-openai:v1", "--restart=Never")
+    kubectl.out("wait", "--for=condition=Ready", "pod/follow", "--timeout=30s")
+    with subprocess.Popen(
+        [kubectl.binary, "logs", "-f", "follow"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=kubectl.env,
+    ) as follower:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()
+        assert first.startswith("INFO vLLM API server version")
+        kubectl.out("delete", "pod", "follow", "--wait=false")
+        rest = follower.stdout.read()  # ends when the server closes the stream
+        assert follower.wait(timeout=KUBECTL_TIMEOUT) == 0
+    assert rest.strip().endswith("INFO Application startup complete.")

@@ -2,8 +2,8 @@
 strategy, history and progress deadline; pod-spec defaults (restart policy, grace period, DNS
 policy, scheduler) wherever a pod spec sits (Pods, workload templates, LeaderWorkerSet leader and
 worker templates); container defaults (image pull policy, termination message, port protocol);
-probe thresholds; Service type and ports. Applied on every write, like the real defaulting, so
-an object reads back as it would from a real cluster.
+probe thresholds; Service type, cluster IP and ports. Applied on every write, like the real
+defaulting, so an object reads back as it would from a real cluster.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure: mutates the
 given dict in place; no I/O.
@@ -11,6 +11,7 @@ given dict in place; no I/O.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from modelfleet.sim.apiserver.registry import ResourceType
@@ -84,6 +85,14 @@ def _template_spec(template: dict[str, Any] | None) -> None:
         _pod_spec(_dict(template, "spec"))
 
 
+def _cluster_ip(obj: dict[str, Any]) -> str:
+    """A stable service IP from the object's namespace and name (the real allocator picks a
+    free one; this one is the same on every write, since defaults are applied on each)."""
+    meta = obj.get("metadata") or {}
+    digest = hashlib.sha256(f"{meta.get('namespace')}/{meta.get('name')}".encode()).digest()
+    return f"10.96.{digest[0]}.{digest[1] % 254 + 1}"
+
+
 def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
     """Fill the built-in defaults of ``obj`` (of type ``rt``) in place."""
     spec = _dict(obj, "spec")
@@ -112,6 +121,9 @@ def default_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             _template_spec(_dict(lwt, "workerTemplate"))
     elif key == "services":
         spec.setdefault("type", "ClusterIP")
+        if spec["type"] != "ExternalName" and "clusterIP" not in spec:
+            spec["clusterIP"] = _cluster_ip(obj)
+            spec["clusterIPs"] = [spec["clusterIP"]]
         spec.setdefault("sessionAffinity", "None")
         for port in spec.get("ports") or []:
             if isinstance(port, dict):

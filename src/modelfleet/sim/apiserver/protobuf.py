@@ -1,6 +1,7 @@
 """Kubernetes protobuf request bodies (``Content-Type: application/vnd.kubernetes.protobuf``) for
 the kinds kubectl's typed clients send that way: ``kubectl auth can-i`` (SelfSubjectAccessReview)
-and ``kubectl create namespace|configmap|secret|serviceaccount|deployment``. kubectl v1.32 does
+and ``kubectl create namespace|configmap|secret|serviceaccount|deployment|service|role|
+rolebinding``. kubectl v1.32 does
 not fall back to JSON when the server answers 415, so the emulator reads these bodies; answers
 stay JSON, which the same clients accept (they send ``Accept: ...protobuf,application/json``).
 
@@ -96,6 +97,45 @@ _MESSAGES: dict[str, dict[int, Field]] = {
         5: ("immutable", "*bool"),
     },
     "ServiceAccount": {1: ("metadata", "ObjectMeta")},
+    "Service": {1: ("metadata", "ObjectMeta"), 2: ("spec", "ServiceSpec")},
+    "ServiceSpec": {
+        1: ("ports", "ServicePort[]"),
+        2: ("selector", "map"),
+        3: ("clusterIP", "string"),
+        4: ("type", "string"),
+        5: ("externalIPs", "string[]"),
+        7: ("sessionAffinity", "string"),
+        10: ("externalName", "string"),
+        13: ("publishNotReadyAddresses", "bool"),
+    },
+    "ServicePort": {
+        1: ("name", "string"),
+        2: ("protocol", "string"),
+        3: ("port", "int"),
+        4: ("targetPort", "intorstr"),
+        5: ("nodePort", "int"),
+    },
+    # rbac.authorization.k8s.io/v1
+    "Role": {1: ("metadata", "ObjectMeta"), 2: ("rules", "PolicyRule[]")},
+    "PolicyRule": {
+        1: ("verbs", "string[]"),
+        2: ("apiGroups", "string[]"),
+        3: ("resources", "string[]"),
+        4: ("resourceNames", "string[]"),
+        5: ("nonResourceURLs", "string[]"),
+    },
+    "RoleBinding": {
+        1: ("metadata", "ObjectMeta"),
+        2: ("subjects", "Subject[]"),
+        3: ("roleRef", "RoleRef"),
+    },
+    "Subject": {
+        1: ("kind", "string"),
+        2: ("apiGroup", "string"),
+        3: ("name", "string"),
+        4: ("namespace", "string"),
+    },
+    "RoleRef": {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")},
     "PodTemplateSpec": {1: ("metadata", "ObjectMeta"), 2: ("spec", "PodSpec")},
     "PodSpec": {
         2: ("containers", "Container[]"),
@@ -152,6 +192,9 @@ _KINDS: dict[tuple[str, str], str] = {
     ("v1", "ConfigMap"): "ConfigMap",
     ("v1", "Secret"): "Secret",
     ("v1", "ServiceAccount"): "ServiceAccount",
+    ("v1", "Service"): "Service",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
     ("apps/v1", "Deployment"): "Deployment",
 }
 

@@ -186,6 +186,7 @@ def _rt(
     return_deleted: bool | None = None,
     keeps_status: bool = False,
     defaults: Iterable[tuple[str, Any]] = (),
+    categories: Iterable[str] = (),
 ) -> ResourceType:
     return ResourceType(
         group=group,
@@ -202,7 +203,12 @@ def _rt(
         return_deleted_object=(not builtin) if return_deleted is None else return_deleted,
         create_keeps_status=keeps_status,
         defaults=tuple(defaults),
+        categories=tuple(categories),
     )
+
+
+# `kubectl get all`: the kinds the real server puts in the "all" category.
+_ALL = ("all",)
 
 
 def _req(*paths: str) -> tuple[RequiredField, ...]:
@@ -243,10 +249,11 @@ def builtin_types() -> list[ResourceType]:
             "Pod",
             status=True,
             short=["po"],
+            categories=_ALL,
             required=_req("spec.containers"),
             return_deleted=True,
         ),
-        _rt("", "v1", "services", "Service", status=True, short=["svc"]),
+        _rt("", "v1", "services", "Service", status=True, short=["svc"], categories=_ALL),
         _rt("", "v1", "serviceaccounts", "ServiceAccount", short=["sa"]),
         _rt("", "v1", "configmaps", "ConfigMap", short=["cm"]),
         _rt("", "v1", "secrets", "Secret"),
@@ -269,6 +276,7 @@ def builtin_types() -> list[ResourceType]:
             status=True,
             scale=True,
             short=["deploy"],
+            categories=_ALL,
             required=(RequiredField("spec.selector"), *_POD_TEMPLATE_REQUIRED),
             scale_selector_path="spec.selector",
             defaults=[("spec.replicas", 1)],
@@ -281,6 +289,7 @@ def builtin_types() -> list[ResourceType]:
             status=True,
             scale=True,
             short=["sts"],
+            categories=_ALL,
             required=(RequiredField("spec.selector"), *_POD_TEMPLATE_REQUIRED),
             scale_selector_path="spec.selector",
             defaults=[("spec.replicas", 1)],
@@ -320,6 +329,7 @@ def builtin_types() -> list[ResourceType]:
             status=True,
             scale=True,
             short=["rs"],
+            categories=_ALL,
             required=(RequiredField("spec.selector"), *_POD_TEMPLATE_REQUIRED),
             scale_selector_path="spec.selector",
             defaults=[("spec.replicas", 1)],
