@@ -220,6 +220,15 @@ def test_apply_wait_rs_pods_describe_logs_and_events(kubectl: Kubectl) -> None:
     assert sets[rs_name] == "0"
     assert sorted(sets.values()) == ["0", "2"]
 
+    # Undo goes back to the first ReplicaSet (same template hash), which becomes revision 3.
+    kubectl.out("rollout", "undo", "deployment/web")
+    kubectl.out("rollout", "status", "deployment/web", "--timeout=30s")
+    sets = {row[0]: row[1] for row in _rows(kubectl.out("get", "rs", "-l", "app=web"))[1:]}
+    assert len(sets) == 2
+    assert sets[rs_name] == "2"
+    history = _rows(kubectl.out("rollout", "history", "deployment/web"))
+    assert [row[0] for row in history[2:]] == ["2", "3"]
+
 
 def test_api_defaults_fill_rendered_fields(kubectl: Kubectl) -> None:
     kubectl.out("apply", "-f", "-", stdin=WEB.replace("IMAGE", "vllm/vllm-openai:v1"))

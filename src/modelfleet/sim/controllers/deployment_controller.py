@@ -32,7 +32,12 @@ from modelfleet.sim.controllers.object_helpers import (
 )
 from modelfleet.sim.controllers.replicaset_controller import owned_pods
 
-__all__ = ["DeploymentController", "deployment_status", "replicaset_for_deployment"]
+__all__ = [
+    "DeploymentController",
+    "deployment_status",
+    "replicaset_for_deployment",
+    "template_hash",
+]
 
 _REVISION = "deployment.kubernetes.io/revision"
 DEPLOYMENT_CONTROLLER = "deployment-controller"
@@ -82,7 +87,7 @@ class DeploymentController:
             return  # owner-reference garbage collection removes the ReplicaSets and pods
         spec = dep.get("spec") or {}
         desired = int(spec.get("replicas", 1))
-        current_hash = stable_digest(spec.get("template") or {})
+        current_hash = template_hash(spec.get("template") or {})
         sets = self._owned_sets(dep)
         current = next(
             (
@@ -93,13 +98,21 @@ class DeploymentController:
             None,
         )
         old = [rs for rs in sets if rs is not current]
+        newest = max((_revision(rs) for rs in sets), default=0)
         if current is None:
-            revision = 1 + max(
-                (int((meta_of(rs).get("annotations") or {}).get(_REVISION, 0)) for rs in sets),
-                default=0,
-            )
             current = await ctx.store.create(
-                replicaset_for_deployment(dep, current_hash, revision, replicas=0),
+                replicaset_for_deployment(dep, current_hash, newest + 1, replicas=0),
+                field_manager=CONTROLLER_MANAGER,
+            )
+        elif _revision(current) < newest:
+            # Back to an older template (`kubectl rollout undo`): its ReplicaSet is reused and
+            # becomes the newest revision, as the real controller does.
+            current = await ctx.store.patch(
+                "apps/v1",
+                "ReplicaSet",
+                str(meta_of(current)["name"]),
+                {"metadata": {"annotations": {_REVISION: str(newest + 1)}}},
+                namespace=namespace,
                 field_manager=CONTROLLER_MANAGER,
             )
         await self._scale(dep, current, desired)
@@ -109,7 +122,7 @@ class DeploymentController:
                 await self._scale(dep, rs, 0)
         limit = int(spec.get("revisionHistoryLimit", 10))
         retired = [rs for rs in old if not (rs.get("spec") or {}).get("replicas")]
-        retired.sort(key=lambda rs: int((meta_of(rs).get("annotations") or {}).get(_REVISION, 0)))
+        retired.sort(key=_revision)
         for rs in retired[: max(0, len(retired) - limit)]:
             await ctx.store.delete(
                 "apps/v1", "ReplicaSet", str(meta_of(rs)["name"]), namespace=namespace
@@ -121,6 +134,31 @@ class DeploymentController:
         await ctx.write_status(
             "deployment", dep, deployment_status(dep, pods, current_hash, now_rfc3339())
         )
+
+
+def _revision(rs: Mapping[str, Any]) -> int:
+    raw = (meta_of(rs).get("annotations") or {}).get(_REVISION, 0)
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return 0
+
+
+def template_hash(template: Mapping[str, Any]) -> str:
+    """The pod-template hash of a Deployment's template, computed (like the real controller's)
+    without the ``pod-template-hash`` label and a null ``creationTimestamp``, so a template
+    copied back from a ReplicaSet (``kubectl rollout undo``) finds that ReplicaSet again."""
+    normal = copy.deepcopy(dict(template))
+    meta = normal.get("metadata")
+    if isinstance(meta, dict):
+        if meta.get("creationTimestamp") is None:
+            meta.pop("creationTimestamp", None)
+        labels = meta.get("labels")
+        if isinstance(labels, dict):
+            labels.pop(POD_TEMPLATE_HASH, None)
+        if not meta:
+            normal.pop("metadata")
+    return stable_digest(normal)
 
 
 def replicaset_for_deployment(
