@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
@@ -25,6 +26,7 @@ KINDS: dict[str, type[Resource]] = {
         ModelReplica,
         ModelEndpoint,
         ModelService,
+        ModelAutoscaler,
     )
 }
 
@@ -60,6 +62,11 @@ KIND_ALIASES: dict[str, str] = {
     "ms": "ModelService",
     "service": "ModelService",
     "services": "ModelService",
+    "modelautoscaler": "ModelAutoscaler",
+    "modelautoscalers": "ModelAutoscaler",
+    "ma": "ModelAutoscaler",
+    "autoscaler": "ModelAutoscaler",
+    "autoscalers": "ModelAutoscaler",
 }
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlparse
 
+from modelfleet.api.autoscalers import ModelAutoscaler, autoscaler_rules
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
 from modelfleet.api.deployments import (
@@ -67,6 +68,8 @@ def validate(resource: Resource) -> list[FieldError]:
         errors.extend(_model_endpoint(resource))
     elif isinstance(resource, ModelService):
         errors.extend(_model_service(resource))
+    elif isinstance(resource, ModelAutoscaler):
+        errors.extend(autoscaler_rules(resource))
     return errors
 
 
