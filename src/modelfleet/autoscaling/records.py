@@ -1,0 +1,92 @@
+"""What the autoscaling decision reads and returns: one observation of the target's load, the
+small history HPA keeps between decisions (recent recommendations and scale events), and the
+decision record the workflow keeps and the CLI shows. Pure pydantic models, no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from modelfleet.api.meta import Model
+
+
+class ReplicaLoad(Model):
+    """One replica of the target as the metrics reader saw it."""
+
+    name: str
+    # Only Ready replicas report load; the others count as HPA counts not-yet-ready pods.
+    ready: bool
+    # Metric name -> this replica's value; a metric absent here is missing for this replica.
+    values: dict[str, float] = Field(default_factory=dict)
+    # Why a Ready replica's metrics could not be read (kept for the decision's reason).
+    error: str = ""
+
+
+class Observation(Model):
+    """Everything one decision depends on, as read at ``at``."""
+
+    at: datetime
+    # The target's spec.replicas (HPA reads the scale subresource's spec, not its status).
+    current: int
+    replicas: list[ReplicaLoad] = Field(default_factory=list)
+    # Prometheus metric label -> the deployment's total load; None when the query failed.
+    totals: dict[str, float | None] = Field(default_factory=dict)
+    # Requests waiting at the gateway for the target's service: the scale-from-zero trigger.
+    # None when unknown (no gateway metric configured or readable).
+    waiting_at_gateway: float | None = None
+
+
+class Recommendation(Model):
+    at: datetime
+    replicas: int
+
+
+class ScaleEvent(Model):
+    at: datetime
+    # Replicas added (positive) or removed (negative) by one scale.
+    change: int
+
+
+class History(Model):
+    """HPA's per-autoscaler memory: recent recommendations (stabilisation) and recent scale
+    events (rate policies). Pruned to the longest window and period, so it stays small."""
+
+    recommendations: list[Recommendation] = Field(default_factory=list)
+    events: list[ScaleEvent] = Field(default_factory=list)
+
+
+class MetricReading(Model):
+    """One metric's part of a decision."""
+
+    metric: str
+    target: float
+    # The per-replica average (Engine) or the total (Prometheus) the proposal came from.
+    value: float | None = None
+    # Replicas this metric alone asks for; None when the metric could not be used.
+    proposal: int | None = None
+    note: str = ""
+
+
+class Decision(Model):
+    """One decision: its inputs, what the metrics asked for, what stabilisation and the rate
+    policies made of it, and why."""
+
+    at: datetime
+    current: int
+    ready: int = 0
+    metrics: list[MetricReading] = Field(default_factory=list)
+    # The largest metric proposal (HPA's per-metric max), before stabilisation.
+    recommended: int
+    # After the stabilisation windows.
+    desired: int
+    # After the rate policies and min/max: what the target is scaled to.
+    applied: int
+    reason: str
+    # Set by the workflow when the scale could not be applied as decided.
+    outcome: str = ""
+
+    @property
+    def scales(self) -> bool:
+        return self.applied != self.current
