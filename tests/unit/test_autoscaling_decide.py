@@ -424,3 +424,12 @@ def test_decision_records_inputs_and_reason() -> None:
     assert dumped["recommended"] == 8
     assert dumped["applied"] == 6  # max(2 + 4, 2 * 2) in one period
     assert "ScaleUpLimit" in dumped["reason"]
+
+
+def test_a_fleet_shortfall_stops_further_scale_up_but_not_scale_down() -> None:
+    short = once(spec(), obs(4, [400, 400], unready=0, scheduled=2))
+    assert short.recommended == 8
+    assert short.applied == 4
+    assert "FleetShortfall: only 2 of 4" in short.reason
+    down = once(spec(behavior=NO_WINDOWS), obs(4, [10, 10], scheduled=2))
+    assert down.applied == 1

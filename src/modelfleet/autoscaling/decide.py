@@ -21,7 +21,7 @@ from modelfleet.api.autoscalers import (
     default_scale_up,
     resolve,
 )
-from modelfleet.autoscaling.behavior import limit_rate, remember, stabilize
+from modelfleet.autoscaling.behavior import Limited, limit_rate, remember, stabilize
 from modelfleet.autoscaling.calculator import Tolerance, from_total, per_replica
 from modelfleet.autoscaling.records import (
     Decision,
@@ -133,6 +133,14 @@ def decide(
 
     desired = stabilize(history, obs.at, current, recommended, up, down)
     limited = limit_rate(history, obs.at, current, desired, minimum, maximum, up, down)
+    if obs.scheduled is not None and obs.scheduled < current and limited.replicas > current:
+        # The fleet has not placed what was already asked for: asking for more only queues
+        # more unplaceable replicas. The shortfall is reported; the next decision looks again.
+        limited = Limited(
+            current,
+            f"FleetShortfall: only {obs.scheduled} of {current} replicas are placed; "
+            "not asking for more",
+        )
     winner = max(usable, key=lambda r: r.proposal if r.proposal is not None else -1)
     parts = [f"{winner.metric} asks for {recommended} ({winner.note})"]
     if desired != recommended:

@@ -33,6 +33,8 @@ class Observation(Model):
     replicas: list[ReplicaLoad] = Field(default_factory=list)
     # Prometheus metric label -> the deployment's total load; None when the query failed.
     totals: dict[str, float | None] = Field(default_factory=dict)
+    # Replicas the fleet placed; fewer than ``current`` is a capacity shortfall. None: unknown.
+    scheduled: int | None = None
     # Requests waiting at the gateway for the target's service: the scale-from-zero trigger.
     # None when unknown (no gateway metric configured or readable).
     waiting_at_gateway: float | None = None
@@ -90,3 +92,22 @@ class Decision(Model):
     @property
     def scales(self) -> bool:
         return self.applied != self.current
+
+
+class AutoscalerStatus(Model):
+    """What the ModelAutoscaler workflow reports (its ``status`` query)."""
+
+    namespace: str
+    name: str
+    target: str
+    min_replicas: int
+    max_replicas: int
+    generation: int
+    # The target's spec.replicas as last read, and what the autoscaler last set it to.
+    current: int | None = None
+    last_applied: int | None = None
+    # Why the last attempt to decide did not produce a decision ("" when it did).
+    problem: str = ""
+    last_decision: Decision | None = None
+    decisions_kept: int = 0
+    deleting: bool = False

@@ -17,9 +17,11 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
+from modelfleet.activities.autoscaler import AutoscalerActivities
 from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet import FleetActivities
 from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.workflows.autoscaler import AutoscalerWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
@@ -29,6 +31,7 @@ from modelfleet.workflows.replica import ReplicaWorkflow
 log = logging.getLogger(__name__)
 
 WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+WORKFLOWS.append(AutoscalerWorkflow)
 
 
 async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
@@ -53,6 +56,7 @@ def build_worker(
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = FleetActivities(client)
+    scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -67,6 +71,7 @@ def build_worker(
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
+            *(scaler.target, scaler.read_metrics, scaler.scale),
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
