@@ -5,13 +5,16 @@ about what the autoscaler did to the deployment and what its decision log says.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import matplotlib.image
 import pytest
 import pytest_asyncio
 from temporalio import activity
@@ -19,6 +22,7 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
+from typer.testing import CliRunner
 
 from modelfleet.activities.autoscaler_contracts import (
     AUTOSCALER_READ_METRICS,
@@ -34,6 +38,9 @@ from modelfleet.activities.autoscaler_contracts import (
 )
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision, ReplicaLoad
+from modelfleet.cli import output
+from modelfleet.cli.autoscaler import fetch, plot_history
+from modelfleet.cli.main import app
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 WAITING = "vllm:num_requests_waiting"
@@ -111,6 +118,7 @@ class Running:
     env: WorkflowEnvironment
     fake: FakeDeployment
     handle: WorkflowHandle[Any, Any]
+    name: str
 
     async def advance(self, seconds: float) -> None:
         await self.env.sleep(timedelta(seconds=seconds))
@@ -146,19 +154,28 @@ async def start(
         workers.append(worker)
         await worker.__aenter__()
         ma = spec or manifest()
+        # A unique name per test on the shared server; the workflow ID is the real one.
+        name = f"qwen-{uuid.uuid4().hex[:8]}"
+        ma.metadata.name = name
         handle = await time_skipping_env.client.start_workflow(
             AutoscalerWorkflow.run,
             AutoscalerInput(spec=ma, **extra),
-            id=f"{autoscaler_id('ml', 'qwen')}/{uuid.uuid4()}",
+            id=autoscaler_id("ml", name),
             task_queue=queue,
         )
         handles.append(handle)
-        return Running(time_skipping_env, fake, handle)
+        return Running(time_skipping_env, fake, handle, name)
 
     yield go
+    # Let in-flight activities finish first: the test server keeps time skipping locked for an
+    # activity whose workflow was terminated under it, which would stall every later test.
+    await time_skipping_env.sleep(timedelta(seconds=1))
     for handle in handles:
+        # By ID, not run: a run that continued as new must end too, or its timers would hold
+        # the shared server's time skipping hostage with no worker to answer them.
+        latest = time_skipping_env.client.get_workflow_handle(handle.id)
         with contextlib.suppress(RPCError):  # one that was deleted has already finished
-            await handle.terminate()
+            await latest.terminate()
     for worker in workers:
         await worker.__aexit__(None, None, None)
 
@@ -272,7 +289,9 @@ async def test_apply_changes_the_bounds_and_delete_ends_the_loop(start: Any) -> 
     fake = FakeDeployment(desired=2, total=1000)
     run = await start(fake)
     await run.advance(1)
-    status = await run.handle.execute_update(AutoscalerWorkflow.apply, manifest(maxReplicas=3))
+    changed = manifest(maxReplicas=3)
+    changed.metadata.name = run.name
+    status = await run.handle.execute_update(AutoscalerWorkflow.apply, changed)
     assert status.generation == 2
     await run.advance(1)
     # The first decision scaled to 6; the change wakes the loop and 6 is above the new max.
@@ -288,9 +307,50 @@ async def test_apply_changes_the_bounds_and_delete_ends_the_loop(start: Any) -> 
 
 async def test_apply_rejects_an_invalid_spec_with_its_field(start: Any) -> None:
     run = await start(FakeDeployment(desired=1, total=4))
+    await run.advance(1)
     invalid = manifest()
+    invalid.metadata.name = run.name
     invalid.spec.min_replicas = 7  # above maxReplicas 6: a cross-field rule
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await run.handle.execute_update(AutoscalerWorkflow.apply, invalid)
     assert "spec.minReplicas: must not exceed maxReplicas" in str(info.value.cause)
     assert (await run.status()).generation == 1
+
+
+async def test_history_cli_prints_the_log_and_plots_it(
+    start: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(output.console, "width", 250)  # one table row per line
+    fake = FakeDeployment(desired=1, total=20)
+    run = await start(fake)
+    await run.advance(60)
+    fake.total = 0
+    await run.advance(400)
+    status, decisions = await fetch(run.env.client, "ml", run.name, 100)
+    assert status.target == "qwen"
+    assert status.last_decision == decisions[-1]
+    assert [d.applied for d in decisions][:1] == [5]
+    assert decisions[-1].applied == 1
+    chart = plot_history(decisions, tmp_path / "direct.png", "test")
+    assert chart.read_bytes().startswith(b"\x89PNG")
+
+    # The command itself, against the same server (it runs its own event loop: a thread).
+    address = run.env.client.service_client.config.target_host
+    out = tmp_path / "out" / "history.png"
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        app,
+        ["autoscaler", "history", run.name, "-n", "ml", "--plot", str(out), "--address", address],
+    )
+    assert result.exit_code == 0, result.output
+    assert "vllm:num_requests_waiting" in result.output
+    assert "scale 1 -> 5" in result.output
+    assert f"chart written to {out}" in result.output
+    image = matplotlib.image.imread(out)
+    assert image.shape[:2] == (600, 1000)
+
+    missing = await asyncio.to_thread(
+        CliRunner().invoke, app, ["autoscaler", "history", "nope", "-n", "ml", "--address", address]
+    )
+    assert missing.exit_code != 0
+    assert "autoscaler ml/nope" in missing.output

@@ -9,11 +9,13 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdate
 from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.activities.contracts import TASK_QUEUE
+from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -38,7 +40,7 @@ from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
-ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
+ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2, "ModelAutoscaler": 3}
 
 
 async def apply_resource(client: Client, resource: Resource) -> str:
@@ -76,6 +78,8 @@ async def apply_resource(client: Client, resource: Resource) -> str:
             ),
         )
         return wid
+    if isinstance(resource, ModelAutoscaler):
+        return await apply_autoscaler(client, resource)
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 
