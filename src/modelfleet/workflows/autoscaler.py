@@ -99,6 +99,7 @@ class AutoscalerWorkflow:
         self._problem = ""
         self._deleting = False
         self._wake = False
+        self._phase = ""
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -309,6 +310,9 @@ class AutoscalerWorkflow:
     def _publish(self) -> None:
         last = self._decisions[-1] if self._decisions else None
         phase = "Deleting" if self._deleting else ("Degraded" if self._problem else "Active")
-        workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
+        if phase != self._phase:
+            # Only on change: an upsert is a history event, and this runs every interval.
+            self._phase = phase
+            workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         detail = self._problem or (last.reason if last else "no decision yet")
         workflow.set_current_details(f"**{phase}** · {self._current} replica(s)\n\n{detail}")
