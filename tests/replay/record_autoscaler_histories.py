@@ -46,6 +46,7 @@ from modelfleet.activities.autoscaler_contracts import (
 )
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import ReplicaLoad
+from modelfleet.cli.autoscaler import plot_history
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
@@ -99,7 +100,7 @@ class Deployment:
         return ScaleTargetResult(accepted=True, desired=self.desired)
 
 
-async def record() -> dict[str, WorkflowHistory]:
+async def record(plot: Path | None = None) -> dict[str, WorkflowHistory]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
         data_converter=pydantic_data_converter,
@@ -139,6 +140,9 @@ async def record() -> dict[str, WorkflowHistory]:
             latest = env.client.get_workflow_handle(wid)
             await latest.execute_update(AutoscalerWorkflow.apply, changed)
             await env.sleep(timedelta(seconds=30))
+            if plot is not None:
+                decisions = await latest.query(AutoscalerWorkflow.decisions, 200)
+                plot_history(decisions, plot, "ModelAutoscaler ml/qwen (recorded scenario)")
             await latest.execute_update(AutoscalerWorkflow.delete)
             await latest.result()
             last_run = (await latest.describe()).run_id
@@ -175,7 +179,9 @@ def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    write(asyncio.run(record()), parser.parse_args().out)
+    parser.add_argument("--plot", type=Path, help="also chart the decision log to this PNG")
+    args = parser.parse_args()
+    write(asyncio.run(record(args.plot)), args.out)
 
 
 if __name__ == "__main__":

@@ -92,8 +92,8 @@ def history_table(decisions: Sequence[Decision]) -> Table:
 
 
 def plot_history(decisions: Sequence[Decision], path: Path, title: str) -> Path:
-    """A PNG of each metric against its target (top) and of recommended, desired and applied
-    replicas (bottom) over the decisions' times."""
+    """A PNG of each metric against its target (top) and of the observed, recommended, desired
+    and applied replicas, with manual scales marked (bottom), over the decisions' times."""
     try:
         import matplotlib
 
@@ -113,19 +113,31 @@ def plot_history(decisions: Sequence[Decision], path: Path, title: str) -> Path:
             load_ax.axhline(target, color=line.get_color(), linestyle="--", linewidth=0.8)
     load_ax.set_ylabel("per-replica value (dashed: target)")
     if metrics:
-        load_ax.legend(loc="upper left", fontsize="small")
+        load_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     series: list[tuple[str, list[Any], str]] = [
+        ("observed", [d.current for d in decisions], "-."),
         ("recommended", [d.recommended for d in decisions], ":"),
         ("desired (stabilised)", [d.desired for d in decisions], "--"),
         ("applied", [d.applied for d in decisions], "-"),
     ]
     for label, values, style in series:
         replica_ax.step(times, values, where="post", linestyle=style, label=label)
+    overridden = [d for d in decisions if d.outcome.startswith("overridden")]
+    if overridden:
+        replica_ax.scatter(
+            [d.at for d in overridden],
+            [d.current for d in overridden],
+            marker="x",
+            color="red",
+            zorder=3,
+            label="manual scale (overridden)",
+        )
     replica_ax.set_ylabel("replicas")
     replica_ax.set_xlabel("time (UTC)")
-    replica_ax.legend(loc="upper left", fontsize="small")
+    replica_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     figure.suptitle(title)
     figure.autofmt_xdate()
+    figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)
