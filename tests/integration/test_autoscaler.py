@@ -82,6 +82,11 @@ async def test_autoscaler_drives_a_real_deployment(stack: Stack) -> None:
 
     later = await wait_for(two_reads, 30, "two decisions over two Ready replicas")
     assert all(d.applied == 2 for d in later)
+    names = {r.name for r in status.replicas}
+    for d in later:
+        # Each Ready replica was read by name: it either reported load or says why not.
+        assert set(d.errors) <= names
+        assert d.metrics[0].value is not None or set(d.errors) == names
 
     # A manual scale while attached is noticed and reported as overridden.
     await stack.client.get_workflow_handle(deployment_id(NS, "qwen")).execute_update(

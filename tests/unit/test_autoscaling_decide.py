@@ -433,3 +433,13 @@ def test_a_fleet_shortfall_stops_further_scale_up_but_not_scale_down() -> None:
     assert "FleetShortfall: only 2 of 4" in short.reason
     down = once(spec(behavior=NO_WINDOWS), obs(4, [10, 10], scheduled=2))
     assert down.applied == 1
+
+
+def test_decision_keeps_why_each_replica_could_not_be_read() -> None:
+    o = obs(3, [200, 200])
+    o.replicas.append(ReplicaLoad(name="r2", ready=True, error="GET x: HTTP 503 " + "y" * 500))
+    d = once(spec(), o)
+    assert d.applied == 4  # the silent replica counts as 0 on a scale-up
+    assert list(d.errors) == ["r2"]
+    assert d.errors["r2"].startswith("GET x: HTTP 503")
+    assert len(d.errors["r2"]) == 200

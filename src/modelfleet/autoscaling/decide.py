@@ -32,6 +32,8 @@ from modelfleet.autoscaling.records import (
 )
 
 GATEWAY_METRIC = "gateway:requests_waiting"
+# Per-replica error messages kept on a decision are cut to this length (the log stays small).
+ERROR_CHARS = 200
 
 
 def rules_of(spec: ModelAutoscalerSpec) -> tuple[ResolvedRules, ResolvedRules]:
@@ -84,6 +86,7 @@ def decide(
     """One decision and the history to carry into the next."""
     current, minimum, maximum = obs.current, spec.min_replicas, spec.max_replicas
     ready = sum(1 for r in obs.replicas if r.ready)
+    errors = {r.name: r.error[:ERROR_CHARS] for r in obs.replicas if r.ready and r.error}
 
     def fixed(applied: int, reason: str, readings: list[MetricReading] | None = None) -> Decision:
         return Decision(
@@ -91,6 +94,7 @@ def decide(
             current=current,
             ready=ready,
             metrics=readings or [],
+            errors=errors,
             recommended=applied,
             desired=applied,
             applied=applied,
@@ -160,6 +164,7 @@ def decide(
         current=current,
         ready=ready,
         metrics=readings,
+        errors=errors,
         recommended=recommended,
         desired=desired,
         applied=limited.replicas,

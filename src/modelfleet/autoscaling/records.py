@@ -79,6 +79,8 @@ class Decision(Model):
     current: int
     ready: int = 0
     metrics: list[MetricReading] = Field(default_factory=list)
+    # Why a Ready replica's load could not be read, per replica (messages cut short).
+    errors: dict[str, str] = Field(default_factory=dict)
     # The largest metric proposal (HPA's per-metric max), before stabilisation.
     recommended: int
     # After the stabilisation windows.
@@ -86,12 +88,8 @@ class Decision(Model):
     # After the rate policies and min/max: what the target is scaled to.
     applied: int
     reason: str
-    # Set by the workflow when the scale could not be applied as decided.
+    # Set by the workflow: what came of it (scaled, not applied and why, or overridden).
     outcome: str = ""
-
-    @property
-    def scales(self) -> bool:
-        return self.applied != self.current
 
 
 class AutoscalerStatus(Model):
