@@ -443,3 +443,11 @@ def test_decision_keeps_why_each_replica_could_not_be_read() -> None:
     assert list(d.errors) == ["r2"]
     assert d.errors["r2"].startswith("GET x: HTTP 503")
     assert len(d.errors["r2"]) == 200
+
+
+def test_records_from_a_newer_worker_are_read_with_unknown_fields_ignored() -> None:
+    d = once(spec(), obs(2, [400, 400]))
+    wire = d.model_dump(mode="json", by_alias=True)
+    wire["addedLater"] = {"x": 1}
+    wire["metrics"][0]["alsoNew"] = True
+    assert Decision.model_validate(wire) == d

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from modelfleet.api.meta import Model
 
 
-class ReplicaLoad(Model):
+class Record(Model):
+    """Base of these records: they cross workflow and activity boundaries and live in histories,
+    so unknown fields are ignored (an older worker reads what a newer one wrote)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ReplicaLoad(Record):
     """One replica of the target as the metrics reader saw it."""
 
     name: str
@@ -24,7 +31,7 @@ class ReplicaLoad(Model):
     error: str = ""
 
 
-class Observation(Model):
+class Observation(Record):
     """Everything one decision depends on, as read at ``at``."""
 
     at: datetime
@@ -40,18 +47,18 @@ class Observation(Model):
     waiting_at_gateway: float | None = None
 
 
-class Recommendation(Model):
+class Recommendation(Record):
     at: datetime
     replicas: int
 
 
-class ScaleEvent(Model):
+class ScaleEvent(Record):
     at: datetime
     # Replicas added (positive) or removed (negative) by one scale.
     change: int
 
 
-class History(Model):
+class History(Record):
     """HPA's per-autoscaler memory: recent recommendations (stabilisation) and recent scale
     events (rate policies). Pruned to the longest window and period, so it stays small."""
 
@@ -59,7 +66,7 @@ class History(Model):
     events: list[ScaleEvent] = Field(default_factory=list)
 
 
-class MetricReading(Model):
+class MetricReading(Record):
     """One metric's part of a decision."""
 
     metric: str
@@ -71,7 +78,7 @@ class MetricReading(Model):
     note: str = ""
 
 
-class Decision(Model):
+class Decision(Record):
     """One decision: its inputs, what the metrics asked for, what stabilisation and the rate
     policies made of it, and why."""
 
@@ -92,7 +99,7 @@ class Decision(Model):
     outcome: str = ""
 
 
-class AutoscalerStatus(Model):
+class AutoscalerStatus(Record):
     """What the ModelAutoscaler workflow reports (its ``status`` query)."""
 
     namespace: str
