@@ -76,6 +76,7 @@ class FakeDeployment:
     silent: set[str] = field(default_factory=set)
     scales: list[int] = field(default_factory=list)
     requests: set[str] = field(default_factory=set)
+    targets: list[str] = field(default_factory=list)
 
     def replicas(self) -> list[TargetReplica]:
         placed = min(self.desired, self.capacity)
@@ -83,7 +84,12 @@ class FakeDeployment:
 
     @activity.defn(name=AUTOSCALER_TARGET)
     async def target(self, request: TargetRequest) -> TargetState:
-        assert (request.namespace, request.name) == ("ml", "qwen")
+        assert request.namespace == "ml"
+        self.targets.append(request.name)
+        if request.name != "qwen":
+            # Another deployment, idle at 7 replicas.
+            replicas = [TargetReplica(name=f"o{i}", cluster="east", ready=True) for i in range(7)]
+            return TargetState(found=True, desired=7, scheduled=7, replicas=replicas)
         replicas = self.replicas()
         return TargetState(
             found=True, desired=self.desired, scheduled=len(replicas), replicas=replicas
@@ -105,6 +111,7 @@ class FakeDeployment:
 
     @activity.defn(name=AUTOSCALER_SCALE)
     async def scale(self, request: ScaleTargetRequest) -> ScaleTargetResult:
+        assert request.name == "qwen", "only qwen is ever scaled in these tests"
         # A retried request (same ID) must not count twice.
         if request.request_id not in self.requests:
             self.requests.add(request.request_id)
@@ -354,3 +361,20 @@ async def test_history_cli_prints_the_log_and_plots_it(
     )
     assert missing.exit_code != 0
     assert "autoscaler ml/nope" in missing.output
+
+
+async def test_a_new_target_starts_afresh_and_is_not_reported_as_overridden(start: Any) -> None:
+    fake = FakeDeployment(desired=2, total=8)
+    run = await start(fake, manifest(maxReplicas=8))
+    await run.advance(20)
+    switched = manifest(maxReplicas=8, scaleTargetRef={"name": "other"})
+    switched.metadata.name = run.name
+    await run.handle.execute_update(AutoscalerWorkflow.apply, switched)
+    await run.advance(30)
+    assert fake.targets[-1] == "other"
+    log = await run.log()
+    assert not any(d.outcome.startswith("overridden") for d in log)
+    # The other deployment (7 replicas, idle) is not scaled down at once: a fresh window.
+    assert [d.applied for d in log if d.current == 7] == [7] * len(
+        [d for d in log if d.current == 7]
+    )

@@ -106,6 +106,12 @@ class AutoscalerWorkflow:
     @workflow.update
     def apply(self, spec: ModelAutoscaler) -> AutoscalerStatus:
         if spec.to_wire() != self._spec.to_wire():
+            if spec.spec.scale_target_ref != self._spec.spec.scale_target_ref:
+                # Another deployment: the old one's recommendations, scale events and count
+                # say nothing about it.
+                self._history = History()
+                self._last_applied = None
+                self._current = None
             self._spec = spec
             self._generation += 1
             self._wake = True
