@@ -12,10 +12,10 @@ from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.kinds import parse_resource
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.status import ReplicaPhase
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.status import ReplicaPhase
 
 NS = "autoscale-a"
 

@@ -32,21 +32,23 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from modelfleet.activities.autoscaler_contracts import (
+from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.cli.autoscaler import plot_history
+from modelfleet.contracts.activity_names import (
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
+)
+from modelfleet.contracts.autoscaler_payloads import (
     ReadMetricsRequest,
     ReadMetricsResult,
+    ReplicaLoad,
     ScaleTargetRequest,
     ScaleTargetResult,
     TargetReplica,
     TargetRequest,
     TargetState,
 )
-from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.autoscaling.records import ReplicaLoad
-from modelfleet.cli.autoscaler import plot_history
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id

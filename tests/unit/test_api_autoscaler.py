@@ -21,9 +21,9 @@ from modelfleet.api.autoscalers import (
     default_scale_up,
     resolve,
 )
-from modelfleet.api.errors import InvalidResourceError
 from modelfleet.api.kinds import parse_resource, resolve_kind
 from modelfleet.api.loading import load_paths
+from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.cli.main import app
 
 Doc = dict[str, Any]

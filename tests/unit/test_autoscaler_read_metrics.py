@@ -12,14 +12,14 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.autoscaler import AutoscalerActivities
-from modelfleet.activities.autoscaler_contracts import (
+from modelfleet.activities.kube_ops import KubeconfigStore
+from modelfleet.api.naming import workload_namespace
+from modelfleet.contracts.autoscaler_payloads import (
     PromQuery,
     ReadMetricsRequest,
     ReadMetricsResult,
     TargetReplica,
 )
-from modelfleet.activities.kube import KubeconfigStore
-from modelfleet.api.naming import workload_namespace
 
 WAITING = "vllm:num_requests_waiting"
 CACHE = "vllm:gpu_cache_usage_perc"

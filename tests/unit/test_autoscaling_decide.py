@@ -13,7 +13,8 @@ import pytest
 from modelfleet.api.autoscalers import ModelAutoscalerSpec
 from modelfleet.autoscaling.behavior import record_scale
 from modelfleet.autoscaling.decide import GATEWAY_METRIC, decide
-from modelfleet.autoscaling.records import Decision, History, Observation, ReplicaLoad
+from modelfleet.autoscaling.records import Decision, History, Observation
+from modelfleet.contracts.autoscaler_payloads import ReplicaLoad
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WAITING = "vllm:num_requests_waiting"

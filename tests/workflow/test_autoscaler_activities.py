@@ -15,29 +15,19 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
 from modelfleet.activities.autoscaler import AutoscalerActivities
-from modelfleet.activities.autoscaler_contracts import (
+from modelfleet.activities.kube_ops import KubeconfigStore
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.loading import load_paths
+from modelfleet.contracts.activity_names import FLEET_PLACE, FLEET_RELEASE
+from modelfleet.contracts.autoscaler_payloads import (
     ScaleTargetRequest,
     TargetReplica,
     TargetRequest,
 )
-from modelfleet.activities.contracts import (
-    FLEET_PLACE,
-    FLEET_RELEASE,
-    PlaceRequest,
-    PlaceResponse,
-    ReleaseRequest,
-)
-from modelfleet.activities.kube import KubeconfigStore
-from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.loading import load_paths
+from modelfleet.contracts.fleet_payloads import PlaceRequest, PlaceResponse, ReleaseRequest
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.status import (
-    DeploymentStatus,
-    ReplicaPhase,
-    ReplicaStatus,
-    ReplicaStep,
-)
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
 
@@ -50,6 +40,10 @@ def quickstart_deployment(name: str) -> ModelDeployment:
     ]
     assert isinstance(md, ModelDeployment)
     return md.model_copy(update={"metadata": md.metadata.model_copy(update={"name": name})})
+
+
+def target(namespace: str, name: str) -> TargetRequest:
+    return TargetRequest(workflow_id=deployment_id(namespace, name), namespace=namespace, name=name)
 
 
 @activity.defn(name=FLEET_PLACE)
@@ -77,7 +71,10 @@ async def test_target_and_scale_through_a_real_deployment_workflow(
         workflows=[DeploymentWorkflow],
         activities=[place_nothing, release],
     ):
-        missing = await run(scaler.target, TargetRequest(namespace=md.namespace, name=name))
+        missing = await run(
+            scaler.target,
+            target(md.namespace, name),
+        )
         assert not missing.found
         assert missing.summary == "no such ModelDeployment"
 
@@ -87,14 +84,21 @@ async def test_target_and_scale_through_a_real_deployment_workflow(
             id=deployment_id(md.namespace, name),
             task_queue=queue,
         )
-        state = await run(scaler.target, TargetRequest(namespace=md.namespace, name=name))
+        state = await run(
+            scaler.target,
+            target(md.namespace, name),
+        )
         assert state.found
         assert state.desired == md.spec.replicas
         assert state.scheduled == 0
         assert state.replicas == []
 
         request = ScaleTargetRequest(
-            request_id=f"test/{name}/1", namespace=md.namespace, name=name, replicas=4
+            request_id=f"test/{name}/1",
+            workflow_id=deployment_id(md.namespace, name),
+            namespace=md.namespace,
+            name=name,
+            replicas=4,
         )
         scaled = await run(scaler.scale, request)
         assert scaled.accepted
@@ -102,13 +106,20 @@ async def test_target_and_scale_through_a_real_deployment_workflow(
         # The same request again (a retried activity) is answered from the first Update.
         again = await run(scaler.scale, request)
         assert (again.accepted, again.desired) == (True, 4)
-        state = await run(scaler.target, TargetRequest(namespace=md.namespace, name=name))
+        state = await run(
+            scaler.target,
+            target(md.namespace, name),
+        )
         assert state.desired == 4
 
         rejected = await run(
             scaler.scale,
             ScaleTargetRequest(
-                request_id=f"test/{name}/2", namespace=md.namespace, name=name, replicas=11
+                request_id=f"test/{name}/2",
+                workflow_id=deployment_id(md.namespace, name),
+                namespace=md.namespace,
+                name=name,
+                replicas=11,
             ),
         )
         assert not rejected.accepted
@@ -116,14 +127,23 @@ async def test_target_and_scale_through_a_real_deployment_workflow(
 
         gone = await run(
             scaler.scale,
-            ScaleTargetRequest(request_id="x", namespace=md.namespace, name="absent", replicas=1),
+            ScaleTargetRequest(
+                request_id="x",
+                workflow_id=deployment_id(md.namespace, "absent"),
+                namespace=md.namespace,
+                name="absent",
+                replicas=1,
+            ),
         )
         assert not gone.accepted
         assert gone.reason == "the ModelDeployment is gone"
 
         handle = env.client.get_workflow_handle(deployment_id(md.namespace, name))
         await handle.execute_update(DeploymentWorkflow.delete)
-        deleted = await run(scaler.target, TargetRequest(namespace=md.namespace, name=name))
+        deleted = await run(
+            scaler.target,
+            target(md.namespace, name),
+        )
         assert not deleted.found
 
 
@@ -173,7 +193,8 @@ async def test_target_keeps_live_replicas_and_marks_only_ready_ones(
         )
         scaler = AutoscalerActivities(env.client, KubeconfigStore(tmp_path))
         state = await ActivityEnvironment().run(
-            scaler.target, TargetRequest(namespace="ml", name=name)
+            scaler.target,
+            target("ml", name),
         )
         await handle.terminate()
     assert (state.desired, state.scheduled) == (7, 6)

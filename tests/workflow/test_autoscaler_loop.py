@@ -24,23 +24,26 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from typer.testing import CliRunner
 
-from modelfleet.activities.autoscaler_contracts import (
+from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.cli import output
+from modelfleet.cli.autoscaler import fetch, plot_history
+from modelfleet.cli.main import app
+from modelfleet.contracts.activity_names import (
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
+)
+from modelfleet.contracts.autoscaler_payloads import (
     ReadMetricsRequest,
     ReadMetricsResult,
+    ReplicaLoad,
     ScaleTargetRequest,
     ScaleTargetResult,
     TargetReplica,
     TargetRequest,
     TargetState,
 )
-from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision, ReplicaLoad
-from modelfleet.cli import output
-from modelfleet.cli.autoscaler import fetch, plot_history
-from modelfleet.cli.main import app
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 WAITING = "vllm:num_requests_waiting"

@@ -18,24 +18,25 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from modelfleet.activities.autoscaler_contracts import (
+from modelfleet.activities.kube_ops import KubeconfigStore
+from modelfleet.adapters.metrics import KubeMetricsReader, MetricsError, prometheus_query
+from modelfleet.api.naming import workload_namespace
+from modelfleet.contracts.activity_names import (
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
+)
+from modelfleet.contracts.autoscaler_payloads import (
     ReadMetricsRequest,
     ReadMetricsResult,
+    ReplicaLoad,
     ScaleTargetRequest,
     ScaleTargetResult,
     TargetReplica,
     TargetRequest,
     TargetState,
 )
-from modelfleet.activities.kube import KubeconfigStore
-from modelfleet.adapters.metrics import KubeMetricsReader, MetricsError, prometheus_query
-from modelfleet.api.naming import workload_namespace
-from modelfleet.autoscaling.records import ReplicaLoad
-from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 
 # Replicas that are going away are not part of the target, as HPA ignores deleted or failed pods.
 _GONE = (ReplicaPhase.TERMINATING, ReplicaPhase.TERMINATED, ReplicaPhase.FAILED)
@@ -58,7 +59,7 @@ class AutoscalerActivities:
 
     @activity.defn(name=AUTOSCALER_TARGET)
     async def target(self, request: TargetRequest) -> TargetState:
-        handle = self._client.get_workflow_handle(deployment_id(request.namespace, request.name))
+        handle = self._client.get_workflow_handle(request.workflow_id)
         try:
             status: DeploymentStatus = await handle.query("status", result_type=DeploymentStatus)
         except RPCError as exc:
@@ -131,7 +132,7 @@ class AutoscalerActivities:
 
     @activity.defn(name=AUTOSCALER_SCALE)
     async def scale(self, request: ScaleTargetRequest) -> ScaleTargetResult:
-        handle = self._client.get_workflow_handle(deployment_id(request.namespace, request.name))
+        handle = self._client.get_workflow_handle(request.workflow_id)
         try:
             status: DeploymentStatus = await handle.execute_update(
                 "scale",

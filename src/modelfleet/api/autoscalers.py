@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from modelfleet.api.errors import FieldError, Path
+from modelfleet.api.manifest_errors import FieldError, Path
 from modelfleet.api.meta import DNSLabel, Model, Resource
 
 # The ModelDeployment's own bound on spec.replicas: the autoscaler may never ask for more.

@@ -1,37 +1,20 @@
 """What the autoscaling decision reads and returns: one observation of the target's load, the
 small history HPA keeps between decisions (recent recommendations and scale events), and the
-decision record the workflow keeps and the CLI shows. Pure pydantic models, no I/O.
+decision record the workflow keeps and the CLI shows. Pure pydantic models on the wire base
+model (they travel in queries and continue-as-new inputs, so unknown fields are ignored).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
-from modelfleet.api.meta import Model
-
-
-class Record(Model):
-    """Base of these records: they cross workflow and activity boundaries and live in histories,
-    so unknown fields are ignored (an older worker reads what a newer one wrote)."""
-
-    model_config = ConfigDict(extra="ignore")
+from modelfleet.contracts.autoscaler_payloads import ReplicaLoad
+from modelfleet.contracts.wire import WireModel
 
 
-class ReplicaLoad(Record):
-    """One replica of the target as the metrics reader saw it."""
-
-    name: str
-    # Only Ready replicas report load; the others count as HPA counts not-yet-ready pods.
-    ready: bool
-    # Metric name -> this replica's value; a metric absent here is missing for this replica.
-    values: dict[str, float] = Field(default_factory=dict)
-    # Why a Ready replica's metrics could not be read (kept for the decision's reason).
-    error: str = ""
-
-
-class Observation(Record):
+class Observation(WireModel):
     """Everything one decision depends on, as read at ``at``."""
 
     at: datetime
@@ -47,18 +30,18 @@ class Observation(Record):
     waiting_at_gateway: float | None = None
 
 
-class Recommendation(Record):
+class Recommendation(WireModel):
     at: datetime
     replicas: int
 
 
-class ScaleEvent(Record):
+class ScaleEvent(WireModel):
     at: datetime
     # Replicas added (positive) or removed (negative) by one scale.
     change: int
 
 
-class History(Record):
+class History(WireModel):
     """HPA's per-autoscaler memory: recent recommendations (stabilisation) and recent scale
     events (rate policies). Pruned to the longest window and period, so it stays small."""
 
@@ -66,7 +49,7 @@ class History(Record):
     events: list[ScaleEvent] = Field(default_factory=list)
 
 
-class MetricReading(Record):
+class MetricReading(WireModel):
     """One metric's part of a decision."""
 
     metric: str
@@ -78,7 +61,7 @@ class MetricReading(Record):
     note: str = ""
 
 
-class Decision(Record):
+class Decision(WireModel):
     """One decision: its inputs, what the metrics asked for, what stabilisation and the rate
     policies made of it, and why."""
 
@@ -99,7 +82,7 @@ class Decision(Record):
     outcome: str = ""
 
 
-class AutoscalerStatus(Record):
+class AutoscalerStatus(WireModel):
     """What the ModelAutoscaler workflow reports (its ``status`` query)."""
 
     namespace: str

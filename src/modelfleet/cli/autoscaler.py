@@ -19,12 +19,12 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
 from modelfleet.cli.output import EXIT_FAILED, console, err_console
+from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)

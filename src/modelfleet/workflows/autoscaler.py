@@ -30,32 +30,30 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.autoscaler_contracts import (
+    from modelfleet.api.autoscalers import MetricSourceType, ModelAutoscaler
+    from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.meta import Model
+    from modelfleet.api.rules import validate
+    from modelfleet.autoscaling.behavior import record_scale
+    from modelfleet.autoscaling.decide import decide
+    from modelfleet.autoscaling.records import AutoscalerStatus, Decision, History, Observation
+    from modelfleet.contracts.activity_names import (
         AUTOSCALER_READ_METRICS,
         AUTOSCALER_SCALE,
         AUTOSCALER_TARGET,
+    )
+    from modelfleet.contracts.autoscaler_payloads import (
         PromQuery,
         ReadMetricsRequest,
         ReadMetricsResult,
+        ReplicaLoad,
         ScaleTargetRequest,
         ScaleTargetResult,
         TargetRequest,
         TargetState,
     )
-    from modelfleet.api.autoscalers import MetricSourceType, ModelAutoscaler
-    from modelfleet.api.errors import InvalidResourceError
-    from modelfleet.api.meta import Model
-    from modelfleet.api.rules import validate
-    from modelfleet.autoscaling.behavior import record_scale
-    from modelfleet.autoscaling.decide import decide
-    from modelfleet.autoscaling.records import (
-        AutoscalerStatus,
-        Decision,
-        History,
-        Observation,
-        ReplicaLoad,
-    )
     from modelfleet.workflows import search
+    from modelfleet.workflows.ids import deployment_id
 
 # How many decisions the ring keeps (the `decisions` query and `describe` read them).
 MAX_DECISIONS = 120
@@ -194,7 +192,11 @@ class AutoscalerWorkflow:
         try:
             target: TargetState = await workflow.execute_activity(
                 AUTOSCALER_TARGET,
-                TargetRequest(namespace=self._spec.namespace, name=target_name),
+                TargetRequest(
+                    workflow_id=deployment_id(self._spec.namespace, target_name),
+                    namespace=self._spec.namespace,
+                    name=target_name,
+                ),
                 result_type=TargetState,
                 summary=f"read ModelDeployment {target_name}",
                 start_to_close_timeout=READ_TIMEOUT,
@@ -277,6 +279,7 @@ class AutoscalerWorkflow:
         info = workflow.info()
         request = ScaleTargetRequest(
             request_id=f"{info.workflow_id}/{info.run_id}/{self._sequence}",
+            workflow_id=deployment_id(self._spec.namespace, self._spec.spec.scale_target_ref.name),
             namespace=self._spec.namespace,
             name=self._spec.spec.scale_target_ref.name,
             replicas=replicas,
