@@ -33,12 +33,8 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.sim.apiserver import RunningServer, start_fleet_server
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.loop_thread import start_on_loop_thread
-from modelfleet.sim.nodes import (
-    PoolLayout,
-    cluster_layout,
-    gateway_address,
-    infrastructure_manifests,
-)
+from modelfleet.sim.nodes import PoolLayout, cluster_layout, infrastructure_manifests
+from modelfleet.sim.serving import EngineProfile, ServingPlane
 from modelfleet.sim.store import ClusterStore, now_rfc3339
 from modelfleet.sim.workloads import StartupPolicy, WorkloadSimulator
 
@@ -56,9 +52,11 @@ class SimulatedCluster:
     name: str
     server: str
     kubeconfig: Path
+    # host:port where the cluster's gateway really listens (what its Gateway status reports).
     gateway_address: str
     pools: tuple[PoolLayout, ...]
     simulator: WorkloadSimulator
+    serving: ServingPlane
 
     @property
     def node_count(self) -> int:
@@ -88,11 +86,13 @@ class SimulatedFleet:
         state_dir: Path,
         owns_server: bool,
         startup: StartupPolicy,
+        engines: EngineProfile | None = None,
     ) -> None:
         self.server = server
         self.state_dir = state_dir
         self._owns_server = owns_server
         self._startup = startup
+        self._engines = engines or EngineProfile()
         self.clusters: dict[str, SimulatedCluster] = {}
         self._stopped = False
 
@@ -111,6 +111,7 @@ class SimulatedFleet:
         server: RunningServer | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        engines: EngineProfile | None = None,
     ) -> _Starting:
         """Start the fleet; await the result or use it as ``async with``.
 
@@ -118,7 +119,7 @@ class SimulatedFleet:
         ``startup`` gives the full policy instead. ``faults`` maps cluster names to initial
         fault configs. With ``server`` the clusters are added to that running emulator (and
         removed again on :meth:`stop`); otherwise one is started on ``host:port`` (0: any free
-        port) and stopped on :meth:`stop`.
+        port) and stopped on :meth:`stop`. ``engines`` sets how the simulated engines perform.
         """
         policy = startup or StartupPolicy(default_seconds=startup_seconds)
         return _Starting(
@@ -131,6 +132,7 @@ class SimulatedFleet:
                 server=server,
                 host=host,
                 port=port,
+                engines=engines,
             )
         )
 
@@ -146,10 +148,13 @@ class SimulatedFleet:
         server: RunningServer | None,
         host: str,
         port: int,
+        engines: EngineProfile | None = None,
     ) -> SimulatedFleet:
         owns = server is None
         running = server if server is not None else await start_fleet_server(host, port)
-        fleet = cls(running, state_dir=state_dir, owns_server=owns, startup=startup)
+        fleet = cls(
+            running, state_dir=state_dir, owns_server=owns, startup=startup, engines=engines
+        )
         try:
             for cluster in clusters:
                 await fleet.add_cluster(cluster, classes, faults=faults.get(cluster.name))
@@ -170,8 +175,10 @@ class SimulatedFleet:
         index = len(self.clusters)
         sim_cluster = self.server.add_cluster(cluster.name, faults)
         store = sim_cluster.store
-        address = gateway_address(index)
         injector = sim_cluster.faults
+        plane = ServingPlane(store, self._engines, faults=lambda: injector.config)
+        await plane.start()
+        address = plane.host
         simulator = WorkloadSimulator(
             store,
             startup=self._startup,
@@ -185,7 +192,10 @@ class SimulatedFleet:
             for p in cluster.spec.node_pools
             if p.class_name in classes
         }
-        for manifest in infrastructure_manifests(cluster, used, address=address, now=now_rfc3339()):
+        infra = infrastructure_manifests(
+            cluster, used, address=address, now=now_rfc3339(), gateway_port=plane.gateway_port
+        )
+        for manifest in infra:
             await _create_with_status(store, manifest)
         kubeconfig = self.kubeconfig_dir / f"{cluster.name}.yaml"
         self.server.write_kubeconfig(cluster.name, kubeconfig)
@@ -193,9 +203,10 @@ class SimulatedFleet:
             name=cluster.name,
             server=self.server.cluster_url(cluster.name),
             kubeconfig=kubeconfig,
-            gateway_address=address,
+            gateway_address=f"{address}:{plane.gateway_port}",
             pools=tuple(cluster_layout(cluster, used)),
             simulator=simulator,
+            serving=plane,
         )
         self.clusters[cluster.name] = handle
         return handle
@@ -229,6 +240,10 @@ class SimulatedFleet:
     def simulator(self, cluster: str) -> WorkloadSimulator:
         return self.clusters[cluster].simulator
 
+    def serving(self, cluster: str) -> ServingPlane:
+        """The cluster's engines and gateway (``gateway_url``, ``engine_url``)."""
+        return self.clusters[cluster].serving
+
     def admin_url(self, cluster: str) -> str:
         """The emulator's admin endpoint of one cluster (faults: ``<this>/faults``)."""
         return f"{self.base_url}/_admin/clusters/{cluster}"
@@ -256,6 +271,7 @@ class SimulatedFleet:
         self._stopped = True
         for cluster in self.clusters.values():
             await cluster.simulator.stop()
+            await cluster.serving.stop()
         if self._owns_server:
             await self.server.stop()
         else:
@@ -288,6 +304,7 @@ class SimulatedFleet:
         host: str = "127.0.0.1",
         port: int = 0,
         start_timeout: float = 60.0,
+        engines: EngineProfile | None = None,
     ) -> ThreadedSimulatedFleet:
         """Start the fleet on its own event loop in a daemon thread; returns once it serves."""
         class_map = _class_map(classes)
@@ -303,6 +320,7 @@ class SimulatedFleet:
                 faults=faults,
                 host=host,
                 port=port,
+                engines=engines,
             )
 
         fleet, loop, thread = start_on_loop_thread(
