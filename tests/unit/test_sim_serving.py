@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from render_factories import gpus, replica, standalone
+from render_factories import engine, gpus, member, replica, standalone
 
 from modelfleet.adapters.kube import KubeCluster
 from modelfleet.api.classes import InferenceClass
@@ -421,3 +421,43 @@ def test_front_door_splits_by_weight_over_selectorless_services_and_checks_keys(
         # p=0.75, n=400: 300 +- 3.29*sqrt(75) ~ 300 +- 29 (99.9%).
         assert 271 <= alpha <= 329, alpha
         assert alpha + sum(s.startswith("beta-") for s in served) == 400
+
+
+def test_prefill_decode_requests_reach_the_decode_sidecar(fleet: ThreadedSimulatedFleet) -> None:
+    def phase(name: str, label: str, *args: str) -> dict[str, Any]:
+        return engine(
+            name,
+            member(
+                "Standalone",
+                pool="gpu-l4",
+                requests=[gpus(1, "gpu", L4)],
+                args=[f"--model={MODEL}", *args],
+            ),
+            phase=label,
+        )
+
+    rep = replica(
+        phase("prefill", "Prefill"),
+        phase("decode", "Decode", "--port=8200"),
+        mode="PrefillDecode",
+        cluster="l4-dev",
+        name="pd-33333",
+        deployment="pd",
+    )
+    rendered = render_replica(rep, ClusterFacts())
+    with _deploy(fleet, rendered) as kube:
+        plane = fleet.fleet.serving("l4-dev")
+        pods = fleet.call(lambda: plane.serving_pods)
+        decode = [p for p in pods if "-decode-" in p[1] or "-gen-" in p[1]]
+        assert decode, pods
+        # The decode pod answers on the sidecar's pool port and on the engine's own port.
+        assert fleet.call(lambda: plane.engine_url(*decode[0], port=8000)) is not None
+        assert fleet.call(lambda: plane.engine_url(*decode[0], port=8200)) is not None
+        client = openai.OpenAI(
+            base_url=f"{_gateway(kube)}/ml-team/{rendered.replica}/v1",
+            api_key="unused",
+            max_retries=0,
+        )
+        for _ in range(5):
+            raw = client.completions.with_raw_response.create(model=MODEL, prompt="p")
+            assert raw.headers["x-modelfleet-served-by"] == decode[0][1]

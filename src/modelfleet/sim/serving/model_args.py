@@ -49,12 +49,20 @@ def served_model_name(container: Mapping[str, Any]) -> str | None:
     )
 
 
+def _serving_containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Containers that run alongside the pod's life: its containers, and native sidecars (init
+    containers with ``restartPolicy: Always``, as the P/D sidecar is rendered)."""
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return [*(spec.get("containers") or []), *sidecars]
+
+
 def serving_ports(pod: Mapping[str, Any]) -> list[int]:
     """Container ports that answer HTTP: those a container's HTTP readiness probe checks (the
     engine's port, and the P/D sidecar's). Ports without an HTTP probe (the endpoint picker's
     gRPC, NIXL side channels) are not OpenAI servers."""
     ports: list[int] = []
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for container in _serving_containers(pod):
         probe = (container.get("readinessProbe") or {}).get("httpGet") or {}
         port = probe.get("port")
         named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}

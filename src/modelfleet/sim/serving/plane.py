@@ -61,6 +61,7 @@ _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host", "content-length"}
 )
 _SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+_ROLE = "llm-d.ai/role"
 
 
 class _NoBackendError(Exception):
@@ -309,7 +310,14 @@ class ServingPlane:
         ports = spec.get("targetPorts") or [{"number": 8000}]
         port = int(ports[0].get("number", 8000))
         selector = spec.get("selector") or {}
-        candidates = self._ready_engines(backend.namespace, selector, port)
+        # A disaggregated pool: the picker sends requests to the decode side (its sidecar
+        # fetches the prefill), so only decode pods take requests directly.
+        decode = self._ready_engines(
+            backend.namespace,
+            {**selector, "matchLabels": {**selector.get("matchLabels", {}), _ROLE: "decode"}},
+            port,
+        )
+        candidates = decode or self._ready_engines(backend.namespace, selector, port)
         return self._least_loaded(candidates, f"InferencePool {backend.name}")
 
     def _service_endpoint(self, backend: BackendRef) -> str:
