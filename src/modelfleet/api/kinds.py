@@ -14,7 +14,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.rules import validate
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
 KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
@@ -25,6 +25,7 @@ KINDS: dict[str, type[Resource]] = {
         ModelReplica,
         ModelEndpoint,
         ModelService,
+        InferenceGateway,
     )
 }
 
@@ -60,6 +61,11 @@ KIND_ALIASES: dict[str, str] = {
     "ms": "ModelService",
     "service": "ModelService",
     "services": "ModelService",
+    "inferencegateway": "InferenceGateway",
+    "inferencegateways": "InferenceGateway",
+    "ig": "InferenceGateway",
+    "gateway": "InferenceGateway",
+    "gateways": "InferenceGateway",
 }
 
 

@@ -34,7 +34,7 @@ from modelfleet.api.meta import (
     label_key_problem,
     label_value_problem,
 )
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import DEFAULT_GATEWAY, InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.scheduling.cel import CelCompileError, check_selector
 from modelfleet.scheduling.quantity import Quantity
 from modelfleet.scheduling.semver import Semver
@@ -67,6 +67,8 @@ def validate(resource: Resource) -> list[FieldError]:
         errors.extend(_model_endpoint(resource))
     elif isinstance(resource, ModelService):
         errors.extend(_model_service(resource))
+    elif isinstance(resource, InferenceGateway):
+        errors.extend(_inference_gateway(resource))
     return errors
 
 
@@ -437,3 +439,17 @@ def _model_service(ms: ModelService) -> Iterator[FieldError]:
             ep.selector.match_labels,
             reserved_ok=True,
         )
+
+
+def _inference_gateway(ig: InferenceGateway) -> Iterator[FieldError]:
+    if ig.name != DEFAULT_GATEWAY:
+        yield FieldError(
+            ("metadata", "name"), f"the fleet has one InferenceGateway, named {DEFAULT_GATEWAY!r}"
+        )
+    if not ig.spec.listeners:
+        yield FieldError(("spec", "listeners"), "at least one HTTP listener is required")
+    seen: set[str] = set()
+    for i, listener in enumerate(ig.spec.listeners):
+        if listener.name in seen:
+            yield FieldError(("spec", "listeners", i, "name"), "duplicate listener name")
+        seen.add(listener.name)
