@@ -29,6 +29,7 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.validate import FilesOption
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
@@ -38,7 +39,14 @@ from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
-ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
+ORDER = {
+    "InferenceClass": 0,
+    "InferenceCluster": 1,
+    "InferenceGateway": 2,
+    "ModelDeployment": 3,
+    "ModelEndpoint": 4,
+    "ModelService": 5,
+}
 
 
 async def apply_resource(client: Client, resource: Resource) -> str:
@@ -76,6 +84,8 @@ async def apply_resource(client: Client, resource: Resource) -> str:
             ),
         )
         return wid
+    if resource.KIND in SERVING_KINDS:
+        return await apply_serving(client, resource)
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 

@@ -20,15 +20,25 @@ from temporalio.worker import Worker
 from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet import FleetActivities
 from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.activities.serving import ServingActivities
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
 from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
 from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+WORKFLOWS = [
+    FleetWorkflow,
+    DeploymentWorkflow,
+    ReplicaWorkflow,
+    ClusterWorkflow,
+    EndpointDirectoryWorkflow,
+    ServiceWorkflow,
+]
 
 
 async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
@@ -53,6 +63,7 @@ def build_worker(
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = FleetActivities(client)
+    serving = ServingActivities(client, credentials_dir)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -67,6 +78,13 @@ def build_worker(
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
+            serving.publish_replica,
+            serving.withdraw,
+            serving.watch,
+            serving.unwatch,
+            serving.gateway_address,
+            serving.probe_endpoints,
+            serving.sync_api_keys,
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
