@@ -25,6 +25,7 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import ModelService
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.serving import apply_serving, delete_serving
+from modelfleet.cli.serving_inspect import describe_service, get_serving
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
@@ -187,6 +188,14 @@ async def test_chat_through_the_service_address_streaming_and_not(stack: Stack) 
     )
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == answer.choices[0].message.content
+
+    # What `get services|endpoints` and `describe service` show.
+    _, rows, _ = await get_serving(stack.client, "ModelService", ns, [service_id(ns, "chat")])
+    assert rows == [[ns, "chat", "Ready", status.address, "1/1"]]
+    _, rows, _ = await get_serving(stack.client, "ModelEndpoint", ns, [])
+    assert rows == [[ns, endpoint.name, endpoint.url, "replica"]]
+    described = await describe_service(stack.client, stack.env.settings, ns, "chat")
+    assert described.backends and list(described.backends.values()) == [1]
 
     # Deleting the service removes its route: the address stops answering.
     await delete_serving(stack.client, "ModelService", ns, "chat", wait=True)

@@ -42,7 +42,13 @@ def test_every_example_validates() -> None:
     result = load_paths([str(EXAMPLES)])
     assert result.errors == []
     kinds = {d.resource.KIND for d in result.documents}
-    assert kinds == {"InferenceClass", "InferenceCluster", "ModelDeployment", "ModelService"}
+    assert kinds == {
+        "InferenceClass",
+        "InferenceCluster",
+        "InferenceGateway",
+        "ModelDeployment",
+        "ModelService",
+    }
     assert len(result.documents) >= 15
 
 
