@@ -195,7 +195,8 @@ async def test_chat_through_the_service_address_streaming_and_not(stack: Stack) 
     _, rows, _ = await get_serving(stack.client, "ModelEndpoint", ns, [])
     assert rows == [[ns, endpoint.name, endpoint.url, "replica"]]
     described = await describe_service(stack.client, stack.env.settings, ns, "chat")
-    assert described.backends and list(described.backends.values()) == [1]
+    assert described.backends
+    assert list(described.backends.values()) == [1]
 
     # Deleting the service removes its route: the address stops answering.
     await delete_serving(stack.client, "ModelService", ns, "chat", wait=True)
