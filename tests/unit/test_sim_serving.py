@@ -461,3 +461,17 @@ def test_prefill_decode_requests_reach_the_decode_sidecar(fleet: ThreadedSimulat
         for _ in range(5):
             raw = client.completions.with_raw_response.create(model=MODEL, prompt="p")
             assert raw.headers["x-modelfleet-served-by"] == decode[0][1]
+
+
+def test_a_dark_cluster_serves_nothing(fleet: ThreadedSimulatedFleet) -> None:
+    rendered = _l4_replica()
+    with _deploy(fleet, rendered) as kube:
+        url = f"{_gateway(kube)}/ml-team/{rendered.replica}/v1/models"
+        assert httpx.get(url).status_code == 200
+        fleet.update_faults("l4-dev", {"dark": True, "dark_mode": "reset"})
+        try:
+            with pytest.raises(httpx.TransportError):
+                httpx.get(url, timeout=5)
+        finally:
+            fleet.update_faults("l4-dev", {"dark": False})
+        assert httpx.get(url).status_code == 200
