@@ -260,6 +260,7 @@ async def test_weights_split_traffic_and_shift_on_reapply(stack: Stack) -> None:
         out = [e for e in status.endpoints if e.name.startswith("canary-")]
         assert all(not e.healthy for e in out)
         assert all(e.reason for e in out)
+        assert status.address is not None
         assert set(await _served_by(status.address, 50)) == {"stable"}
     finally:
         stack.fleet.update_faults("h100-east", {"never_ready": []})
