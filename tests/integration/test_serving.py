@@ -16,17 +16,17 @@ import httpx
 import openai
 import pytest
 from aiohttp import web
-from integration_support import Stack, delete_deployment, deployment, wait_for
+from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
 from test_no_secrets import haystack
 
-from modelfleet.activities.serving_contracts import ENDPOINTS_ID, ServiceStatus
+from modelfleet.activities.serving_contracts import ServiceStatus
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
+from modelfleet.api.loading import load_paths
 from modelfleet.api.services import ModelService
-from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.apply import ORDER, apply_resource
 from modelfleet.cli.serving import apply_serving, delete_serving
-from modelfleet.cli.serving_inspect import describe_service, get_serving
-from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.cli.serving_inspect import describe_service, get_serving, list_endpoints
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
 from modelfleet.workflows.ids import service_id
@@ -151,24 +151,28 @@ async def local_provider() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def test_chat_through_the_service_address_streaming_and_not(stack: Stack) -> None:
-    ns = "serve-chat"
-    await _gateway(stack)
-    await _ready(stack, _deployment("chat", ns, "us-central"))
-    await apply_serving(
-        stack.client, _service("chat", ns, [_selects("chat")]), probe_interval_seconds=PROBE_SECONDS
-    )
-    status = await _wait_service(stack, ns, "chat", _in_rotation("chat"), "chat in rotation")
+async def test_quickstart_chat_through_the_service_address_streaming_and_not(
+    stack: Stack,
+) -> None:
+    """The quickstart as shipped: its deployment (two replicas), its ModelService and the
+    InferenceGateway, applied like ``modelfleet apply -f examples/quickstart``."""
+    result = load_paths([str(QUICKSTART / "qwen3-8b.yaml"), str(QUICKSTART / "gateway.yaml")])
+    assert not result.errors
+    for resource in sorted(result.resources, key=lambda r: ORDER[r.KIND]):
+        await apply_resource(stack.client, resource)
+    ns, name, md = "ml-team", "qwen", "qwen3-8b"
+    await stack.wait_status(ns, md, lambda s: s.phase == "Ready" and s.ready == 2)
+    status = await _wait_service(stack, ns, name, _in_rotation(md), "both replicas in rotation")
     assert status.address is not None
-    assert status.address.endswith(f"/{ns}/chat")
+    assert status.address.endswith(f"/{ns}/{name}")
     assert status.gateway_cluster == "l4-dev"
     assert {c.type: c.status for c in status.conditions} == {
         "EndpointsResolved": "True",
         "RoutingReady": "True",
     }
-    [endpoint] = status.endpoints
-    assert endpoint.healthy
-    assert endpoint.url.endswith(f"/{ns}/{endpoint.name}/v1")
+    assert len(status.endpoints) == 2
+    assert all(e.healthy and e.weight == 1 for e in status.endpoints)
+    names = {e.name for e in status.endpoints}
     client = openai.AsyncOpenAI(base_url=f"{status.address}/v1", api_key="none", max_retries=0)
     models = await client.models.list()
     assert [m.id for m in models.data] == [MODEL]
@@ -179,7 +183,7 @@ async def test_chat_through_the_service_address_streaming_and_not(stack: Stack) 
     assert answer.choices[0].message.content
     assert answer.usage is not None
     assert answer.usage.completion_tokens == 6
-    assert raw.headers[SERVED_BY_HEADER].startswith(endpoint.name)
+    assert raw.headers[SERVED_BY_HEADER].rsplit("-", 4)[0] in names
     stream = await client.chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Say hello"}],
@@ -189,30 +193,38 @@ async def test_chat_through_the_service_address_streaming_and_not(stack: Stack) 
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == answer.choices[0].message.content
 
+    # Published endpoints carry the replica's labels, its deployment, cluster and region.
+    listed = await list_endpoints(stack.client, ns)
+    assert {e.name for e in listed} == names
+    regions = {"l4-dev": "us-central", "h100-east": "us-east", "h200-west": "us-west"}
+    for e in listed:
+        assert e.labels["model"] == md
+        assert e.labels["modelfleet.dev/deployment"] == md
+        assert e.labels["region"] == regions[e.labels["modelfleet.dev/cluster"]]
+        assert e.url.endswith(f"/{ns}/{e.name}/v1")
+        assert e.rewrite_path == f"/{ns}/{e.name}/"
+
     # What `get services|endpoints` and `describe service` show.
-    _, rows, _ = await get_serving(stack.client, "ModelService", ns, [service_id(ns, "chat")])
-    assert rows == [[ns, "chat", "Ready", status.address, "1/1"]]
+    _, rows, _ = await get_serving(stack.client, "ModelService", ns, [service_id(ns, name)])
+    assert rows == [[ns, name, "Ready", status.address, "2/2"]]
     _, rows, _ = await get_serving(stack.client, "ModelEndpoint", ns, [])
-    assert rows == [[ns, endpoint.name, endpoint.url, "replica"]]
-    described = await describe_service(stack.client, stack.env.settings, ns, "chat")
-    assert described.backends
-    assert list(described.backends.values()) == [1]
+    assert sorted(r[1] for r in rows) == sorted(names)
+    described = await describe_service(stack.client, stack.env.settings, ns, name)
+    assert sorted(described.backends.values()) == [1, 1]
 
     # Deleting the service removes its route: the address stops answering.
-    await delete_serving(stack.client, "ModelService", ns, "chat", wait=True)
-    gone = await httpx.AsyncClient().get(f"{status.address}/v1/models")
+    await delete_serving(stack.client, "ModelService", ns, name, wait=True)
+    async with httpx.AsyncClient() as http:
+        gone = await http.get(f"{status.address}/v1/models")
     assert gone.status_code == 404
     routes = await stack.fleet.store("l4-dev").list(
         "gateway.networking.k8s.io/v1", "HTTPRoute", namespace=f"mf-{ns}"
     )
-    assert [r["metadata"]["name"] for r in routes] == [endpoint.name]  # the replica's own
+    assert {r["metadata"]["name"] for r in routes} <= names  # only replicas' own routes left
 
-    # Deleting the deployment withdraws its endpoint.
-    await delete_deployment(stack, ns, "chat")
-    listed = await stack.client.get_workflow_handle(ENDPOINTS_ID).query(
-        "list_endpoints", ns, result_type=list[EndpointRecord]
-    )
-    assert listed == []
+    # Deleting the deployment withdraws its endpoints.
+    await delete_deployment(stack, ns, md)
+    assert await list_endpoints(stack.client, ns) == []
 
 
 async def test_weights_split_traffic_and_shift_on_reapply(stack: Stack) -> None:
