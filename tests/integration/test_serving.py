@@ -132,12 +132,18 @@ def _binomial_bounds(n: int, p: float, z: float = 3.29) -> tuple[float, float]:
     return n * p - spread, n * p + spread
 
 
+PROVIDER_KEY = "sk-provider-4d2a9e61"
+
+
 @pytest.fixture
 async def local_provider() -> AsyncIterator[str]:
-    """An OpenAI-compatible server outside the fleet, as an external provider would be."""
+    """An OpenAI-compatible server outside the fleet, as an external provider would be: it
+    wants its own key."""
     engine = EngineState(model=MODEL, pod="external-provider", profile=EngineProfile())
 
     async def handler(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {PROVIDER_KEY}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
         return await handle_engine(request, engine)
 
     app = web.Application()
@@ -162,7 +168,11 @@ async def test_quickstart_chat_through_the_service_address_streaming_and_not(
         await apply_resource(stack.client, resource)
     ns, name, md = "ml-team", "qwen", "qwen3-8b"
     await stack.wait_status(ns, md, lambda s: s.phase == "Ready" and s.ready == 2)
-    status = await _wait_service(stack, ns, name, _in_rotation(md), "both replicas in rotation")
+
+    def both_in_rotation(s: ServiceStatus) -> bool:
+        return s.address is not None and sum(1 for e in s.endpoints if e.weight) == 2
+
+    status = await _wait_service(stack, ns, name, both_in_rotation, "both replicas in rotation")
     assert status.address is not None
     assert status.address.endswith(f"/{ns}/{name}")
     assert status.gateway_cluster == "l4-dev"
@@ -295,12 +305,17 @@ async def test_external_endpoint_gets_its_share_and_keys_are_enforced(
             "apiVersion": "modelfleet.dev/v1alpha1",
             "kind": "ModelEndpoint",
             "metadata": {"name": "provider", "namespace": ns, "labels": {"provider": "local"}},
-            "spec": {"url": local_provider, "rewritePath": "/"},
+            "spec": {
+                "url": local_provider,
+                "rewritePath": "/",
+                "authSecretRef": {"name": "provider-key"},
+            },
         }
     )
-    await apply_resource(stack.client, external)
     secrets = stack.env.kubeconfig_dir / "secrets"
     secrets.mkdir(exist_ok=True)
+    (secrets / "provider-key").write_text(f"{PROVIDER_KEY}\n")
+    await apply_resource(stack.client, external)
     key = "sk-serving-7b1e2f9c"
     (secrets / "mixed-keys").write_text(f"{key}\nsk-other-key\n")
     svc = _service(
@@ -341,8 +356,9 @@ async def test_external_endpoint_gets_its_share_and_keys_are_enforced(
     async for execution in stack.client.list_workflows():
         handle = stack.client.get_workflow_handle(execution.id, run_id=execution.run_id)
         blob = haystack(json.loads((await handle.fetch_history()).to_json()))
-        leaked = key.encode() in blob  # not asserted directly: pytest would print the blob
-        assert not leaked, f"the API key appears in the history of {execution.id}"
+        for secret in (key, PROVIDER_KEY):
+            leaked = secret.encode() in blob  # not asserted directly: pytest prints the blob
+            assert not leaked, f"a key appears in the history of {execution.id}"
         seen += blob if execution.id == service_id(ns, "mixed") else b""
     assert b"mixed-keys" in seen
 

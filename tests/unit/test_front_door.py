@@ -10,6 +10,7 @@ from modelfleet.rendering.front_door import (
     EndpointRecord,
     FrontDoor,
     distribute_weights,
+    provider_tokens,
     render_front_door,
     select_endpoints,
 )
@@ -94,3 +95,32 @@ def test_route_rewrites_each_backend_to_its_own_path_and_checks_keys() -> None:
     )
     assert empty[-1]["spec"]["rules"][0]["backendRefs"] == []
     assert "filters" not in empty[-1]["spec"]["rules"][0]
+
+
+def test_a_provider_key_goes_to_its_backend_only() -> None:
+    inhouse = _ep("a")
+    external = EndpointRecord(
+        namespace="ml", name="together", url="https://api.together.xyz/", auth_secret="tg-key"
+    )
+    weights = {inhouse.key: 1, external.key: 1}
+    objects = render_front_door(
+        FrontDoor(cluster="c", gateway_name="gw", gateway_namespace="sys"),
+        "ml",
+        "svc",
+        weights,
+        [inhouse, external],
+    )
+    refs = {r["name"]: r for r in objects[-1]["spec"]["rules"][0]["backendRefs"]}
+    tokens = provider_tokens("svc", weights, [inhouse, external])
+    assert list(tokens.values()) == ["tg-key"]
+    with_key = [r for r in refs.values() if len(r["filters"]) == 2]
+    assert len(with_key) == 1
+    assert with_key[0]["port"] == 443
+    assert with_key[0]["filters"][1]["extensionRef"]["name"] == next(iter(tokens))
+    slice_ = next(
+        o for o in objects if o["kind"] == "EndpointSlice" and "together" in o["metadata"]["name"]
+    )
+    assert slice_["addressType"] == "FQDN"
+    assert slice_["ports"][0]["appProtocol"] == "https"
+    # Out of rotation, its key is not synced either.
+    assert provider_tokens("svc", {inhouse.key: 1}, [inhouse, external]) == {}

@@ -34,11 +34,13 @@ from modelfleet.activities.serving_contracts import (
     SERVING_GATEWAY_ADDRESS,
     SERVING_PROBE,
     SERVING_SYNC_KEYS,
+    SERVING_SYNC_PROVIDER_TOKENS,
     EndpointHealth,
     EndpointKey,
     EndpointsInput,
     GatewayAddressRequest,
     ProbeEndpointsRequest,
+    ProviderTokensRequest,
     ReplicaEndpointRequest,
     SyncKeysRequest,
     WatchRequest,
@@ -49,6 +51,9 @@ from modelfleet.adapters.kube import KubeCluster, KubeError
 from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
 from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord
 from modelfleet.workflows.status import FleetView
+
+API_KEY_HASHES_TYPE = "modelfleet.dev/api-key-hashes"
+UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"
 
 
 class SecretStore:
@@ -184,30 +189,59 @@ class ServingActivities:
     def sync_api_keys(self, request: SyncKeysRequest) -> int:
         keys = self._secrets.lines(request.source_secret)
         digests = sorted({hashlib.sha256(k.encode()).hexdigest() for k in keys})
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": request.secret,
-                "namespace": request.namespace,
-                "labels": {"app.kubernetes.io/managed-by": MANAGER, SERVICE_LABEL: request.service},
-            },
-            "type": "Opaque",
-            "data": {
-                f"key-{i}": base64.b64encode(d.encode()).decode() for i, d in enumerate(digests)
-            },
-        }
-        namespace = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": request.namespace},
-        }
-        cluster = KubeCluster(self._kubeconfigs.path(request.cluster))
+        data = {f"key-{i}": d for i, d in enumerate(digests)}
+        self._write_secrets(
+            request.cluster,
+            request.namespace,
+            request.service,
+            {request.secret: (API_KEY_HASHES_TYPE, data)},
+        )
+        return len(digests)
+
+    @activity.defn(name=SERVING_SYNC_PROVIDER_TOKENS)
+    def sync_provider_tokens(self, request: ProviderTokensRequest) -> int:
+        secrets = {}
+        for name, source in sorted(request.tokens.items()):
+            lines = self._secrets.lines(source)
+            if not lines:
+                raise ApplicationError(
+                    f"secret {source!r} is empty", type="MissingSecret", non_retryable=True
+                )
+            secrets[name] = (UPSTREAM_TOKEN_TYPE, {"token": lines[0]})
+        self._write_secrets(request.cluster, request.namespace, request.service, secrets)
+        return len(secrets)
+
+    def _write_secrets(
+        self,
+        cluster_name: str,
+        namespace: str,
+        service: str,
+        secrets: dict[str, tuple[str, dict[str, str]]],
+    ) -> None:
+        """Apply Secrets on the gateway cluster. Their values never leave this function."""
+        manifests: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        ]
+        for name, (kind, data) in secrets.items():
+            manifests.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {"app.kubernetes.io/managed-by": MANAGER, SERVICE_LABEL: service},
+                    },
+                    "type": kind,
+                    "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+                }
+            )
+        cluster = KubeCluster(self._kubeconfigs.path(cluster_name))
         try:
-            cluster.apply(namespace)
-            cluster.apply(secret)
+            for manifest in manifests:
+                cluster.apply(manifest)
         except KubeError as exc:
+            # The message names the object, never its data.
             raise to_temporal(exc) from None
         finally:
             cluster.close()
-        return len(digests)

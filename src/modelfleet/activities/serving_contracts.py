@@ -25,6 +25,7 @@ ENDPOINTS_UNWATCH = "endpoints.unwatch"
 SERVING_PROBE = "serving.probe_endpoints"
 SERVING_GATEWAY_ADDRESS = "serving.gateway_address"
 SERVING_SYNC_KEYS = "serving.sync_api_keys"
+SERVING_SYNC_PROVIDER_TOKENS = "serving.sync_provider_tokens"
 
 LABEL_REGION = "region"
 
@@ -93,6 +94,15 @@ class SyncKeysRequest(Model):
     secret: str
     source_secret: str
     service: str
+
+
+class ProviderTokensRequest(Model):
+    """Fill each Secret (object name -> worker-side secret name) with a provider's key."""
+
+    cluster: str
+    namespace: str
+    service: str
+    tokens: dict[str, str]
 
 
 class EndpointsInput(Model):

@@ -28,6 +28,8 @@ __all__ = [
     "FrontDoor",
     "api_keys_secret_name",
     "distribute_weights",
+    "provider_token_secret_name",
+    "provider_tokens",
     "render_front_door",
     "select_endpoints",
     "service_path",
@@ -71,6 +73,23 @@ def service_path(namespace: str, service: str) -> str:
 
 def api_keys_secret_name(service: str) -> str:
     return child_name("ms", service, "api-keys")
+
+
+def provider_token_secret_name(service: str, endpoint: EndpointRecord) -> str:
+    """The Secret on the gateway cluster holding an external endpoint's provider key."""
+    return child_name("ms", service, endpoint.name, "token")
+
+
+def provider_tokens(
+    service: str, weighted: Mapping[str, int], endpoints: Sequence[EndpointRecord]
+) -> dict[str, str]:
+    """Secret object name -> the worker-side secret it is filled from, for every endpoint in
+    rotation that has a provider key."""
+    return {
+        provider_token_secret_name(service, e): e.auth_secret
+        for e in endpoints
+        if e.key in weighted and e.auth_secret
+    }
 
 
 def select_endpoints(
@@ -191,12 +210,22 @@ def render_front_door(
         endpoint = by_key[key]
         objects.extend(_backend_objects(service, target_ns, endpoint))
         rewrite = {"type": "ReplacePrefixMatch", "replacePrefixMatch": endpoint.rewrite_path}
+        filters: list[dict[str, Any]] = [{"type": "URLRewrite", "urlRewrite": {"path": rewrite}}]
+        if endpoint.auth_secret:
+            # The provider's key replaces the caller's credentials on this backend only.
+            secret = provider_token_secret_name(service, endpoint)
+            filters.append(
+                {
+                    "type": "ExtensionRef",
+                    "extensionRef": {"group": "", "kind": "Secret", "name": secret},
+                }
+            )
         refs.append(
             {
                 "name": _backend_name(service, endpoint),
                 "port": _target(endpoint.url)[1],
                 "weight": weighted[key],
-                "filters": [{"type": "URLRewrite", "urlRewrite": {"path": rewrite}}],
+                "filters": filters,
             }
         )
     rule: dict[str, Any] = {

@@ -85,6 +85,7 @@ def build_worker(
             serving.gateway_address,
             serving.probe_endpoints,
             serving.sync_api_keys,
+            serving.sync_provider_tokens,
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

@@ -37,11 +37,13 @@ with workflow.unsafe.imports_passed_through():
         SERVING_GATEWAY_ADDRESS,
         SERVING_PROBE,
         SERVING_SYNC_KEYS,
+        SERVING_SYNC_PROVIDER_TOKENS,
         EndpointHealth,
         EndpointsChanged,
         GatewayAddressRequest,
         ProbeEndpointsRequest,
         ProbeTarget,
+        ProviderTokensRequest,
         ServiceEndpointStatus,
         ServiceStatus,
         SyncKeysRequest,
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         FrontDoor,
         api_keys_secret_name,
         distribute_weights,
+        provider_tokens,
         render_front_door,
         select_endpoints,
         service_path,
@@ -270,10 +273,7 @@ class ServiceWorkflow:
             gateway_namespace=gateway.spec.gateway_namespace,
         )
         try:
-            if spec.spec.auth is not None:
-                await self._sync_keys(door.cluster, spec.spec.auth.api_keys_secret_ref.name)
-            await self._apply_route(door)
-            self._address = await self._front_address(gateway)
+            await self._apply_route(door, gateway)
         except ActivityError as exc:
             conditions.append(
                 _condition("RoutingReady", False, "Configuring", str(exc.cause or exc))
@@ -306,36 +306,63 @@ class ServiceWorkflow:
             summary="sync API key hashes",
         )
 
-    async def _apply_route(self, door: FrontDoor) -> None:
+    async def _apply_route(self, door: FrontDoor, gateway: InferenceGateway) -> None:
+        """Apply the route and what it needs, only when any of it changed (a steady service
+        costs one probe per interval and nothing else)."""
+        spec = self._spec
         manifests = render_front_door(
             door,
-            self._spec.namespace,
-            self._spec.name,
+            spec.namespace,
+            spec.name,
             self._weights,
             self._endpoints,
-            auth=self._spec.spec.auth is not None,
+            auth=spec.spec.auth is not None,
         )
-        refs = [ObjectRef.of(m) for m in manifests if m["kind"] != "Namespace"]
+        tokens = provider_tokens(spec.name, self._weights, self._endpoints)
+        namespace = workload_namespace(spec.namespace)
+        secrets = [
+            ObjectRef(api_version="v1", kind="Secret", name=name, namespace=namespace)
+            for name in ([api_keys_secret_name(spec.name)] if spec.spec.auth else [])
+            + sorted(tokens)
+        ]
+        # Secrets first: deletion runs in reverse, so the route goes before what it uses.
+        refs = secrets + [ObjectRef.of(m) for m in manifests if m["kind"] != "Namespace"]
         applied = (door.cluster, refs)
         # Weights change the route without changing which objects exist: compare the content.
         digest = hashlib.sha256(json.dumps(manifests, sort_keys=True).encode()).hexdigest()
-        if self._applied != applied or self._applied_digest != digest:
+        if self._applied == applied and self._applied_digest == digest and self._address:
+            return
+        if spec.spec.auth is not None:
+            await self._sync_keys(door.cluster, spec.spec.auth.api_keys_secret_ref.name)
+        if tokens:
             await workflow.execute_activity(
-                KUBE_APPLY,
-                ApplyRequest(cluster=door.cluster, manifests=manifests),
-                result_type=ApplyResult,
+                SERVING_SYNC_PROVIDER_TOKENS,
+                ProviderTokensRequest(
+                    cluster=door.cluster, namespace=namespace, service=spec.name, tokens=tokens
+                ),
+                result_type=int,
                 start_to_close_timeout=timedelta(seconds=60),
                 schedule_to_close_timeout=timedelta(minutes=3),
                 retry_policy=RETRY,
-                summary=f"front door: {len(self._weights)} backend(s)",
+                summary=f"sync {len(tokens)} provider key(s)",
             )
-            stale = self._stale(door.cluster, refs)
-            if stale is not None:
-                await self._delete(*stale)
+        await workflow.execute_activity(
+            KUBE_APPLY,
+            ApplyRequest(cluster=door.cluster, manifests=manifests),
+            result_type=ApplyResult,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=timedelta(minutes=3),
+            retry_policy=RETRY,
+            summary=f"front door: {len(self._weights)} backend(s)",
+        )
+        stale = self._stale(door.cluster, refs)
+        if stale is not None:
+            await self._delete(*stale)
         self._applied = applied
         self._applied_digest = digest
         route = manifests[-1]["spec"]["rules"][0]
         self._backends = {b["name"]: b["weight"] for b in route["backendRefs"]}
+        self._address = await self._front_address(gateway)
 
     def _stale(self, cluster: str, refs: list[ObjectRef]) -> tuple[str, list[ObjectRef]] | None:
         if self._applied is None:
@@ -377,18 +404,8 @@ class ServiceWorkflow:
         if self._applied is None:
             return
         cluster, refs = self._applied
-        secret = []
-        if self._spec.spec.auth is not None:
-            secret = [
-                ObjectRef(
-                    api_version="v1",
-                    kind="Secret",
-                    name=api_keys_secret_name(self._spec.name),
-                    namespace=workload_namespace(self._spec.namespace),
-                )
-            ]
         try:
-            await self._delete(cluster, [*secret, *refs])
+            await self._delete(cluster, refs)
         except ActivityError as exc:
             self._conditions = [
                 _condition("RoutingReady", False, "CleanupIncomplete", str(exc.cause or exc))

@@ -10,8 +10,10 @@ The gateway implements what modelfleet's manifests use: HTTPRoutes attached to t
 Exact/PathPrefix matches, URLRewrite (on the rule or per backendRef), weighted backendRefs,
 InferencePool backends (least-loaded Ready pod of the pool, as an endpoint picker would),
 Service backends (selector pods, or a selectorless Service's EndpointSlices: how a front door
-reaches other clusters and external providers) and an API-key check (an ``ExtensionRef`` to a
-Secret of SHA-256 key hashes; 401 without a valid ``Authorization: Bearer`` key). 503 when the
+reaches other clusters and external providers), an API-key check (a rule's ``ExtensionRef`` to a
+Secret of SHA-256 key hashes; 401 without a valid ``Authorization: Bearer`` key) and upstream
+credentials (a backendRef's ``ExtensionRef`` to a Secret whose ``token`` is sent as the bearer
+token to that backend instead of the caller's). 503 when the
 chosen backend has nothing Ready, 404 when no route matches. A dark cluster (fault) resets
 every connection of its plane.
 
@@ -257,7 +259,7 @@ class ServingPlane:
         except _NoBackendError as exc:
             return web.Response(status=503, text=f"no healthy upstream: {exc}")
         path = rewrite_path(request.path, match, backend.rewrite or match.rewrite)
-        return await self._proxy(request, base, path)
+        return await self._proxy(request, base, path, self._upstream_token(backend))
 
     def _authorised(self, request: web.Request, match: RuleMatch) -> bool:
         refs = [e for e in match.extensions if e.get("kind") == "Secret"]
@@ -275,6 +277,19 @@ class ServingPlane:
                     if base64.b64decode(value).decode().strip() == digest:
                         return True
         return False
+
+    def _upstream_token(self, backend: BackendRef) -> str | None:
+        """A backendRef's ExtensionRef to a Secret: its ``token`` replaces the caller's
+        Authorization on requests to that backend (a provider's key)."""
+        for ref in backend.extensions:
+            if ref.get("kind") != "Secret":
+                continue
+            secret = self._get("v1", "Secret", backend.namespace, str(ref.get("name", "")))
+            token = ((secret or {}).get("data") or {}).get("token")
+            if token:
+                with contextlib.suppress(ValueError):
+                    return base64.b64decode(token).decode().strip()
+        return None
 
     def _resolve(self, backend: BackendRef) -> str:
         """The base URL (scheme://host:port) of one endpoint behind ``backend``."""
@@ -371,11 +386,16 @@ class ServingPlane:
             raise _NoBackendError(f"no ready endpoint of Service {backend.name}")
         return self._rng.choice(targets)
 
-    async def _proxy(self, request: web.Request, base: str, path: str) -> web.StreamResponse:
+    async def _proxy(
+        self, request: web.Request, base: str, path: str, token: str | None = None
+    ) -> web.StreamResponse:
         assert self._session is not None
         url = base + path + (f"?{request.query_string}" if request.query_string else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers["Host"] = urlsplit(base).netloc
+        if token is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers["Authorization"] = f"Bearer {token}"
         body = await request.read()
         try:
             async with self._session.request(

@@ -35,6 +35,8 @@ class BackendRef:
     weight: int
     # The backendRef's own URLRewrite (Modelplane rewrites per backend on the front door).
     rewrite: Mapping[str, Any] | None = None
+    # ExtensionRef filters of the backendRef, e.g. the Secret whose token goes upstream.
+    extensions: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,10 @@ def _backends(rule: Mapping[str, Any], namespace: str) -> tuple[BackendRef, ...]
                 port=ref.get("port"),
                 weight=int(ref.get("weight", 1)),
                 rewrite=rewrites[0].get("urlRewrite") if rewrites else None,
+                extensions=tuple(
+                    f.get("extensionRef") or {}
+                    for f in _filters(ref.get("filters") or [], "ExtensionRef")
+                ),
             )
         )
     return tuple(out)
