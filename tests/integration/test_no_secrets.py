@@ -23,10 +23,10 @@ from crash_env import CrashEnv, all_ready, crash_env
 from integration_support import deployment
 from temporalio.api.common.v1 import Payload
 
-from modelfleet.activities.serving_contracts import ServiceStatus
 from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.codec import ENCODING, EncryptionCodec
 from modelfleet.workflows.ids import service_id
 from modelfleet.workflows.service import ServiceWorkflow

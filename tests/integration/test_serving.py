@@ -19,7 +19,6 @@ from aiohttp import web
 from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
 from test_no_secrets import haystack
 
-from modelfleet.activities.serving_contracts import ServiceStatus
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_paths
@@ -27,6 +26,7 @@ from modelfleet.api.services import ModelService
 from modelfleet.cli.apply import ORDER, apply_resource
 from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cli.serving_inspect import describe_service, get_serving, list_endpoints
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
 from modelfleet.workflows.ids import service_id

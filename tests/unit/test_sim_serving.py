@@ -18,14 +18,14 @@ import openai
 import pytest
 from render_factories import engine, gpus, member, replica, standalone
 
-from modelfleet.adapters.kube import KubeCluster
+from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.gateway_address import gateway_authority
-from modelfleet.rendering.replica import RenderedReplica, render_replica
-from modelfleet.sim.fleet import SimulatedFleet, ThreadedSimulatedFleet
+from modelfleet.rendering.replica_manifests import RenderedReplica, render_replica
+from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.serving import EngineProfile
 from modelfleet.sim.serving.engine import EngineState, synthetic_tokens
 from modelfleet.sim.serving.model_args import served_model_name
@@ -35,6 +35,7 @@ from modelfleet.sim.serving.routes import (
     pick_backend,
     rewrite_path,
 )
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 L4 = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("20Gi")) >= 0'
@@ -163,7 +164,7 @@ def _quickstart() -> tuple[list[InferenceClass], list[InferenceCluster]]:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[ThreadedSimulatedFleet]:
+def fleet(tmp_path: Path) -> Iterator[LoopThread[SimulatedFleet]]:
     classes, clusters = _quickstart()
     profile = EngineProfile(max_concurrency=2)
     with SimulatedFleet.start_in_thread(
@@ -182,11 +183,11 @@ def _l4_replica(name: str = "qwen-5ab63", model: str = MODEL) -> RenderedReplica
     return render_replica(rep, ClusterFacts())
 
 
-def _deploy(fleet: ThreadedSimulatedFleet, rendered: RenderedReplica) -> KubeCluster:
-    kube = KubeCluster(fleet.kubeconfig("l4-dev"), request_timeout=5.0)
+def _deploy(fleet: LoopThread[SimulatedFleet], rendered: RenderedReplica) -> KubeCluster:
+    kube = KubeCluster(fleet.target.kubeconfig("l4-dev"), request_timeout=5.0)
     for manifest in rendered.manifests():
         kube.apply(manifest)
-    fleet.settle(WAIT)
+    fleet.run(fleet.target.settle(WAIT), timeout=WAIT + 5)
     return kube
 
 
@@ -201,18 +202,18 @@ def _gateway(kube: KubeCluster) -> str:
     return f"http://{authority}"
 
 
-def _engine_pod(fleet: ThreadedSimulatedFleet, rendered: RenderedReplica) -> tuple[str, str]:
-    plane = fleet.fleet.serving("l4-dev")
+def _engine_pod(fleet: LoopThread[SimulatedFleet], rendered: RenderedReplica) -> tuple[str, str]:
+    plane = fleet.target.serving("l4-dev")
     pods = fleet.call(lambda: plane.serving_pods)
     mine = [p for p in pods if p[0] == rendered.namespace and p[1].startswith(rendered.replica)]
     assert len(mine) == 1, pods
     return mine[0]
 
 
-def test_ready_engine_answers_the_openai_api(fleet: ThreadedSimulatedFleet) -> None:
+def test_ready_engine_answers_the_openai_api(fleet: LoopThread[SimulatedFleet]) -> None:
     rendered = _l4_replica()
     with _deploy(fleet, rendered):
-        plane = fleet.fleet.serving("l4-dev")
+        plane = fleet.target.serving("l4-dev")
         ns, pod = _engine_pod(fleet, rendered)
         url = fleet.call(lambda: plane.engine_url(ns, pod))
         assert url is not None
@@ -256,7 +257,7 @@ def test_ready_engine_answers_the_openai_api(fleet: ThreadedSimulatedFleet) -> N
         assert httpx.get(f"{url}/health").status_code == 200
 
 
-def test_gateway_routes_a_replica_path_to_its_pool(fleet: ThreadedSimulatedFleet) -> None:
+def test_gateway_routes_a_replica_path_to_its_pool(fleet: LoopThread[SimulatedFleet]) -> None:
     rendered = _l4_replica()
     with _deploy(fleet, rendered) as kube:
         base = f"{_gateway(kube)}/ml-team/{rendered.replica}/v1"
@@ -275,7 +276,7 @@ def test_gateway_routes_a_replica_path_to_its_pool(fleet: ThreadedSimulatedFleet
         assert missing.status_code == 404
 
 
-def test_engine_queues_past_its_concurrency_limit(fleet: ThreadedSimulatedFleet) -> None:
+def test_engine_queues_past_its_concurrency_limit(fleet: LoopThread[SimulatedFleet]) -> None:
     state = EngineState(model="m", pod="p", profile=EngineProfile(max_concurrency=2))
 
     async def scenario() -> tuple[int, int]:
@@ -299,21 +300,21 @@ def test_engine_queues_past_its_concurrency_limit(fleet: ThreadedSimulatedFleet)
 
 
 def test_nothing_ready_is_503_and_stopping_withdraws_the_engine(
-    fleet: ThreadedSimulatedFleet,
+    fleet: LoopThread[SimulatedFleet],
 ) -> None:
-    fleet.update_faults("l4-dev", {"never_ready": ["qwen-*-main-*"]})
+    fleet.call(fleet.target.update_faults, "l4-dev", {"never_ready": ["qwen-*-main-*"]})
     rendered = _l4_replica()
     with _deploy(fleet, rendered) as kube:
         response = httpx.get(f"{_gateway(kube)}/ml-team/{rendered.replica}/v1/models")
         assert response.status_code == 503
-        assert fleet.call(lambda: fleet.fleet.serving("l4-dev").serving_pods) == []
+        assert fleet.call(lambda: fleet.target.serving("l4-dev").serving_pods) == []
     ok = _l4_replica("other-1a2b3")
     with _deploy(fleet, ok) as kube:
         ns, pod = _engine_pod(fleet, ok)
-        plane = fleet.fleet.serving("l4-dev")
+        plane = fleet.target.serving("l4-dev")
         assert fleet.call(lambda: plane.engine_url(ns, pod)) is not None
         kube.delete("v1", "Pod", pod, ns)
-        fleet.settle(WAIT)
+        fleet.run(fleet.target.settle(WAIT), timeout=WAIT + 5)
         assert fleet.call(lambda: plane.engine_url(ns, pod)) is None
 
 
@@ -378,7 +379,7 @@ def _backend(name: str, port: int, weight: int, prefix: str) -> dict[str, Any]:
 
 
 def test_front_door_splits_by_weight_over_selectorless_services_and_checks_keys(
-    fleet: ThreadedSimulatedFleet,
+    fleet: LoopThread[SimulatedFleet],
 ) -> None:
     first, second = _l4_replica("alpha-11111"), _l4_replica("beta-22222")
     with _deploy(fleet, first) as kube:
@@ -423,7 +424,9 @@ def test_front_door_splits_by_weight_over_selectorless_services_and_checks_keys(
         assert alpha + sum(s.startswith("beta-") for s in served) == 400
 
 
-def test_prefill_decode_requests_reach_the_decode_sidecar(fleet: ThreadedSimulatedFleet) -> None:
+def test_prefill_decode_requests_reach_the_decode_sidecar(
+    fleet: LoopThread[SimulatedFleet],
+) -> None:
     def phase(name: str, label: str, *args: str) -> dict[str, Any]:
         return engine(
             name,
@@ -446,7 +449,7 @@ def test_prefill_decode_requests_reach_the_decode_sidecar(fleet: ThreadedSimulat
     )
     rendered = render_replica(rep, ClusterFacts())
     with _deploy(fleet, rendered) as kube:
-        plane = fleet.fleet.serving("l4-dev")
+        plane = fleet.target.serving("l4-dev")
         pods = fleet.call(lambda: plane.serving_pods)
         decode = [p for p in pods if "-decode-" in p[1] or "-gen-" in p[1]]
         assert decode, pods
@@ -463,15 +466,15 @@ def test_prefill_decode_requests_reach_the_decode_sidecar(fleet: ThreadedSimulat
             assert raw.headers["x-modelfleet-served-by"] == decode[0][1]
 
 
-def test_a_dark_cluster_serves_nothing(fleet: ThreadedSimulatedFleet) -> None:
+def test_a_dark_cluster_serves_nothing(fleet: LoopThread[SimulatedFleet]) -> None:
     rendered = _l4_replica()
     with _deploy(fleet, rendered) as kube:
         url = f"{_gateway(kube)}/ml-team/{rendered.replica}/v1/models"
         assert httpx.get(url).status_code == 200
-        fleet.update_faults("l4-dev", {"dark": True, "dark_mode": "reset"})
+        fleet.call(fleet.target.update_faults, "l4-dev", {"dark": True, "dark_mode": "reset"})
         try:
             with pytest.raises(httpx.TransportError):
                 httpx.get(url, timeout=5)
         finally:
-            fleet.update_faults("l4-dev", {"dark": False})
+            fleet.call(fleet.target.update_faults, "l4-dev", {"dark": False})
         assert httpx.get(url).status_code == 200

@@ -16,16 +16,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from modelfleet.activities.contracts import (
-    KUBE_APPLY,
-    KUBE_DELETE,
+from modelfleet.api.kinds import parse_resource
+from modelfleet.api.services import InferenceGateway, ModelService
+from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
+from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
     DeleteRequest,
     DeleteResult,
     ObjectRef,
 )
-from modelfleet.activities.serving_contracts import (
+from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_UNWATCH,
     ENDPOINTS_WATCH,
     SERVING_GATEWAY_ADDRESS,
@@ -39,8 +40,6 @@ from modelfleet.activities.serving_contracts import (
     WatchRequest,
     WatchResult,
 )
-from modelfleet.api.kinds import parse_resource
-from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
 from modelfleet.workflows.service import ServiceInput, ServiceWorkflow

@@ -20,10 +20,14 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.activities.contracts import TASK_QUEUE
-from modelfleet.activities.fleet import FLEET_WORKFLOW_ID
-from modelfleet.activities.kube import KubeconfigStore, to_temporal
-from modelfleet.activities.serving_contracts import (
+from modelfleet.activities.fleet_updates import FLEET_WORKFLOW_ID
+from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.adapters.endpoint_probe import probe_models
+from modelfleet.adapters.kube_client import KubeCluster
+from modelfleet.adapters.kube_errors import KubeError
+from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.serving_payloads import (
     ENDPOINT_DIRECTORY_WORKFLOW,
     ENDPOINTS_ID,
     ENDPOINTS_PUBLISH_REPLICA,
@@ -46,11 +50,8 @@ from modelfleet.activities.serving_contracts import (
     WatchRequest,
     WatchResult,
 )
-from modelfleet.adapters.endpoint_probe import probe_models
-from modelfleet.adapters.kube import KubeCluster, KubeError
-from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
+from modelfleet.contracts.status import FleetView
 from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord
-from modelfleet.workflows.status import FleetView
 
 API_KEY_HASHES_TYPE = "modelfleet.dev/api-key-hashes"
 UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"

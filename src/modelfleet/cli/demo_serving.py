@@ -12,12 +12,12 @@ import time
 
 from temporalio.client import Client
 
-from modelfleet.activities.serving_contracts import ServiceStatus
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.cli.output import console
 from modelfleet.cli.serving import apply_serving
 from modelfleet.cli.serving_inspect import service_status
+from modelfleet.contracts.serving_payloads import ServiceStatus
 
 SERVED_BY_HEADER = "x-modelfleet-served-by"
 

@@ -32,17 +32,17 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.serving import SERVING_KINDS
 from modelfleet.cli.serving_inspect import describe_service, get_serving
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
-from modelfleet.workflows.status import (
+from modelfleet.contracts.status import (
     ClusterStatus,
     DecisionQuery,
     DeploymentStatus,
     FleetView,
     ReplicaPhase,
 )
+from modelfleet.workflows.cluster import ClusterWorkflow
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # A rollout that has placed nothing this long after we started watching, with the scheduler
 # saying why, is reported as failed rather than watched until the timeout.

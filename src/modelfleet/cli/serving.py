@@ -10,11 +10,11 @@ from __future__ import annotations
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.serving import directory_update
-from modelfleet.activities.serving_contracts import ENDPOINTS_ID, EndpointKey
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.workflows.ids import service_id
 from modelfleet.workflows.service import ServiceInput, ServiceWorkflow

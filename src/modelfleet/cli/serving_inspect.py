@@ -13,9 +13,9 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from modelfleet.activities.serving_contracts import ENDPOINTS_ID, ServiceStatus
 from modelfleet.api.services import InferenceGateway
 from modelfleet.cli.output import console
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.ids import service_id

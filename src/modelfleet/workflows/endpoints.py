@@ -16,7 +16,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.serving_contracts import (
+    from modelfleet.api.services import InferenceGateway
+    from modelfleet.contracts.serving_payloads import (
         ENDPOINT_DIRECTORY_WORKFLOW,
         EndpointKey,
         EndpointsChanged,
@@ -24,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
         WatchResult,
     )
-    from modelfleet.api.services import InferenceGateway
     from modelfleet.rendering.front_door import EndpointRecord
 
 

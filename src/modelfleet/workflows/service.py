@@ -21,16 +21,20 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
-        KUBE_APPLY,
-        KUBE_DELETE,
+    from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.meta import Condition
+    from modelfleet.api.naming import workload_namespace
+    from modelfleet.api.rules import validate
+    from modelfleet.api.services import InferenceGateway, ModelService
+    from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
+    from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
         DeleteRequest,
         DeleteResult,
         ObjectRef,
     )
-    from modelfleet.activities.serving_contracts import (
+    from modelfleet.contracts.serving_payloads import (
         ENDPOINTS_UNWATCH,
         ENDPOINTS_WATCH,
         SERVICE_WORKFLOW,
@@ -50,11 +54,7 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
         WatchResult,
     )
-    from modelfleet.api.errors import InvalidResourceError
-    from modelfleet.api.meta import Condition, Model
-    from modelfleet.api.naming import workload_namespace
-    from modelfleet.api.rules import validate
-    from modelfleet.api.services import InferenceGateway, ModelService
+    from modelfleet.contracts.wire import WireModel
     from modelfleet.rendering.front_door import (
         EndpointRecord,
         FrontDoor,
@@ -74,7 +74,7 @@ RETRY = RetryPolicy(
 )
 
 
-class ServiceInput(Model):
+class ServiceInput(WireModel):
     spec: ModelService
     probe_interval_seconds: float = 10.0
     probe_timeout_seconds: float = 3.0

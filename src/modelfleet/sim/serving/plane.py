@@ -37,11 +37,13 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from modelfleet.sim.controllers import pod_is_ready
-from modelfleet.sim.errors import ApiError
+from modelfleet.sim.apiserver.selectors import label_selector_from_object
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.apiserver.watch import WatchEvent
+from modelfleet.sim.controllers.object_helpers import pod_is_ready
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.sim.nodes import GATEWAY_NAME, SYSTEM_NAMESPACE
-from modelfleet.sim.selectors import label_selector_from_object
+from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.model_args import pod_model, serving_ports
 from modelfleet.sim.serving.openai_api import handle_engine
@@ -53,7 +55,6 @@ from modelfleet.sim.serving.routes import (
     pick_backend,
     rewrite_path,
 )
-from modelfleet.sim.store import ClusterStore, WatchEvent
 
 __all__ = ["ServingPlane"]
 
