@@ -48,6 +48,7 @@ def test_every_example_validates() -> None:
         "ModelDeployment",
         "ModelService",
         "ModelAutoscaler",
+        "InferenceGateway",
     }
     assert len(result.documents) >= 15
 

@@ -15,7 +15,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.rules import validate
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
 KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
@@ -27,6 +27,7 @@ KINDS: dict[str, type[Resource]] = {
         ModelEndpoint,
         ModelService,
         ModelAutoscaler,
+        InferenceGateway,
     )
 }
 
@@ -67,6 +68,11 @@ KIND_ALIASES: dict[str, str] = {
     "ma": "ModelAutoscaler",
     "autoscaler": "ModelAutoscaler",
     "autoscalers": "ModelAutoscaler",
+    "inferencegateway": "InferenceGateway",
+    "inferencegateways": "InferenceGateway",
+    "ig": "InferenceGateway",
+    "gateway": "InferenceGateway",
+    "gateways": "InferenceGateway",
 }
 
 

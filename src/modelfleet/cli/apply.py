@@ -30,6 +30,7 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.validate import FilesOption
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import ClusterInput
@@ -41,7 +42,15 @@ from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
-ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2, "ModelAutoscaler": 3}
+ORDER = {
+    "InferenceClass": 0,
+    "InferenceCluster": 1,
+    "InferenceGateway": 2,
+    "ModelDeployment": 3,
+    "ModelEndpoint": 4,
+    "ModelService": 5,
+    "ModelAutoscaler": 6,
+}
 
 
 async def apply_resource(client: Client, resource: Resource) -> str:
@@ -81,6 +90,8 @@ async def apply_resource(client: Client, resource: Resource) -> str:
         return wid
     if isinstance(resource, ModelAutoscaler):
         return await apply_autoscaler(client, resource)
+    if resource.KIND in SERVING_KINDS:
+        return await apply_serving(client, resource)
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 

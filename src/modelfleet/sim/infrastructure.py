@@ -247,7 +247,7 @@ def gateway_address(index: int) -> str:
     return f"10.{(index % 250) + 1}.0.1"
 
 
-def stack_manifests(address: str, *, now: str) -> list[dict[str, Any]]:
+def stack_manifests(address: str, *, now: str, port: int = 80) -> list[dict[str, Any]]:
     """The serving stack a real install would have, status included (``now`` stamps the
     conditions; this module reads no clock)."""
     ready = {"status": "True", "lastTransitionTime": now}
@@ -273,7 +273,9 @@ def stack_manifests(address: str, *, now: str) -> list[dict[str, Any]]:
                 "listeners": [
                     {
                         "name": "http",
-                        "port": 80,
+                        # Where the gateway listens: 80 on a real install, the simulated
+                        # gateway's loopback port in a simulated fleet.
+                        "port": port,
                         "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "All"}},
                     }
@@ -296,6 +298,7 @@ def infrastructure_manifests(
     *,
     address: str,
     now: str,
+    gateway_port: int = 80,
 ) -> list[dict[str, Any]]:
     """Everything a fresh simulated cluster holds before any workload, in creation order."""
     out: list[dict[str, Any]] = list(device_class_manifests(classes))
@@ -305,5 +308,5 @@ def infrastructure_manifests(
         for i, node in enumerate(layout.nodes):
             out.append(node_manifest(cluster.name, node, layout=layout, zone=zones[i % len(zones)]))
             out.extend(resource_slice_manifests(cluster.name, node, layout))
-    out.extend(stack_manifests(address, now=now))
+    out.extend(stack_manifests(address, now=now, port=gateway_port))
     return out
