@@ -13,6 +13,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.api.support import not_acted_upon
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -84,11 +85,10 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     await ensure_fleet(client)
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+        unsupported = not_acted_upon(resource)
         if resource.KIND not in ORDER:
-            console.print(
-                f"[yellow]skipped[/] {resource.ref}: orchestration of {resource.KIND} is not "
-                "built yet"
-            )
+            reason = unsupported or f"orchestration of {resource.KIND} is not built yet"
+            console.print(f"[yellow]skipped[/] {resource.ref}: {reason}")
             continue
         try:
             wid = await apply_resource(client, resource)
@@ -97,6 +97,8 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
             err_console.print(f"[red]rejected[/] {resource.ref}: {rejection_reason(exc)}")
             continue
         console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
+        if unsupported:
+            console.print(f"  [yellow]note[/] {unsupported}")
     return failures
 
 
