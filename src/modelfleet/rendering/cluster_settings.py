@@ -21,6 +21,15 @@ from modelfleet.rendering.facts import DEFAULT_GATEWAY_NAME, ClusterFacts
 MODELPLANE_GATEWAY_NAMESPACE = "modelplane-system"
 
 
+def has_own_settings(cluster: InferenceCluster) -> bool:
+    """Whether ``cluster`` changes anything from the worker's defaults."""
+    return (
+        cluster.from_modelplane
+        or cluster.spec.workloads is not None
+        or any(p.node_label is not None for p in cluster.spec.node_pools)
+    )
+
+
 def cluster_facts(cluster: InferenceCluster, base: ClusterFacts | None = None) -> ClusterFacts:
     """``base`` (the worker's defaults) with ``cluster``'s own settings applied."""
     facts = base or ClusterFacts()
