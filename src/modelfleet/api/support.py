@@ -21,6 +21,11 @@ UNPROVISIONED_SOURCES = frozenset({ClusterSource.AKS, ClusterSource.NEBIUS, Clus
 UNPROVISIONED_PROVIDERS = frozenset({Provider.AKS, Provider.NEBIUS, Provider.VULTR})
 
 
+def held_without_action(resource: Resource) -> bool:
+    """Whether ``resource`` is a kind modelfleet only keeps (and lists) without acting upon it."""
+    return isinstance(resource, ModelCache | ServingStack | InfrastructureResource)
+
+
 def provisioning_not_supported(source: ClusterSource) -> str | None:
     """Why a cluster of ``source`` cannot be provisioned, or None when it can (or is adopted)."""
     if source in UNPROVISIONED_SOURCES:

@@ -13,7 +13,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
-from modelfleet.api.support import not_acted_upon
+from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -30,14 +30,16 @@ from modelfleet.cli.output import (
     rejection_reason,
 )
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
+from modelfleet.workflows.ids import FLEET_ID, accepted_id, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
 ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
@@ -78,6 +80,22 @@ async def apply_resource(client: Client, resource: Resource) -> str:
             ),
         )
         return wid
+    if held_without_action(resource):
+        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
+        document = AcceptedInput(document=resource.to_wire())
+        await client.execute_update_with_start_workflow(
+            AcceptedResourceWorkflow.apply,
+            document,
+            start_workflow_operation=WithStartWorkflowOperation(
+                AcceptedResourceWorkflow.run,
+                document,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"{resource.ref} (accepted, not acted upon)",
+            ),
+        )
+        return wid
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 
@@ -86,7 +104,7 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
         unsupported = not_acted_upon(resource)
-        if resource.KIND not in ORDER:
+        if resource.KIND not in ORDER and not held_without_action(resource):
             reason = unsupported or f"orchestration of {resource.KIND} is not built yet"
             console.print(f"[yellow]skipped[/] {resource.ref}: {reason}")
             continue

@@ -23,6 +23,7 @@ from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
@@ -31,7 +32,13 @@ from modelfleet.workflows.replica import ReplicaWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+WORKFLOWS = [
+    FleetWorkflow,
+    DeploymentWorkflow,
+    ReplicaWorkflow,
+    ClusterWorkflow,
+    AcceptedResourceWorkflow,
+]
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 
 
