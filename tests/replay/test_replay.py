@@ -92,6 +92,8 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
         "ModelReplica",
         "InferenceCluster",
         "AcceptedResource",
+        "ModelService",
+        "EndpointDirectory",
     }
     assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
 
@@ -150,6 +152,18 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
         "fleet.release",
         "fleet.place",  # the pass after the last replica reported done
     ]
+
+    # (e) serving: the replica published its endpoint when Ready and withdrew it before its
+    # teardown deleted anything; the service watched, probed, routed, and removed its route.
+    served = activities(load("serving-replica.json"))
+    assert served.index("endpoints.publish_replica") < served.index("endpoints.withdraw")
+    assert served.index("endpoints.withdraw") < served.index("kube.delete")
+    service = activities(load("serving-service.json"))
+    assert service[0] == "endpoints.watch"
+    assert {"serving.probe_endpoints", "kube.apply", "serving.gateway_address"} <= set(service)
+    assert service[-2:] == ["endpoints.unwatch", "kube.delete"]
+    directory = load("serving-endpoints.json")
+    assert {"put_gateway", "put", "watch", "unwatch", "withdraw"} <= updates(directory)
 
     fleet = load("fleet.json")
     assert {"put_class", "put_cluster", "report_cluster", "place", "release"} <= updates(fleet)

@@ -40,6 +40,7 @@ from modelfleet.contracts.kube_payloads import (
     WaitReadyRequest,
 )
 from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.rendering.gateway_address import gateway_authority
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
@@ -219,11 +220,7 @@ class KubeActivities:
             seen.nodes += 1
             if node.ready and node.schedulable:
                 seen.ready_nodes += 1
-        address = None
-        if gateway is not None:
-            addresses = gateway.get("status", {}).get("addresses") or []
-            if addresses:
-                address = addresses[0].get("value")
+        address = gateway_authority(gateway) if gateway is not None else None
         elapsed = int((time.monotonic() - started) * 1000)
         return ProbeResult(
             reachable=True,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -16,7 +17,7 @@ from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
 from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.rules import validate
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
 _ALL_KINDS: tuple[type[Resource], ...] = (
     InferenceClass,
@@ -25,6 +26,8 @@ _ALL_KINDS: tuple[type[Resource], ...] = (
     ModelReplica,
     ModelEndpoint,
     ModelService,
+    ModelAutoscaler,
+    InferenceGateway,
     ModelCache,
     ServingStack,
     *CLOUD_CLUSTER_KINDS,
@@ -63,6 +66,16 @@ KIND_ALIASES: dict[str, str] = {
     "ms": "ModelService",
     "service": "ModelService",
     "services": "ModelService",
+    "modelautoscaler": "ModelAutoscaler",
+    "modelautoscalers": "ModelAutoscaler",
+    "ma": "ModelAutoscaler",
+    "autoscaler": "ModelAutoscaler",
+    "autoscalers": "ModelAutoscaler",
+    "inferencegateway": "InferenceGateway",
+    "inferencegateways": "InferenceGateway",
+    "ig": "InferenceGateway",
+    "gateway": "InferenceGateway",
+    "gateways": "InferenceGateway",
     "modelcache": "ModelCache",
     "modelcaches": "ModelCache",
     "mc": "ModelCache",

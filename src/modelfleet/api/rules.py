@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlparse
 
+from modelfleet.api.autoscalers import ModelAutoscaler, autoscaler_rules
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
 from modelfleet.api.deployments import (
@@ -36,7 +37,7 @@ from modelfleet.api.meta import (
     label_value_problem,
 )
 from modelfleet.api.parity_rules import parity_rules
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import DEFAULT_GATEWAY, InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.cel.compiler import CelCompileError, check_selector
 from modelfleet.cel.quantity import Quantity
 from modelfleet.cel.semver import Semver
@@ -76,6 +77,10 @@ def _kind_rules(resource: Resource) -> Iterable[FieldError]:
             return _model_endpoint(resource)
         case ModelService():
             return _model_service(resource)
+        case ModelAutoscaler():
+            return autoscaler_rules(resource)
+        case InferenceGateway():
+            return _inference_gateway(resource)
     return parity_rules(resource)
 
 
@@ -464,3 +469,17 @@ def _model_service(ms: ModelService) -> Iterator[FieldError]:
             ep.selector.match_labels,
             reserved_ok=True,
         )
+
+
+def _inference_gateway(ig: InferenceGateway) -> Iterator[FieldError]:
+    if ig.name != DEFAULT_GATEWAY:
+        yield FieldError(
+            ("metadata", "name"), f"the fleet has one InferenceGateway, named {DEFAULT_GATEWAY!r}"
+        )
+    if not ig.spec.listeners:
+        yield FieldError(("spec", "listeners"), "at least one HTTP listener is required")
+    seen: set[str] = set()
+    for i, listener in enumerate(ig.spec.listeners):
+        if listener.name in seen:
+            yield FieldError(("spec", "listeners", i, "name"), "duplicate listener name")
+        seen.add(listener.name)

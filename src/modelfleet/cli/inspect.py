@@ -31,6 +31,8 @@ from modelfleet.cli.output import (
     kind_or_exit,
     print_structured,
 )
+from modelfleet.cli.serving import SERVING_KINDS
+from modelfleet.cli.serving_inspect import describe_service, get_serving
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.status import (
     ClusterStatus,
@@ -99,7 +101,12 @@ def _deployment_row(d: DeploymentStatus, wide: bool) -> list[str]:
 
 
 def get(
-    kind: Annotated[str, typer.Argument(help="classes, clusters, deployments or replicas.")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="classes, clusters, deployments, replicas, services, endpoints or gateways."
+        ),
+    ],
     namespace: NsOption = "",
     output: OutputOption = OutputFormat.TABLE,
     address: AddressOption = None,
@@ -133,6 +140,9 @@ def get(
                 [[a.namespace, a.name, "NotActedUpon", a.reason] for a in accepted],
                 [a.model_dump(mode="json", by_alias=True) for a in accepted],
             )
+        if resolved in SERVING_KINDS:
+            ids = await _running_ids(client, "ModelService", namespace or None)
+            return await get_serving(client, resolved, namespace, ids)
         view = await fleet_view(client)
         if resolved == "InferenceCluster":
             rows = []
@@ -211,7 +221,7 @@ def _replica_table(status: DeploymentStatus) -> Table:
 
 
 def describe(
-    kind: Annotated[str, typer.Argument(help="deployment or cluster.")],
+    kind: Annotated[str, typer.Argument(help="deployment, cluster or service.")],
     name: Annotated[str, typer.Argument()],
     namespace: NsOption = "default",
     address: AddressOption = None,
@@ -262,6 +272,8 @@ def describe(
             )
             for pool, obs in sorted(cstatus.observed_pools.items()):
                 console.print(f"  pool {pool}: {obs.ready_nodes}/{obs.nodes} nodes ready")
+        elif resolved == "ModelService":
+            await describe_service(client, s, namespace, name)
         else:
             raise ValueError(f"describe {resolved} is not supported yet")
 

@@ -257,6 +257,7 @@ def stack_manifests(
     address: str,
     *,
     now: str,
+    port: int = 80,
     gateway_name: str = GATEWAY_NAME,
     gateway_namespace: str = SYSTEM_NAMESPACE,
 ) -> list[dict[str, Any]]:
@@ -286,7 +287,9 @@ def stack_manifests(
                 "listeners": [
                     {
                         "name": "http",
-                        "port": 80,
+                        # Where the gateway listens: 80 on a real install, the simulated
+                        # gateway's loopback port in a simulated fleet.
+                        "port": port,
                         "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "All"}},
                     }
@@ -309,6 +312,7 @@ def infrastructure_manifests(
     *,
     address: str,
     now: str,
+    gateway_port: int = 80,
 ) -> list[dict[str, Any]]:
     """Everything a fresh simulated cluster holds before any workload, in creation order."""
     out: list[dict[str, Any]] = list(device_class_manifests(classes))
@@ -323,6 +327,7 @@ def infrastructure_manifests(
         stack_manifests(
             address,
             now=now,
+            port=gateway_port,
             gateway_name=facts.gateway_name,
             gateway_namespace=facts.gateway_namespace,
         )
