@@ -64,3 +64,17 @@ async def test_unacted_kinds_are_applied_listed_updated_and_deleted(stack: Stack
     assert result.name == "kimi-k2"
     (left,) = await _listed(stack, "ModelCache", "frontier", 1)
     assert left.name == "qwen3-coder"
+
+
+async def test_a_modelplane_traefik_gateway_is_kept_beside_the_serving_front_door(
+    stack: Stack,
+) -> None:
+    (traefik,) = _docs("gateway.yaml")
+    wid = await apply_resource(stack.client, traefik)
+    assert wid == "accepted/InferenceGateway/-/default"
+    handle = stack.client.get_workflow_handle_for(AcceptedResourceWorkflow.run, wid)
+    held = await handle.query(AcceptedResourceWorkflow.status)
+    assert held.reason.startswith("NotActedUpon: ")
+    assert held.document["spec"]["traefik"]["metallb"]["addressPool"].startswith("172.18.")
+    await handle.execute_update(AcceptedResourceWorkflow.delete)
+    assert (await handle.result()).deleting

@@ -19,6 +19,8 @@ from modelfleet.api.kinds import KINDS, parse_resource
 from modelfleet.api.loading import load_paths
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.meta import Resource
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
+from modelfleet.api.services import InferenceGateway
 from modelfleet.api.support import not_acted_upon
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "modelplane"
@@ -27,10 +29,7 @@ INVALID = sorted((CORPUS / "invalid").glob("*.yaml"))
 
 # modelfleet's own kinds, which Modelplane does not have.
 MODELFLEET_ONLY = {"ModelAutoscaler"}
-# TODO(serving): Modelplane's InferenceGateway (a singleton `default` with `backend: Traefik`,
-# `traefik.version`, MetalLB) does not validate against api/services.py's InferenceGateway, which
-# requires `spec.cluster`; add its documents here once that shape is accepted.
-NOT_IN_CORPUS = MODELFLEET_ONLY | {"InferenceGateway"}
+NOT_IN_CORPUS = MODELFLEET_ONLY
 
 
 @functools.cache
@@ -154,6 +153,8 @@ def test_what_is_not_acted_upon_is_reported_never_silent() -> None:
         kind = ref.split()[0]
         if kind in {"ModelCache", "ServingStack"} | {k.KIND for k in CLOUD_CLUSTER_KINDS}:
             assert str(reason).startswith("NotActedUpon: "), ref
+    assert str(reasons["InferenceGateway default"]).startswith("NotActedUpon: ")
+    assert "spec.cluster" in str(reasons["InferenceGateway default"])
     assert reasons["InferenceCluster aks-westeurope"] is not None
     assert "ProvisioningNotSupported" in str(reasons["InferenceCluster vultr-ewr"])
     assert "ProvisioningNotSupported" in str(reasons["InferenceCluster nebius-eu-north"])
@@ -214,3 +215,20 @@ def test_an_infrastructure_kind_rejects_the_user_facing_group_by_name() -> None:
     (error,) = info.value.errors
     assert error.field == "apiVersion"
     assert "infrastructure.modelfleet.dev/v1alpha1" in error.reason
+
+
+def test_both_inference_gateway_shapes_load() -> None:
+    (traefik,) = [r for r in _valid() if r.KIND == "InferenceGateway"]
+    assert isinstance(traefik, ModelplaneInferenceGateway)
+    assert traefik.spec.traefik is not None
+    assert traefik.spec.traefik.metallb is not None
+    ours = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "InferenceGateway",
+            "metadata": {"name": "default"},
+            "spec": {"cluster": "l4-dev"},
+        }
+    )
+    assert isinstance(ours, InferenceGateway)
+    assert not_acted_upon(ours) is None

@@ -16,6 +16,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
 from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway, is_modelplane_gateway
 from modelfleet.api.rules import validate
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
@@ -170,6 +171,8 @@ def parse_resource(document: Any) -> Resource:
     if head:
         raise InvalidResourceError(subject, head)
     cls = KINDS[str(kind)]
+    if kind == "InferenceGateway" and is_modelplane_gateway(document):
+        cls = ModelplaneInferenceGateway
     try:
         resource = cls.model_validate(document)
     except ValidationError as exc:

@@ -22,6 +22,7 @@ from modelfleet.api.infrastructure import (
 )
 from modelfleet.api.manifest_errors import FieldError, Path
 from modelfleet.api.meta import Resource, label_key_problem, label_value_problem
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
 
 
 def parity_rules(resource: Resource) -> Iterable[FieldError]:
@@ -31,6 +32,8 @@ def parity_rules(resource: Resource) -> Iterable[FieldError]:
             return _model_cache(resource)
         case ServingStack():
             return _serving_stack(resource)
+        case ModelplaneInferenceGateway():
+            return _modelplane_gateway(resource)
         case (
             GKEClusterResource()
             | EKSClusterResource()
@@ -97,3 +100,13 @@ def _serving_stack(ss: ServingStack) -> Iterator[FieldError]:
     yield from _duplicates(
         ("spec", "gateway", "listeners"), [item.name for item in listeners], "listener name"
     )
+
+
+def _modelplane_gateway(ig: ModelplaneInferenceGateway) -> Iterator[FieldError]:
+    if ig.name != "default":
+        yield FieldError(("metadata", "name"), "the InferenceGateway must be named 'default'")
+    traefik = ig.spec.traefik
+    if traefik is None:
+        yield FieldError(("spec", "traefik"), "required when backend is Traefik")
+    elif traefik.load_balancer == "MetalLB" and traefik.metallb is None:
+        yield FieldError(("spec", "traefik", "metallb"), "required when loadBalancer is MetalLB")

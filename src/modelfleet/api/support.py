@@ -11,6 +11,7 @@ from modelfleet.api.classes import InferenceClass, Provider
 from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.infrastructure import InfrastructureResource, ServingStack
 from modelfleet.api.meta import Resource
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
 
 # The reason code every "not acted upon" report carries (condition reason style).
 NOT_ACTED_UPON = "NotActedUpon"
@@ -23,7 +24,10 @@ UNPROVISIONED_PROVIDERS = frozenset({Provider.AKS, Provider.NEBIUS, Provider.VUL
 
 def held_without_action(resource: Resource) -> bool:
     """Whether ``resource`` is a kind modelfleet only keeps (and lists) without acting upon it."""
-    return isinstance(resource, ModelCache | ServingStack | InfrastructureResource)
+    return isinstance(
+        resource,
+        ModelCache | ServingStack | InfrastructureResource | ModelplaneInferenceGateway,
+    )
 
 
 def provisioning_not_supported(source: ClusterSource) -> str | None:
@@ -46,6 +50,12 @@ def not_acted_upon(resource: Resource) -> str | None:
             f"{NOT_ACTED_UPON}: ModelCache hydration is not built yet; weights are not staged "
             "and a deployment's modelCacheRef does not restrict placement or mount a volume "
             "(bake weights into the image or download them at start-up meanwhile)"
+        )
+    if isinstance(resource, ModelplaneInferenceGateway):
+        return (
+            f"{NOT_ACTED_UPON}: this is Modelplane's control-plane Traefik gateway; "
+            "modelfleet's front door is the Gateway of a workload cluster, so set spec.cluster "
+            "(and drop backend/traefik) to route ModelServices through it"
         )
     if isinstance(resource, ServingStack):
         return (

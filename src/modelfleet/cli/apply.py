@@ -58,6 +58,22 @@ ORDER = {
 
 async def apply_resource(client: Client, resource: Resource) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
+    if held_without_action(resource):
+        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
+        document = AcceptedInput(document=resource.to_wire())
+        await client.execute_update_with_start_workflow(
+            AcceptedResourceWorkflow.apply,
+            document,
+            start_workflow_operation=WithStartWorkflowOperation(
+                AcceptedResourceWorkflow.run,
+                document,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"{resource.ref} (accepted, not acted upon)",
+            ),
+        )
+        return wid
     if isinstance(resource, InferenceClass):
         await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.put_class, resource)
         return FLEET_ID
@@ -88,22 +104,6 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 task_queue=TASK_QUEUE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"ModelDeployment {resource.namespace}/{resource.name}",
-            ),
-        )
-        return wid
-    if held_without_action(resource):
-        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
-        document = AcceptedInput(document=resource.to_wire())
-        await client.execute_update_with_start_workflow(
-            AcceptedResourceWorkflow.apply,
-            document,
-            start_workflow_operation=WithStartWorkflowOperation(
-                AcceptedResourceWorkflow.run,
-                document,
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"{resource.ref} (accepted, not acted upon)",
             ),
         )
         return wid

@@ -20,7 +20,7 @@ def cluster_id(name: str) -> str:
 
 def accepted_id(kind: str, namespace: str, name: str) -> str:
     """A document accepted but not acted upon (see ``workflows.accepted``)."""
-    return f"accepted/{kind}/{namespace}/{name}"
+    return f"accepted/{kind}/{namespace or '-'}/{name}"
 
 
 def service_id(namespace: str, name: str) -> str:
