@@ -140,7 +140,10 @@ def test_nodes_slices_device_classes_and_gateway(fleet: LoopThread[SimulatedFlee
             "gateway.networking.k8s.io/v1", "Gateway", "inference-gateway", "modelfleet-system"
         )
         assert gateway is not None
-        assert gateway["status"]["addresses"][0]["value"] == "10.3.0.1"
+        # The simulated gateway really listens: loopback, on the port its listener names.
+        assert gateway["status"]["addresses"][0]["value"] == "127.0.0.1"
+        port = gateway["spec"]["listeners"][0]["port"]
+        assert fleet.target.clusters["h200-west"].gateway_address == f"127.0.0.1:{port}"
 
 
 # ------------------------------------------------------------------------- rollouts

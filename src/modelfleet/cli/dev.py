@@ -22,6 +22,7 @@ from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.manifest_errors import InvalidManifestsError
 from modelfleet.cli.apply import apply_all
+from modelfleet.cli.demo_serving import chat_through_services
 from modelfleet.cli.extras import require_temporal_cli, sim_extra
 from modelfleet.cli.inspect import watch_rollout
 from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, print_manifest_errors
@@ -160,6 +161,8 @@ def demo(
             ok = failures == 0
             for md in to_roll:
                 ok = await watch_rollout(env.client, md.namespace, md.name, timeout) and ok
+            if ok:
+                ok = await chat_through_services(env.client, list(result.resources))
             console.print(
                 "[bold green]rollout complete: every replica is Ready[/]"
                 if ok

@@ -13,6 +13,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -30,6 +31,9 @@ from modelfleet.cli.output import (
     kind_or_exit,
     print_structured,
 )
+from modelfleet.cli.serving import SERVING_KINDS
+from modelfleet.cli.serving_inspect import describe_service, get_serving
+from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.status import (
     ClusterStatus,
     DecisionQuery,
@@ -37,6 +41,7 @@ from modelfleet.contracts.status import (
     FleetView,
     ReplicaPhase,
 )
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
@@ -72,6 +77,21 @@ async def fleet_view(client: Client) -> FleetView:
     return view
 
 
+# Kinds held by the AcceptedResource workflow: accepted and listed, not acted upon.
+ACCEPTED_KINDS = frozenset({"ModelCache", "ServingStack"} | {k.KIND for k in CLOUD_CLUSTER_KINDS})
+
+
+async def accepted_statuses(
+    client: Client, kind: str, namespace: str | None
+) -> list[AcceptedStatus]:
+    out = []
+    for wid in await _running_ids(client, kind, namespace):
+        handle = client.get_workflow_handle(wid)
+        status: AcceptedStatus = await handle.query(AcceptedResourceWorkflow.status)
+        out.append(status)
+    return out
+
+
 def _deployment_row(d: DeploymentStatus, wide: bool) -> list[str]:
     row = [d.namespace, d.name, f"{d.ready}/{d.desired}", str(d.updated), d.phase]
     if wide:
@@ -81,7 +101,12 @@ def _deployment_row(d: DeploymentStatus, wide: bool) -> list[str]:
 
 
 def get(
-    kind: Annotated[str, typer.Argument(help="classes, clusters, deployments or replicas.")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="classes, clusters, deployments, replicas, services, endpoints or gateways."
+        ),
+    ],
     namespace: NsOption = "",
     output: OutputOption = OutputFormat.TABLE,
     address: AddressOption = None,
@@ -108,6 +133,16 @@ def get(
                 [_deployment_row(d, wide) for d in statuses],
                 [d.model_dump(mode="json", by_alias=True) for d in statuses],
             )
+        if resolved in ACCEPTED_KINDS:
+            accepted = await accepted_statuses(client, resolved, namespace or None)
+            return (
+                ["NAMESPACE", "NAME", "STATUS", "REASON"],
+                [[a.namespace, a.name, "NotActedUpon", a.reason] for a in accepted],
+                [a.model_dump(mode="json", by_alias=True) for a in accepted],
+            )
+        if resolved in SERVING_KINDS:
+            ids = await _running_ids(client, "ModelService", namespace or None)
+            return await get_serving(client, resolved, namespace, ids)
         view = await fleet_view(client)
         if resolved == "InferenceCluster":
             rows = []
@@ -186,7 +221,7 @@ def _replica_table(status: DeploymentStatus) -> Table:
 
 
 def describe(
-    kind: Annotated[str, typer.Argument(help="deployment or cluster.")],
+    kind: Annotated[str, typer.Argument(help="deployment, cluster or service.")],
     name: Annotated[str, typer.Argument()],
     namespace: NsOption = "default",
     address: AddressOption = None,
@@ -237,6 +272,8 @@ def describe(
             )
             for pool, obs in sorted(cstatus.observed_pools.items()):
                 console.print(f"  pool {pool}: {obs.ready_nodes}/{obs.nodes} nodes ready")
+        elif resolved == "ModelService":
+            await describe_service(client, s, namespace, name)
         else:
             raise ValueError(f"describe {resolved} is not supported yet")
 

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from modelfleet.cli.apply import apply
+from modelfleet.cli.autoscaler import autoscaler_app
 from modelfleet.cli.connection import ProfileOption, use_profile
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.inspect import describe, get, rollout_status
@@ -70,6 +71,7 @@ rollout_app = typer.Typer(help="Follow rollouts.", no_args_is_help=True)
 rollout_app.command("status")(rollout_status)
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(sim_app, name="sim")
+app.add_typer(autoscaler_app, name="autoscaler")
 
 
 def run() -> None:

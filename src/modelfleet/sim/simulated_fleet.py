@@ -34,13 +34,9 @@ from modelfleet.sim.apiserver.store import ClusterStore, now_rfc3339
 from modelfleet.sim.controllers.controller_manager import WorkloadSimulator
 from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.sim.infrastructure import (
-    PoolLayout,
-    cluster_layout,
-    gateway_address,
-    infrastructure_manifests,
-)
+from modelfleet.sim.infrastructure import PoolLayout, cluster_layout, infrastructure_manifests
 from modelfleet.sim.loop_thread import LoopThread
+from modelfleet.sim.serving import EngineProfile, ServingPlane
 
 __all__ = ["SimulatedCluster", "SimulatedFleet"]
 
@@ -55,9 +51,11 @@ class SimulatedCluster:
     name: str
     server: str
     kubeconfig: Path
+    # host:port where the cluster's gateway really listens (what its Gateway status reports).
     gateway_address: str
     pools: tuple[PoolLayout, ...]
     simulator: WorkloadSimulator
+    serving: ServingPlane
 
     @property
     def node_count(self) -> int:
@@ -87,11 +85,13 @@ class SimulatedFleet:
         state_dir: Path,
         owns_server: bool,
         startup: StartupPolicy,
+        engines: EngineProfile | None = None,
     ) -> None:
         self.server = server
         self.state_dir = state_dir
         self._owns_server = owns_server
         self._startup = startup
+        self._engines = engines or EngineProfile()
         self.clusters: dict[str, SimulatedCluster] = {}
         self._stopped = False
 
@@ -110,6 +110,7 @@ class SimulatedFleet:
         server: FleetApiServer | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        engines: EngineProfile | None = None,
     ) -> _Starting:
         """Start the fleet; await the result or use it as ``async with``.
 
@@ -117,7 +118,7 @@ class SimulatedFleet:
         ``startup`` gives the full policy instead. ``faults`` maps cluster names to initial
         fault configs. With ``server`` the clusters are added to that running emulator (and
         removed again on :meth:`stop`); otherwise one is started on ``host:port`` (0: any free
-        port) and stopped on :meth:`stop`.
+        port) and stopped on :meth:`stop`. ``engines`` sets how the simulated engines perform.
         """
         policy = startup or StartupPolicy(default_seconds=startup_seconds)
         return _Starting(
@@ -130,6 +131,7 @@ class SimulatedFleet:
                 server=server,
                 host=host,
                 port=port,
+                engines=engines,
             )
         )
 
@@ -145,10 +147,13 @@ class SimulatedFleet:
         server: FleetApiServer | None,
         host: str,
         port: int,
+        engines: EngineProfile | None = None,
     ) -> SimulatedFleet:
         owns = server is None
         running = server if server is not None else await FleetApiServer.start(host, port)
-        fleet = cls(running, state_dir=state_dir, owns_server=owns, startup=startup)
+        fleet = cls(
+            running, state_dir=state_dir, owns_server=owns, startup=startup, engines=engines
+        )
         try:
             for cluster in clusters:
                 await fleet.add_cluster(cluster, classes, faults=faults.get(cluster.name))
@@ -169,8 +174,10 @@ class SimulatedFleet:
         index = len(self.clusters)
         sim_cluster = self.server.add_cluster(cluster.name, faults)
         store = sim_cluster.store
-        address = gateway_address(index)
         injector = sim_cluster.faults
+        plane = ServingPlane(store, self._engines, faults=lambda: injector.config)
+        await plane.start()
+        address = plane.host
         simulator = WorkloadSimulator(
             store,
             startup=self._startup,
@@ -184,7 +191,10 @@ class SimulatedFleet:
             for p in cluster.spec.node_pools
             if p.class_name in classes
         }
-        for manifest in infrastructure_manifests(cluster, used, address=address, now=now_rfc3339()):
+        infra = infrastructure_manifests(
+            cluster, used, address=address, now=now_rfc3339(), gateway_port=plane.gateway_port
+        )
+        for manifest in infra:
             await _create_with_status(store, manifest)
         kubeconfig = self.kubeconfig_dir / f"{cluster.name}.yaml"
         self.server.write_kubeconfig(cluster.name, kubeconfig)
@@ -192,9 +202,10 @@ class SimulatedFleet:
             name=cluster.name,
             server=self.server.cluster_url(cluster.name),
             kubeconfig=kubeconfig,
-            gateway_address=address,
+            gateway_address=f"{address}:{plane.gateway_port}",
             pools=tuple(cluster_layout(cluster, used)),
             simulator=simulator,
+            serving=plane,
         )
         self.clusters[cluster.name] = handle
         return handle
@@ -228,6 +239,10 @@ class SimulatedFleet:
     def simulator(self, cluster: str) -> WorkloadSimulator:
         return self.clusters[cluster].simulator
 
+    def serving(self, cluster: str) -> ServingPlane:
+        """The cluster's engines and gateway (``gateway_url``, ``engine_url``)."""
+        return self.clusters[cluster].serving
+
     def admin_url(self, cluster: str) -> str:
         """The emulator's admin endpoint of one cluster (faults: ``<this>/faults``)."""
         return f"{self.base_url}/_admin/clusters/{cluster}"
@@ -255,6 +270,7 @@ class SimulatedFleet:
         self._stopped = True
         for cluster in self.clusters.values():
             await cluster.simulator.stop()
+            await cluster.serving.stop()
         if self._owns_server:
             await self.server.stop()
         else:
@@ -287,6 +303,7 @@ class SimulatedFleet:
         host: str = "127.0.0.1",
         port: int = 0,
         start_timeout: float = 60.0,
+        engines: EngineProfile | None = None,
     ) -> LoopThread[SimulatedFleet]:
         """Start the fleet on its own event loop in a daemon thread; returns once it serves."""
         class_map = _class_map(classes)
@@ -302,6 +319,7 @@ class SimulatedFleet:
                 faults=faults,
                 host=host,
                 port=port,
+                engines=engines,
             )
 
         return LoopThread.start(boot, name="modelfleet-sim-fleet", timeout=start_timeout)

@@ -18,20 +18,35 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
+from modelfleet.activities.autoscaler import AutoscalerActivities
 from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
+from modelfleet.activities.serving import ServingActivities
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
+from modelfleet.workflows.autoscaler import AutoscalerWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
 from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+WORKFLOWS = [
+    FleetWorkflow,
+    DeploymentWorkflow,
+    ReplicaWorkflow,
+    ClusterWorkflow,
+    AcceptedResourceWorkflow,
+    EndpointDirectoryWorkflow,
+    ServiceWorkflow,
+    AutoscalerWorkflow,
+]
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 
 
@@ -57,6 +72,8 @@ def build_worker(
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = FleetActivities(client)
+    scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
+    serving = ServingActivities(client, credentials_dir)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -71,6 +88,15 @@ def build_worker(
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
+            *(scaler.target, scaler.read_metrics, scaler.scale),
+            serving.publish_replica,
+            serving.withdraw,
+            serving.watch,
+            serving.unwatch,
+            serving.gateway_address,
+            serving.probe_endpoints,
+            serving.sync_api_keys,
+            serving.sync_provider_tokens,
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

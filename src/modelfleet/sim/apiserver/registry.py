@@ -257,6 +257,13 @@ def builtin_types() -> list[ResourceType]:
         _rt("", "v1", "serviceaccounts", "ServiceAccount", short=["sa"]),
         _rt("", "v1", "configmaps", "ConfigMap", short=["cm"]),
         _rt("", "v1", "secrets", "Secret"),
+        _rt(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "EndpointSlice",
+            required=_req("addressType"),
+        ),
         _rt("", "v1", "events", "Event", short=["ev"]),
         _rt("", "v1", "endpoints", "Endpoints", short=["ep"]),
         _rt(
