@@ -459,3 +459,31 @@ def test_logs_follow_streams_until_the_pod_goes(kubectl: Kubectl) -> None:
         rest = follower.stdout.read()  # ends when the server closes the stream
         assert follower.wait(timeout=KUBECTL_TIMEOUT) == 0
     assert rest.strip().endswith("INFO Application startup complete.")
+
+
+def test_engine_requests_show_in_logs(kubectl: Kubectl, fleet: LoopThread[SimulatedFleet]) -> None:
+    manifest = WEB.replace("name: web\n", "name: chat\n", 1).replace("app: web", "app: chat")
+    manifest = manifest.replace(
+        "ports: [{containerPort: 8000}]",
+        "ports: [{containerPort: 8000}]\n          args: [serve, Qwen/Qwen3-8B]",
+    )
+    kubectl.out("apply", "-f", "-", stdin=manifest.replace("IMAGE", "vllm/vllm-openai:v1"))
+    kubectl.out("wait", "--for=condition=Available", "deployment/chat", "--timeout=30s")
+    pod = kubectl.out("get", "pods", "-l", "app=chat", "-o", "jsonpath={.items[0].metadata.name}")
+    plane = fleet.target.serving(CLUSTER)
+
+    # The serving plane binds a Ready pod's port on its own Pod event: settle covers that.
+    fleet.run(fleet.target.settle(30), timeout=35)
+    url = fleet.call(lambda: plane.engine_url("default", pod))
+    assert url is not None
+    body = json.dumps({"model": "Qwen/Qwen3-8B", "prompt": "hello", "max_tokens": 3}).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+    logs = kubectl.out("logs", pod).splitlines()
+    assert "INFO Application startup complete." in logs
+    assert logs[-1] == (
+        "INFO Finished request 1 for Qwen/Qwen3-8B: prompt_tokens=1 generation_tokens=3"
+    )

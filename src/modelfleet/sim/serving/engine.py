@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -77,6 +77,8 @@ class EngineState:
     ttft_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS))
     ttft_sum: float = 0.0
     ttft_count: int = 0
+    # Where the engine's log lines go (the pod's container log, read by `kubectl logs`).
+    log: Callable[[str], None] | None = None
     _slots: asyncio.Semaphore | None = None
 
     @property
@@ -113,6 +115,11 @@ class EngineState:
         self.prompt_tokens_total += prompt_tokens
         self.generation_tokens_total += completion_tokens
         self.requests_total += 1
+        if self.log is not None:
+            self.log(
+                f"INFO Finished request {self.requests_total} for {self.model}: "
+                f"prompt_tokens={prompt_tokens} generation_tokens={completion_tokens}"
+            )
 
     @property
     def cache_usage(self) -> float:

@@ -181,13 +181,29 @@ class ServingPlane:
                 current = None
             if current is not None or not model or not ports:
                 return
-            engine = EngineState(model=model, pod=key[1], profile=self.profile)
+            engine = EngineState(
+                model=model, pod=key[1], profile=self.profile, log=self._log_to(pod, ports[0])
+            )
             sites: dict[int, tuple[int, web.SockSite]] = {}
             for port in ports:
                 local, site = await self._listen()
                 sites[port] = (local, site)
                 self._by_port[local] = engine
             self._pods[key] = (ip, sites)
+
+    def _log_to(self, pod: Mapping[str, Any], port: int) -> Callable[[str], None]:
+        """Append an engine's lines to the log of the container serving ``port``."""
+        snapshot = {"metadata": dict(pod.get("metadata") or {})}
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        name = next(
+            (
+                str(c.get("name", ""))
+                for c in containers
+                if any(p.get("containerPort") == port for p in c.get("ports") or [])
+            ),
+            str(containers[0].get("name", "")),
+        )
+        return lambda line: self.store.pod_logs.append(snapshot, name, [line])
 
     async def _drop(self, key: tuple[str, str]) -> None:
         _, sites = self._pods.pop(key)
