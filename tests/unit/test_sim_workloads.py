@@ -347,7 +347,9 @@ def test_never_ready_workload_is_stuck_pulling_its_image(fleet: LoopThread[Simul
 
 
 def test_crash_after_ready_loses_availability_and_keeps_restarting(tmp_path: Path) -> None:
-    policy = StartupPolicy(default_seconds=0, crash_backoff_seconds=0.05)
+    # The back-off is what the first look below sees; it must outlast that look on a loaded
+    # machine (0.05 s did not), while the second crash still comes within WAIT.
+    policy = StartupPolicy(default_seconds=0, crash_backoff_seconds=2.0)
     faults = {"l4-dev": {"crash_after_ready_seconds": 0.1, "crash_after_ready": ["*-main-*"]}}
     with _start(tmp_path, startup=policy, faults=faults) as fleet, _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica()
