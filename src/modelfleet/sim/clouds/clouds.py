@@ -11,22 +11,28 @@ for its own use under ``<state_dir>/kubeconfigs`` (never a worker's credentials 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
 from aiohttp import web
 from moto.server import ThreadedMotoServer
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.sim.apiserver import RunningServer
+from modelfleet.sim.apiserver import RunningServer, start_fleet_server
 from modelfleet.sim.clouds.eks import FakeEKS
 from modelfleet.sim.clouds.gke import FakeGKE
 from modelfleet.sim.clouds.kube import CloudKube, MachineCatalog
 from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.sim.loop_thread import start_on_loop_thread
 
-__all__ = ["SimulatedClouds"]
+__all__ = ["SimulatedClouds", "ThreadedClouds", "clouds_in_thread"]
+
+T = TypeVar("T")
 
 # Names of the worker settings the adapters read (see modelfleet.adapters.cloud_config).
 ENV_GKE_ENDPOINT = "MODELFLEET_GKE_ENDPOINT"
@@ -127,3 +133,51 @@ class SimulatedClouds:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+class ThreadedClouds:
+    """The simulated fleet server and clouds on their own loop thread, for sync callers."""
+
+    def __init__(
+        self,
+        server: RunningServer,
+        clouds: SimulatedClouds,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread,
+    ) -> None:
+        self.server = server
+        self.clouds = clouds
+        self.loop = loop
+        self._thread = thread
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        async def down() -> None:
+            await self.clouds.stop()
+            await self.server.stop()
+
+        self.run(down())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(15)
+
+
+def clouds_in_thread(
+    classes: Iterable[InferenceClass] | Mapping[str, InferenceClass],
+    state_dir: str | Path,
+    *,
+    polls: int = 2,
+) -> ThreadedClouds:
+    """Start a fleet server and the clouds on a loop thread; stop with ``.stop()``."""
+    catalog = dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
+
+    async def boot() -> tuple[RunningServer, SimulatedClouds]:
+        server = await start_fleet_server()
+        clouds = await SimulatedClouds.start(catalog, server, state_dir=state_dir, polls=polls)
+        return server, clouds
+
+    (server, clouds), loop, thread = start_on_loop_thread(
+        boot, name="modelfleet-sim-clouds", timeout=60.0
+    )
+    return ThreadedClouds(server, clouds, loop, thread)

@@ -298,7 +298,10 @@ class FakeGKE:
                 ErrorKind.CONFLICT,
                 f"Already exists: projects/{key[0]}/locations/{key[1]}/clusters/{name}.",
             )
-        pools = {p["name"]: {**p, "status": "PROVISIONING"} for p in body.pop("nodePools", [])}
+        pools = {
+            p["name"]: {**_normalised(p), "status": "PROVISIONING"}
+            for p in body.pop("nodePools", [])
+        }
         cluster = {
             **body,
             "location": m["location"],
@@ -351,7 +354,7 @@ class FakeGKE:
         if entry.body.get("status") != "RUNNING":
             raise _PreconditionError(f"Cluster {cluster} is not RUNNING.")
         self._busy(*self._key(request))
-        entry.pools[name] = {**body, "status": "PROVISIONING"}
+        entry.pools[name] = {**_normalised(body), "status": "PROVISIONING"}
         op = self._start(request, "CREATE_NODE_POOL", cluster, name, fault)
         return web.json_response(self._op_json(op))
 
@@ -396,6 +399,23 @@ _EFFECTS = {
 _FAKE_CA = (
     "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbXVsYXRlZAotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
 )
+
+
+# The SDK sends enums as numbers (``enum-encoding=int``); the API stores and returns names.
+_TAINT_EFFECTS = {1: "NO_SCHEDULE", 2: "PREFER_NO_SCHEDULE", 3: "NO_EXECUTE"}
+_DRIVER_VERSIONS = {1: "INSTALLATION_DISABLED", 2: "DEFAULT", 3: "LATEST"}
+
+
+def _normalised(pool: dict[str, Any]) -> dict[str, Any]:
+    config = pool.get("config") or {}
+    for taint in config.get("taints", []):
+        taint["effect"] = _TAINT_EFFECTS.get(taint.get("effect"), taint.get("effect"))
+    for accelerator in config.get("accelerators", []):
+        driver = accelerator.get("gpuDriverInstallationConfig") or {}
+        if "gpuDriverVersion" in driver:
+            version = driver["gpuDriverVersion"]
+            driver["gpuDriverVersion"] = _DRIVER_VERSIONS.get(version, version)
+    return pool
 
 
 def _error(status: int, code: str, message: str, reason: str) -> web.Response:
