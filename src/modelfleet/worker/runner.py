@@ -17,9 +17,12 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
+from modelfleet.activities.catalog import CatalogActivities
+from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet import FleetActivities
 from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
@@ -53,6 +56,9 @@ def build_worker(
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = FleetActivities(client)
+    # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
+    cloud = CloudActivities(CloudSettings.from_env(credentials_dir))
+    catalog = CatalogActivities(client)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -67,6 +73,8 @@ def build_worker(
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
+            catalog.classes,
+            *cloud.all(),
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

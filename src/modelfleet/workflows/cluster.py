@@ -4,9 +4,10 @@ its published state true.
 For ``source: Existing`` it verifies on the worker (where the kubeconfig lives) that the cluster
 answers, publishes the spec and what it observed (nodes per pool, gateway address, readiness) to
 the Fleet, then probes health on a durable timer and marks the cluster NotReady after a grace
-period of failed probes. GKE and EKS sources slot in as a provisioning phase before the same
-loop; until that lands they report ``ProvisioningNotSupported``. ``delete`` withdraws the cluster
-from the Fleet. Deterministic orchestration only.
+period of failed probes. GKE and EKS sources first run the provisioning saga of
+:mod:`modelfleet.workflows.cluster_provisioning` (cluster, then one pool per entry, compensated
+in reverse on failure), then the same loop. ``delete`` withdraws the cluster from the Fleet and
+deletes the cloud resources this workflow created. Deterministic orchestration only.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.workflows import search
+    from modelfleet.workflows.cluster_provisioning import (
+        Provisioner,
+        ProvisioningFailedError,
+        ProvisioningState,
+    )
     from modelfleet.workflows.status import ClusterStatus
 
 
@@ -46,6 +52,11 @@ PROBE_RETRY = RetryPolicy(
 
 
 PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
+# GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
+# then must replay that branch, new runs provision.
+PATCH_PROVISION = "provision-cloud-clusters"
+# How often a cluster waiting for its classes looks again.
+CLASS_RECHECK = timedelta(seconds=30)
 
 
 class ClusterInput(Model):
@@ -57,6 +68,10 @@ class ClusterInput(Model):
     ready: bool = False
     # How long a delete waits for the cluster's replicas to move elsewhere.
     drain_timeout_seconds: int = 600
+    # GKE/EKS: what provisioning created so far (carried over continue-as-new).
+    provisioning: ProvisioningState | None = None
+    # The deadline of each provisioning step, retries included.
+    provision_deadline_seconds: int = 3600
 
 
 @workflow.defn(name="InferenceCluster")
@@ -74,6 +89,9 @@ class ClusterWorkflow:
         self._changed = True
         self._probe_now = False
         self._published: tuple[object, ...] | None = None
+        self._provisioning = arg.provisioning or ProvisioningState()
+        self._provisioner: Provisioner | None = None
+        self._failed_provisioning = False
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -111,7 +129,11 @@ class ClusterWorkflow:
                 search.CLUSTERS.value_set([self._spec.name]),
             ]
         )
-        if self._spec.spec.cluster.source is not ClusterSource.EXISTING:
+        if self._spec.spec.cluster.source is not ClusterSource.EXISTING and workflow.patched(
+            PATCH_PROVISION
+        ):
+            await self._provision(timedelta(seconds=arg.provision_deadline_seconds))
+        elif self._spec.spec.cluster.source is not ClusterSource.EXISTING:
             self._ready = False
             self._reason = (
                 f"ProvisioningNotSupported: provisioning {self._spec.spec.cluster.source.value} "
@@ -138,6 +160,7 @@ class ClusterWorkflow:
                             "spec": self._spec,
                             "failed_probes": self._failed,
                             "ready": self._ready,
+                            "provisioning": self._provisioning,
                         }
                     )
                 )
@@ -156,9 +179,73 @@ class ClusterWorkflow:
         )
         self._ready = False
         self._reason = "deleted"
+        if self._provisioning.created:
+            await self._deprovision()
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
+
+    async def _provision(self, deadline: timedelta) -> None:
+        """Run the provisioning saga until it succeeds or the cluster is deleted. A failure
+        (after compensation) waits for a changed spec or a delete before trying again."""
+        while not self._provisioning.provisioned and not self._deleting:
+            self._provisioner = prov = Provisioner(self._spec, self._provisioning, deadline)
+            self._set_phase("Provisioning", "reading the pools' classes from the fleet")
+            plans, problems = prov.plan(await prov.classes())
+            if problems:
+                self._set_phase("Provisioning", "WaitingForClasses: " + "; ".join(problems))
+                await self._publish(spec=True)
+                self._changed = False
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._deleting or self._changed,
+                        timeout=CLASS_RECHECK,
+                        timeout_summary="look for the pools' classes again",
+                    )
+                continue
+            self._failed_provisioning = False
+            self._set_phase("Provisioning", f"creating {len(plans)} pool(s)")
+            await self._publish(spec=True)
+            try:
+                await prov.provision(plans)
+            except ProvisioningFailedError as failed:
+                self._failed_provisioning = True
+                self._set_phase(
+                    "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
+                )
+                await self._publish(spec=False)
+                self._changed = False
+                await workflow.wait_condition(lambda: self._deleting or self._changed)
+                continue
+            self._reason = "provisioned; waiting for the first probe"
+        self._changed = True
+
+    async def _deprovision(self) -> None:
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        self._reason = "deprovisioning: deleting the cloud resources this cluster created"
+        workflow.set_current_details(f"**Deleting** · {self._reason}")
+        problems = await prov.deprovision()
+        self._reason = (
+            f"deleted; cleanup incomplete: {'; '.join(problems)}" if problems else "deleted"
+        )
+
+    def _set_phase(self, phase: str, reason: str) -> None:
+        self._ready, self._reason = False, reason
+        workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
+        workflow.set_current_details(f"**{phase}** · {reason}")
+
+    def _phase(self) -> str:
+        if self._deleting:
+            return "Deleting"
+        if self._ready:
+            return "Ready"
+        source = self._spec.spec.cluster.source
+        if source is not ClusterSource.EXISTING and not self._provisioning.provisioned:
+            if self._failed_provisioning:
+                return "Failed"
+            if self._provisioner is not None:
+                return "Provisioning"
+        return "NotReady"
 
     def _observation(self) -> tuple[object, ...]:
         return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
@@ -240,7 +327,7 @@ class ClusterWorkflow:
     def _status(self) -> ClusterStatus:
         return ClusterStatus(
             name=self._spec.name,
-            phase="Deleting" if self._deleting else ("Ready" if self._ready else "NotReady"),
+            phase=self._phase(),
             ready=self._ready,
             reason=self._reason,
             gateway_address=self._gateway,
