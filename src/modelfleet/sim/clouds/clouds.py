@@ -105,6 +105,7 @@ class SimulatedClouds:
     def worker_env(self) -> dict[str, str]:
         """The worker settings that point the adapters at these clouds (documented in
         docs/clouds.md); the token file stands in for a real access token."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         token_file = self.state_dir / "gke-token"
         token_file.write_text(SIM_GKE_TOKEN)
         token_file.chmod(0o600)

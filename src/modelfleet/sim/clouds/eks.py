@@ -104,13 +104,6 @@ class FakeEKS:
         await self._forward("POST", "/moto-api/reset", {}, b"")
         self._pending.clear()
 
-    # -- inspection (tests) -------------------------------------------------------------------
-
-    async def describe(self, path: str) -> tuple[int, dict[str, Any]]:
-        """Ask moto directly (bypassing the layer): what really exists."""
-        status, _, body = await self._forward("GET", path, {}, b"")
-        return status, json.loads(body or b"{}")
-
     # -- proxy --------------------------------------------------------------------------------
 
     async def _forward(
