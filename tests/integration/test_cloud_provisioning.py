@@ -9,88 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 import pytest_asyncio
-from integration_support import ROOT, deployment, wait_for
-from temporalio.client import Client
+from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
+from integration_support import deployment, wait_for
 from test_no_secrets import assert_absent, haystack
 
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.loading import load_paths
 from modelfleet.cli.apply import apply_resource
-from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN, SimulatedClouds
+from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
-from modelfleet.sim.fleet import SimulatedFleet
-from modelfleet.worker.client import connect
-from modelfleet.worker.devserver import start_dev_server
-from modelfleet.worker.runner import ensure_fleet, run_worker
-from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import cluster_id, deployment_id
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 from modelfleet.workflows.status import ClusterStatus, DeploymentStatus
-
-PROVISIONING = ROOT / "examples" / "provisioning"
-_LOADED = load_paths([str(PROVISIONING)]).resources
-CLASSES = {r.name: r for r in _LOADED if isinstance(r, InferenceClass)}
-CLUSTERS = {r.name: r for r in _LOADED if isinstance(r, InferenceCluster)}
-
-
-@dataclass
-class CloudStack:
-    client: Client
-    clouds: SimulatedClouds
-    fleet: SimulatedFleet
-    credentials: Path
-
-    async def cluster(self, name: str) -> ClusterStatus:
-        handle = self.client.get_workflow_handle(cluster_id(name))
-        status: ClusterStatus = await handle.query(ClusterWorkflow.status)
-        return status
-
-    async def wait_phase(self, name: str, phase: str, limit: float = 90) -> ClusterStatus:
-        async def probe() -> ClusterStatus | None:
-            status = await self.cluster(name)
-            return status if status.phase == phase else None
-
-        return await wait_for(probe, limit, f"cluster {name} to be {phase}")
 
 
 @pytest_asyncio.fixture(scope="module")
-async def cloud_stack(tmp_path_factory: Any) -> AsyncIterator[CloudStack]:
-    state = tmp_path_factory.mktemp("clouds")
-    server = await start_dev_server(state / "temporal", ui=False)
-    stop = asyncio.Event()
-    saved = dict(os.environ)
-    try:
-        client = await connect(TemporalSettings(address=server.address))
-        async with SimulatedFleet.start([], [], state_dir=state / "sim") as fleet:
-            clouds = await SimulatedClouds.start(CLASSES, fleet.server, state_dir=state / "cloud")
-            os.environ.update(clouds.worker_env())
-            os.environ["MODELFLEET_CLOUD_POLL_SECONDS"] = "0.2"
-            credentials = state / "worker-credentials"
-            credentials.mkdir()
-            worker = asyncio.create_task(run_worker(client, credentials, stop))
-            await ensure_fleet(client)
-            for klass in CLASSES.values():
-                await apply_resource(client, klass)
-            try:
-                yield CloudStack(client, clouds, fleet, credentials)
-            finally:
-                stop.set()
-                await worker
-                await clouds.stop()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        server.stop()
+async def cloud_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CloudStack]:
+    async with cloud_environment(tmp_path_factory.mktemp("clouds")) as stack:
+        yield stack
 
 
 def _aws(stack: CloudStack, service: str) -> Any:
@@ -172,6 +114,26 @@ async def test_eks_example_provisions_to_ready_with_efa_and_a_deployment_lands(
     assert {r.cluster for r in landed.replicas} == {"eks-east"}
 
 
+async def test_delete_moves_the_replicas_then_deprovisions_and_unpublishes(
+    cloud_stack: CloudStack,
+) -> None:
+    # on-gke (70Gi) fits the EKS H200 pool too: deleting gke-central moves it there first.
+    handle = cloud_stack.client.get_workflow_handle(
+        cluster_id("gke-central"), result_type=ClusterStatus
+    )
+    await handle.execute_update(ClusterWorkflow.delete)
+    final: ClusterStatus = await asyncio.wait_for(handle.result(), 120)
+    assert final.reason == "deleted"
+    moved = await cloud_stack.client.get_workflow_handle(deployment_id("gke-team", "on-gke")).query(
+        DeploymentWorkflow.status
+    )
+    assert {r.cluster for r in moved.replicas} == {"eks-east"}
+    assert "gke-central" not in cloud_stack.clouds.gke.cluster_names()
+    assert "gke-central" not in cloud_stack.clouds.fleet.clusters
+    view = await cloud_stack.client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)
+    assert "gke-central" not in {c.spec.name for c in view.clusters}
+
+
 async def test_quota_on_the_second_pool_rolls_everything_back(cloud_stack: CloudStack) -> None:
     spec = CLUSTERS["gke-central"]
     first = spec.spec.node_pools[0]
@@ -208,9 +170,7 @@ async def test_quota_on_the_second_pool_rolls_everything_back(cloud_stack: Cloud
 
 async def test_a_transient_503_is_retried(cloud_stack: CloudStack) -> None:
     spec = CLUSTERS["gke-central"]
-    flaky = spec.model_copy(
-        update={"metadata": spec.metadata.model_copy(update={"name": "gke-flaky"})}
-    )
+    flaky = renamed(spec, "gke-flaky")
     cloud_stack.clouds.gke.faults.add(
         CloudFault(operation="createNodePool", error=ErrorKind.UNAVAILABLE, times=2)
     )
