@@ -52,3 +52,10 @@ def test_rolled_back_history_compensates_in_reverse() -> None:
     ]
     assert failures == ["CloudQuotaExceeded"]
     assert "kube.probe" not in activities(history)
+
+
+def test_a_run_from_before_provisioning_keeps_its_old_branch() -> None:
+    history = load("unprovisioned-cluster-gke.json")
+    assert not [a for a in activities(history) if a.startswith(("gke.", "fleet.classes"))]
+    assert _patches("unprovisioned-cluster-gke.json") == []
+    assert "ProvisioningNotSupported" in str(history.events)
