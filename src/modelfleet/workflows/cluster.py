@@ -72,6 +72,8 @@ class ClusterInput(Model):
     provisioning: ProvisioningState | None = None
     # The deadline of each provisioning step, retries included.
     provision_deadline_seconds: int = 3600
+    # How soon a cloud step whose worker died is retried (it resumes the cloud operation).
+    cloud_heartbeat_seconds: int = 120
 
 
 @workflow.defn(name="InferenceCluster")
@@ -132,7 +134,10 @@ class ClusterWorkflow:
         if self._spec.spec.cluster.source is not ClusterSource.EXISTING and workflow.patched(
             PATCH_PROVISION
         ):
-            await self._provision(timedelta(seconds=arg.provision_deadline_seconds))
+            await self._provision(
+                timedelta(seconds=arg.provision_deadline_seconds),
+                timedelta(seconds=arg.cloud_heartbeat_seconds),
+            )
         elif self._spec.spec.cluster.source is not ClusterSource.EXISTING:
             self._ready = False
             self._reason = (
@@ -185,11 +190,12 @@ class ClusterWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
 
-    async def _provision(self, deadline: timedelta) -> None:
+    async def _provision(self, deadline: timedelta, heartbeat: timedelta) -> None:
         """Run the provisioning saga until it succeeds or the cluster is deleted. A failure
         (after compensation) waits for a changed spec or a delete before trying again."""
         while not self._provisioning.provisioned and not self._deleting:
-            self._provisioner = prov = Provisioner(self._spec, self._provisioning, deadline)
+            prov = Provisioner(self._spec, self._provisioning, deadline, heartbeat)
+            self._provisioner = prov
             self._set_phase("Provisioning", "reading the pools' classes from the fleet")
             plans, problems = prov.plan(await prov.classes())
             if problems:

@@ -81,6 +81,7 @@ CLOUD_RETRY = RetryPolicy(
 )
 # Deletions must get through eventually; they are retried for as long as it takes, except on
 # a permanent error, which is reported rather than hidden.
+# A worker that dies mid-operation is noticed after this long; the retry resumes the operation.
 HEARTBEAT = timedelta(minutes=2)
 STEP_TIMEOUT = timedelta(minutes=60)
 
@@ -121,11 +122,13 @@ class Provisioner:
         spec: InferenceCluster,
         state: ProvisioningState,
         deadline: timedelta,
+        heartbeat: timedelta = HEARTBEAT,
     ) -> None:
         self.spec = spec
         self.state = state
         self.steps = STEPS[spec.spec.cluster.source]
         self.deadline = deadline
+        self.heartbeat = heartbeat
         self.step = "planning"
 
     def _cloud(self) -> CloudCluster:
@@ -202,7 +205,7 @@ class Provisioner:
             result_type=CreateResult,
             start_to_close_timeout=STEP_TIMEOUT,
             schedule_to_close_timeout=self.deadline,
-            heartbeat_timeout=HEARTBEAT,
+            heartbeat_timeout=self.heartbeat,
             retry_policy=CLOUD_RETRY,
             summary=summary,
         )
@@ -234,7 +237,7 @@ class Provisioner:
                     arg,
                     result_type=DeleteOutcome,
                     start_to_close_timeout=STEP_TIMEOUT,
-                    heartbeat_timeout=HEARTBEAT,
+                    heartbeat_timeout=self.heartbeat,
                     retry_policy=CLOUD_RETRY,
                     summary=what,
                 )
