@@ -10,6 +10,7 @@ import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,31 @@ async def test_a_transient_error_is_retried(time_skipping_env: WorkflowEnvironme
     assert settled.phase == "Ready"
     assert cloud.calls.count("create pool gpu-h100") == 3
     assert "delete pool gpu-h100" not in cloud.calls[:4]
+
+
+async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud()
+    spec = CLUSTERS["eks-east"]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settled.wait()
+        assert cloud.calls.count("kubeconfig") == 1
+        await time_skipping_env.sleep(timedelta(minutes=25))
+        # Written at provisioning, then again every ten minutes of probing.
+        assert cloud.calls.count("kubeconfig") >= 3
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()

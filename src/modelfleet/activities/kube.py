@@ -76,14 +76,22 @@ class KubeActivities:
         self._kubeconfigs = kubeconfigs
         self._facts = facts or ClusterFacts()
         self._clients: dict[str, KubeCluster] = {}
+        self._stamps: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _cluster(self, name: str) -> KubeCluster:
+        path = self._kubeconfigs.path(name)
+        # A rewritten kubeconfig (a refreshed cloud token) gets a fresh client.
+        stamp = path.stat().st_mtime_ns
         with self._lock:
             client = self._clients.get(name)
+            if client is not None and self._stamps.get(name) != stamp:
+                client.close()
+                client = None
             if client is None:
-                client = KubeCluster(self._kubeconfigs.path(name))
+                client = KubeCluster(path)
                 self._clients[name] = client
+                self._stamps[name] = stamp
             return client
 
     def close(self) -> None:

@@ -57,6 +57,9 @@ PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
 PATCH_PROVISION = "provision-cloud-clusters"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
+# Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
+# hour): the worker writes a fresh one this often.
+KUBECONFIG_REFRESH = timedelta(minutes=10)
 
 
 class ClusterInput(Model):
@@ -94,6 +97,7 @@ class ClusterWorkflow:
         self._provisioning = arg.provisioning or ProvisioningState()
         self._provisioner: Provisioner | None = None
         self._failed_provisioning = False
+        self._kubeconfig_at: datetime | None = None
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -148,6 +152,7 @@ class ClusterWorkflow:
             await workflow.wait_condition(lambda: self._deleting)
         interval = timedelta(seconds=arg.probe_interval_seconds)
         while not self._deleting:
+            await self._refresh_kubeconfig()
             await self._probe(arg.failure_threshold)
             if not workflow.patched(PATCH_REPORT_ON_CHANGE):
                 await self._publish(spec=self._changed)
@@ -225,6 +230,23 @@ class ClusterWorkflow:
                 continue
             self._reason = "provisioned; waiting for the first probe"
         self._changed = True
+
+    async def _refresh_kubeconfig(self) -> None:
+        """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
+        if not self._provisioning.provisioned:
+            return
+        now = workflow.now()
+        if self._kubeconfig_at is None and self._provisioner is not None:
+            self._kubeconfig_at = now  # this run provisioned the cluster and just wrote it
+            return
+        if self._kubeconfig_at is not None and now - self._kubeconfig_at < KUBECONFIG_REFRESH:
+            return
+        self._kubeconfig_at = now
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        problem = await prov.refresh_kubeconfig()
+        if problem is not None:
+            # The probe that follows reports the consequence; the cause is shown here.
+            workflow.set_current_details(f"**kubeconfig refresh failed** · {problem}")
 
     async def _deprovision(self) -> None:
         prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))

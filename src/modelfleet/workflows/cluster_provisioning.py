@@ -186,6 +186,22 @@ class Provisioner:
         self.state.provisioned = True
         self.step = "provisioned"
 
+    async def refresh_kubeconfig(self) -> str | None:
+        """Write the kubeconfig again with a fresh token; the problem, if any."""
+        cloud = self._cloud()
+        try:
+            await workflow.execute_activity(
+                self.steps.kubeconfig,
+                cloud,
+                start_to_close_timeout=timedelta(minutes=2),
+                schedule_to_close_timeout=timedelta(minutes=5),
+                retry_policy=CLOUD_RETRY,
+                summary="refresh the kubeconfig token on the worker",
+            )
+        except ActivityError as exc:
+            return describe(exc)
+        return None
+
     def _not_ours(self, exc: ActivityError) -> bool:
         cause = exc.__cause__
         return (
