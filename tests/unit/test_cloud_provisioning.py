@@ -17,6 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.cloud_contracts import CloudCluster, PoolPlan, PoolRef, PoolRequest
+from modelfleet.activities.kube import KubeActivities, KubeconfigStore
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.kube import KubeCluster
 from modelfleet.api.classes import InferenceClass
@@ -247,3 +248,28 @@ def test_eks_errors_are_classified(sim: ThreadedClouds, acts: CloudActivities) -
     assert "VcpuLimitExceeded" in str(caught.value)
     env.run(acts.eks_delete_cluster, c)
     assert acts.eks.describe_cluster(c) is None
+
+
+def test_kube_activities_rebuild_the_client_when_the_kubeconfig_is_rewritten(
+    sim: ThreadedClouds, tmp_path: Path
+) -> None:
+    sim.run(_add_cluster(sim, "rotating"))
+    path = sim.server.write_kubeconfig("rotating", tmp_path / "rotating.yaml")
+    acts = KubeActivities(KubeconfigStore(tmp_path))
+    try:
+        first = acts._cluster("rotating")
+        assert acts._cluster("rotating") is first
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+        assert acts._cluster("rotating") is not first
+    finally:
+        acts.close()
+        sim.run(_remove_cluster(sim, "rotating"))
+
+
+async def _add_cluster(sim: ThreadedClouds, name: str) -> None:
+    """On the simulator's loop, where its state lives."""
+    sim.server.add_cluster(name)
+
+
+async def _remove_cluster(sim: ThreadedClouds, name: str) -> None:
+    sim.server.remove_cluster(name)
