@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import httpx
 import pytest
 import yaml
 from temporalio.exceptions import ApplicationError
@@ -273,3 +274,28 @@ async def _add_cluster(sim: ThreadedClouds, name: str) -> None:
 
 async def _remove_cluster(sim: ThreadedClouds, name: str) -> None:
     sim.server.remove_cluster(name)
+
+
+def test_cloud_faults_are_injected_over_http_on_both_fakes(
+    sim: ThreadedClouds, acts: CloudActivities
+) -> None:
+    c, _ = _plan("gke-central", "gke-admin")
+    for url, operation in (
+        (sim.clouds.gke_url, "createCluster"),
+        (sim.clouds.eks_url, "CreateCluster"),
+    ):
+        added = httpx.post(
+            f"{url}/_admin/faults", json={"operation": operation, "error": "permission"}
+        )
+        assert added.status_code == 200
+        assert added.json()[0]["operation"] == operation
+        assert httpx.post(f"{url}/_admin/faults", json={"error": "nope"}).status_code == 400
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.gke_create_cluster, c)
+    assert caught.value.type == "CloudPermissionDenied"
+    eks_cluster, _ = _plan("eks-east", "eks-admin")
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.eks_create_cluster, eks_cluster)
+    assert caught.value.type == "CloudPermissionDenied"
+    assert httpx.get(f"{sim.clouds.gke_url}/_admin/faults").json() == []

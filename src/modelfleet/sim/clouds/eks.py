@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage
+from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage, admin_faults
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeEKS"]
@@ -91,9 +91,13 @@ class FakeEKS:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/_admin/faults", self._admin)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         app.on_cleanup.append(self._close)
         return app
+
+    async def _admin(self, request: web.Request) -> web.StreamResponse:
+        return await admin_faults(request, self.faults)
 
     async def _close(self, _: web.Application) -> None:
         if self._session is not None:

@@ -2,8 +2,9 @@
 resource named Y) fail with error E", either when the call is made or later, when its
 long-running operation finishes (how quota and stockouts really surface on GKE and EKS).
 
-Development/test emulator only: product code never imports ``modelfleet.sim``. Pure state, no
-I/O; the fakes consult it on every call.
+Development/test emulator only: product code never imports ``modelfleet.sim``. State plus the
+admin handler the fakes mount at ``/_admin/faults`` (so ``curl`` or a CLI can inject errors);
+the fakes consult it on every call.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import threading
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from aiohttp import web
+from pydantic import BaseModel, Field, ValidationError
 
-__all__ = ["CloudFault", "CloudFaults", "ErrorKind", "FaultStage"]
+__all__ = ["CloudFault", "CloudFaults", "ErrorKind", "FaultStage", "admin_faults"]
 
 
 class ErrorKind(StrEnum):
@@ -56,6 +58,10 @@ class CloudFaults:
         with self._lock:
             self._pending.clear()
 
+    def pending(self) -> list[CloudFault]:
+        with self._lock:
+            return [f.model_copy() for f in self._pending]
+
     def take(self, operation: str, target: str | None, stage: FaultStage) -> ErrorKind | None:
         with self._lock:
             for fault in self._pending:
@@ -69,3 +75,18 @@ class CloudFaults:
                 self.fired.append((operation, target, fault.error))
                 return fault.error
             return None
+
+
+async def admin_faults(request: web.Request, faults: CloudFaults) -> web.Response:
+    """``GET``: the pending faults; ``POST`` a CloudFault (or a list): add; ``DELETE``: clear.
+    The admin endpoint both fakes serve at ``/_admin/faults``."""
+    if request.method == "POST":
+        body = await request.json()
+        try:
+            for item in body if isinstance(body, list) else [body]:
+                faults.add(CloudFault.model_validate(item))
+        except ValidationError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+    elif request.method == "DELETE":
+        faults.clear()
+    return web.json_response([f.model_dump(mode="json") for f in faults.pending()])

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage
+from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage, admin_faults
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeGKE"]
@@ -135,10 +135,17 @@ class FakeGKE:
         app.router.add_get(base + "/clusters/{cluster}/nodePools/{pool}", self._get_pool)
         app.router.add_delete(base + "/clusters/{cluster}/nodePools/{pool}", self._delete_pool)
         app.router.add_get(base + "/operations/{operation}", self._get_operation)
+        app.router.add_route("*", "/_admin/faults", self._admin)
         return app
+
+    async def _admin(self, request: web.Request) -> web.StreamResponse:
+        return await admin_faults(request, self.faults)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/_admin/"):
+            admin: web.StreamResponse = await handler(request)
+            return admin
         if self.token is not None and request.headers.get("Authorization") != (
             f"Bearer {self.token}"
         ):
