@@ -60,7 +60,9 @@ def renamed(spec: InferenceCluster, name: str) -> InferenceCluster:
 
 
 @contextlib.asynccontextmanager
-async def cloud_environment(state: Path) -> AsyncIterator[CloudStack]:
+async def cloud_environment(
+    state: Path, *, stack_source: str | None = None
+) -> AsyncIterator[CloudStack]:
     server = await start_dev_server(state / "temporal", ui=False)
     stop = asyncio.Event()
     saved = dict(os.environ)
@@ -70,6 +72,8 @@ async def cloud_environment(state: Path) -> AsyncIterator[CloudStack]:
             clouds = await SimulatedClouds.start(CLASSES, fleet.server, state_dir=state / "cloud")
             os.environ.update(clouds.worker_env())
             os.environ["MODELFLEET_CLOUD_POLL_SECONDS"] = "0.2"
+            if stack_source is not None:
+                os.environ["MODELFLEET_STACK_SOURCE"] = stack_source
             credentials = state / "worker-credentials"
             credentials.mkdir()
             worker = asyncio.create_task(run_worker(client, credentials, stop))

@@ -47,6 +47,7 @@ from modelfleet.activities.contracts import (
     ProbeResult,
     PublishRequest,
 )
+from modelfleet.activities.stack_contracts import KUBE_VERIFY_STACK, StackReport, StackRequest
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
@@ -125,12 +126,22 @@ class FakeCloud:
             if request.report.ready or request.report.reason.startswith("ProvisioningFailed"):
                 self.settled.set()
 
+    @activity.defn(name=KUBE_VERIFY_STACK)
+    async def verify_stack(self, request: StackRequest) -> StackReport:
+        return StackReport(missing=[])
+
     @activity.defn(name=FLEET_REPLICAS_ON)
     async def replicas_on(self, cluster: str) -> list[str]:
         return []
 
     def activities(self) -> list[object]:
-        out: list[object] = [self.classes, self.probe, self.publish, self.replicas_on]
+        out: list[object] = [
+            self.classes,
+            self.probe,
+            self.publish,
+            self.replicas_on,
+            self.verify_stack,
+        ]
         for names, fns in (
             (
                 (GKE_CREATE_CLUSTER, GKE_CREATE_NODE_POOL, GKE_DELETE_NODE_POOL),

@@ -22,6 +22,7 @@ from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.activities.fleet import FleetActivities
 from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
@@ -59,6 +60,8 @@ def build_worker(
     # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
     cloud = CloudActivities(CloudSettings.from_env(credentials_dir))
     catalog = CatalogActivities(client)
+    # The serving stack's manifests come from MODELFLEET_STACK_SOURCE (a URL or a directory).
+    stack = StackActivities(KubeconfigStore(credentials_dir))
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -74,6 +77,8 @@ def build_worker(
             fleet.publish_cluster,
             fleet.replicas_on,
             catalog.classes,
+            stack.verify,
+            stack.install,
             *cloud.all(),
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningFailedError,
         ProvisioningState,
     )
+    from modelfleet.workflows.cluster_stack import stack_reason, verify_and_install
     from modelfleet.workflows.status import ClusterStatus
 
 
@@ -55,6 +56,8 @@ PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
 # GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
 # then must replay that branch, new runs provision.
 PATCH_PROVISION = "provision-cloud-clusters"
+# Existing and provisioned clusters verify (and install) the serving stack once reachable.
+PATCH_STACK = "verify-serving-stack"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -98,6 +101,8 @@ class ClusterWorkflow:
         self._provisioner: Provisioner | None = None
         self._failed_provisioning = False
         self._kubeconfig_at: datetime | None = None
+        self._stack_ok = False
+        self._stack_enabled = False
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -128,6 +133,9 @@ class ClusterWorkflow:
 
     @workflow.run
     async def run(self, arg: ClusterInput) -> ClusterStatus:
+        # Runs recorded before the serving-stack check have no such activities: they replay
+        # without it (and are Ready on a probe alone, as they were).
+        self._stack_enabled = workflow.patched(PATCH_STACK)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -231,6 +239,22 @@ class ClusterWorkflow:
             self._reason = "provisioned; waiting for the first probe"
         self._changed = True
 
+    async def _check_stack(self) -> bool:
+        """Verify the serving stack; install what is missing; keep the cluster out of placement
+        (NotReady, the missing pieces named) until every piece is served. True when it is."""
+        try:
+            report = await verify_and_install(self._spec.name)
+        except ActivityError as exc:
+            # Unverified is not ready: the next probe tries again.
+            self._ready = False
+            self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            return False
+        if not report.missing:
+            self._stack_ok = True
+            return True
+        self._ready, self._reason = False, stack_reason(report)
+        return False
+
     async def _refresh_kubeconfig(self) -> None:
         """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
         if not self._provisioning.provisioned:
@@ -321,6 +345,8 @@ class ClusterWorkflow:
             self._pools = dict(result.pools)
             if result.gateway_address is None:
                 self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+            elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
+                pass  # not placeable: the check said why
             else:
                 self._ready = True
                 self._reason = (
