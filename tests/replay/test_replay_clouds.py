@@ -31,7 +31,8 @@ def test_provisioned_history_runs_the_saga_then_deprovisions_on_delete() -> None
         "gke.delete_cluster",
     ]
     assert steps[0] == "fleet.classes"
-    assert "kube.probe" in steps
+    # Once reachable, the serving stack is verified before the cluster counts as Ready.
+    assert steps.index("kube.verify_stack") == steps.index("kube.probe") + 1
     assert any(PATCH_PROVISION in p for p in _patches("provisioned-cluster-gke.json"))
 
 
