@@ -18,14 +18,15 @@ from crash_env import CrashEnv, register_fleet, tolerant
 from integration_support import wait_for
 from temporalio.api.enums.v1 import EventType
 
+from modelfleet.contracts.status import ClusterStatus
+from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.sim.clouds.clouds import SimulatedClouds
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import free_port
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow
+from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.ids import cluster_id
-from modelfleet.workflows.status import ClusterStatus
 
 # Long enough operations that the kill lands inside them (0.2 s per poll).
 SLOW_POLLS = 15

@@ -20,13 +20,13 @@ from integration_support import deployment, wait_for
 from test_no_secrets import assert_absent, haystack
 
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.status import ClusterStatus, DeploymentStatus
 from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
-from modelfleet.workflows.status import ClusterStatus, DeploymentStatus
 
 
 @pytest_asyncio.fixture(scope="module")

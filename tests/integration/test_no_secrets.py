@@ -7,22 +7,29 @@ every payload in history is encrypted, and the rollout still works.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 from crash_env import CrashEnv, all_ready, crash_env
 from integration_support import deployment
 from temporalio.api.common.v1 import Payload
 
+from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.codec import ENCODING, EncryptionCodec
+from modelfleet.workflows.ids import service_id
+from modelfleet.workflows.service import ServiceWorkflow
 
 SECRET_CLUSTER = "l4-dev"
 PLANTED_TOKEN = "mfplanted-token-5f0c2e8b9d4a47c1a3e6"
@@ -32,6 +39,7 @@ PLANTED_CERT_PEM = (
     "-----BEGIN CERTIFICATE-----\nMFPLANTEDCERTbm90LWEtY2VydA\n-----END CERTIFICATE-----\n"
 )
 IMAGE = "vllm/vllm-openai:v0.23.0"
+PLANTED_API_KEY = "sk-mfplanted-api-key-3c9d1e7a5b"
 
 
 def b64(text: str) -> str:
@@ -52,8 +60,17 @@ def plant_credentials(fleet: SimulatedFleet) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
+def plant_api_key(fleet: SimulatedFleet) -> None:
+    """Give the worker the API key of a protected ModelService (a secrets file)."""
+    plant_credentials(fleet)
+    secrets = fleet.kubeconfig_dir / "secrets"
+    secrets.mkdir(exist_ok=True)
+    (secrets / "svc-keys").write_text(f"{PLANTED_API_KEY}\n")
+
+
 def planted_values() -> dict[str, bytes]:
     return {
+        "service API key": PLANTED_API_KEY.encode(),
         "bearer token": PLANTED_TOKEN.encode(),
         "client key": PLANTED_KEY_BODY.encode(),
         "client key data": b64(PLANTED_KEY_PEM).encode(),
@@ -130,8 +147,42 @@ def assert_absent(values: dict[str, bytes], where: str, blob: bytes) -> None:
         assert not leaked, f"the planted {what} appears in {where}"
 
 
+async def protected_service(env: CrashEnv, ns: str) -> None:
+    for doc in (
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "InferenceGateway",
+            "metadata": {"name": "default"},
+            "spec": {"cluster": SECRET_CLUSTER},
+        },
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelService",
+            "metadata": {"name": "svc", "namespace": ns},
+            "spec": {
+                "endpoints": [{"selector": {"matchLabels": {"modelfleet.dev/deployment": "m"}}}],
+                "auth": {"apiKeysSecretRef": {"name": "svc-keys"}},
+            },
+        },
+    ):
+        await apply_resource(env.temporal, parse_resource(doc))
+    handle = env.temporal.get_workflow_handle(service_id(ns, "svc"))
+    deadline = time.monotonic() + 60
+    while True:
+        status: ServiceStatus = await handle.query(ServiceWorkflow.status)
+        if status.phase == "Ready" and status.address:
+            break
+        assert time.monotonic() < deadline, f"service never Ready: {status}"
+        await asyncio.sleep(0.2)
+    url = f"{status.address}/v1/models"
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(url)).status_code == 401
+        ok = await client.get(url, headers={"Authorization": f"Bearer {PLANTED_API_KEY}"})
+        assert ok.status_code == 200
+
+
 async def test_planted_credentials_never_reach_histories_storage_or_logs(tmp_path: Path) -> None:
-    async with crash_env(tmp_path, startup_seconds=0.5, before_worker=plant_credentials) as env:
+    async with crash_env(tmp_path, startup_seconds=0.5, before_worker=plant_api_key) as env:
         # Applying the HTTPRoute on the credentialed cluster fails with 500 half the time and is
         # retried, so that cluster's failure messages are recorded in history as well.
         env.fleet.update_faults(
@@ -142,13 +193,22 @@ async def test_planted_credentials_never_reach_histories_storage_or_logs(tmp_pat
         await apply_resource(env.temporal, deployment("m", ns, replicas=2))
         final = await env.wait_status(ns, "m", all_ready(2), 90, "Ready")
         assert SECRET_CLUSTER in {r.cluster for r in final.replicas}
+        # A ModelService protected by the planted API key, used with and without it.
+        await protected_service(env, ns)
 
         histories = await every_history(env)
         kinds = {
             h["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
             for h in histories.values()
         }
-        assert kinds == {"Fleet", "InferenceCluster", "ModelDeployment", "ModelReplica"}
+        assert kinds == {
+            "Fleet",
+            "InferenceCluster",
+            "ModelDeployment",
+            "ModelReplica",
+            "EndpointDirectory",
+            "ModelService",
+        }
         planted = planted_values()
         for key, history in histories.items():
             assert_absent(planted, f"the history of {key}", haystack(history))

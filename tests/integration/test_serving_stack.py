@@ -14,12 +14,12 @@ from aiohttp import web
 from cloud_support import CloudStack, cloud_environment, renamed
 from integration_support import QUICKSTART, wait_for
 
-from modelfleet.activities.stack_contracts import DEFAULT_STACK
 from modelfleet.api.loading import load_paths
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.stack_payloads import DEFAULT_STACK
+from modelfleet.contracts.status import ClusterStatus
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
-from modelfleet.workflows.status import ClusterStatus
 
 LWS = next(c for c in DEFAULT_STACK if c.kind == "LeaderWorkerSet")
 LWS_CRD = {

@@ -29,11 +29,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.status import ClusterStatus
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.ids import cluster_id
-from modelfleet.workflows.status import ClusterStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed

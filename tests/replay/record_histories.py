@@ -10,9 +10,13 @@ history it fetched against the current workflow code, and only then writes them 
 * rollout: a one-replica deployment rolled out to Ready (ModelDeployment + ModelReplica);
 * scale: scaled 1 -> 2 by Update, then 2 -> 1 by signal (the deployment, and the replica that
   was torn down);
+* roll: an image change on a two-replica deployment, rolled surge first (the deployment);
 * rollback: every workload of the namespace never becomes ready, so the replica misses its
   progress deadline and is compensated (the failed ModelReplica, and its deployment after it
   reaped the failure);
+* serving: a replica that published its endpoint, a ModelService routing to it (one request
+  through its address), then the service deleted and the deployment deleted (the replica
+  withdraws its endpoint); with the endpoint directory that carried it;
 * plus the Fleet workflow and the InferenceCluster workflow of one cluster, which served all of it.
 
 When to run it: only after an INTENTIONAL change to workflow code that changes the commands it
@@ -34,18 +38,23 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.cli.serving import apply_serving, delete_serving
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
+from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id, service_id
 from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.workflows.service import ServiceWorkflow
 
 # The same deployment builder and condition wait as the integration tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -122,6 +131,20 @@ async def scale(rec: Recorder) -> None:
     )
 
 
+async def roll(rec: Recorder) -> None:
+    ns = "replay-roll"
+    md = deployment("m", ns, replicas=2)
+    await apply_resource(rec.client, md)
+    await rec.wait_status(ns, ready(2), "Ready at 2")
+    changed = deployment("m", ns, replicas=2, image="vllm/vllm-openai:v0.24.0")
+    await apply_resource(rec.client, changed)
+    await rec.wait_status(
+        ns, lambda s: ready(2)(s) and s.updated == 2, "every replica on the new image"
+    )
+    scenario = "an image change rolled over two replicas, surge first"
+    await rec.record("roll-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+
+
 async def rollback(rec: Recorder) -> None:
     ns = "replay-rollback"
     for cluster in rec.env.fleet.cluster_names:
@@ -140,6 +163,45 @@ async def rollback(rec: Recorder) -> None:
     await rec.record(
         "rollback-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
     )
+
+
+async def serving(rec: Recorder) -> None:
+    ns = "replay-serving"
+    gateway = {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "InferenceGateway",
+        "metadata": {"name": "default"},
+        "spec": {"cluster": "l4-dev"},
+    }
+    service = {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "ModelService",
+        "metadata": {"name": "svc", "namespace": ns},
+        "spec": {"endpoints": [{"selector": {"matchLabels": {"modelfleet.dev/deployment": "m"}}}]},
+    }
+    await apply_resource(rec.client, parse_resource(gateway))
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    status = await rec.wait_status(ns, ready(1), "Ready")
+    await apply_serving(rec.client, parse_resource(service), probe_interval_seconds=1)
+    handle = rec.client.get_workflow_handle(service_id(ns, "svc"))
+
+    async def routed() -> ServiceStatus | None:
+        current: ServiceStatus = await handle.query(ServiceWorkflow.status)
+        return current if current.phase == "Ready" and current.address else None
+
+    front = await wait_for(routed, 60, "the service routing")
+    async with httpx.AsyncClient() as client:
+        answer = await client.get(f"{front.address}/v1/models")
+        assert answer.status_code == 200, answer.text
+    await delete_serving(rec.client, "ModelService", ns, "svc", wait=True)
+    name = status.replicas[0].name
+    md = rec.client.get_workflow_handle_for(DeploymentWorkflow.run, deployment_id(ns, "m"))
+    await md.execute_update(DeploymentWorkflow.delete)
+    await asyncio.wait_for(md.result(), 60)
+    scenario = "a replica published its endpoint, a service routed to it, both deleted"
+    await rec.record("serving-replica.json", replica_id(ns, name), "ModelReplica", scenario)
+    await rec.record("serving-service.json", service_id(ns, "svc"), "ModelService", scenario)
+    await rec.record("serving-endpoints.json", ENDPOINTS_ID, "EndpointDirectory", scenario)
 
 
 async def record_all() -> Recorder:
@@ -162,7 +224,9 @@ async def record_all() -> Recorder:
             print("recording (dev server at", env.settings.address + ")")
             await rollout(rec)
             await scale(rec)
+            await roll(rec)
             await rollback(rec)
+            await serving(rec)
             scenario = "the fleet and a cluster that served the scenarios above"
             await rec.record("fleet.json", FLEET_ID, "Fleet", scenario)
             await rec.record(

@@ -42,7 +42,14 @@ def test_every_example_validates() -> None:
     result = load_paths([str(EXAMPLES)])
     assert result.errors == []
     kinds = {d.resource.KIND for d in result.documents}
-    assert kinds == {"InferenceClass", "InferenceCluster", "ModelDeployment", "ModelService"}
+    assert kinds == {
+        "InferenceClass",
+        "InferenceCluster",
+        "ModelDeployment",
+        "ModelService",
+        "ModelAutoscaler",
+        "InferenceGateway",
+    }
     assert len(result.documents) >= 15
 
 

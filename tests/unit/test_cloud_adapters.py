@@ -17,13 +17,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.cloud import CloudActivities
-from modelfleet.activities.cloud_contracts import CloudCluster, PoolPlan, PoolRef, PoolRequest
-from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.adapters.cloud_config import CloudSettings
-from modelfleet.adapters.kube import KubeCluster
+from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolRef, PoolRequest
 from modelfleet.sim.clouds.clouds import SIM_GKE_TOKEN, ThreadedClouds, clouds_in_thread
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
 from modelfleet.workflows.cluster_plan import cloud_cluster, plan_pools

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modelfleet.activities.stack_contracts import DEFAULT_STACK, StackReport
 from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
-from modelfleet.sim.apiserver import serve_in_thread
+from modelfleet.contracts.stack_payloads import DEFAULT_STACK, StackReport
+from modelfleet.sim.apiserver.server import serve_in_thread
 from modelfleet.workflows.cluster_stack import stack_reason
 
 DOCS = [
@@ -47,14 +47,14 @@ def test_a_missing_file_or_bad_yaml_is_a_permanent_error_naming_it(release: Path
 def unreachable() -> str:
     # A server that has just stopped: its port refuses connections.
     with serve_in_thread() as server:
-        url = server.server.base_url
+        url = server.target.base_url
     return url
 
 
 def test_http_404_is_permanent_and_a_refused_connection_retryable(unreachable: str) -> None:
     with serve_in_thread() as server:
         with pytest.raises(StackSourceError) as caught:
-            fetch_manifests(server.server.base_url + "/releases", "lws/v0.7.0/manifests.yaml")
+            fetch_manifests(server.target.base_url + "/releases", "lws/v0.7.0/manifests.yaml")
         assert "HTTP 404" in str(caught.value)
         assert not caught.value.retryable
     with pytest.raises(StackSourceError) as caught:

@@ -19,7 +19,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from modelfleet.activities.cloud_contracts import (
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.loading import load_paths
+from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, FLEET_REPLICAS_ON, KUBE_PROBE
+from modelfleet.contracts.cloud_payloads import (
     EKS_CREATE_CLUSTER,
     EKS_CREATE_NODEGROUP,
     EKS_DELETE_CLUSTER,
@@ -37,22 +41,12 @@ from modelfleet.activities.cloud_contracts import (
     PoolRef,
     PoolRequest,
 )
-from modelfleet.activities.contracts import (
-    FLEET_PUBLISH_CLUSTER,
-    FLEET_REPLICAS_ON,
-    KUBE_PROBE,
-    ClusterReport,
-    PoolObservation,
-    ProbeRequest,
-    ProbeResult,
-    PublishRequest,
-)
-from modelfleet.activities.stack_contracts import KUBE_VERIFY_STACK, StackReport, StackRequest
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.loading import load_paths
-from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow
-from modelfleet.workflows.status import ClusterStatus
+from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
+from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
+from modelfleet.contracts.stack_payloads import KUBE_VERIFY_STACK, StackReport, StackRequest
+from modelfleet.contracts.status import ClusterStatus
+from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.workflows.cluster import ClusterWorkflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 _LOADED = load_paths([str(EXAMPLES)]).resources

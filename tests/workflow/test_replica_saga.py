@@ -13,11 +13,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from modelfleet.activities.contracts import (
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_WAIT_READY,
+)
+from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
     DeleteRequest,
@@ -26,9 +29,15 @@ from modelfleet.activities.contracts import (
     ReadyResult,
     WaitReadyRequest,
 )
-from modelfleet.api.deployments import ModelReplica
-from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
-from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.contracts.serving_payloads import (
+    ENDPOINTS_PUBLISH_REPLICA,
+    ENDPOINTS_WITHDRAW,
+    EndpointKey,
+    ReplicaEndpointRequest,
+)
+from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.workflows.replica import ReplicaWorkflow
 
 REPLICA = ModelReplica.model_validate(
     {
@@ -96,6 +105,15 @@ class FakeCluster:
         self.calls.append("check")
         return ReadyResult(ready=True, reason="all ready")
 
+    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
+    async def publish(self, request: ReplicaEndpointRequest) -> None:
+        self.calls.append(f"publish:{request.namespace}/{request.replica}@{request.cluster}")
+
+    @activity.defn(name=ENDPOINTS_WITHDRAW)
+    async def withdraw(self, key: EndpointKey) -> bool:
+        self.calls.append(f"withdraw:{key.namespace}/{key.name}")
+        return True
+
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:
         self.calls.append("delete")
@@ -138,7 +156,14 @@ async def _run(
         env.client,
         task_queue=queue,
         workflows=[ReplicaWorkflow, ProgressSink],
-        activities=[fake.apply, fake.wait_ready, fake.check_ready, fake.delete],
+        activities=[
+            fake.apply,
+            fake.wait_ready,
+            fake.check_ready,
+            fake.delete,
+            fake.publish,
+            fake.withdraw,
+        ],
     ):
         sink = await env.client.start_workflow(ProgressSink.run, id=parent_id, task_queue=queue)
         replica_wf = f"replica-{uuid.uuid4()}"
@@ -174,6 +199,9 @@ async def test_happy_path_runs_the_steps_in_order_then_tears_down(
         "wait:Deployment",
         "apply:ServiceAccount,Role,RoleBinding,ConfigMap,Deployment,Service,InferencePool,HTTPRoute",
         "wait:Deployment",
+        # Serving: the endpoint is published; it is withdrawn before the route is deleted.
+        "publish:ml/qwen-abcde@east",
+        "withdraw:ml/qwen-abcde",
         "delete",
     ]
     assert "check" in fake.calls  # the health watch ran while serving
@@ -200,6 +228,8 @@ async def test_never_ready_fails_and_deletes_everything_it_created(
     deleted = {(r.kind, r.name) for r in fake.deleted}
     assert applied <= deleted
     assert not any(c.startswith("apply:InferencePool") for c in fake.calls)
+    # Never Ready, never published: nothing to withdraw either.
+    assert not any(c.startswith(("publish", "withdraw")) for c in fake.calls)
     assert [p.step for p in seen][-2:] == [ReplicaStep.COMPENSATING, ReplicaStep.DONE]
     assert seen[-1].phase is ReplicaPhase.FAILED
 

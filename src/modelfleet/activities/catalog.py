@@ -9,8 +9,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.client import Client
 
-from modelfleet.activities.cloud_contracts import FLEET_CLASSES
 from modelfleet.api.classes import InferenceClass
+from modelfleet.contracts.cloud_payloads import FLEET_CLASSES
 
 FLEET_WORKFLOW_ID = "fleet"
 

@@ -20,7 +20,11 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.activities.cloud_contracts import (
+from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.adapters.eks import EKS, nodegroup_failure
+from modelfleet.adapters.gke import GKE
+from modelfleet.contracts.cloud_payloads import (
     EKS_CREATE_CLUSTER,
     EKS_CREATE_NODEGROUP,
     EKS_DELETE_CLUSTER,
@@ -40,10 +44,6 @@ from modelfleet.activities.cloud_contracts import (
     PoolRequest,
     error_type,
 )
-from modelfleet.adapters.cloud_config import CloudSettings
-from modelfleet.adapters.cloud_errors import CloudError
-from modelfleet.adapters.eks import EKS, nodegroup_failure
-from modelfleet.adapters.gke import GKE
 
 T = TypeVar("T")
 

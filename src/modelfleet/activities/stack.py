@@ -13,16 +13,16 @@ import threading
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.activities.kube import KubeconfigStore, to_temporal
-from modelfleet.activities.stack_contracts import (
+from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
+from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
+from modelfleet.contracts.stack_payloads import (
     KUBE_INSTALL_STACK,
     KUBE_VERIFY_STACK,
     StackComponent,
     StackReport,
     StackRequest,
 )
-from modelfleet.adapters.kube import KubeCluster, KubeError
-from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
 
 ENV_STACK_SOURCE = "MODELFLEET_STACK_SOURCE"
 

@@ -5,7 +5,7 @@ cloud's own text, which names resources, never credentials.
 
 from __future__ import annotations
 
-from modelfleet.activities.cloud_contracts import RETRYABLE_REASONS, CloudErrorReason
+from modelfleet.contracts.cloud_payloads import RETRYABLE_REASONS, CloudErrorReason
 
 
 class CloudError(Exception):

@@ -20,14 +20,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from modelfleet.activities.cloud_contracts import (
+from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
+from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.contracts.cloud_payloads import (
     OWNER_LABEL,
     CloudCluster,
     CloudErrorReason,
     PoolPlan,
 )
-from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
-from modelfleet.adapters.cloud_errors import CloudError
 
 SYSTEM_NODEGROUP = "system"
 SYSTEM_INSTANCE = "m6i.xlarge"

@@ -24,14 +24,14 @@ from google.cloud import container_v1
 from google.oauth2 import credentials as oauth2
 from google.oauth2 import service_account
 
-from modelfleet.activities.cloud_contracts import (
+from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
+from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.contracts.cloud_payloads import (
     OWNER_LABEL,
     CloudCluster,
     CloudErrorReason,
     PoolPlan,
 )
-from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
-from modelfleet.adapters.cloud_errors import CloudError
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SYSTEM_POOL = "system"

@@ -8,13 +8,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
-from modelfleet.api.errors import FieldError, InvalidResourceError
+from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.rules import validate
-from modelfleet.api.services import ModelEndpoint, ModelService
+from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
 KINDS: dict[str, type[Resource]] = {
     cls.KIND: cls
@@ -25,6 +26,8 @@ KINDS: dict[str, type[Resource]] = {
         ModelReplica,
         ModelEndpoint,
         ModelService,
+        ModelAutoscaler,
+        InferenceGateway,
     )
 }
 
@@ -60,6 +63,16 @@ KIND_ALIASES: dict[str, str] = {
     "ms": "ModelService",
     "service": "ModelService",
     "services": "ModelService",
+    "modelautoscaler": "ModelAutoscaler",
+    "modelautoscalers": "ModelAutoscaler",
+    "ma": "ModelAutoscaler",
+    "autoscaler": "ModelAutoscaler",
+    "autoscalers": "ModelAutoscaler",
+    "inferencegateway": "InferenceGateway",
+    "inferencegateways": "InferenceGateway",
+    "ig": "InferenceGateway",
+    "gateway": "InferenceGateway",
+    "gateways": "InferenceGateway",
 }
 
 

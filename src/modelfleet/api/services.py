@@ -1,5 +1,9 @@
-"""ModelEndpoint (a reachable OpenAI-compatible endpoint) and ModelService (a weighted,
-label-selected front door over endpoints). Pure models, no I/O.
+"""ModelEndpoint (a reachable OpenAI-compatible endpoint), ModelService (a weighted,
+label-selected front door over endpoints) and InferenceGateway (which cluster's gateway is the
+fleet's front door). Pure models, no I/O.
+
+Secrets are only ever named here (``authSecretRef``, ``auth.apiKeysSecretRef``): the worker
+resolves them inside activities, so no key enters a workflow payload or history.
 """
 
 from __future__ import annotations
@@ -8,12 +12,24 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from modelfleet.api.meta import Model, Resource
+from modelfleet.api.meta import DNSLabel, Model, Resource
+
+# The one InferenceGateway a fleet has (Modelplane's convention): services look it up by name.
+DEFAULT_GATEWAY = "default"
+
+
+class SecretReference(Model):
+    """A secret the worker resolves from its credentials directory (``<dir>/secrets/<name>``)."""
+
+    name: DNSLabel
 
 
 class ModelEndpointSpec(Model):
     url: str = Field(min_length=1, max_length=2048)
     rewrite_path: str = "/"
+    protocol: Literal["openai"] = "openai"
+    # The provider's API key, sent upstream as a bearer token (external providers only).
+    auth_secret_ref: SecretReference | None = None
 
 
 class ModelEndpoint(Resource):
@@ -32,8 +48,16 @@ class ServiceEndpoint(Model):
     weight: int = Field(default=1, ge=1, le=1_000_000)
 
 
+class ServiceAuth(Model):
+    """Callers must send ``Authorization: Bearer <key>`` with one of the keys in the secret
+    (one key per line). Only SHA-256 hashes of the keys reach the gateway."""
+
+    api_keys_secret_ref: SecretReference
+
+
 class ModelServiceSpec(Model):
     endpoints: list[ServiceEndpoint] = Field(min_length=1)
+    auth: ServiceAuth | None = None
 
 
 class ModelService(Resource):
@@ -41,3 +65,27 @@ class ModelService(Resource):
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelService"] = "ModelService"
     spec: ModelServiceSpec
+
+
+class GatewayListener(Model):
+    name: DNSLabel = "http"
+    port: int = Field(default=80, ge=1, le=65535)
+    protocol: Literal["HTTP"] = "HTTP"
+
+
+class InferenceGatewaySpec(Model):
+    """Which cluster's Gateway carries the front-door routes. ``listeners`` and ``addresses``
+    describe a gateway installed by the platform team; empty ``addresses`` means "the address
+    the cluster's Gateway reports"."""
+
+    cluster: str = Field(min_length=1, max_length=253)
+    gateway_name: str = Field(default="inference-gateway", min_length=1, max_length=253)
+    gateway_namespace: DNSLabel = "modelfleet-system"
+    listeners: list[GatewayListener] = Field(default_factory=lambda: [GatewayListener()])
+    addresses: list[str] = Field(default_factory=list, max_length=16)
+
+
+class InferenceGateway(Resource):
+    KIND: ClassVar[str] = "InferenceGateway"
+    kind: Literal["InferenceGateway"] = "InferenceGateway"
+    spec: InferenceGatewaySpec

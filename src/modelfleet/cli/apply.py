@@ -8,12 +8,13 @@ import typer
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from modelfleet.activities.contracts import TASK_QUEUE
+from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -29,16 +30,27 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow
+from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
-ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
+ORDER = {
+    "InferenceClass": 0,
+    "InferenceCluster": 1,
+    "InferenceGateway": 2,
+    "ModelDeployment": 3,
+    "ModelEndpoint": 4,
+    "ModelService": 5,
+    "ModelAutoscaler": 6,
+}
 
 
 async def apply_resource(client: Client, resource: Resource) -> str:
@@ -76,6 +88,10 @@ async def apply_resource(client: Client, resource: Resource) -> str:
             ),
         )
         return wid
+    if isinstance(resource, ModelAutoscaler):
+        return await apply_autoscaler(client, resource)
+    if resource.KIND in SERVING_KINDS:
+        return await apply_serving(client, resource)
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 

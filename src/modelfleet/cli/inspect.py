@@ -30,17 +30,19 @@ from modelfleet.cli.output import (
     kind_or_exit,
     print_structured,
 )
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
-from modelfleet.workflows.status import (
+from modelfleet.cli.serving import SERVING_KINDS
+from modelfleet.cli.serving_inspect import describe_service, get_serving
+from modelfleet.contracts.status import (
     ClusterStatus,
     DecisionQuery,
     DeploymentStatus,
     FleetView,
     ReplicaPhase,
 )
+from modelfleet.workflows.cluster import ClusterWorkflow
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # A rollout that has placed nothing this long after we started watching, with the scheduler
 # saying why, is reported as failed rather than watched until the timeout.
@@ -81,7 +83,12 @@ def _deployment_row(d: DeploymentStatus, wide: bool) -> list[str]:
 
 
 def get(
-    kind: Annotated[str, typer.Argument(help="classes, clusters, deployments or replicas.")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="classes, clusters, deployments, replicas, services, endpoints or gateways."
+        ),
+    ],
     namespace: NsOption = "",
     output: OutputOption = OutputFormat.TABLE,
     address: AddressOption = None,
@@ -108,6 +115,9 @@ def get(
                 [_deployment_row(d, wide) for d in statuses],
                 [d.model_dump(mode="json", by_alias=True) for d in statuses],
             )
+        if resolved in SERVING_KINDS:
+            ids = await _running_ids(client, "ModelService", namespace or None)
+            return await get_serving(client, resolved, namespace, ids)
         view = await fleet_view(client)
         if resolved == "InferenceCluster":
             rows = []
@@ -186,7 +196,7 @@ def _replica_table(status: DeploymentStatus) -> Table:
 
 
 def describe(
-    kind: Annotated[str, typer.Argument(help="deployment or cluster.")],
+    kind: Annotated[str, typer.Argument(help="deployment, cluster or service.")],
     name: Annotated[str, typer.Argument()],
     namespace: NsOption = "default",
     address: AddressOption = None,
@@ -237,6 +247,8 @@ def describe(
             )
             for pool, obs in sorted(cstatus.observed_pools.items()):
                 console.print(f"  pool {pool}: {obs.ready_nodes}/{obs.nodes} nodes ready")
+        elif resolved == "ModelService":
+            await describe_service(client, s, namespace, name)
         else:
             raise ValueError(f"describe {resolved} is not supported yet")
 

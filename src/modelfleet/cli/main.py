@@ -1,5 +1,9 @@
 """The ``modelfleet`` command: kubectl-like verbs over the fleet. This module only wires verbs
-together; each verb lives in its own module and calls into the library layers."""
+together; each verb lives in its own module and calls into the library layers.
+
+Nothing here, nor in the verb modules it imports, imports the simulator or the Temporal dev
+server at import time: those come with the ``sim`` extra and are loaded by the verbs that need
+them (``dev``, ``demo``, ``sim up``), so ``pip install modelfleet`` runs every other verb."""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from typing import Annotated
 import typer
 
 from modelfleet.cli.apply import apply
+from modelfleet.cli.autoscaler import autoscaler_app
+from modelfleet.cli.connection import ProfileOption, use_profile
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.inspect import describe, get, rollout_status
 from modelfleet.cli.mutate import delete, scale
@@ -42,8 +48,10 @@ def main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    profile: ProfileOption = None,
 ) -> None:
     """modelfleet: describe GPU hardware, clusters and models; roll models out durably."""
+    use_profile(profile)
 
 
 app.command("validate")(validate)
@@ -63,6 +71,7 @@ rollout_app = typer.Typer(help="Follow rollouts.", no_args_is_help=True)
 rollout_app.command("status")(rollout_status)
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(sim_app, name="sim")
+app.add_typer(autoscaler_app, name="autoscaler")
 
 
 def run() -> None:

@@ -24,6 +24,7 @@ from modelfleet.cli.output import (
     kind_or_exit,
     rejection_reason,
 )
+from modelfleet.cli.serving import delete_serving
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.ids import cluster_id, deployment_id
@@ -72,7 +73,8 @@ def delete(
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Delete a deployment (its replicas are torn down and capacity released) or a cluster."""
+    """Delete a deployment (its replicas are torn down and capacity released), a cluster, a
+    service (its route is removed) or an endpoint."""
     resolved = kind_or_exit(kind)
     s = settings(address, temporal_namespace)
 
@@ -95,7 +97,8 @@ def delete(
                 await handle.result()
             console.print(f"deleted cluster {name}")
         else:
-            raise ValueError(f"delete {resolved} is not supported yet")
+            await delete_serving(client, resolved, namespace, name, wait=wait)
+            console.print(f"deleted {resolved} {namespace}/{name}")
 
     try:
         run_async(go)

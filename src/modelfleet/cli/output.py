@@ -12,8 +12,8 @@ import yaml
 from rich.console import Console
 from temporalio.client import WorkflowUpdateFailedError
 
-from modelfleet.api.errors import ManifestError
 from modelfleet.api.kinds import resolve_kind
+from modelfleet.api.manifest_errors import ManifestError
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modelfleet.activities.cloud_contracts import CloudCluster, PoolPlan
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, Taint, TaintEffect
 from modelfleet.api.naming import LABEL_POOL
+from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE)
 

@@ -16,7 +16,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.cloud_contracts import (
+    from modelfleet.api.classes import InferenceClass
+    from modelfleet.api.clusters import ClusterSource, InferenceCluster
+    from modelfleet.contracts.cloud_payloads import (
         EKS_CREATE_CLUSTER,
         EKS_CREATE_NODEGROUP,
         EKS_DELETE_CLUSTER,
@@ -29,17 +31,16 @@ with workflow.unsafe.imports_passed_through():
         GKE_DELETE_NODE_POOL,
         GKE_KUBECONFIG,
         CloudCluster,
+        CreatedRef,
         CreateResult,
         DeleteOutcome,
         PoolPlan,
         PoolRef,
         PoolRequest,
+        ProvisioningState,
         error_type,
     )
-    from modelfleet.activities.cloud_contracts import CloudErrorReason as Reason
-    from modelfleet.api.classes import InferenceClass
-    from modelfleet.api.clusters import ClusterSource, InferenceCluster
-    from modelfleet.api.meta import Model
+    from modelfleet.contracts.cloud_payloads import CloudErrorReason as Reason
     from modelfleet.workflows.cluster_plan import cloud_cluster, needed_classes, plan_pools
 
 
@@ -84,19 +85,6 @@ CLOUD_RETRY = RetryPolicy(
 # A worker that dies mid-operation is noticed after this long; the retry resumes the operation.
 HEARTBEAT = timedelta(minutes=2)
 STEP_TIMEOUT = timedelta(minutes=60)
-
-
-class CreatedRef(Model):
-    """Something this workflow asked the cloud to create (recorded before the call)."""
-
-    kind: str  # "cluster" or "pool"
-    name: str
-
-
-class ProvisioningState(Model):
-    cloud: CloudCluster | None = None
-    created: list[CreatedRef] = []
-    provisioned: bool = False
 
 
 class ProvisioningFailedError(Exception):

@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.stack_contracts import (
+    from modelfleet.contracts.stack_payloads import (
         DEFAULT_STACK,
         KUBE_INSTALL_STACK,
         KUBE_VERIFY_STACK,

@@ -16,3 +16,7 @@ def replica_id(namespace: str, name: str) -> str:
 
 def cluster_id(name: str) -> str:
     return f"cluster/{name}"
+
+
+def service_id(namespace: str, name: str) -> str:
+    return f"service/{namespace}/{name}"

@@ -21,11 +21,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
         KUBE_DELETE,
         KUBE_WAIT_READY,
+    )
+    from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
         DeleteRequest,
@@ -34,12 +36,21 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
-    from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.meta import Model
-    from modelfleet.rendering.facts import ClusterFacts
-    from modelfleet.rendering.replica import ReadinessRule, RenderedReplica, Step, render_replica
+    from modelfleet.contracts.serving_payloads import (
+        ENDPOINTS_PUBLISH_REPLICA,
+        ENDPOINTS_WITHDRAW,
+        EndpointKey,
+        ReplicaEndpointRequest,
+    )
+    from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+    from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+    from modelfleet.rendering.replica_manifests import (
+        ReadinessRule,
+        RenderedReplica,
+        Step,
+        render_replica,
+    )
     from modelfleet.workflows import search
-    from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
 API_RETRY = RetryPolicy(
@@ -50,6 +61,12 @@ API_RETRY = RetryPolicy(
 )
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 HEALTH_INTERVAL = timedelta(seconds=30)
+# Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
+# when it stops serving. Histories recorded before have no such activities.
+PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
+ENDPOINT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+)
 
 _STEP_NAMES = {
     Step.NAMESPACE: ReplicaStep.NAMESPACE,
@@ -57,22 +74,6 @@ _STEP_NAMES = {
     Step.WORKLOADS: ReplicaStep.WORKLOADS,
     Step.ROUTING: ReplicaStep.ROUTING,
 }
-
-
-class ReplicaInput(Model):
-    replica: ModelReplica
-    parent_id: str
-    progress_deadline_seconds: int = 1800
-    facts: ClusterFacts = ClusterFacts()
-    # Carried across continue-as-new while serving.
-    serving_since: datetime | None = None
-    health_interval_seconds: int = 30
-
-
-class ReplicaResult(Model):
-    name: str
-    phase: ReplicaPhase
-    reason: str = ""
 
 
 class RolloutFailedError(Exception):
@@ -91,6 +92,7 @@ class ReplicaWorkflow:
         self._step = ReplicaStep.PLACED
         self._reason = ""
         self._teardown = False
+        self._published = False
 
     @workflow.signal
     def teardown(self) -> None:
@@ -254,6 +256,13 @@ class ReplicaWorkflow:
             self._phase is not ReplicaPhase.DEGRADED or self._reason != result.reason
         ):
             await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, result.reason)
+        elif (
+            self._phase is ReplicaPhase.READY
+            and not self._published
+            and workflow.patched(PATCH_PUBLISH_ENDPOINT)
+        ):
+            # The publication at Ready failed (directory or Fleet unreachable): try again.
+            await self._sync_endpoint(self._phase)
 
     # --- reporting ---------------------------------------------------------------------------
 
@@ -275,6 +284,46 @@ class ReplicaWorkflow:
         # The deployment may be gone; then there is nobody to tell.
         with contextlib.suppress(ApplicationError):
             await parent.signal("replica_progress", self._progress())
+        if workflow.patched(PATCH_PUBLISH_ENDPOINT):
+            await self._sync_endpoint(phase)
+
+    async def _sync_endpoint(self, phase: ReplicaPhase) -> None:
+        """Ready: publish this replica's ModelEndpoint; anything else: withdraw it (before the
+        teardown deletes the route, so services stop sending traffic first)."""
+        r = self._replica
+        serving = phase is ReplicaPhase.READY
+        if serving == self._published:
+            return
+        try:
+            if serving:
+                await workflow.execute_activity(
+                    ENDPOINTS_PUBLISH_REPLICA,
+                    ReplicaEndpointRequest(
+                        namespace=r.namespace,
+                        replica=r.name,
+                        deployment=r.spec.deployment,
+                        cluster=r.spec.cluster_name,
+                        labels=dict(r.metadata.labels),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    schedule_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=ENDPOINT_RETRY,
+                    summary="publish endpoint",
+                )
+            else:
+                await workflow.execute_activity(
+                    ENDPOINTS_WITHDRAW,
+                    EndpointKey(namespace=r.namespace, name=r.name),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    schedule_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=ENDPOINT_RETRY,
+                    summary="withdraw endpoint",
+                )
+        except ActivityError as exc:
+            # Serving goes on; the next phase change tries again. Say why meanwhile.
+            workflow.logger.warning("endpoint of %s not updated: %s", r.name, _reason(exc))
+            return
+        self._published = serving
 
 
 def _reason(exc: BaseException) -> str:

@@ -11,9 +11,7 @@ for its own use under ``<state_dir>/kubeconfigs`` (never a worker's credentials 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -23,12 +21,12 @@ from aiohttp import web
 from moto.server import ThreadedMotoServer
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.sim.apiserver import RunningServer, start_fleet_server
+from modelfleet.sim.apiserver.server import FleetApiServer
 from modelfleet.sim.clouds.eks import FakeEKS
 from modelfleet.sim.clouds.gke import FakeGKE
 from modelfleet.sim.clouds.kube import CloudKube, MachineCatalog
-from modelfleet.sim.fleet import SimulatedFleet
-from modelfleet.sim.loop_thread import start_on_loop_thread
+from modelfleet.sim.loop_thread import LoopThread
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 __all__ = ["SimulatedClouds", "ThreadedClouds", "clouds_in_thread"]
 
@@ -67,7 +65,7 @@ class SimulatedClouds:
     async def start(
         cls,
         classes: Iterable[InferenceClass] | Mapping[str, InferenceClass],
-        server: RunningServer,
+        server: FleetApiServer,
         *,
         state_dir: str | Path,
         polls: int = 2,
@@ -136,32 +134,31 @@ class SimulatedClouds:
         await self.stop()
 
 
+class _ServerAndClouds:
+    """What the loop thread holds: stopping it stops the clouds, then the server."""
+
+    def __init__(self, server: FleetApiServer, clouds: SimulatedClouds) -> None:
+        self.server = server
+        self.clouds = clouds
+
+    async def stop(self) -> None:
+        await self.clouds.stop()
+        await self.server.stop()
+
+
 class ThreadedClouds:
     """The simulated fleet server and clouds on their own loop thread, for sync callers."""
 
-    def __init__(
-        self,
-        server: RunningServer,
-        clouds: SimulatedClouds,
-        loop: asyncio.AbstractEventLoop,
-        thread: threading.Thread,
-    ) -> None:
-        self.server = server
-        self.clouds = clouds
-        self.loop = loop
-        self._thread = thread
+    def __init__(self, running: LoopThread[_ServerAndClouds]) -> None:
+        self._running = running
+        self.server = running.target.server
+        self.clouds = running.target.clouds
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return self._running.run(coro, timeout)
 
     def stop(self) -> None:
-        async def down() -> None:
-            await self.clouds.stop()
-            await self.server.stop()
-
-        self.run(down())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(15)
+        self._running.stop()
 
 
 def clouds_in_thread(
@@ -173,12 +170,9 @@ def clouds_in_thread(
     """Start a fleet server and the clouds on a loop thread; stop with ``.stop()``."""
     catalog = dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
 
-    async def boot() -> tuple[RunningServer, SimulatedClouds]:
-        server = await start_fleet_server()
+    async def boot() -> _ServerAndClouds:
+        server = await FleetApiServer.start()
         clouds = await SimulatedClouds.start(catalog, server, state_dir=state_dir, polls=polls)
-        return server, clouds
+        return _ServerAndClouds(server, clouds)
 
-    (server, clouds), loop, thread = start_on_loop_thread(
-        boot, name="modelfleet-sim-clouds", timeout=60.0
-    )
-    return ThreadedClouds(server, clouds, loop, thread)
+    return ThreadedClouds(LoopThread.start(boot, name="modelfleet-sim-clouds", timeout=60.0))

@@ -4,9 +4,9 @@ creates becomes Nodes (with the labels and taints the cloud request asked for) a
 ResourceSlices the class of its machine publishes.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. It goes through
-the public entry points of :mod:`modelfleet.sim.fleet` (a ``SimulatedFleet`` of its own on the
-shared server, so the kubeconfigs the sim writes stay under the clouds' state directory and
-never in a worker's credentials directory) and :mod:`modelfleet.sim.nodes`.
+the public entry points of :mod:`modelfleet.sim.simulated_fleet` (a ``SimulatedFleet`` of its
+own on the shared server, so the kubeconfigs the sim writes stay under the clouds' state
+directory and never in a worker's credentials directory) and :mod:`modelfleet.sim.infrastructure`.
 
 The machine -> class catalog is how a real cloud "knows" the hardware: a GKE machine type with
 an accelerator, or an EC2 instance type, decides the devices of a node. Pools whose machine no
@@ -29,15 +29,15 @@ from modelfleet.api.clusters import (
 )
 from modelfleet.api.meta import ObjectMeta
 from modelfleet.api.naming import LABEL_POOL
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.fleet import SimulatedFleet
-from modelfleet.sim.nodes import (
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.infrastructure import (
     GPU_TAINT,
     PoolLayout,
     device_class_manifests,
     node_manifest,
     resource_slice_manifests,
 )
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 __all__ = ["CloudKube", "CloudNodePool", "MachineCatalog"]
 
@@ -115,6 +115,7 @@ class CloudKube:
         if handle is None:
             return
         await handle.simulator.stop()
+        await handle.serving.stop()
         self.fleet.server.remove_cluster(cluster)
 
     async def add_pool(self, cluster: str, pool: CloudNodePool) -> int:

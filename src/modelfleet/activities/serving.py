@@ -1,0 +1,248 @@
+"""Serving activities: publish and withdraw endpoints in the endpoint directory (Temporal
+Updates with start, so the directory need not exist yet), watch a service's endpoints, probe
+endpoints over HTTP, find the front door's address, and write the hashes of a service's API
+keys to the gateway cluster.
+
+Side effects: Temporal client calls, HTTP probes (through ``adapters.endpoint_probe``) and one
+Kubernetes apply (through ``adapters.kube``). Secrets are read here, from the worker's
+credentials directory, and never returned, logged or put in an error message.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+
+from modelfleet.activities.fleet_updates import FLEET_WORKFLOW_ID
+from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.adapters.endpoint_probe import probe_models
+from modelfleet.adapters.kube_client import KubeCluster
+from modelfleet.adapters.kube_errors import KubeError
+from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.serving_payloads import (
+    ENDPOINT_DIRECTORY_WORKFLOW,
+    ENDPOINTS_ID,
+    ENDPOINTS_PUBLISH_REPLICA,
+    ENDPOINTS_UNWATCH,
+    ENDPOINTS_WATCH,
+    ENDPOINTS_WITHDRAW,
+    LABEL_REGION,
+    SERVING_GATEWAY_ADDRESS,
+    SERVING_PROBE,
+    SERVING_SYNC_KEYS,
+    SERVING_SYNC_PROVIDER_TOKENS,
+    EndpointHealth,
+    EndpointKey,
+    EndpointsInput,
+    GatewayAddressRequest,
+    ProbeEndpointsRequest,
+    ProviderTokensRequest,
+    ReplicaEndpointRequest,
+    SyncKeysRequest,
+    WatchRequest,
+    WatchResult,
+)
+from modelfleet.contracts.status import FleetView
+from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord
+
+API_KEY_HASHES_TYPE = "modelfleet.dev/api-key-hashes"
+UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"
+
+
+class SecretStore:
+    """Secrets the worker holds: ``<credentials dir>/secrets/<name>``, one value per line."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory / "secrets"
+
+    def lines(self, name: str) -> list[str]:
+        path = self.directory / name
+        try:
+            text = path.read_text()
+        except OSError:
+            raise ApplicationError(
+                f"secret {name!r} is not in the worker's secrets directory ({self.directory})",
+                type="MissingSecret",
+                non_retryable=True,
+            ) from None
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+async def directory_update(client: Client, update: str, arg: Any, result_type: type) -> Any:
+    """An Update on the endpoint directory, starting it first if needed."""
+    return await client.execute_update_with_start_workflow(
+        update,
+        arg,
+        result_type=result_type,
+        start_workflow_operation=WithStartWorkflowOperation(
+            ENDPOINT_DIRECTORY_WORKFLOW,
+            EndpointsInput(),
+            id=ENDPOINTS_ID,
+            task_queue=TASK_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary="Endpoints: every ModelEndpoint and the services that watch them",
+        ),
+    )
+
+
+class ServingActivities:
+    def __init__(self, client: Client, credentials_dir: Path) -> None:
+        self._client = client
+        self._kubeconfigs = KubeconfigStore(credentials_dir)
+        self._secrets = SecretStore(credentials_dir)
+
+    async def _fleet_view(self) -> FleetView:
+        handle = self._client.get_workflow_handle(FLEET_WORKFLOW_ID)
+        view: FleetView = await handle.query("view", result_type=FleetView)
+        return view
+
+    async def _cluster_facts(self, cluster: str) -> tuple[str, dict[str, str]]:
+        """The cluster's gateway address and labels, as its workflow last reported them."""
+        for record in (await self._fleet_view()).clusters:
+            if record.spec.name == cluster:
+                if not record.gateway_address:
+                    raise ApplicationError(f"cluster {cluster} reports no gateway address yet")
+                return record.gateway_address, dict(record.spec.metadata.labels)
+        raise ApplicationError(f"cluster {cluster} is not in the fleet")
+
+    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
+    async def publish_replica(self, request: ReplicaEndpointRequest) -> EndpointRecord:
+        address, cluster_labels = await self._cluster_facts(request.cluster)
+        labels = dict(request.labels)
+        labels[LABEL_DEPLOYMENT] = request.deployment
+        labels[LABEL_CLUSTER] = request.cluster
+        if LABEL_REGION in cluster_labels:
+            labels[LABEL_REGION] = cluster_labels[LABEL_REGION]
+        path = f"/{request.namespace}/{request.replica}/"
+        record = EndpointRecord(
+            namespace=request.namespace,
+            name=request.replica,
+            labels=labels,
+            url=f"http://{address}{path}v1",
+            rewrite_path=path,
+            replica=request.replica,
+        )
+        await directory_update(self._client, "put", record, type(None))
+        return record
+
+    @activity.defn(name=ENDPOINTS_WITHDRAW)
+    async def withdraw(self, key: EndpointKey) -> bool:
+        removed: bool = await directory_update(self._client, "withdraw", key, bool)
+        return removed
+
+    @activity.defn(name=ENDPOINTS_WATCH)
+    async def watch(self, request: WatchRequest) -> WatchResult:
+        result: WatchResult = await directory_update(self._client, "watch", request, WatchResult)
+        return result
+
+    @activity.defn(name=ENDPOINTS_UNWATCH)
+    async def unwatch(self, watcher: str) -> None:
+        await directory_update(self._client, "unwatch", watcher, type(None))
+
+    @activity.defn(name=SERVING_GATEWAY_ADDRESS)
+    async def gateway_address(self, request: GatewayAddressRequest) -> str:
+        address, _ = await self._cluster_facts(request.cluster)
+        return address
+
+    @activity.defn(name=SERVING_PROBE)
+    def probe_endpoints(self, request: ProbeEndpointsRequest) -> list[EndpointHealth]:
+        out: list[EndpointHealth] = []
+        for target in request.targets:
+            key = None
+            if target.auth_secret:
+                try:
+                    key = self._secrets.lines(target.auth_secret)[0]
+                except (ApplicationError, IndexError):
+                    out.append(
+                        EndpointHealth(
+                            key=target.key,
+                            healthy=False,
+                            reason=f"provider key secret {target.auth_secret!r} not found",
+                        )
+                    )
+                    continue
+            outcome = probe_models(
+                target.url,
+                timeout=request.timeout_seconds,
+                attempts=request.attempts,
+                api_key=key,
+            )
+            out.append(
+                EndpointHealth(
+                    key=target.key,
+                    healthy=outcome.healthy,
+                    reason=outcome.reason,
+                    models=list(outcome.models),
+                )
+            )
+            activity.heartbeat(len(out))
+        return out
+
+    @activity.defn(name=SERVING_SYNC_KEYS)
+    def sync_api_keys(self, request: SyncKeysRequest) -> int:
+        keys = self._secrets.lines(request.source_secret)
+        digests = sorted({hashlib.sha256(k.encode()).hexdigest() for k in keys})
+        data = {f"key-{i}": d for i, d in enumerate(digests)}
+        self._write_secrets(
+            request.cluster,
+            request.namespace,
+            request.service,
+            {request.secret: (API_KEY_HASHES_TYPE, data)},
+        )
+        return len(digests)
+
+    @activity.defn(name=SERVING_SYNC_PROVIDER_TOKENS)
+    def sync_provider_tokens(self, request: ProviderTokensRequest) -> int:
+        secrets = {}
+        for name, source in sorted(request.tokens.items()):
+            lines = self._secrets.lines(source)
+            if not lines:
+                raise ApplicationError(
+                    f"secret {source!r} is empty", type="MissingSecret", non_retryable=True
+                )
+            secrets[name] = (UPSTREAM_TOKEN_TYPE, {"token": lines[0]})
+        self._write_secrets(request.cluster, request.namespace, request.service, secrets)
+        return len(secrets)
+
+    def _write_secrets(
+        self,
+        cluster_name: str,
+        namespace: str,
+        service: str,
+        secrets: dict[str, tuple[str, dict[str, str]]],
+    ) -> None:
+        """Apply Secrets on the gateway cluster. Their values never leave this function."""
+        manifests: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        ]
+        for name, (kind, data) in secrets.items():
+            manifests.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {"app.kubernetes.io/managed-by": MANAGER, SERVICE_LABEL: service},
+                    },
+                    "type": kind,
+                    "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+                }
+            )
+        cluster = KubeCluster(self._kubeconfigs.path(cluster_name))
+        try:
+            for manifest in manifests:
+                cluster.apply(manifest)
+        except KubeError as exc:
+            # The message names the object, never its data.
+            raise to_temporal(exc) from None
+        finally:
+            cluster.close()

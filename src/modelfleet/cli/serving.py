@@ -1,0 +1,81 @@
+"""Applying and deleting the serving kinds: a ModelService is held by its own workflow
+(update-with-start, like deployments); ModelEndpoints and the InferenceGateway are records in
+the endpoint directory, which pushes every change to the services it concerns.
+
+Side effects: Temporal client calls only.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from modelfleet.activities.serving import directory_update
+from modelfleet.api.meta import Resource
+from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
+from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.workflows.ids import service_id
+from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
+
+SERVING_KINDS = ("InferenceGateway", "ModelEndpoint", "ModelService")
+
+
+def endpoint_record(endpoint: ModelEndpoint) -> EndpointRecord:
+    ref = endpoint.spec.auth_secret_ref
+    return EndpointRecord(
+        namespace=endpoint.namespace,
+        name=endpoint.name,
+        labels=dict(endpoint.metadata.labels),
+        url=endpoint.spec.url,
+        rewrite_path=endpoint.spec.rewrite_path,
+        auth_secret=ref.name if ref else None,
+    )
+
+
+async def apply_serving(
+    client: Client, resource: Resource, *, probe_interval_seconds: float | None = None
+) -> str:
+    """Apply one validated serving resource; returns the workflow ID that now holds it."""
+    if isinstance(resource, InferenceGateway):
+        await directory_update(client, "put_gateway", resource, type(None))
+        return ENDPOINTS_ID
+    if isinstance(resource, ModelEndpoint):
+        await directory_update(client, "put", endpoint_record(resource), type(None))
+        return ENDPOINTS_ID
+    if isinstance(resource, ModelService):
+        wid = service_id(resource.namespace, resource.name)
+        arg = ServiceInput(spec=resource)
+        if probe_interval_seconds is not None:
+            arg.probe_interval_seconds = probe_interval_seconds
+        await client.execute_update_with_start_workflow(
+            ServiceWorkflow.apply,
+            resource,
+            start_workflow_operation=WithStartWorkflowOperation(
+                ServiceWorkflow.run,
+                arg,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"ModelService {resource.namespace}/{resource.name}",
+            ),
+        )
+        return wid
+    raise ValueError(f"{resource.KIND} is not a serving kind")
+
+
+async def delete_serving(
+    client: Client, kind: str, namespace: str, name: str, *, wait: bool
+) -> None:
+    if kind == "ModelService":
+        handle = client.get_workflow_handle(service_id(namespace, name))
+        await handle.execute_update(ServiceWorkflow.delete)
+        if wait:
+            await handle.result()
+    elif kind == "ModelEndpoint":
+        await directory_update(
+            client, "withdraw", EndpointKey(namespace=namespace, name=name), bool
+        )
+    else:
+        raise ValueError(f"delete {kind} is not supported yet")

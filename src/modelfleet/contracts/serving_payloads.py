@@ -1,0 +1,137 @@
+"""The contract of the serving activities and workflows: names and payloads for publishing
+endpoints, the endpoint directory, probing and the front door's keys. Pure: payload models on
+:class:`~modelfleet.contracts.wire.WireModel` (unknown fields ignored across worker versions).
+
+Payloads name secrets, never carry them: the worker resolves a secret by name inside the
+activity that needs it.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from modelfleet.api.meta import Condition
+from modelfleet.api.services import InferenceGateway, ServiceEndpoint
+from modelfleet.contracts.wire import WireModel
+from modelfleet.rendering.front_door import EndpointRecord
+
+ENDPOINTS_ID = "endpoints"
+ENDPOINT_DIRECTORY_WORKFLOW = "EndpointDirectory"
+SERVICE_WORKFLOW = "ModelService"
+
+ENDPOINTS_PUBLISH_REPLICA = "endpoints.publish_replica"
+ENDPOINTS_WITHDRAW = "endpoints.withdraw"
+ENDPOINTS_WATCH = "endpoints.watch"
+ENDPOINTS_UNWATCH = "endpoints.unwatch"
+SERVING_PROBE = "serving.probe_endpoints"
+SERVING_GATEWAY_ADDRESS = "serving.gateway_address"
+SERVING_SYNC_KEYS = "serving.sync_api_keys"
+SERVING_SYNC_PROVIDER_TOKENS = "serving.sync_provider_tokens"
+
+LABEL_REGION = "region"
+
+
+class ReplicaEndpointRequest(WireModel):
+    """A Ready replica's endpoint, to be published (the activity adds URL and region)."""
+
+    namespace: str
+    replica: str
+    deployment: str
+    cluster: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class EndpointKey(WireModel):
+    namespace: str
+    name: str
+
+
+class WatchRequest(WireModel):
+    """A service asking to be signalled (``endpoints_changed``) when its endpoints change."""
+
+    watcher: str
+    namespace: str
+    entries: list[ServiceEndpoint]
+
+
+class WatchResult(WireModel):
+    endpoints: list[EndpointRecord] = Field(default_factory=list)
+    gateway: InferenceGateway | None = None
+
+
+class EndpointsChanged(WireModel):
+    endpoints: list[EndpointRecord] = Field(default_factory=list)
+    gateway: InferenceGateway | None = None
+
+
+class ProbeTarget(WireModel):
+    key: str
+    url: str
+    auth_secret: str | None = None
+
+
+class ProbeEndpointsRequest(WireModel):
+    targets: list[ProbeTarget]
+    timeout_seconds: float = Field(default=3.0, gt=0, le=60)
+    attempts: int = Field(default=2, ge=1, le=5)
+
+
+class EndpointHealth(WireModel):
+    key: str
+    healthy: bool
+    reason: str = ""
+    models: list[str] = Field(default_factory=list)
+
+
+class GatewayAddressRequest(WireModel):
+    cluster: str
+
+
+class SyncKeysRequest(WireModel):
+    """Write the SHA-256 hashes of the keys in ``source_secret`` to ``secret`` on the cluster."""
+
+    cluster: str
+    namespace: str
+    secret: str
+    source_secret: str
+    service: str
+
+
+class ProviderTokensRequest(WireModel):
+    """Fill each Secret (object name -> worker-side secret name) with a provider's key."""
+
+    cluster: str
+    namespace: str
+    service: str
+    tokens: dict[str, str]
+
+
+class EndpointsInput(WireModel):
+    """The endpoint directory's state, carried across continue-as-new."""
+
+    endpoints: list[EndpointRecord] = Field(default_factory=list)
+    watches: list[WatchRequest] = Field(default_factory=list)
+    gateway: InferenceGateway | None = None
+
+
+class ServiceEndpointStatus(WireModel):
+    name: str
+    url: str
+    # Index of the spec.endpoints entry that selected it.
+    entry: int
+    weight: int = 0
+    healthy: bool = False
+    reason: str = ""
+
+
+class ServiceStatus(WireModel):
+    name: str
+    namespace: str
+    phase: str
+    address: str | None = None
+    gateway_cluster: str | None = None
+    endpoints: list[ServiceEndpointStatus] = Field(default_factory=list)
+    # The route's backends as applied: backend Service name -> weight.
+    backends: dict[str, int] = Field(default_factory=dict)
+    conditions: list[Condition] = Field(default_factory=list)
+    auth: bool = False

@@ -1,0 +1,265 @@
+"""The fleet's front door for one ModelService: which endpoints it selects, their normalised
+weights, and the objects that route to them on the gateway cluster — a selectorless Service and
+an EndpointSlice per backend (so any endpoint, on any cluster or outside the fleet, is a plain
+Gateway API backend) and one HTTPRoute at ``/<namespace>/<service>/`` with a weighted backendRef
+per endpoint, each rewriting to that endpoint's own path.
+
+Pure: pydantic records in, dicts out. Health is decided elsewhere (probes); this module only
+takes the set of endpoints that are in rotation.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field
+
+from modelfleet.api.meta import Model
+from modelfleet.api.naming import LABEL_MANAGED_BY, child_name, workload_namespace
+from modelfleet.api.services import ServiceEndpoint
+
+__all__ = [
+    "EndpointRecord",
+    "FrontDoor",
+    "api_keys_secret_name",
+    "distribute_weights",
+    "provider_token_secret_name",
+    "provider_tokens",
+    "render_front_door",
+    "select_endpoints",
+    "service_path",
+]
+
+MAX_WEIGHT = 1_000_000
+ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
+SERVICE_LABEL = "modelfleet.dev/service"
+MANAGER = "modelfleet"
+
+
+class EndpointRecord(Model):
+    """What the fleet knows of one ModelEndpoint (generated or user-authored)."""
+
+    namespace: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    url: str
+    rewrite_path: str = "/"
+    # Set for endpoints a replica published; None for user-authored ones.
+    replica: str | None = None
+    # The name of the secret holding the provider's key (resolved by the worker), if any.
+    auth_secret: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class FrontDoor(Model):
+    """Where the front door lives: the gateway cluster and its Gateway."""
+
+    cluster: str
+    gateway_name: str
+    gateway_namespace: str
+
+
+def service_path(namespace: str, service: str) -> str:
+    return f"/{namespace}/{service}/"
+
+
+def api_keys_secret_name(service: str) -> str:
+    return child_name("ms", service, "api-keys")
+
+
+def provider_token_secret_name(service: str, endpoint: EndpointRecord) -> str:
+    """The Secret on the gateway cluster holding an external endpoint's provider key."""
+    return child_name("ms", service, endpoint.name, "token")
+
+
+def provider_tokens(
+    service: str, weighted: Mapping[str, int], endpoints: Sequence[EndpointRecord]
+) -> dict[str, str]:
+    """Secret object name -> the worker-side secret it is filled from, for every endpoint in
+    rotation that has a provider key."""
+    return {
+        provider_token_secret_name(service, e): e.auth_secret
+        for e in endpoints
+        if e.key in weighted and e.auth_secret
+    }
+
+
+def select_endpoints(
+    entries: Sequence[ServiceEndpoint], endpoints: Sequence[EndpointRecord]
+) -> list[list[EndpointRecord]]:
+    """The endpoints each entry selects (equality on every matchLabel), in name order. An
+    endpoint matched by several entries belongs to the first that matches it."""
+    taken: set[str] = set()
+    groups: list[list[EndpointRecord]] = []
+    for entry in entries:
+        wanted = entry.selector.match_labels
+        group = [
+            e
+            for e in sorted(endpoints, key=lambda e: e.key)
+            if e.key not in taken and all(e.labels.get(k) == v for k, v in wanted.items())
+        ]
+        taken.update(e.key for e in group)
+        groups.append(group)
+    return groups
+
+
+def distribute_weights(groups: Sequence[tuple[int, Sequence[str]]]) -> dict[str, int]:
+    """Integer backend weights: each group's share split over its endpoints, no endpoint at 0.
+
+    Groups without endpoints drop out (their share goes to the rest). The scale makes every
+    group's share at least one per endpoint; the remainder of a split goes to the first
+    endpoints; weights are reduced by their GCD and, past 1,000,000, scaled down to fit."""
+    live = [(w, list(keys)) for w, keys in groups if keys]
+    if not live:
+        return {}
+    scale = max(math.ceil(len(keys) / w) for w, keys in live)
+    out: dict[str, int] = {}
+    for weight, keys in live:
+        base, extra = divmod(weight * scale, len(keys))
+        for i, key in enumerate(keys):
+            out[key] = base + (1 if i < extra else 0)
+    divisor = reduce(math.gcd, out.values())
+    out = {k: v // divisor for k, v in out.items()}
+    top = max(out.values())
+    if top > MAX_WEIGHT:
+        out = {k: max(1, round(v * MAX_WEIGHT / top)) for k, v in out.items()}
+    return out
+
+
+def _backend_name(service: str, endpoint: EndpointRecord) -> str:
+    return child_name("ms", service, endpoint.name)
+
+
+def _target(url: str) -> tuple[str, int, str]:
+    """(host, port, scheme) of an endpoint URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme or "http"
+    port = parts.port or (443 if scheme == "https" else 80)
+    return parts.hostname or "", port, scheme
+
+
+def _address_type(host: str) -> str:
+    try:
+        return "IPv6" if ipaddress.ip_address(host).version == 6 else "IPv4"
+    except ValueError:
+        return "FQDN"
+
+
+def _metadata(name: str, namespace: str, service: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": {LABEL_MANAGED_BY: MANAGER, SERVICE_LABEL: service},
+    }
+
+
+def _backend_objects(
+    service: str, namespace: str, endpoint: EndpointRecord
+) -> list[dict[str, Any]]:
+    name = _backend_name(service, endpoint)
+    host, port, scheme = _target(endpoint.url)
+    port_spec = {"name": scheme, "port": port, "protocol": "TCP", "appProtocol": scheme}
+    slice_meta = _metadata(name, namespace, service)
+    slice_meta["labels"]["kubernetes.io/service-name"] = name
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _metadata(name, namespace, service),
+            # Selectorless: the EndpointSlice below says where the endpoint is.
+            "spec": {"ports": [port_spec]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": slice_meta,
+            "addressType": _address_type(host),
+            # Ready set explicitly: some gateways skip endpoints whose readiness is unset.
+            "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+            "ports": [port_spec],
+        },
+    ]
+
+
+def render_front_door(
+    door: FrontDoor,
+    namespace: str,
+    service: str,
+    weighted: Mapping[str, int],
+    endpoints: Sequence[EndpointRecord],
+    *,
+    auth: bool = False,
+) -> list[dict[str, Any]]:
+    """Backends (Service + EndpointSlice per endpoint in ``weighted``) then the route, in apply
+    order. With no endpoint in rotation the route has no backendRefs (the gateway answers 5xx)."""
+    target_ns = workload_namespace(namespace)
+    by_key = {e.key: e for e in endpoints}
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target_ns}}
+    ]
+    refs: list[dict[str, Any]] = []
+    for key in sorted(weighted):
+        endpoint = by_key[key]
+        objects.extend(_backend_objects(service, target_ns, endpoint))
+        rewrite = {"type": "ReplacePrefixMatch", "replacePrefixMatch": endpoint.rewrite_path}
+        filters: list[dict[str, Any]] = [{"type": "URLRewrite", "urlRewrite": {"path": rewrite}}]
+        if endpoint.auth_secret:
+            # The provider's key replaces the caller's credentials on this backend only.
+            secret = provider_token_secret_name(service, endpoint)
+            filters.append(
+                {
+                    "type": "ExtensionRef",
+                    "extensionRef": {"group": "", "kind": "Secret", "name": secret},
+                }
+            )
+        refs.append(
+            {
+                "name": _backend_name(service, endpoint),
+                "port": _target(endpoint.url)[1],
+                "weight": weighted[key],
+                "filters": filters,
+            }
+        )
+    rule: dict[str, Any] = {
+        "matches": [{"path": {"type": "PathPrefix", "value": service_path(namespace, service)}}],
+        "backendRefs": refs,
+    }
+    if auth:
+        # The gateway's API-key check reads the key hashes from this Secret.
+        rule["filters"] = [
+            {
+                "type": "ExtensionRef",
+                "extensionRef": {
+                    "group": "",
+                    "kind": "Secret",
+                    "name": api_keys_secret_name(service),
+                },
+            }
+        ]
+    objects.append(
+        {
+            "apiVersion": ROUTE_API_VERSION,
+            "kind": "HTTPRoute",
+            "metadata": _metadata(child_name("ms", service), target_ns, service),
+            "spec": {
+                "parentRefs": [
+                    {
+                        "group": "gateway.networking.k8s.io",
+                        "kind": "Gateway",
+                        "name": door.gateway_name,
+                        "namespace": door.gateway_namespace,
+                    }
+                ],
+                "rules": [rule],
+            },
+        }
+    )
+    return objects

@@ -1,0 +1,416 @@
+"""The serving plane of one simulated cluster: a loopback port per served container port of
+every Ready engine pod, and the cluster's gateway listening on the address its Gateway reports.
+
+One aiohttp application per cluster serves all of them and dispatches by the local port a
+connection arrived on, so a cluster costs one runner however many pods it serves. The plane
+follows the store's Pod events (no edits to the workload simulator): a pod that turns Ready
+starts answering, one that stops being Ready or goes away stops.
+
+The gateway implements what modelfleet's manifests use: HTTPRoutes attached to the Gateway,
+Exact/PathPrefix matches, URLRewrite (on the rule or per backendRef), weighted backendRefs,
+InferencePool backends (least-loaded Ready pod of the pool, as an endpoint picker would),
+Service backends (selector pods, or a selectorless Service's EndpointSlices: how a front door
+reaches other clusters and external providers), an API-key check (a rule's ``ExtensionRef`` to a
+Secret of SHA-256 key hashes; 401 without a valid ``Authorization: Bearer`` key) and upstream
+credentials (a backendRef's ``ExtensionRef`` to a Secret whose ``token`` is sent as the bearer
+token to that backend instead of the caller's). 503 when the
+chosen backend has nothing Ready, 404 when no route matches. A dark cluster (fault) resets
+every connection of its plane.
+
+Development/test emulator only. Binds loopback ports, reads the cluster's in-process store, and
+connects only to the backends routes name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import logging
+import random
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+
+from modelfleet.sim.apiserver.selectors import label_selector_from_object
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.apiserver.watch import WatchEvent
+from modelfleet.sim.controllers.object_helpers import pod_is_ready
+from modelfleet.sim.faults import FaultConfig
+from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
+from modelfleet.sim.serving.engine import EngineProfile, EngineState
+from modelfleet.sim.serving.model_args import pod_model, serving_ports
+from modelfleet.sim.serving.openai_api import handle_engine
+from modelfleet.sim.serving.routes import (
+    BackendRef,
+    RuleMatch,
+    attached,
+    match_request,
+    pick_backend,
+    rewrite_path,
+)
+
+__all__ = ["ServingPlane"]
+
+log = logging.getLogger(__name__)
+_POOL_GROUP = "inference.networking.k8s.io"
+_HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host", "content-length"}
+)
+_SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+_ROLE = "llm-d.ai/role"
+
+
+class _NoBackendError(Exception):
+    """Nothing Ready behind the chosen backend (503)."""
+
+
+class ServingPlane:
+    """Engines and gateway of one simulated cluster, on the store's event loop."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        profile: EngineProfile | None = None,
+        *,
+        host: str = "127.0.0.1",
+        faults: Callable[[], FaultConfig] | None = None,
+        gateway_namespace: str = SYSTEM_NAMESPACE,
+        gateway_name: str = GATEWAY_NAME,
+        seed: int | None = None,
+    ) -> None:
+        self.store = store
+        self.profile = profile or EngineProfile()
+        self.host = host
+        self._faults = faults or FaultConfig
+        self._gateway = (gateway_namespace, gateway_name)
+        self._rng = random.Random(seed)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._gateway_port = 0
+        # local port -> engine; (namespace, pod) -> {container port: (local port, site)}
+        self._by_port: dict[int, EngineState] = {}
+        self._pods: dict[tuple[str, str], tuple[str, dict[int, tuple[int, web.SockSite]]]] = {}
+        self._lock = asyncio.Lock()
+        self._sub: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self._gateway_port, _ = await self._listen()
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0), auto_decompress=False
+        )
+        self._sub = self.store.subscribe([("v1", "Pod")], callback=self._on_pod)
+        rt = self.store.resource_type("v1", "Pod")
+        for pod in list(self.store.list_objects(rt).items):
+            await self._sync_pod(pod, deleted=False)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            self._sub.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+        self._by_port.clear()
+        self._pods.clear()
+
+    async def _listen(self) -> tuple[int, web.SockSite]:
+        assert self._runner is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, 0))
+        site = web.SockSite(self._runner, sock)
+        await site.start()
+        return int(sock.getsockname()[1]), site
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def gateway_port(self) -> int:
+        return self._gateway_port
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.host}:{self._gateway_port}"
+
+    def engine_url(self, namespace: str, pod: str, port: int = 8000) -> str | None:
+        """Where a Ready pod's container port answers, or None."""
+        entry = self._pods.get((namespace, pod))
+        if entry is None or port not in entry[1]:
+            return None
+        return f"http://{self.host}:{entry[1][port][0]}"
+
+    def engine(self, namespace: str, pod: str) -> EngineState | None:
+        entry = self._pods.get((namespace, pod))
+        if entry is None or not entry[1]:
+            return None
+        return self._by_port[next(iter(entry[1].values()))[0]]
+
+    @property
+    def serving_pods(self) -> list[tuple[str, str]]:
+        return sorted(self._pods)
+
+    # -- pods ------------------------------------------------------------------------------
+
+    async def _on_pod(self, event: WatchEvent) -> None:
+        await self._sync_pod(event.object, deleted=event.type == "DELETED")
+
+    async def _sync_pod(self, pod: Mapping[str, Any], *, deleted: bool) -> None:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        ip = str((pod.get("status") or {}).get("podIP") or "")
+        serving = not deleted and not meta.get("deletionTimestamp") and pod_is_ready(pod)
+        ports = serving_ports(pod) if serving else []
+        model = pod_model(pod) if ports else None
+        async with self._lock:
+            current = self._pods.get(key)
+            if current is not None and (not model or current[0] != ip):
+                await self._drop(key)
+                current = None
+            if current is not None or not model or not ports:
+                return
+            engine = EngineState(model=model, pod=key[1], profile=self.profile)
+            sites: dict[int, tuple[int, web.SockSite]] = {}
+            for port in ports:
+                local, site = await self._listen()
+                sites[port] = (local, site)
+                self._by_port[local] = engine
+            self._pods[key] = (ip, sites)
+
+    async def _drop(self, key: tuple[str, str]) -> None:
+        _, sites = self._pods.pop(key)
+        for local, site in sites.values():
+            self._by_port.pop(local, None)
+            with contextlib.suppress(Exception):
+                await site.stop()
+
+    def _local_port(self, ip: str, port: int) -> int | None:
+        for pod_ip, sites in self._pods.values():
+            if pod_ip == ip and port in sites:
+                return sites[port][0]
+        return None
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if self._faults().dark:
+            # A dark cluster answers nothing: the connection drops.
+            if request.transport is not None:
+                request.transport.close()
+            raise web.HTTPServiceUnavailable()
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        port = int(sockname[1]) if sockname else 0
+        if port == self._gateway_port:
+            return await self._route(request)
+        engine = self._by_port.get(port)
+        if engine is None:
+            return web.Response(status=503, text="engine stopped")
+        return await handle_engine(request, engine)
+
+    # -- gateway ---------------------------------------------------------------------------
+
+    def _objects(self, api_version: str, kind: str, namespace: str | None = None,
+                 selector: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+        try:
+            rt = self.store.resource_type(api_version, kind)
+        except ApiError:
+            return []
+        return list(self.store.list_objects(rt, namespace=namespace, label_selector=selector).items)
+
+    def _get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.store.get_object(
+                self.store.resource_type(api_version, kind), namespace, name
+            )
+        except ApiError:
+            return None
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        routes = [
+            r
+            for r in self._objects("gateway.networking.k8s.io/v1", "HTTPRoute")
+            if attached(r, *self._gateway)
+        ]
+        match = match_request(routes, request.path)
+        if match is None:
+            return web.Response(status=404, text=f"no route for {request.path}")
+        if not self._authorised(request, match):
+            return web.json_response(
+                {"error": {"message": "a valid API key is required", "type": "Unauthorized"}},
+                status=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        backend = pick_backend(match.backends, self._rng)
+        if backend is None:
+            return web.Response(status=503, text="no backends")
+        try:
+            base = self._resolve(backend)
+        except _NoBackendError as exc:
+            return web.Response(status=503, text=f"no healthy upstream: {exc}")
+        path = rewrite_path(request.path, match, backend.rewrite or match.rewrite)
+        return await self._proxy(request, base, path, self._upstream_token(backend))
+
+    def _authorised(self, request: web.Request, match: RuleMatch) -> bool:
+        refs = [e for e in match.extensions if e.get("kind") == "Secret"]
+        if not refs:
+            return True
+        header = request.headers.get("Authorization", "")
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return False
+        digest = hashlib.sha256(key.strip().encode()).hexdigest()
+        for ref in refs:
+            secret = self._get("v1", "Secret", match.namespace, str(ref.get("name", "")))
+            for value in ((secret or {}).get("data") or {}).values():
+                with contextlib.suppress(ValueError):
+                    if base64.b64decode(value).decode().strip() == digest:
+                        return True
+        return False
+
+    def _upstream_token(self, backend: BackendRef) -> str | None:
+        """A backendRef's ExtensionRef to a Secret: its ``token`` replaces the caller's
+        Authorization on requests to that backend (a provider's key)."""
+        for ref in backend.extensions:
+            if ref.get("kind") != "Secret":
+                continue
+            secret = self._get("v1", "Secret", backend.namespace, str(ref.get("name", "")))
+            token = ((secret or {}).get("data") or {}).get("token")
+            if token:
+                with contextlib.suppress(ValueError):
+                    return base64.b64decode(token).decode().strip()
+        return None
+
+    def _resolve(self, backend: BackendRef) -> str:
+        """The base URL (scheme://host:port) of one endpoint behind ``backend``."""
+        if backend.group == _POOL_GROUP and backend.kind == "InferencePool":
+            return self._pool_endpoint(backend)
+        if backend.group in ("", "core") and backend.kind == "Service":
+            return self._service_endpoint(backend)
+        raise _NoBackendError(f"unsupported backend kind {backend.group}/{backend.kind}")
+
+    def _ready_engines(self, namespace: str, selector: Mapping[str, Any] | None,
+                       port: int) -> list[tuple[EngineState, int]]:  # fmt: skip
+        out = []
+        for pod in self._objects("v1", "Pod", namespace, label_selector_from_object(selector)):
+            name = str(pod.get("metadata", {}).get("name", ""))
+            entry = self._pods.get((namespace, name))
+            if entry is not None and port in entry[1]:
+                local = entry[1][port][0]
+                out.append((self._by_port[local], local))
+        return out
+
+    def _least_loaded(self, candidates: list[tuple[EngineState, int]], what: str) -> str:
+        if not candidates:
+            raise _NoBackendError(f"no Ready pod behind {what}")
+        low = min(engine.load for engine, _ in candidates)
+        picks = [local for engine, local in candidates if engine.load == low]
+        return f"http://{self.host}:{self._rng.choice(picks)}"
+
+    def _pool_endpoint(self, backend: BackendRef) -> str:
+        pool = self._get(f"{_POOL_GROUP}/v1", "InferencePool", backend.namespace, backend.name)
+        if pool is None:
+            raise _NoBackendError(f"InferencePool {backend.name} not found")
+        spec = pool.get("spec") or {}
+        ports = spec.get("targetPorts") or [{"number": 8000}]
+        port = int(ports[0].get("number", 8000))
+        selector = spec.get("selector") or {}
+        # A disaggregated pool: the picker sends requests to the decode side (its sidecar
+        # fetches the prefill), so only decode pods take requests directly.
+        decode = self._ready_engines(
+            backend.namespace,
+            {**selector, "matchLabels": {**selector.get("matchLabels", {}), _ROLE: "decode"}},
+            port,
+        )
+        candidates = decode or self._ready_engines(backend.namespace, selector, port)
+        return self._least_loaded(candidates, f"InferencePool {backend.name}")
+
+    def _service_endpoint(self, backend: BackendRef) -> str:
+        svc = self._get("v1", "Service", backend.namespace, backend.name)
+        if svc is None:
+            raise _NoBackendError(f"Service {backend.name} not found")
+        spec = svc.get("spec") or {}
+        svc_ports = spec.get("ports") or []
+        chosen = next(
+            (p for p in svc_ports if backend.port is None or p.get("port") == backend.port),
+            None,
+        )
+        if chosen is None:
+            raise _NoBackendError(f"Service {backend.name} has no port {backend.port}")
+        if spec.get("selector"):
+            target = chosen.get("targetPort", chosen.get("port"))
+            if not isinstance(target, int):
+                raise _NoBackendError(f"named targetPort {target!r} is not supported")
+            candidates = self._ready_engines(
+                backend.namespace, {"matchLabels": spec["selector"]}, target
+            )
+            return self._least_loaded(candidates, f"Service {backend.name}")
+        return self._slice_endpoint(backend, chosen)
+
+    def _slice_endpoint(self, backend: BackendRef, svc_port: Mapping[str, Any]) -> str:
+        slices = self._objects(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            backend.namespace,
+            label_selector_from_object({"matchLabels": {_SERVICE_NAME_LABEL: backend.name}}),
+        )
+        port_name = svc_port.get("name", "")
+        targets: list[str] = []
+        for item in slices:
+            ports = [p for p in item.get("ports") or [] if p.get("name", "") == port_name]
+            if not ports:
+                continue
+            port = int(ports[0].get("port", svc_port.get("port", 80)))
+            https = ports[0].get("appProtocol") == "https" or port == 443
+            for endpoint in item.get("endpoints") or []:
+                if (endpoint.get("conditions") or {}).get("ready") is False:
+                    continue
+                for address in endpoint.get("addresses") or []:
+                    local = self._local_port(str(address), port)
+                    if local is not None:
+                        targets.append(f"http://{self.host}:{local}")
+                    else:
+                        host = f"[{address}]" if ":" in str(address) else str(address)
+                        targets.append(f"{'https' if https else 'http'}://{host}:{port}")
+        if not targets:
+            raise _NoBackendError(f"no ready endpoint of Service {backend.name}")
+        return self._rng.choice(targets)
+
+    async def _proxy(
+        self, request: web.Request, base: str, path: str, token: str | None = None
+    ) -> web.StreamResponse:
+        assert self._session is not None
+        url = base + path + (f"?{request.query_string}" if request.query_string else "")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        headers["Host"] = urlsplit(base).netloc
+        if token is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers["Authorization"] = f"Bearer {token}"
+        body = await request.read()
+        try:
+            async with self._session.request(
+                request.method, url, headers=headers, data=body or None, allow_redirects=False
+            ) as upstream:
+                response = web.StreamResponse(status=upstream.status)
+                for key, value in upstream.headers.items():
+                    if key.lower() not in _HOP_HEADERS:
+                        response.headers.add(key, value)
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+        except (aiohttp.ClientError, OSError) as exc:
+            log.debug("gateway: upstream %s failed: %s", url, exc)
+            return web.Response(status=503, text="upstream connect error")

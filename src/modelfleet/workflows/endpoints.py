@@ -1,0 +1,144 @@
+"""The endpoint directory (ID ``endpoints``): every ModelEndpoint of the fleet — published by
+Ready replicas, authored by users for external providers — the fleet's InferenceGateway, and
+which ModelService watches which endpoints. A change is pushed to exactly the services whose
+selectors it concerns (signal ``endpoints_changed`` with their full, bounded set), so services
+react to deployments instead of polling.
+
+Deterministic orchestration only: no I/O. Its state is compact records, carried across
+continue-as-new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.services import InferenceGateway
+    from modelfleet.contracts.serving_payloads import (
+        ENDPOINT_DIRECTORY_WORKFLOW,
+        EndpointKey,
+        EndpointsChanged,
+        EndpointsInput,
+        WatchRequest,
+        WatchResult,
+    )
+    from modelfleet.rendering.front_door import EndpointRecord
+
+
+def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
+    if endpoint.namespace != watch.namespace:
+        return False
+    return any(
+        all(endpoint.labels.get(k) == v for k, v in entry.selector.match_labels.items())
+        for entry in watch.entries
+    )
+
+
+@workflow.defn(name=ENDPOINT_DIRECTORY_WORKFLOW)
+class EndpointDirectoryWorkflow:
+    @workflow.init
+    def __init__(self, arg: EndpointsInput) -> None:
+        self._endpoints: dict[str, EndpointRecord] = {e.key: e for e in arg.endpoints}
+        self._watches: dict[str, WatchRequest] = {w.watcher: w for w in arg.watches}
+        self._gateway: InferenceGateway | None = arg.gateway
+        self._pending: set[str] = set()
+
+    # --- updates ---------------------------------------------------------------------------
+
+    @workflow.update
+    def put(self, record: EndpointRecord) -> None:
+        old = self._endpoints.get(record.key)
+        if old == record:
+            return
+        self._endpoints[record.key] = record
+        self._touch(record, old)
+
+    @workflow.update
+    def withdraw(self, key: EndpointKey) -> bool:
+        old = self._endpoints.pop(f"{key.namespace}/{key.name}", None)
+        if old is None:
+            return False
+        self._touch(old)
+        return True
+
+    @workflow.update
+    def put_gateway(self, gateway: InferenceGateway) -> None:
+        if gateway != self._gateway:
+            self._gateway = gateway
+            self._pending.update(self._watches)
+
+    @workflow.update
+    def watch(self, request: WatchRequest) -> WatchResult:
+        self._watches[request.watcher] = request
+        return WatchResult(endpoints=self._matching(request), gateway=self._gateway)
+
+    @workflow.update
+    def unwatch(self, watcher: str) -> None:
+        self._watches.pop(watcher, None)
+        self._pending.discard(watcher)
+
+    # --- queries ---------------------------------------------------------------------------
+
+    @workflow.query
+    def list_endpoints(self, namespace: str) -> list[EndpointRecord]:
+        """Every endpoint of ``namespace`` ("" for all), by key."""
+        return [
+            self._endpoints[k]
+            for k in sorted(self._endpoints)
+            if not namespace or self._endpoints[k].namespace == namespace
+        ]
+
+    @workflow.query
+    def gateway(self) -> InferenceGateway | None:
+        return self._gateway
+
+    # --- run -------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: EndpointsInput) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self._pending) or workflow.info().is_continue_as_new_suggested()
+            )
+            while self._pending:
+                watcher = min(self._pending)
+                self._pending.discard(watcher)
+                await self._notify(watcher)
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self._pending:
+                    workflow.continue_as_new(
+                        EndpointsInput(
+                            endpoints=[self._endpoints[k] for k in sorted(self._endpoints)],
+                            watches=[self._watches[k] for k in sorted(self._watches)],
+                            gateway=self._gateway,
+                        )
+                    )
+
+    def _matching(self, watch: WatchRequest) -> list[EndpointRecord]:
+        return [
+            self._endpoints[k]
+            for k in sorted(self._endpoints)
+            if _selects(watch, self._endpoints[k])
+        ]
+
+    def _touch(self, *records: EndpointRecord | None) -> None:
+        present: Iterable[EndpointRecord] = [r for r in records if r is not None]
+        for watcher, watch in self._watches.items():
+            if any(_selects(watch, r) for r in present):
+                self._pending.add(watcher)
+
+    async def _notify(self, watcher: str) -> None:
+        watch = self._watches.get(watcher)
+        if watch is None:
+            return
+        handle = workflow.get_external_workflow_handle(watcher)
+        change = EndpointsChanged(endpoints=self._matching(watch), gateway=self._gateway)
+        try:
+            await handle.signal("endpoints_changed", change)
+        except ApplicationError:
+            # The service is gone (deleted while we held its watch): forget it.
+            self._watches.pop(watcher, None)

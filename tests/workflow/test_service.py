@@ -1,0 +1,242 @@
+"""The ModelService and EndpointDirectory workflows on the time-skipping server, with activity
+doubles for the cluster and the probes: weights over healthy endpoints, an unhealthy endpoint
+leaving with its reason and its backend objects deleted, a withdrawn endpoint pushed to the
+service, no gateway reported as such, and delete removing the route."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.api.kinds import parse_resource
+from modelfleet.api.services import InferenceGateway, ModelService
+from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
+from modelfleet.contracts.kube_payloads import (
+    ApplyRequest,
+    ApplyResult,
+    DeleteRequest,
+    DeleteResult,
+    ObjectRef,
+)
+from modelfleet.contracts.serving_payloads import (
+    ENDPOINTS_UNWATCH,
+    ENDPOINTS_WATCH,
+    SERVING_GATEWAY_ADDRESS,
+    SERVING_PROBE,
+    EndpointHealth,
+    EndpointKey,
+    EndpointsInput,
+    GatewayAddressRequest,
+    ProbeEndpointsRequest,
+    ServiceStatus,
+    WatchRequest,
+    WatchResult,
+)
+from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
+from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
+
+
+@dataclass
+class Doubles:
+    client: Client
+    directory: str
+    unhealthy: dict[str, str] = field(default_factory=dict)
+    routes: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[ObjectRef] = field(default_factory=list)
+
+    @activity.defn(name=ENDPOINTS_WATCH)
+    async def watch(self, request: WatchRequest) -> WatchResult:
+        handle = self.client.get_workflow_handle(self.directory)
+        result: WatchResult = await handle.execute_update(EndpointDirectoryWorkflow.watch, request)
+        return result
+
+    @activity.defn(name=ENDPOINTS_UNWATCH)
+    async def unwatch(self, watcher: str) -> None:
+        handle = self.client.get_workflow_handle(self.directory)
+        await handle.execute_update(EndpointDirectoryWorkflow.unwatch, watcher)
+
+    @activity.defn(name=SERVING_PROBE)
+    async def probe(self, request: ProbeEndpointsRequest) -> list[EndpointHealth]:
+        return [
+            EndpointHealth(
+                key=t.key,
+                healthy=t.key not in self.unhealthy,
+                reason=self.unhealthy.get(t.key, "serves qwen"),
+            )
+            for t in request.targets
+        ]
+
+    @activity.defn(name=SERVING_GATEWAY_ADDRESS)
+    async def gateway_address(self, request: GatewayAddressRequest) -> str:
+        return f"gw.{request.cluster}:8080"
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        self.routes.append(request.manifests[-1])
+        return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
+
+    @activity.defn(name=KUBE_DELETE)
+    async def delete(self, request: DeleteRequest) -> DeleteResult:
+        self.deleted.extend(request.objects)
+        return DeleteResult(deleted=len(request.objects), absent=0)
+
+
+def _endpoint(name: str, ns: str = "ml", **labels: str) -> EndpointRecord:
+    return EndpointRecord(
+        namespace=ns,
+        name=name,
+        labels=labels,
+        url=f"http://10.0.0.1/{ns}/{name}/v1",
+        rewrite_path=f"/{ns}/{name}/",
+        replica=name,
+    )
+
+
+def _service(entries: list[dict[str, Any]]) -> ModelService:
+    doc = {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "ModelService",
+        "metadata": {"name": "svc", "namespace": "ml"},
+        "spec": {"endpoints": entries},
+    }
+    resource = parse_resource(doc)
+    assert isinstance(resource, ModelService)
+    return resource
+
+
+def _weights(route: dict[str, Any]) -> dict[str, int]:
+    refs = route["spec"]["rules"][0]["backendRefs"]
+    return {r["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"]: r["weight"] for r in refs}
+
+
+async def _until(
+    env: WorkflowEnvironment, check: Callable[[], Awaitable[bool]], what: str, steps: int = 40
+) -> None:
+    """Let workflow time pass (skipped) until ``check`` holds."""
+    for _ in range(steps):
+        if await check():
+            return
+        await env.sleep(timedelta(seconds=1))
+    raise AssertionError(f"never: {what}")
+
+
+async def test_service_routes_healthy_endpoints_and_follows_changes(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = Doubles(client, directory_id)
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
+        activities=[
+            doubles.watch,
+            doubles.unwatch,
+            doubles.probe,
+            doubles.gateway_address,
+            doubles.apply,
+            doubles.delete,
+        ],
+    ):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        for record in (
+            _endpoint("a-1", dep="a"),
+            _endpoint("b-1", dep="b"),
+            _endpoint("b-2", dep="b"),
+            _endpoint("a-9", ns="other", dep="a"),
+        ):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service_wf = f"service/ml/svc-{uuid.uuid4()}"
+        spec = _service(
+            [
+                {"selector": {"matchLabels": {"dep": "a"}}, "weight": 80},
+                {"selector": {"matchLabels": {"dep": "b"}}, "weight": 20},
+            ]
+        )
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(spec=spec, probe_interval_seconds=5),
+            id=service_wf,
+            task_queue=queue,
+        )
+
+        async def status() -> ServiceStatus:
+            result: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return result
+
+        # No InferenceGateway yet: nothing applied, and the service says why.
+        async def waiting() -> bool:
+            s = await status()
+            return any(c.reason == "WaitingForGateway" for c in s.conditions)
+
+        await _until(env, waiting, "WaitingForGateway")
+        assert doubles.routes == []
+        gateway = parse_resource(
+            {
+                "apiVersion": "modelfleet.dev/v1alpha1",
+                "kind": "InferenceGateway",
+                "metadata": {"name": "default"},
+                "spec": {"cluster": "front"},
+            }
+        )
+        assert isinstance(gateway, InferenceGateway)
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+
+        async def routed() -> bool:
+            return (await status()).phase == "Ready"
+
+        await _until(env, routed, "routing")
+        s = await status()
+        assert s.address == "http://gw.front:8080/ml/svc"
+        # Only this namespace's endpoints; 80 over one, 20 over two: 8, 1, 1.
+        assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 8, "/ml/b-1/": 1, "/ml/b-2/": 1}
+
+        # b-2 fails its probe: it leaves the route with the reason; b-1 takes b's whole share.
+        doubles.unhealthy["ml/b-2"] = "GET http://10.0.0.1/ml/b-2/v1/models answered 503"
+
+        async def b2_out() -> bool:
+            return "/ml/b-2/" not in _weights(doubles.routes[-1])
+
+        await _until(env, b2_out, "b-2 out of the route")
+        assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 4, "/ml/b-1/": 1}
+        b2 = next(e for e in (await status()).endpoints if e.name == "b-2")
+        assert (b2.healthy, b2.weight) == (False, 0)
+        assert "503" in b2.reason
+        assert any(r.kind == "EndpointSlice" and "b-2" in r.name for r in doubles.deleted)
+
+        # a-1 is withdrawn: pushed to the service at once, not at the next probe.
+        applied = len(doubles.routes)
+        await directory.execute_update(
+            EndpointDirectoryWorkflow.withdraw, EndpointKey(namespace="ml", name="a-1")
+        )
+
+        async def a_gone() -> bool:
+            return len(doubles.routes) > applied and "/ml/a-1/" not in _weights(doubles.routes[-1])
+
+        await _until(env, a_gone, "a-1 out of the route", steps=3)
+        assert _weights(doubles.routes[-1]) == {"/ml/b-1/": 1}
+
+        # Delete: the route and its backends are removed, and the watch is dropped.
+        doubles.deleted.clear()
+        await service.execute_update(ServiceWorkflow.delete)
+        final = await service.result()
+        assert final.phase == "Deleted"
+        assert {r.kind for r in doubles.deleted} == {"HTTPRoute", "Service", "EndpointSlice"}
+        assert doubles.deleted[0].kind == "HTTPRoute"  # the route goes before its backends
+        listed = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
+        assert [e.name for e in listed] == ["b-1", "b-2"]
+        await directory.terminate()
