@@ -40,7 +40,7 @@ class StackActivities:
 
     @activity.defn(name=KUBE_VERIFY_STACK)
     def verify(self, request: StackRequest) -> StackReport:
-        with KubeCluster(self._kubeconfigs.path(request.cluster)) as cluster:
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
             try:
                 return StackReport(missing=self._missing(cluster, request.components))
             except KubeError as exc:
@@ -50,7 +50,7 @@ class StackActivities:
     def install(self, request: StackRequest) -> StackReport:
         """Install what is missing; reports what still is, with the reasons."""
         problems: dict[str, str] = {}
-        with KubeCluster(self._kubeconfigs.path(request.cluster)) as cluster:
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
             try:
                 for component in self._missing(cluster, request.components):
                     if component.manifest is None:

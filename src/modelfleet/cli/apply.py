@@ -14,6 +14,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.connection import (
     AddressOption,
@@ -32,14 +33,16 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
+from modelfleet.workflows.ids import FLEET_ID, accepted_id, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
 ORDER = {
@@ -55,6 +58,22 @@ ORDER = {
 
 async def apply_resource(client: Client, resource: Resource) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
+    if held_without_action(resource):
+        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
+        document = AcceptedInput(document=resource.to_wire())
+        await client.execute_update_with_start_workflow(
+            AcceptedResourceWorkflow.apply,
+            document,
+            start_workflow_operation=WithStartWorkflowOperation(
+                AcceptedResourceWorkflow.run,
+                document,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"{resource.ref} (accepted, not acted upon)",
+            ),
+        )
+        return wid
     if isinstance(resource, InferenceClass):
         await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.put_class, resource)
         return FLEET_ID
@@ -99,11 +118,10 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     await ensure_fleet(client)
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
-        if resource.KIND not in ORDER:
-            console.print(
-                f"[yellow]skipped[/] {resource.ref}: orchestration of {resource.KIND} is not "
-                "built yet"
-            )
+        unsupported = not_acted_upon(resource)
+        if resource.KIND not in ORDER and not held_without_action(resource):
+            reason = unsupported or f"orchestration of {resource.KIND} is not built yet"
+            console.print(f"[yellow]skipped[/] {resource.ref}: {reason}")
             continue
         try:
             wid = await apply_resource(client, resource)
@@ -112,6 +130,8 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
             err_console.print(f"[red]rejected[/] {resource.ref}: {rejection_reason(exc)}")
             continue
         console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
+        if unsupported:
+            console.print(f"  [yellow]note[/] {unsupported}")
     return failures
 
 

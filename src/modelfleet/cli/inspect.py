@@ -13,6 +13,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS
 from modelfleet.cli.connection import (
     AddressOption,
     NamespaceOption,
@@ -32,6 +33,7 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.serving import SERVING_KINDS
 from modelfleet.cli.serving_inspect import describe_service, get_serving
+from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.status import (
     ClusterStatus,
     DecisionQuery,
@@ -39,6 +41,7 @@ from modelfleet.contracts.status import (
     FleetView,
     ReplicaPhase,
 )
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
@@ -72,6 +75,21 @@ async def deployment_status(client: Client, namespace: str, name: str) -> Deploy
 async def fleet_view(client: Client) -> FleetView:
     view: FleetView = await client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)
     return view
+
+
+# Kinds held by the AcceptedResource workflow: accepted and listed, not acted upon.
+ACCEPTED_KINDS = frozenset({"ModelCache", "ServingStack"} | {k.KIND for k in CLOUD_CLUSTER_KINDS})
+
+
+async def accepted_statuses(
+    client: Client, kind: str, namespace: str | None
+) -> list[AcceptedStatus]:
+    out = []
+    for wid in await _running_ids(client, kind, namespace):
+        handle = client.get_workflow_handle(wid)
+        status: AcceptedStatus = await handle.query(AcceptedResourceWorkflow.status)
+        out.append(status)
+    return out
 
 
 def _deployment_row(d: DeploymentStatus, wide: bool) -> list[str]:
@@ -114,6 +132,13 @@ def get(
                 header,
                 [_deployment_row(d, wide) for d in statuses],
                 [d.model_dump(mode="json", by_alias=True) for d in statuses],
+            )
+        if resolved in ACCEPTED_KINDS:
+            accepted = await accepted_statuses(client, resolved, namespace or None)
+            return (
+                ["NAMESPACE", "NAME", "STATUS", "REASON"],
+                [[a.namespace, a.name, "NotActedUpon", a.reason] for a in accepted],
+                [a.model_dump(mode="json", by_alias=True) for a in accepted],
             )
         if resolved in SERVING_KINDS:
             ids = await _running_ids(client, "ModelService", namespace or None)

@@ -10,6 +10,7 @@ local directory; the manifest path is appended).
 
 from __future__ import annotations
 
+from modelfleet.contracts.kube_payloads import KubeconfigRef
 from modelfleet.contracts.wire import WireModel
 
 KUBE_VERIFY_STACK = "kube.verify_stack"
@@ -63,6 +64,8 @@ DEFAULT_STACK: list[StackComponent] = [
 
 class StackRequest(WireModel):
     cluster: str
+    # The cluster's kubeconfig secretRef, as the probe names it (None: ``<cluster>.yaml``).
+    kubeconfig: KubeconfigRef | None = None
     components: list[StackComponent]
 
 

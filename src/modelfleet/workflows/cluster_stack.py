@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.contracts.kube_payloads import KubeconfigRef
     from modelfleet.contracts.stack_payloads import (
         DEFAULT_STACK,
         KUBE_INSTALL_STACK,
@@ -26,8 +27,8 @@ STACK_RETRY = RetryPolicy(
 )
 
 
-async def verify_and_install(cluster: str) -> StackReport:
-    request = StackRequest(cluster=cluster, components=list(DEFAULT_STACK))
+async def verify_and_install(cluster: str, kubeconfig: KubeconfigRef | None) -> StackReport:
+    request = StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=list(DEFAULT_STACK))
     report: StackReport = await workflow.execute_activity(
         KUBE_VERIFY_STACK,
         request,
@@ -41,7 +42,7 @@ async def verify_and_install(cluster: str) -> StackReport:
     missing = ", ".join(c.name for c in report.missing)
     installed: StackReport = await workflow.execute_activity(
         KUBE_INSTALL_STACK,
-        StackRequest(cluster=cluster, components=report.missing),
+        StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=report.missing),
         result_type=StackReport,
         start_to_close_timeout=timedelta(minutes=5),
         heartbeat_timeout=timedelta(minutes=1),
