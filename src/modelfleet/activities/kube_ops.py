@@ -97,6 +97,7 @@ class KubeActivities:
         self._kubeconfigs = kubeconfigs
         self._facts = facts or ClusterFacts()
         self._clients: dict[str, KubeCluster] = {}
+        self._stamps: dict[str, int] = {}
         # secretRefs learnt from probes: a cluster's other activities name only the cluster.
         self._refs: dict[str, KubeconfigRef] = {}
         self._lock = threading.Lock()
@@ -108,10 +109,17 @@ class KubeActivities:
                 stale = self._clients.pop(name, None)
                 if stale is not None:
                     stale.close()
+            path = self._kubeconfigs.path(name, self._refs.get(name))
+            # A rewritten kubeconfig (a refreshed cloud token) gets a fresh client.
+            stamp = path.stat().st_mtime_ns
             client = self._clients.get(name)
+            if client is not None and self._stamps.get(name) != stamp:
+                client.close()
+                client = None
             if client is None:
-                client = KubeCluster(self._kubeconfigs.path(name, self._refs.get(name)))
+                client = KubeCluster(path)
                 self._clients[name] = client
+                self._stamps[name] = stamp
             return client
 
     def close(self) -> None:

@@ -306,6 +306,16 @@ class KubeCluster:
 
     # -- public API ------------------------------------------------------------------------
 
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether discovery lists ``kind`` in ``api_version`` (a miss always looks afresh)."""
+        try:
+            self._resource(api_version, kind)
+        except PermanentKubeError as exc:
+            if exc.reason == "UnknownKind":
+                return False
+            raise
+        return True
+
     def server_version(self) -> str:
         """The server's ``gitVersion``, e.g. ``v1.35.0``."""
         _, data = self._request("get version", "GET", "/version")

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
@@ -36,6 +38,8 @@ class DevEnvironment:
     fleet: SimulatedFleet
     kubeconfig_dir: Path
     resources: list[Resource]
+    # The simulated GKE and EKS, when a GKE or EKS cluster was loaded (None otherwise).
+    clouds: Any = None
 
 
 def load_fleet(paths: Sequence[str]) -> list[Resource]:
@@ -58,6 +62,9 @@ async def dev_environment(
     resources = load_fleet(fleet_paths)
     classes = [r for r in resources if isinstance(r, InferenceClass)]
     clusters = [r for r in resources if isinstance(r, InferenceCluster)]
+    # GKE and EKS clusters are made by their workflows through the simulated clouds; only
+    # Existing ones are in the simulated fleet from the start.
+    existing = [c for c in clusters if c.spec.cluster.source is ClusterSource.EXISTING]
     server = await start_dev_server(
         state_dir / "temporal",
         port=port,
@@ -70,19 +77,44 @@ async def dev_environment(
     try:
         settings = TemporalSettings(address=server.address, ui_url=server.ui_url or "")
         client = await connect(settings)
-        async with SimulatedFleet.start(
-            classes, clusters, state_dir=state_dir / "sim", startup_seconds=startup_seconds
-        ) as fleet:
+        async with (
+            SimulatedFleet.start(
+                classes, existing, state_dir=state_dir / "sim", startup_seconds=startup_seconds
+            ) as fleet,
+            _clouds(classes, fleet, state_dir, len(existing) < len(clusters)) as clouds,
+        ):
             kubeconfig_dir = fleet.kubeconfig_dir
             worker_task = asyncio.create_task(run_worker(client, kubeconfig_dir, stop))
             await ensure_fleet(client)
             for resource in sorted(resources, key=lambda r: r.KIND != "InferenceClass"):
                 await apply_resource(client, resource)
             try:
-                yield DevEnvironment(client, settings, server, fleet, kubeconfig_dir, resources)
+                yield DevEnvironment(
+                    client, settings, server, fleet, kubeconfig_dir, resources, clouds
+                )
             finally:
                 stop.set()
                 await worker_task
     finally:
         stop.set()
         server.stop()
+
+
+@contextlib.asynccontextmanager
+async def _clouds(
+    classes: list[InferenceClass], fleet: SimulatedFleet, state_dir: Path, wanted: bool
+) -> AsyncIterator[Any]:
+    """The simulated clouds on the fleet's server, and the in-process worker pointed at them
+    through its environment, as a real worker is configured."""
+    if not wanted:
+        yield None
+        return
+    from modelfleet.sim.clouds.clouds import SimulatedClouds
+
+    clouds = await SimulatedClouds.start(classes, fleet.server, state_dir=state_dir / "clouds")
+    os.environ.update(clouds.worker_env())
+    os.environ.setdefault("MODELFLEET_CLOUD_POLL_SECONDS", "1")
+    try:
+        yield clouds
+    finally:
+        await clouds.stop()

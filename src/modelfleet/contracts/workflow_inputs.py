@@ -14,6 +14,7 @@ from datetime import datetime
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.contracts.cloud_payloads import ProvisioningState
 from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.status import ClusterRecord, Decision, ReplicaPhase
 from modelfleet.contracts.wire import WireModel
@@ -43,6 +44,12 @@ class ClusterInput(WireModel):
     ready: bool = False
     # How long a delete waits for the cluster's replicas to move elsewhere.
     drain_timeout_seconds: int = 600
+    # GKE/EKS: what provisioning created so far (carried over continue-as-new).
+    provisioning: ProvisioningState | None = None
+    # The deadline of each provisioning step, retries included.
+    provision_deadline_seconds: int = 3600
+    # How soon a cloud step whose worker died is retried (it resumes the cloud operation).
+    cloud_heartbeat_seconds: int = 120
 
 
 class ReplicaInput(WireModel):

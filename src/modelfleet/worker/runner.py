@@ -19,9 +19,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from modelfleet.activities.autoscaler import AutoscalerActivities
+from modelfleet.activities.catalog import CatalogActivities
+from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.activities.serving import ServingActivities
+from modelfleet.activities.stack import StackActivities
+from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
@@ -74,6 +78,11 @@ def build_worker(
     fleet = FleetActivities(client)
     scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
     serving = ServingActivities(client, credentials_dir)
+    # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
+    cloud = CloudActivities(CloudSettings.from_env(credentials_dir))
+    catalog = CatalogActivities(client)
+    # The serving stack's manifests come from MODELFLEET_STACK_SOURCE (a URL or a directory).
+    stack = StackActivities(KubeconfigStore(credentials_dir))
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -97,6 +106,10 @@ def build_worker(
             serving.probe_endpoints,
             serving.sync_api_keys,
             serving.sync_provider_tokens,
+            catalog.classes,
+            stack.verify,
+            stack.install,
+            *cloud.all(),
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

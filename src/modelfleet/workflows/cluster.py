@@ -4,9 +4,10 @@ its published state true.
 For ``source: Existing`` it verifies on the worker (where the kubeconfig lives) that the cluster
 answers, publishes the spec and what it observed (nodes per pool, gateway address, readiness) to
 the Fleet, then probes health on a durable timer and marks the cluster NotReady after a grace
-period of failed probes. GKE and EKS sources slot in as a provisioning phase before the same
-loop; until that lands they report ``ProvisioningNotSupported``. ``delete`` withdraws the cluster
-from the Fleet. Deterministic orchestration only.
+period of failed probes. GKE and EKS sources first run the provisioning saga of
+:mod:`modelfleet.workflows.cluster_provisioning` (cluster, then one pool per entry, compensated
+in reverse on failure), then the same loop. ``delete`` withdraws the cluster from the Fleet and
+deletes the cloud resources this workflow created. Deterministic orchestration only.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         FLEET_REPLICAS_ON,
         KUBE_PROBE,
     )
+    from modelfleet.contracts.cloud_payloads import ProvisioningState
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
     from modelfleet.contracts.kube_payloads import (
         KubeconfigRef,
@@ -38,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.workflows import search
+    from modelfleet.workflows.cluster_provisioning import Provisioner, ProvisioningFailedError
+    from modelfleet.workflows.cluster_stack import stack_reason, verify_and_install
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -49,6 +53,16 @@ PROBE_RETRY = RetryPolicy(
 
 
 PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
+# GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
+# then must replay that branch, new runs provision.
+PATCH_PROVISION = "provision-cloud-clusters"
+# Existing and provisioned clusters verify (and install) the serving stack once reachable.
+PATCH_STACK = "verify-serving-stack"
+# How often a cluster waiting for its classes looks again.
+CLASS_RECHECK = timedelta(seconds=30)
+# Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
+# hour): the worker writes a fresh one this often.
+KUBECONFIG_REFRESH = timedelta(minutes=10)
 
 
 @workflow.defn(name="InferenceCluster")
@@ -66,6 +80,12 @@ class ClusterWorkflow:
         self._changed = True
         self._probe_now = False
         self._published: tuple[object, ...] | None = None
+        self._provisioning = arg.provisioning or ProvisioningState()
+        self._provisioner: Provisioner | None = None
+        self._failed_provisioning = False
+        self._kubeconfig_at: datetime | None = None
+        self._stack_ok = False
+        self._stack_enabled = False
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -96,6 +116,9 @@ class ClusterWorkflow:
 
     @workflow.run
     async def run(self, arg: ClusterInput) -> ClusterStatus:
+        # Runs recorded before the serving-stack check have no such activities: they replay
+        # without it (and are Ready on a probe alone, as they were).
+        self._stack_enabled = workflow.patched(PATCH_STACK)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -103,7 +126,14 @@ class ClusterWorkflow:
                 search.CLUSTERS.value_set([self._spec.name]),
             ]
         )
-        if self._spec.spec.cluster.source is not ClusterSource.EXISTING:
+        if self._spec.spec.cluster.source is not ClusterSource.EXISTING and workflow.patched(
+            PATCH_PROVISION
+        ):
+            await self._provision(
+                timedelta(seconds=arg.provision_deadline_seconds),
+                timedelta(seconds=arg.cloud_heartbeat_seconds),
+            )
+        elif self._spec.spec.cluster.source is not ClusterSource.EXISTING:
             self._ready = False
             self._reason = (
                 f"ProvisioningNotSupported: provisioning {self._spec.spec.cluster.source.value} "
@@ -113,6 +143,7 @@ class ClusterWorkflow:
             await workflow.wait_condition(lambda: self._deleting)
         interval = timedelta(seconds=arg.probe_interval_seconds)
         while not self._deleting:
+            await self._refresh_kubeconfig()
             await self._probe(arg.failure_threshold)
             if not workflow.patched(PATCH_REPORT_ON_CHANGE):
                 await self._publish(spec=self._changed)
@@ -130,6 +161,7 @@ class ClusterWorkflow:
                             "spec": self._spec,
                             "failed_probes": self._failed,
                             "ready": self._ready,
+                            "provisioning": self._provisioning,
                         }
                     )
                 )
@@ -148,9 +180,107 @@ class ClusterWorkflow:
         )
         self._ready = False
         self._reason = "deleted"
+        if self._provisioning.created:
+            await self._deprovision()
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
+
+    async def _provision(self, deadline: timedelta, heartbeat: timedelta) -> None:
+        """Run the provisioning saga until it succeeds or the cluster is deleted. A failure
+        (after compensation) waits for a changed spec or a delete before trying again."""
+        while not self._provisioning.provisioned and not self._deleting:
+            prov = Provisioner(self._spec, self._provisioning, deadline, heartbeat)
+            self._provisioner = prov
+            self._set_phase("Provisioning", "reading the pools' classes from the fleet")
+            plans, problems = prov.plan(await prov.classes())
+            if problems:
+                self._set_phase("Provisioning", "WaitingForClasses: " + "; ".join(problems))
+                await self._publish(spec=True)
+                self._changed = False
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._deleting or self._changed,
+                        timeout=CLASS_RECHECK,
+                        timeout_summary="look for the pools' classes again",
+                    )
+                continue
+            self._failed_provisioning = False
+            self._set_phase("Provisioning", f"creating {len(plans)} pool(s)")
+            await self._publish(spec=True)
+            try:
+                await prov.provision(plans)
+            except ProvisioningFailedError as failed:
+                self._failed_provisioning = True
+                self._set_phase(
+                    "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
+                )
+                await self._publish(spec=False)
+                self._changed = False
+                await workflow.wait_condition(lambda: self._deleting or self._changed)
+                continue
+            self._reason = "provisioned; waiting for the first probe"
+        self._changed = True
+
+    async def _check_stack(self) -> bool:
+        """Verify the serving stack; install what is missing; keep the cluster out of placement
+        (NotReady, the missing pieces named) until every piece is served. True when it is."""
+        try:
+            report = await verify_and_install(self._spec.name, self._probe_request().kubeconfig)
+        except ActivityError as exc:
+            # Unverified is not ready: the next probe tries again.
+            self._ready = False
+            self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            return False
+        if not report.missing:
+            self._stack_ok = True
+            return True
+        self._ready, self._reason = False, stack_reason(report)
+        return False
+
+    async def _refresh_kubeconfig(self) -> None:
+        """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
+        if not self._provisioning.provisioned:
+            return
+        now = workflow.now()
+        if self._kubeconfig_at is None and self._provisioner is not None:
+            self._kubeconfig_at = now  # this run provisioned the cluster and just wrote it
+            return
+        if self._kubeconfig_at is not None and now - self._kubeconfig_at < KUBECONFIG_REFRESH:
+            return
+        self._kubeconfig_at = now
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        problem = await prov.refresh_kubeconfig()
+        if problem is not None:
+            # The probe that follows reports the consequence; the cause is shown here.
+            workflow.set_current_details(f"**kubeconfig refresh failed** · {problem}")
+
+    async def _deprovision(self) -> None:
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        self._reason = "deprovisioning: deleting the cloud resources this cluster created"
+        workflow.set_current_details(f"**Deleting** · {self._reason}")
+        problems = await prov.deprovision()
+        self._reason = (
+            f"deleted; cleanup incomplete: {'; '.join(problems)}" if problems else "deleted"
+        )
+
+    def _set_phase(self, phase: str, reason: str) -> None:
+        self._ready, self._reason = False, reason
+        workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
+        workflow.set_current_details(f"**{phase}** · {reason}")
+
+    def _phase(self) -> str:
+        if self._deleting:
+            return "Deleting"
+        if self._ready:
+            return "Ready"
+        source = self._spec.spec.cluster.source
+        if source is not ClusterSource.EXISTING and not self._provisioning.provisioned:
+            if self._failed_provisioning:
+                return "Failed"
+            if self._provisioner is not None:
+                return "Provisioning"
+        return "NotReady"
 
     def _observation(self) -> tuple[object, ...]:
         return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
@@ -198,6 +328,8 @@ class ClusterWorkflow:
             self._pools = dict(result.pools)
             if result.gateway_address is None:
                 self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+            elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
+                pass  # not placeable: the check said why
             else:
                 self._ready = True
                 self._reason = (
@@ -243,7 +375,7 @@ class ClusterWorkflow:
     def _status(self) -> ClusterStatus:
         return ClusterStatus(
             name=self._spec.name,
-            phase="Deleting" if self._deleting else ("Ready" if self._ready else "NotReady"),
+            phase=self._phase(),
             ready=self._ready,
             reason=self._reason,
             gateway_address=self._gateway,

@@ -88,6 +88,11 @@ class FleetWorkflow:
         if errors:
             raise InvalidResourceError(cls.ref, errors)
 
+    @workflow.query
+    def classes_named(self, names: list[str]) -> list[InferenceClass]:
+        """The named classes the catalog holds (missing names are left out)."""
+        return [self._classes[n] for n in names if n in self._classes]
+
     @workflow.update
     def remove_class(self, name: str) -> None:
         users = sorted(

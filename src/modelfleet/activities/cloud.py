@@ -1,0 +1,271 @@
+"""Cloud activities: create and delete GKE clusters / node pools and EKS clusters / node groups,
+wait on their long-running operations with heartbeats, and write kubeconfigs on the worker.
+
+Thin by design: each calls an adapter and translates its error taxonomy into Temporal's
+(``Cloud<Reason>`` error types; retryable only for throttling, unavailability, an operation
+still running and a resource in use). A create heartbeats the operation it started, so a retry
+after a worker crash resumes waiting on that operation instead of creating twice; a create that
+finds its own resource (owner label) adopts it. Tokens and kubeconfigs stay on the worker: the
+kubeconfig activities return nothing.
+
+These are synchronous activities; the worker runs them on a thread pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.adapters.eks import EKS, nodegroup_failure
+from modelfleet.adapters.gke import GKE
+from modelfleet.contracts.cloud_payloads import (
+    EKS_CREATE_CLUSTER,
+    EKS_CREATE_NODEGROUP,
+    EKS_DELETE_CLUSTER,
+    EKS_DELETE_NODEGROUP,
+    EKS_KUBECONFIG,
+    GKE_CREATE_CLUSTER,
+    GKE_CREATE_NODE_POOL,
+    GKE_DELETE_CLUSTER,
+    GKE_DELETE_NODE_POOL,
+    GKE_KUBECONFIG,
+    CloudCluster,
+    CloudErrorReason,
+    CreateResult,
+    DeleteOutcome,
+    PoolPlan,
+    PoolRef,
+    PoolRequest,
+    error_type,
+)
+
+T = TypeVar("T")
+
+
+def to_temporal(error: CloudError) -> ApplicationError:
+    return ApplicationError(
+        error.message,
+        error.reason.value,
+        type=error_type(error.reason),
+        non_retryable=not error.retryable,
+    )
+
+
+def _guarded(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except CloudError as exc:
+        raise to_temporal(exc) from None
+
+
+def _resumed_operation() -> str | None:
+    details = activity.info().heartbeat_details
+    if len(details) == 1 and isinstance(details[0], str) and details[0]:
+        return details[0]
+    return None
+
+
+class CloudActivities:
+    def __init__(self, settings: CloudSettings) -> None:
+        self.settings = settings
+        self.gke = GKE(settings)
+        self.eks = EKS(settings)
+
+    def close(self) -> None:
+        self.gke.close()
+
+    def _until(self, what: str, check: Callable[[], bool]) -> None:
+        """Poll ``check`` until it says done, heartbeating between polls."""
+        while not check():
+            activity.heartbeat(what)
+            time.sleep(self.settings.poll_seconds)
+
+    # -- GKE ------------------------------------------------------------------------------
+
+    def _gke_wait(self, c: CloudCluster, operation: str) -> None:
+        def done() -> bool:
+            state = self.gke.operation(c, operation)
+            if state.error is not None:
+                raise state.error
+            return state.done
+
+        while not done():
+            activity.heartbeat(operation)
+            time.sleep(self.settings.poll_seconds)
+
+    def _gke_running(self, c: CloudCluster, get: Callable[[], str | None], what: str) -> None:
+        def done() -> bool:
+            status = get()
+            if status in (None, "ERROR"):
+                raise CloudError(CloudErrorReason.OPERATION_FAILED, f"{what} is {status or 'gone'}")
+            return status == "RUNNING"
+
+        self._until("", done)
+
+    @activity.defn(name=GKE_CREATE_CLUSTER)
+    def gke_create_cluster(self, c: CloudCluster) -> CreateResult:
+        """Create the cluster with its system pool and wait until it runs."""
+
+        def run() -> CreateResult:
+            operation = _resumed_operation() or self.gke.create_cluster(c)
+            if operation is not None:
+                activity.heartbeat(operation)
+                self._gke_wait(c, operation)
+            else:
+                self._gke_running(
+                    c, lambda: (self.gke.get_cluster(c) or {}).get("status"), f"cluster {c.name}"
+                )
+            return CreateResult(name=c.name, created=operation is not None, status="RUNNING")
+
+        return _guarded(run)
+
+    @activity.defn(name=GKE_CREATE_NODE_POOL)
+    def gke_create_node_pool(self, request: PoolRequest) -> CreateResult:
+        c, plan = request.cluster, request.pool
+
+        def run() -> CreateResult:
+            operation = _resumed_operation() or self.gke.create_node_pool(c, plan)
+            if operation is not None:
+                activity.heartbeat(operation)
+                self._gke_wait(c, operation)
+            else:
+                self._gke_running(
+                    c, lambda: self.gke.get_node_pool(c, plan.name), f"node pool {plan.name}"
+                )
+            return CreateResult(
+                name=plan.name,
+                created=operation is not None,
+                status="RUNNING",
+                nodes=plan.node_count,
+            )
+
+        return _guarded(run)
+
+    @activity.defn(name=GKE_DELETE_NODE_POOL)
+    def gke_delete_node_pool(self, ref: PoolRef) -> DeleteOutcome:
+        def run() -> DeleteOutcome:
+            operation = _resumed_operation() or self.gke.delete_node_pool(ref.cluster, ref.pool)
+            if operation is not None:
+                activity.heartbeat(operation)
+                self._gke_wait(ref.cluster, operation)
+            return DeleteOutcome(name=ref.pool, existed=operation is not None)
+
+        return _guarded(run)
+
+    @activity.defn(name=GKE_DELETE_CLUSTER)
+    def gke_delete_cluster(self, c: CloudCluster) -> DeleteOutcome:
+        def run() -> DeleteOutcome:
+            operation = _resumed_operation() or self.gke.delete_cluster(c)
+            if operation is not None:
+                activity.heartbeat(operation)
+                self._gke_wait(c, operation)
+            return DeleteOutcome(name=c.name, existed=operation is not None)
+
+        return _guarded(run)
+
+    @activity.defn(name=GKE_KUBECONFIG)
+    def gke_write_kubeconfig(self, c: CloudCluster) -> None:
+        """Mint a token and write the cluster's kubeconfig into the credentials directory."""
+        _guarded(lambda: self.gke.write_kubeconfig(c))
+
+    # -- EKS ------------------------------------------------------------------------------
+
+    def _eks_cluster_active(self, c: CloudCluster) -> bool:
+        found = self.eks.describe_cluster(c)
+        status = (found or {}).get("status")
+        if found is None or status == "FAILED":
+            raise CloudError(
+                CloudErrorReason.OPERATION_FAILED, f"EKS cluster {c.name} is {status or 'gone'}"
+            )
+        return status == "ACTIVE"
+
+    def _eks_group_active(self, c: CloudCluster, name: str) -> bool:
+        found = self.eks.describe_nodegroup(c, name)
+        if found is None:
+            raise CloudError(CloudErrorReason.OPERATION_FAILED, f"node group {name} is gone")
+        if found.get("status") == "CREATE_FAILED":
+            raise nodegroup_failure(found)
+        return found.get("status") == "ACTIVE"
+
+    def _eks_nodegroup(self, c: CloudCluster, plan: PoolPlan) -> bool:
+        created = self.eks.create_nodegroup(c, plan)
+        self._until(plan.name, lambda: self._eks_group_active(c, plan.name))
+        return created
+
+    @activity.defn(name=EKS_CREATE_CLUSTER)
+    def eks_create_cluster(self, c: CloudCluster) -> CreateResult:
+        """Create the cluster, wait until ACTIVE, then its system node group."""
+
+        def run() -> CreateResult:
+            created = self.eks.create_cluster(c)
+            self._until(c.name, lambda: self._eks_cluster_active(c))
+            self._eks_nodegroup(c, self.eks.system_plan())
+            return CreateResult(name=c.name, created=created, status="ACTIVE")
+
+        return _guarded(run)
+
+    @activity.defn(name=EKS_CREATE_NODEGROUP)
+    def eks_create_nodegroup(self, request: PoolRequest) -> CreateResult:
+        def run() -> CreateResult:
+            created = self._eks_nodegroup(request.cluster, request.pool)
+            return CreateResult(
+                name=request.pool.name,
+                created=created,
+                status="ACTIVE",
+                nodes=request.pool.node_count,
+            )
+
+        return _guarded(run)
+
+    def _eks_delete_group(self, c: CloudCluster, name: str) -> bool:
+        existed = self.eks.delete_nodegroup(c, name)
+        self._until(name, lambda: self.eks.describe_nodegroup(c, name) is None)
+        self.eks.delete_template(c, name)
+        return existed
+
+    @activity.defn(name=EKS_DELETE_NODEGROUP)
+    def eks_delete_nodegroup(self, ref: PoolRef) -> DeleteOutcome:
+        return _guarded(
+            lambda: DeleteOutcome(
+                name=ref.pool, existed=self._eks_delete_group(ref.cluster, ref.pool)
+            )
+        )
+
+    @activity.defn(name=EKS_DELETE_CLUSTER)
+    def eks_delete_cluster(self, c: CloudCluster) -> DeleteOutcome:
+        """Delete every node group left (EKS refuses otherwise), then the cluster."""
+
+        def run() -> DeleteOutcome:
+            for name in self.eks.nodegroups(c):
+                self._eks_delete_group(c, name)
+            existed = self.eks.delete_cluster(c)
+            self._until(c.name, lambda: self.eks.describe_cluster(c) is None)
+            for template in self.eks.launch_templates(c):
+                self.eks.delete_template(c, template.removeprefix(f"modelfleet-{c.name}-"))
+            return DeleteOutcome(name=c.name, existed=existed)
+
+        return _guarded(run)
+
+    @activity.defn(name=EKS_KUBECONFIG)
+    def eks_write_kubeconfig(self, c: CloudCluster) -> None:
+        _guarded(lambda: self.eks.write_kubeconfig(c))
+
+    def all(self) -> list[Callable[..., object]]:
+        return [
+            self.gke_create_cluster,
+            self.gke_create_node_pool,
+            self.gke_delete_node_pool,
+            self.gke_delete_cluster,
+            self.gke_write_kubeconfig,
+            self.eks_create_cluster,
+            self.eks_create_nodegroup,
+            self.eks_delete_nodegroup,
+            self.eks_delete_cluster,
+            self.eks_write_kubeconfig,
+        ]

@@ -1,0 +1,77 @@
+"""Serving-stack activities: verify by discovery that a cluster serves every kind the renderer
+emits, and install the missing pieces by server-side applying their pinned manifests from the
+worker's stack source (``MODELFLEET_STACK_SOURCE``). Thin: adapters do the I/O.
+
+Synchronous activities; the worker runs them on a thread pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
+from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
+from modelfleet.contracts.stack_payloads import (
+    KUBE_INSTALL_STACK,
+    KUBE_VERIFY_STACK,
+    StackComponent,
+    StackReport,
+    StackRequest,
+)
+
+ENV_STACK_SOURCE = "MODELFLEET_STACK_SOURCE"
+
+
+class StackActivities:
+    def __init__(self, kubeconfigs: KubeconfigStore, source: str | None = None) -> None:
+        self._kubeconfigs = kubeconfigs
+        self._source = source if source is not None else os.environ.get(ENV_STACK_SOURCE)
+        self._lock = threading.Lock()
+
+    def _missing(
+        self, cluster: KubeCluster, components: list[StackComponent]
+    ) -> list[StackComponent]:
+        return [c for c in components if not cluster.serves(c.api_version, c.kind)]
+
+    @activity.defn(name=KUBE_VERIFY_STACK)
+    def verify(self, request: StackRequest) -> StackReport:
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
+            try:
+                return StackReport(missing=self._missing(cluster, request.components))
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+
+    @activity.defn(name=KUBE_INSTALL_STACK)
+    def install(self, request: StackRequest) -> StackReport:
+        """Install what is missing; reports what still is, with the reasons."""
+        problems: dict[str, str] = {}
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
+            try:
+                for component in self._missing(cluster, request.components):
+                    if component.manifest is None:
+                        problems[component.name] = "built into Kubernetes; upgrade the cluster"
+                        continue
+                    if not self._source:
+                        problems[component.name] = f"no stack source ({ENV_STACK_SOURCE})"
+                        continue
+                    try:
+                        documents = fetch_manifests(self._source, component.manifest)
+                    except StackSourceError as exc:
+                        if exc.retryable:
+                            raise ApplicationError(
+                                str(exc), type="StackSourceUnavailable"
+                            ) from None
+                        problems[component.name] = str(exc)
+                        continue
+                    for document in documents:
+                        cluster.apply(document)
+                        activity.heartbeat(component.name)
+                missing = self._missing(cluster, request.components)
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+        return StackReport(missing=missing, problems=problems)

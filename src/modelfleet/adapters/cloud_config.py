@@ -1,0 +1,97 @@
+"""Worker-side cloud settings and credentials: which GKE / EKS endpoint a worker talks to and
+with which credentials, plus the kubeconfig files it writes for the clusters it provisions.
+
+Everything here is read from the worker's environment and credentials directory; none of it is
+ever put in a workflow payload, a history, a log line or an error message.
+
+Settings (environment variables of the worker process):
+
+- ``MODELFLEET_GKE_ENDPOINT``: the container API endpoint (default: Google's). A value with a
+  scheme (``http://127.0.0.1:PORT``) is used verbatim; that is how the simulated cloud is reached.
+- GKE credentials for profile ``P`` (``spec.cluster.gke.credentials.name``), first found wins:
+  ``<credentials dir>/gcp/P.json`` (a service-account key), then ``MODELFLEET_GKE_TOKEN_FILE``
+  (a file holding an OAuth access token), then Application Default Credentials.
+- ``MODELFLEET_EKS_ENDPOINT``: one endpoint for EKS, EC2 and STS (default: AWS's regional ones).
+- EKS credentials for profile ``P``: the AWS shared-config profile ``P`` unless ``P`` is
+  ``default``, in which case the standard chain (environment, ``~/.aws``, instance role).
+- ``MODELFLEET_EKS_CLUSTER_ROLE_ARN`` / ``MODELFLEET_EKS_NODE_ROLE_ARN``: the IAM roles (default
+  ``arn:aws:iam::<account>:role/modelfleet-eks-cluster`` / ``...-eks-node``, the account from
+  STS); ``MODELFLEET_EKS_SUBNETS`` (comma-separated; default: the default VPC's default subnets).
+- ``MODELFLEET_CLOUD_POLL_SECONDS``: how often long-running operations are polled (default 10).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ENV_GKE_ENDPOINT = "MODELFLEET_GKE_ENDPOINT"
+ENV_GKE_TOKEN_FILE = "MODELFLEET_GKE_TOKEN_FILE"
+ENV_EKS_ENDPOINT = "MODELFLEET_EKS_ENDPOINT"
+ENV_EKS_CLUSTER_ROLE = "MODELFLEET_EKS_CLUSTER_ROLE_ARN"
+ENV_EKS_NODE_ROLE = "MODELFLEET_EKS_NODE_ROLE_ARN"
+ENV_EKS_SUBNETS = "MODELFLEET_EKS_SUBNETS"
+ENV_POLL = "MODELFLEET_CLOUD_POLL_SECONDS"
+
+
+@dataclass(frozen=True)
+class CloudSettings:
+    credentials_dir: Path
+    gke_endpoint: str | None = None
+    gke_token_file: Path | None = None
+    eks_endpoint: str | None = None
+    eks_cluster_role: str | None = None
+    eks_node_role: str | None = None
+    eks_subnets: tuple[str, ...] = ()
+    poll_seconds: float = 10.0
+
+    @classmethod
+    def from_env(cls, credentials_dir: Path) -> CloudSettings:
+        env = os.environ
+        token = env.get(ENV_GKE_TOKEN_FILE)
+        subnets = tuple(s.strip() for s in env.get(ENV_EKS_SUBNETS, "").split(",") if s.strip())
+        return cls(
+            credentials_dir=credentials_dir,
+            gke_endpoint=env.get(ENV_GKE_ENDPOINT) or None,
+            gke_token_file=Path(token) if token else None,
+            eks_endpoint=env.get(ENV_EKS_ENDPOINT) or None,
+            eks_cluster_role=env.get(ENV_EKS_CLUSTER_ROLE) or None,
+            eks_node_role=env.get(ENV_EKS_NODE_ROLE) or None,
+            eks_subnets=subnets,
+            poll_seconds=float(env.get(ENV_POLL) or 10.0),
+        )
+
+
+def write_token_kubeconfig(
+    credentials_dir: Path, cluster: str, server: str, ca_data: str | None, token: str
+) -> Path:
+    """``<credentials dir>/<cluster>.yaml`` (mode 0600), where the Kubernetes activities look.
+    The CA is only meaningful (and only written) for an https endpoint."""
+    entry: dict[str, Any] = {"server": server}
+    if ca_data and server.startswith("https://"):
+        entry["certificate-authority-data"] = ca_data
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": entry}],
+        "users": [{"name": cluster, "user": {"token": token}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
+        "current-context": cluster,
+    }
+    credentials_dir.mkdir(parents=True, exist_ok=True)
+    target = credentials_dir / f"{cluster}.yaml"
+    partial = target.with_suffix(".yaml.tmp")
+    partial.write_text(yaml.safe_dump(doc, sort_keys=False))
+    partial.chmod(0o600)
+    # Atomic, so a probe never reads a half-written file.
+    partial.replace(target)
+    return target
+
+
+def server_url(endpoint: str) -> str:
+    """A real endpoint is a bare host (GKE) or an https URL (EKS); one with a scheme is kept."""
+    return endpoint if "://" in endpoint else f"https://{endpoint}"

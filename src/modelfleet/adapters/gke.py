@@ -1,0 +1,319 @@
+"""GKE through the official ``google-cloud-container`` client (``ClusterManagerClient``, REST
+transport): create/get/delete clusters and node pools from pool plans, read long-running
+operations, and build a token kubeconfig on the worker from the cluster's endpoint and CA.
+
+The only module that imports the GKE SDK and google-auth. Endpoint and credentials come from
+the worker's :class:`~modelfleet.adapters.cloud_config.CloudSettings`. SDK-level retries are
+off: Temporal retries the activity, with backoff and visibly, on the retryable reasons of
+:mod:`modelfleet.adapters.cloud_errors`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import google.auth
+import google.auth.transport.requests
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud import container_v1
+from google.oauth2 import credentials as oauth2
+from google.oauth2 import service_account
+
+from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
+from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.contracts.cloud_payloads import (
+    OWNER_LABEL,
+    CloudCluster,
+    CloudErrorReason,
+    PoolPlan,
+)
+
+_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+SYSTEM_POOL = "system"
+SYSTEM_MACHINE = "e2-standard-4"
+_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+# google.rpc codes of a failed operation -> reason.
+_RPC_REASONS = {
+    3: CloudErrorReason.INVALID_ARGUMENT,
+    5: CloudErrorReason.NOT_FOUND,
+    6: CloudErrorReason.ALREADY_EXISTS,
+    7: CloudErrorReason.PERMISSION_DENIED,
+    8: CloudErrorReason.QUOTA_EXCEEDED,
+    9: CloudErrorReason.OPERATION_FAILED,
+    14: CloudErrorReason.UNAVAILABLE,
+    16: CloudErrorReason.UNAUTHENTICATED,
+}
+
+
+@dataclass(frozen=True)
+class OperationState:
+    done: bool
+    status: str
+    error: CloudError | None = None
+
+
+def classify(exc: gexc.GoogleAPICallError) -> CloudError:
+    """An api-core exception as a cloud error with a reason."""
+    reason = (getattr(exc, "reason", None) or "").lower()
+    message = exc.message or str(exc)
+    code = exc.code
+    if code == 429 or reason == "ratelimitexceeded":
+        kind = CloudErrorReason.THROTTLED
+    elif code is not None and code >= 500:
+        kind = CloudErrorReason.UNAVAILABLE
+    elif code == 403 and (reason == "quotaexceeded" or "quota" in message.lower()):
+        kind = CloudErrorReason.QUOTA_EXCEEDED
+    elif code == 403:
+        kind = CloudErrorReason.PERMISSION_DENIED
+    elif code == 401:
+        kind = CloudErrorReason.UNAUTHENTICATED
+    elif code == 409:
+        kind = CloudErrorReason.ALREADY_EXISTS
+    elif code == 404:
+        kind = CloudErrorReason.NOT_FOUND
+    elif reason == "failedprecondition" or "incompatible operation" in message:
+        kind = CloudErrorReason.OPERATION_RUNNING
+    else:
+        kind = CloudErrorReason.INVALID_ARGUMENT
+    return CloudError(kind, _strip_url(message))
+
+
+def _strip_url(message: str) -> str:
+    # api-core prefixes "POST http://host/v1/...?$alt=...: "; the resource is named anyway.
+    head, sep, tail = message.partition(": ")
+    return tail if sep and head.split(" ")[0] in ("GET", "POST", "DELETE", "PUT") else message
+
+
+def node_pool(plan: PoolPlan) -> container_v1.NodePool:
+    """The GKE node pool a plan says."""
+    config = container_v1.NodeConfig(
+        machine_type=plan.machine_type or "",
+        disk_size_gb=plan.disk_size_gb,
+        labels=dict(plan.labels),
+        taints=[
+            container_v1.NodeTaint(key=t.key, value=t.value, effect=_EFFECT[t.effect.value])
+            for t in plan.taints
+        ],
+        oauth_scopes=_SCOPES,
+        image_type="COS_CONTAINERD",
+    )
+    if plan.accelerator_type:
+        config.accelerators = [
+            container_v1.AcceleratorConfig(
+                accelerator_type=plan.accelerator_type,
+                accelerator_count=plan.accelerator_count or 1,
+                gpu_driver_installation_config=container_v1.GPUDriverInstallationConfig(
+                    gpu_driver_version=container_v1.GPUDriverInstallationConfig.GPUDriverVersion.DEFAULT
+                ),
+            )
+        ]
+    pool = container_v1.NodePool(
+        name=plan.name,
+        config=config,
+        initial_node_count=plan.node_count,
+        locations=list(plan.zones),
+    )
+    if plan.max_node_count is not None:
+        pool.autoscaling = container_v1.NodePoolAutoscaling(
+            enabled=True,
+            min_node_count=plan.min_node_count or 0,
+            max_node_count=plan.max_node_count,
+        )
+    return pool
+
+
+def system_pool() -> container_v1.NodePool:
+    return container_v1.NodePool(
+        name=SYSTEM_POOL,
+        initial_node_count=1,
+        config=container_v1.NodeConfig(machine_type=SYSTEM_MACHINE, oauth_scopes=_SCOPES),
+        autoscaling=container_v1.NodePoolAutoscaling(
+            enabled=True, min_node_count=1, max_node_count=2
+        ),
+    )
+
+
+class GKE:
+    """One worker's GKE access; clients are built per credentials profile and reused."""
+
+    def __init__(self, settings: CloudSettings) -> None:
+        self._settings = settings
+        self._clients: dict[str, tuple[container_v1.ClusterManagerClient, Credentials]] = {}
+        self._lock = threading.Lock()
+
+    def _credentials(self, profile: str) -> Credentials:
+        key_file = self._settings.credentials_dir / "gcp" / f"{profile}.json"
+        if key_file.is_file():
+            creds: Credentials = service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+                str(key_file), scopes=_SCOPES
+            )
+            return creds
+        if self._settings.gke_token_file is not None:
+            token = self._settings.gke_token_file.read_text().strip()
+            return oauth2.Credentials(token=token)  # type: ignore[no-untyped-call]
+        found, _ = google.auth.default(scopes=_SCOPES)
+        return found
+
+    def _client(self, profile: str) -> tuple[container_v1.ClusterManagerClient, Credentials]:
+        with self._lock:
+            entry = self._clients.get(profile)
+            if entry is None:
+                creds = self._credentials(profile)
+                options = ClientOptions(api_endpoint=self._settings.gke_endpoint)
+                client = container_v1.ClusterManagerClient(
+                    transport="rest", credentials=creds, client_options=options
+                )
+                entry = (client, creds)
+                self._clients[profile] = entry
+            return entry
+
+    def _call(self, where: CloudCluster, method: str, **kwargs: Any) -> Any:
+        client, _ = self._client(where.credentials)
+        try:
+            return getattr(client, method)(retry=None, timeout=60, **kwargs)
+        except gexc.GoogleAPICallError as exc:
+            raise classify(exc) from None
+
+    @staticmethod
+    def _parent(c: CloudCluster) -> str:
+        return f"projects/{c.project}/locations/{c.region}"
+
+    def _name(self, c: CloudCluster) -> str:
+        return f"{self._parent(c)}/clusters/{c.name}"
+
+    # -- clusters -------------------------------------------------------------------------
+
+    def create_cluster(self, c: CloudCluster) -> str | None:
+        """Start creating the cluster with its system pool; the operation name, or None when a
+        cluster of that name owned by ``c.owner`` exists already (a retried create)."""
+        cluster = container_v1.Cluster(
+            name=c.name,
+            initial_cluster_version=c.kubernetes_version,
+            node_pools=[system_pool()],
+            resource_labels={OWNER_LABEL: c.owner},
+            release_channel=container_v1.ReleaseChannel(
+                channel=container_v1.ReleaseChannel.Channel.REGULAR
+            ),
+        )
+        try:
+            op = self._call(c, "create_cluster", parent=self._parent(c), cluster=cluster)
+        except CloudError as exc:
+            if exc.reason is not CloudErrorReason.ALREADY_EXISTS:
+                raise
+            self._check_owner(c)
+            return None
+        return str(op.name)
+
+    def _check_owner(self, c: CloudCluster) -> None:
+        found = self.get_cluster(c)
+        owner = found.get("owner") if found else None
+        if owner != c.owner:
+            raise CloudError(
+                CloudErrorReason.ALREADY_EXISTS,
+                f"cluster {c.name} already exists in {self._parent(c)} and was not created "
+                "by this InferenceCluster; pick another name or adopt it as source Existing",
+            )
+
+    def get_cluster(self, c: CloudCluster) -> dict[str, str] | None:
+        try:
+            found = self._call(c, "get_cluster", name=self._name(c))
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.NOT_FOUND:
+                return None
+            raise
+        return {
+            "status": container_v1.Cluster.Status(found.status).name,
+            "endpoint": found.endpoint,
+            "ca": found.master_auth.cluster_ca_certificate,
+            "owner": found.resource_labels.get(OWNER_LABEL, ""),
+            "message": found.status_message,
+        }
+
+    def delete_cluster(self, c: CloudCluster) -> str | None:
+        """Start deleting (with its node pools); None when it is already gone."""
+        try:
+            op = self._call(c, "delete_cluster", name=self._name(c))
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.NOT_FOUND:
+                return None
+            raise
+        return str(op.name)
+
+    # -- node pools -----------------------------------------------------------------------
+
+    def create_node_pool(self, c: CloudCluster, plan: PoolPlan) -> str | None:
+        """Start creating the pool; None when it exists already (ours: the cluster is)."""
+        try:
+            op = self._call(c, "create_node_pool", parent=self._name(c), node_pool=node_pool(plan))
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.ALREADY_EXISTS:
+                return None
+            raise
+        return str(op.name)
+
+    def get_node_pool(self, c: CloudCluster, pool: str) -> str | None:
+        """The pool's status name, or None when it does not exist."""
+        try:
+            found = self._call(c, "get_node_pool", name=f"{self._name(c)}/nodePools/{pool}")
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.NOT_FOUND:
+                return None
+            raise
+        return str(container_v1.NodePool.Status(found.status).name)
+
+    def delete_node_pool(self, c: CloudCluster, pool: str) -> str | None:
+        try:
+            op = self._call(c, "delete_node_pool", name=f"{self._name(c)}/nodePools/{pool}")
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.NOT_FOUND:
+                return None
+            raise
+        return str(op.name)
+
+    # -- operations -----------------------------------------------------------------------
+
+    def operation(self, c: CloudCluster, name: str) -> OperationState:
+        op = self._call(c, "get_operation", name=f"{self._parent(c)}/operations/{name}")
+        status = container_v1.Operation.Status(op.status).name
+        done = op.status == container_v1.Operation.Status.DONE
+        error = None
+        if done and op.error and op.error.code:
+            reason = _RPC_REASONS.get(op.error.code, CloudErrorReason.OPERATION_FAILED)
+            error = CloudError(reason, f"operation {name} failed: {op.error.message}")
+        return OperationState(done=done, status=status, error=error)
+
+    # -- kubeconfig -----------------------------------------------------------------------
+
+    def write_kubeconfig(self, c: CloudCluster) -> Path:
+        """Write ``<credentials dir>/<cluster>.yaml`` with a freshly minted access token."""
+        found = self.get_cluster(c)
+        if found is None or not found["endpoint"]:
+            raise CloudError(CloudErrorReason.NOT_FOUND, f"cluster {c.name} has no endpoint yet")
+        _, creds = self._client(c.credentials)
+        token = _token(creds)
+        return write_token_kubeconfig(
+            self._settings.credentials_dir,
+            c.name,
+            server_url(found["endpoint"]),
+            found["ca"],
+            token,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for client, _ in self._clients.values():
+                client.transport.close()  # type: ignore[no-untyped-call]
+            self._clients.clear()
+
+
+def _token(creds: Credentials) -> str:
+    if isinstance(creds, AnonymousCredentials):
+        return ""
+    if not creds.valid:
+        creds.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call]
+    return str(creds.token or "")

@@ -1,0 +1,75 @@
+"""The serving stack a workload cluster needs for the manifests modelfleet renders, with the
+pinned versions in one place, and the payloads of the stack activities. Pure: no SDK imports,
+no I/O, so workflows may import it freely.
+
+A component is verified by discovery (the cluster serves its kind in its API version) and, if
+it is missing and has a manifest, installed by server-side applying the pinned release manifest
+fetched from the worker's stack source (``MODELFLEET_STACK_SOURCE``: an http(s) base URL or a
+local directory; the manifest path is appended).
+"""
+
+from __future__ import annotations
+
+from modelfleet.contracts.kube_payloads import KubeconfigRef
+from modelfleet.contracts.wire import WireModel
+
+KUBE_VERIFY_STACK = "kube.verify_stack"
+KUBE_INSTALL_STACK = "kube.install_stack"
+
+
+class StackComponent(WireModel):
+    name: str
+    version: str
+    api_version: str
+    kind: str
+    # Relative to the stack source; None: built into Kubernetes, verify only.
+    manifest: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version} ({self.api_version} {self.kind})"
+
+
+# What the renderer emits (rendering/): DRA claims, LeaderWorkerSets for gangs, HTTPRoutes and
+# InferencePools for routing. Versions pinned here; a cluster's stack is this list.
+DEFAULT_STACK: list[StackComponent] = [
+    StackComponent(
+        name="Dynamic Resource Allocation",
+        version="v1",
+        api_version="resource.k8s.io/v1",
+        kind="ResourceClaimTemplate",
+    ),
+    StackComponent(
+        name="LeaderWorkerSet",
+        version="v0.7.0",
+        api_version="leaderworkerset.x-k8s.io/v1",
+        kind="LeaderWorkerSet",
+        manifest="lws/v0.7.0/manifests.yaml",
+    ),
+    StackComponent(
+        name="Gateway API",
+        version="v1.3.0",
+        api_version="gateway.networking.k8s.io/v1",
+        kind="HTTPRoute",
+        manifest="gateway-api/v1.3.0/standard-install.yaml",
+    ),
+    StackComponent(
+        name="Gateway API Inference Extension",
+        version="v1.0.0",
+        api_version="inference.networking.k8s.io/v1",
+        kind="InferencePool",
+        manifest="gateway-api-inference-extension/v1.0.0/manifests.yaml",
+    ),
+]
+
+
+class StackRequest(WireModel):
+    cluster: str
+    # The cluster's kubeconfig secretRef, as the probe names it (None: ``<cluster>.yaml``).
+    kubeconfig: KubeconfigRef | None = None
+    components: list[StackComponent]
+
+
+class StackReport(WireModel):
+    missing: list[StackComponent]
+    # Per component name: why an install did not happen (no source, not found, ...).
+    problems: dict[str, str] = {}

@@ -1,0 +1,92 @@
+"""Cloud errors on demand for the simulated clouds: "the next N calls of operation X (on a
+resource named Y) fail with error E", either when the call is made or later, when its
+long-running operation finishes (how quota and stockouts really surface on GKE and EKS).
+
+Development/test emulator only: product code never imports ``modelfleet.sim``. State plus the
+admin handler the fakes mount at ``/_admin/faults`` (so ``curl`` or a CLI can inject errors);
+the fakes consult it on every call.
+"""
+
+from __future__ import annotations
+
+import threading
+from enum import StrEnum
+
+from aiohttp import web
+from pydantic import BaseModel, Field, ValidationError
+
+__all__ = ["CloudFault", "CloudFaults", "ErrorKind", "FaultStage", "admin_faults"]
+
+
+class ErrorKind(StrEnum):
+    QUOTA = "quota"
+    PERMISSION = "permission"
+    CONFLICT = "conflict"
+    UNAVAILABLE = "unavailable"
+    THROTTLED = "throttled"
+    INVALID = "invalid"
+
+
+class FaultStage(StrEnum):
+    # The API call itself is answered with the error.
+    CALL = "call"
+    # The call is accepted; its operation (or the resource's status) ends in the error.
+    OPERATION = "operation"
+
+
+class CloudFault(BaseModel):
+    operation: str = Field(description="the API method, e.g. createNodePool or CreateNodegroup")
+    error: ErrorKind
+    target: str | None = Field(default=None, description="only for resources of this name")
+    times: int = Field(default=1, ge=1)
+    stage: FaultStage = FaultStage.CALL
+
+
+class CloudFaults:
+    """A thread-safe list of pending faults; each matching call uses one up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[CloudFault] = []
+        self.fired: list[tuple[str, str | None, ErrorKind]] = []
+
+    def add(self, fault: CloudFault) -> None:
+        with self._lock:
+            self._pending.append(fault.model_copy())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+    def pending(self) -> list[CloudFault]:
+        with self._lock:
+            return [f.model_copy() for f in self._pending]
+
+    def take(self, operation: str, target: str | None, stage: FaultStage) -> ErrorKind | None:
+        with self._lock:
+            for fault in self._pending:
+                if fault.operation != operation or fault.stage is not stage:
+                    continue
+                if fault.target is not None and fault.target != target:
+                    continue
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._pending.remove(fault)
+                self.fired.append((operation, target, fault.error))
+                return fault.error
+            return None
+
+
+async def admin_faults(request: web.Request, faults: CloudFaults) -> web.Response:
+    """``GET``: the pending faults; ``POST`` a CloudFault (or a list): add; ``DELETE``: clear.
+    The admin endpoint both fakes serve at ``/_admin/faults``."""
+    if request.method == "POST":
+        body = await request.json()
+        try:
+            for item in body if isinstance(body, list) else [body]:
+                faults.add(CloudFault.model_validate(item))
+        except ValidationError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+    elif request.method == "DELETE":
+        faults.clear()
+    return web.json_response([f.model_dump(mode="json") for f in faults.pending()])

@@ -1,0 +1,60 @@
+"""The serving-stack step of the InferenceCluster workflow: verify by discovery that the cluster
+serves what the renderer emits, install what is missing from pinned manifests, and say what is
+still missing. Deterministic orchestration only; the activities do the I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.contracts.kube_payloads import KubeconfigRef
+    from modelfleet.contracts.stack_payloads import (
+        DEFAULT_STACK,
+        KUBE_INSTALL_STACK,
+        KUBE_VERIFY_STACK,
+        StackReport,
+        StackRequest,
+    )
+
+STACK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=4,
+)
+
+
+async def verify_and_install(cluster: str, kubeconfig: KubeconfigRef | None) -> StackReport:
+    request = StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=list(DEFAULT_STACK))
+    report: StackReport = await workflow.execute_activity(
+        KUBE_VERIFY_STACK,
+        request,
+        result_type=StackReport,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=STACK_RETRY,
+        summary="verify the serving stack",
+    )
+    if not report.missing:
+        return report
+    missing = ", ".join(c.name for c in report.missing)
+    installed: StackReport = await workflow.execute_activity(
+        KUBE_INSTALL_STACK,
+        StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=report.missing),
+        result_type=StackReport,
+        start_to_close_timeout=timedelta(minutes=5),
+        heartbeat_timeout=timedelta(minutes=1),
+        retry_policy=STACK_RETRY,
+        summary=f"install {missing}",
+    )
+    return installed
+
+
+def stack_reason(report: StackReport) -> str:
+    pieces = []
+    for component in report.missing:
+        why = report.problems.get(component.name)
+        pieces.append(f"{component}{f': {why}' if why else ''}")
+    return "ServingStackMissing: " + "; ".join(pieces)

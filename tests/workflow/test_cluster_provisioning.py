@@ -1,0 +1,271 @@
+"""The InferenceCluster provisioning saga on the time-skipping server, with recording activity
+doubles standing in for the cloud: step order, the pools planned from the classes, reverse
+compensation on a permanent error, a transient error retried, and deprovisioning on delete.
+(Integration tests run the same workflow against the simulated clouds.)"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.loading import load_paths
+from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, FLEET_REPLICAS_ON, KUBE_PROBE
+from modelfleet.contracts.cloud_payloads import (
+    EKS_CREATE_CLUSTER,
+    EKS_CREATE_NODEGROUP,
+    EKS_DELETE_CLUSTER,
+    EKS_DELETE_NODEGROUP,
+    EKS_KUBECONFIG,
+    FLEET_CLASSES,
+    GKE_CREATE_CLUSTER,
+    GKE_CREATE_NODE_POOL,
+    GKE_DELETE_CLUSTER,
+    GKE_DELETE_NODE_POOL,
+    GKE_KUBECONFIG,
+    CloudCluster,
+    CreateResult,
+    DeleteOutcome,
+    PoolRef,
+    PoolRequest,
+)
+from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
+from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
+from modelfleet.contracts.stack_payloads import KUBE_VERIFY_STACK, StackReport, StackRequest
+from modelfleet.contracts.status import ClusterStatus
+from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.workflows.cluster import ClusterWorkflow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
+_LOADED = load_paths([str(EXAMPLES)]).resources
+CLASSES = {r.name: r for r in _LOADED if isinstance(r, InferenceClass)}
+CLUSTERS = {r.name: r for r in _LOADED if isinstance(r, InferenceCluster)}
+
+
+def _two_pools(name: str) -> InferenceCluster:
+    """The example with a second pool, so that "the second pool fails" can be said."""
+    spec = CLUSTERS[name]
+    first = spec.spec.node_pools[0]
+    second = first.model_copy(update={"name": first.name + "-b"})
+    return spec.model_copy(
+        update={"spec": spec.spec.model_copy(update={"node_pools": [first, second]})}
+    )
+
+
+@dataclass
+class FakeCloud:
+    """Records the cloud calls; fails where told to."""
+
+    fail_pool: str | None = None
+    fail_type: str = "CloudQuotaExceeded"
+    transient_failures: int = 0
+    calls: list[str] = field(default_factory=list)
+    pools: list[PoolRequest] = field(default_factory=list)
+    reports: list[ClusterReport] = field(default_factory=list)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @activity.defn(name=FLEET_CLASSES)
+    async def classes(self, names: list[str]) -> list[InferenceClass]:
+        return [CLASSES[n] for n in names if n in CLASSES]
+
+    async def _create_cluster(self, c: CloudCluster) -> CreateResult:
+        self.calls.append(f"create cluster {c.name}")
+        return CreateResult(name=c.name, created=True, status="RUNNING")
+
+    async def _create_pool(self, request: PoolRequest) -> CreateResult:
+        self.calls.append(f"create pool {request.pool.name}")
+        if request.pool.name == self.fail_pool:
+            if self.transient_failures > 0:
+                self.transient_failures -= 1
+                raise ApplicationError("503", type="CloudUnavailable")
+            if self.transient_failures == 0 and self.fail_type != "CloudUnavailable":
+                raise ApplicationError(
+                    "Insufficient regional quota", type=self.fail_type, non_retryable=True
+                )
+        self.pools.append(request)
+        return CreateResult(name=request.pool.name, created=True, status="RUNNING")
+
+    async def _delete_pool(self, ref: PoolRef) -> DeleteOutcome:
+        self.calls.append(f"delete pool {ref.pool}")
+        return DeleteOutcome(name=ref.pool, existed=True)
+
+    async def _delete_cluster(self, c: CloudCluster) -> DeleteOutcome:
+        self.calls.append(f"delete cluster {c.name}")
+        return DeleteOutcome(name=c.name, existed=True)
+
+    async def _kubeconfig(self, c: CloudCluster) -> None:
+        self.calls.append("kubeconfig")
+
+    @activity.defn(name=KUBE_PROBE)
+    async def probe(self, request: ProbeRequest) -> ProbeResult:
+        observed = {p.pool.name: PoolObservation(nodes=1, ready_nodes=1) for p in self.pools}
+        return ProbeResult(reachable=True, gateway_address="10.0.0.1", pools=observed)
+
+    @activity.defn(name=FLEET_PUBLISH_CLUSTER)
+    async def publish(self, request: PublishRequest) -> None:
+        if request.report is not None:
+            self.reports.append(request.report)
+            if request.report.ready or request.report.reason.startswith("ProvisioningFailed"):
+                self.settled.set()
+
+    @activity.defn(name=KUBE_VERIFY_STACK)
+    async def verify_stack(self, request: StackRequest) -> StackReport:
+        return StackReport(missing=[])
+
+    @activity.defn(name=FLEET_REPLICAS_ON)
+    async def replicas_on(self, cluster: str) -> list[str]:
+        return []
+
+    def activities(self) -> list[object]:
+        out: list[object] = [
+            self.classes,
+            self.probe,
+            self.publish,
+            self.replicas_on,
+            self.verify_stack,
+        ]
+        for names, fns in (
+            (
+                (GKE_CREATE_CLUSTER, GKE_CREATE_NODE_POOL, GKE_DELETE_NODE_POOL),
+                (self._create_cluster, self._create_pool, self._delete_pool),
+            ),
+            (
+                (EKS_CREATE_CLUSTER, EKS_CREATE_NODEGROUP, EKS_DELETE_NODEGROUP),
+                (self._create_cluster, self._create_pool, self._delete_pool),
+            ),
+            (
+                (GKE_DELETE_CLUSTER, GKE_KUBECONFIG, EKS_DELETE_CLUSTER, EKS_KUBECONFIG),
+                (self._delete_cluster, self._kubeconfig, self._delete_cluster, self._kubeconfig),
+            ),
+        ):
+            out.extend(_named(n, fn) for n, fn in zip(names, fns, strict=True))
+        return out
+
+
+def _named(name: str, fn: Callable[[Any], Awaitable[Any]]) -> object:
+    """The same double registered under each cloud's activity name."""
+
+    @functools.wraps(fn)
+    async def call(arg: Any) -> Any:
+        return await fn(arg)
+
+    return activity.defn(call, name=name)
+
+
+async def _run(
+    env: WorkflowEnvironment, cloud: FakeCloud, spec: InferenceCluster
+) -> tuple[ClusterStatus, ClusterStatus]:
+    """Provision, take the status once it settles (Ready or Failed), then delete."""
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settled.wait()
+        settled = await handle.query(ClusterWorkflow.status)
+        await handle.execute_update(ClusterWorkflow.delete)
+        final = await handle.result()
+    return settled, final
+
+
+async def test_gke_saga_creates_cluster_then_each_pool_then_kubeconfig(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud()
+    settled, final = await _run(time_skipping_env, cloud, _two_pools("gke-central"))
+    assert settled.phase == "Ready"
+    assert sorted(settled.observed_pools) == ["gpu-h100", "gpu-h100-b"]
+    assert cloud.calls[:4] == [
+        "create cluster gke-central",
+        "create pool gpu-h100",
+        "create pool gpu-h100-b",
+        "kubeconfig",
+    ]
+    plan = cloud.pools[0].pool
+    assert plan.machine_type == "a3-highgpu-8g"
+    assert plan.labels == {"modelfleet.dev/pool": "gpu-h100"}
+    # Delete deprovisions what it created, newest first.
+    assert cloud.calls[4:] == [
+        "delete pool gpu-h100-b",
+        "delete pool gpu-h100",
+        "delete cluster gke-central",
+    ]
+    assert final.reason == "deleted"
+
+
+async def test_quota_on_the_second_pool_rolls_back_in_reverse_and_keeps_the_reason(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud(fail_pool="gpu-h200-b")
+    settled, final = await _run(time_skipping_env, cloud, _two_pools("eks-east"))
+    assert settled.phase == "Failed"
+    assert "CloudQuotaExceeded" in settled.reason
+    assert "create node group gpu-h200-b" in settled.reason
+    assert cloud.calls == [
+        "create cluster eks-east",
+        "create pool gpu-h200",
+        "create pool gpu-h200-b",
+        "delete pool gpu-h200-b",
+        "delete pool gpu-h200",
+        "delete cluster eks-east",
+    ]
+    # Nothing was left to deprovision on delete.
+    assert final.reason == "deleted"
+    assert not any(r.ready for r in cloud.reports)
+
+
+async def test_a_transient_error_is_retried(time_skipping_env: WorkflowEnvironment) -> None:
+    cloud = FakeCloud(fail_pool="gpu-h100", fail_type="CloudUnavailable", transient_failures=2)
+    settled, _ = await _run(time_skipping_env, cloud, CLUSTERS["gke-central"])
+    assert settled.phase == "Ready"
+    assert cloud.calls.count("create pool gpu-h100") == 3
+    assert "delete pool gpu-h100" not in cloud.calls[:4]
+
+
+async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud()
+    spec = CLUSTERS["eks-east"]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settled.wait()
+        assert cloud.calls.count("kubeconfig") == 1
+        await time_skipping_env.sleep(timedelta(minutes=25))
+        # Written at provisioning, then again every ten minutes of probing.
+        assert cloud.calls.count("kubeconfig") >= 3
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
