@@ -4,8 +4,16 @@ rejected (by the workflow's validator) without touching what runs."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Annotated
+
 import typer
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.activities.contracts import TASK_QUEUE
@@ -14,14 +22,9 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
-from modelfleet.cli.connection import (
-    AddressOption,
-    NamespaceOption,
-    open_client,
-    require_worker,
-    run_async,
-    settings,
-)
+from modelfleet.cli.changes import LiveFleet, consequences, live_plan, read_live, verdict
+from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.errors import START_WORKER, NoWorkerError
 from modelfleet.cli.output import (
     EXIT_INVALID,
     console,
@@ -29,6 +32,9 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.plan import print_plan
+from modelfleet.cli.resources import connect_with_worker
+from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
@@ -39,12 +45,18 @@ from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters, then what runs on them.
 ORDER = {"InferenceClass": 0, "InferenceCluster": 1, "ModelDeployment": 2}
+# A worker that polls takes an apply in well under a second; this long means none is there.
+APPLY_TIMEOUT = timedelta(seconds=30)
 
 
-async def apply_resource(client: Client, resource: Resource) -> str:
+async def apply_resource(
+    client: Client, resource: Resource, *, rpc_timeout: timedelta | None = None
+) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
     if isinstance(resource, InferenceClass):
-        await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.put_class, resource)
+        await client.get_workflow_handle(FLEET_ID).execute_update(
+            FleetWorkflow.put_class, resource, rpc_timeout=rpc_timeout
+        )
         return FLEET_ID
     if isinstance(resource, InferenceCluster):
         wid = cluster_id(resource.name)
@@ -59,6 +71,7 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"InferenceCluster {resource.name}",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     if isinstance(resource, ModelDeployment):
@@ -74,33 +87,64 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"ModelDeployment {resource.namespace}/{resource.name}",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 
 async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
+    """Apply in dependency order, printing created/configured/unchanged per document; returns
+    how many were rejected."""
     await ensure_fleet(client)
+    live = await read_live(client, resources)
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+        ref = resource_name(resource.KIND, resource.name)
         if resource.KIND not in ORDER:
             console.print(
-                f"[yellow]skipped[/] {resource.ref}: orchestration of {resource.KIND} is not "
-                "built yet"
+                f"[yellow]skipped[/] {ref}: orchestration of {resource.KIND} is not built yet"
             )
             continue
+        outcome = verdict(live, resource)
         try:
-            wid = await apply_resource(client, resource)
+            wid = await apply_resource(client, resource, rpc_timeout=APPLY_TIMEOUT)
         except WorkflowUpdateFailedError as exc:
             failures += 1
-            err_console.print(f"[red]rejected[/] {resource.ref}: {rejection_reason(exc)}")
+            err_console.print(f"[red]rejected[/] {ref}: {rejection_reason(exc)}")
             continue
-        console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise NoWorkerError(
+                f"no worker took {resource.ref} within {APPLY_TIMEOUT.seconds}s; the request "
+                f"is kept and runs when a worker polls; {START_WORKER}"
+            ) from None
+        console.print(f"{ref} {outcome}  [dim]{s.workflow_url(wid)}[/]")
     return failures
+
+
+def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
+    """What apply would do, without doing it: verdicts, rolls and the live placement."""
+    for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+        ref = resource_name(resource.KIND, resource.name)
+        if resource.KIND not in ORDER:
+            console.print(f"[yellow]skipped[/] {ref}: {resource.KIND} is not orchestrated yet")
+            continue
+        console.print(f"{ref} {verdict(live, resource)} (dry run)")
+        for line in consequences(live, resource):
+            console.print(f"  {line}")
+        if isinstance(resource, ModelDeployment):
+            print_plan(live_plan(live, resource, resources))
 
 
 def apply(
     files: FilesOption,
+    dry_run_flag: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate and plan against the live fleet; change nothing.",
+        ),
+    ] = False,
     address: AddressOption = None,
     namespace: NamespaceOption = None,
 ) -> None:
@@ -112,8 +156,10 @@ def apply(
     s = settings(address, namespace)
 
     async def go() -> int:
-        client = await open_client(s)
-        await require_worker(client, s)
+        client = await connect_with_worker(s)
+        if dry_run_flag:
+            dry_run(await read_live(client, result.resources), result.resources)
+            return 0
         return await apply_all(client, s, result.resources)
 
     failures = run_async(go)

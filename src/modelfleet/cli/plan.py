@@ -54,7 +54,7 @@ def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
     if not plans:
         console.print("No ModelDeployment in the manifests: nothing to plan.")
     for placement in plans:
-        _print_plan(placement)
+        print_plan(placement)
 
 
 def plan_resources(resources: Sequence[Resource]) -> list[Placement]:
@@ -139,7 +139,7 @@ def _devices(engine: PlacedEngine) -> str:
     return ", ".join(parts)
 
 
-def _print_plan(placement: Placement) -> None:
+def print_plan(placement: Placement) -> None:
     new = {r.name for r in placement.placed}
     table = Table(
         title=(

@@ -174,6 +174,12 @@ class DeploymentWorkflow:
     def status(self) -> DeploymentStatus:
         return self._status()
 
+    @workflow.query
+    def spec(self) -> ModelDeployment:
+        """The spec held now (``modelfleet get -o yaml``, ``diff``). A query only: adding it
+        changes no history."""
+        return self._spec
+
     # --- main loop -------------------------------------------------------------------------
 
     @workflow.run

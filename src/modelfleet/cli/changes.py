@@ -1,0 +1,128 @@
+"""What an ``apply`` would change against the live fleet: created / configured / unchanged per
+document, a unified diff of the spec, which replicas a template change would roll, and the
+placement the scheduler would make (the Fleet's own function on a snapshot of the live fleet).
+Used by ``apply`` (verdicts), ``apply --dry-run`` and ``diff``; reads only, changes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from temporalio.client import Client
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.meta import Resource
+from modelfleet.cli.errors import NotFoundError
+from modelfleet.cli.resources import (
+    deployment_spec,
+    deployment_status,
+    fleet_classes,
+    fleet_view,
+    running,
+)
+from modelfleet.scheduling.placement import Placement, place
+from modelfleet.workflows.deployment import template_hash
+from modelfleet.workflows.fleet_placement import fleet_snapshot
+from modelfleet.workflows.status import ClusterRecord, FleetView
+
+CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
+
+
+@dataclass
+class LiveFleet:
+    """The live state an apply is compared with, read once."""
+
+    view: FleetView
+    classes: dict[str, InferenceClass]
+    deployments: dict[tuple[str, str], ModelDeployment] = field(default_factory=dict)
+    rolling: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+async def read_live(client: Client, resources: list[Resource]) -> LiveFleet:
+    try:
+        view = await fleet_view(client)
+        classes = {c.name: c for c in await fleet_classes(client)}
+    except NotFoundError:  # nothing was ever applied: the Fleet workflow does not exist yet
+        view, classes = FleetView(classes=[], clusters=[], replicas=[]), {}
+    live = LiveFleet(view, classes)
+    for r in resources:
+        if isinstance(r, ModelDeployment) and await running(
+            client, "ModelDeployment", r.namespace, r.name
+        ):
+            key = (r.namespace, r.name)
+            live.deployments[key] = await deployment_spec(client, r.namespace, r.name)
+            status = await deployment_status(client, r.namespace, r.name)
+            live.rolling[key] = [s.name for s in status.replicas]
+    return live
+
+
+def current(live: LiveFleet, resource: Resource) -> Resource | None:
+    """What the fleet holds now under the resource's name, if anything."""
+    if isinstance(resource, InferenceClass):
+        return live.classes.get(resource.name)
+    if isinstance(resource, InferenceCluster):
+        for record in live.view.clusters:
+            if record.spec.name == resource.name:
+                return record.spec
+        return None
+    if isinstance(resource, ModelDeployment):
+        return live.deployments.get((resource.namespace, resource.name))
+    return None
+
+
+def verdict(live: LiveFleet, resource: Resource) -> str:
+    before = current(live, resource)
+    if before is None:
+        return CREATED
+    return UNCHANGED if before.to_wire() == resource.to_wire() else CONFIGURED
+
+
+def unified_diff(live: LiveFleet, resource: Resource) -> list[str]:
+    """``diff -u`` of the live manifest and the applied one (empty when equal)."""
+    before = current(live, resource)
+    old = _dump(before.to_wire()) if before is not None else []
+    new = _dump(resource.to_wire())
+    label = f"{resource.KIND.lower()}/{resource.name}"
+    return list(difflib.unified_diff(old, new, fromfile=f"live/{label}", tofile=f"applied/{label}"))
+
+
+def _dump(wire: dict[str, Any]) -> list[str]:
+    return yaml.safe_dump(wire, sort_keys=False).splitlines(keepends=True)
+
+
+def consequences(live: LiveFleet, resource: Resource) -> list[str]:
+    """What the ModelDeployment workflow would do about the change, in words."""
+    if not isinstance(resource, ModelDeployment):
+        return []
+    key = (resource.namespace, resource.name)
+    before = live.deployments.get(key)
+    if before is None:
+        return [f"would start {resource.spec.replicas} replica(s)"]
+    out = []
+    if template_hash(before) != template_hash(resource):
+        replicas = live.rolling.get(key, [])
+        names = ", ".join(replicas) or "none running"
+        out.append(
+            f"template changed: would roll {len(replicas)} replica(s) one at a time "
+            f"(surge {resource.spec.strategy.max_surge}): {names}"
+        )
+    if before.spec.replicas != resource.spec.replicas:
+        out.append(f"would scale from {before.spec.replicas} to {resource.spec.replicas} replicas")
+    if before.spec.strategy != resource.spec.strategy and not out:
+        out.append("strategy changed: applies to the next rollout")
+    return out
+
+
+def live_plan(live: LiveFleet, deployment: ModelDeployment, extra: list[Resource]) -> Placement:
+    """Where the Fleet would place ``deployment`` now: its placement function on the live
+    classes and clusters (plus classes in the same apply), with every live replica counted."""
+    classes = dict(live.classes)
+    classes.update({r.name: r for r in extra if isinstance(r, InferenceClass)})
+    clusters: dict[str, ClusterRecord] = {c.spec.name: c for c in live.view.clusters}
+    snapshot = fleet_snapshot(classes, clusters)
+    return place(deployment, snapshot, live.view.replicas)
