@@ -102,9 +102,7 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
         if resource.KIND not in ORDER:
-            console.print(
-                f"[yellow]skipped[/] {ref}: orchestration of {resource.KIND} is not built yet"
-            )
+            console.print(f"[yellow]skipped[/] {ref}: {not_applied(resource.KIND)}")
             continue
         outcome = verdict(live, resource)
         try:
@@ -122,12 +120,18 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     return failures
 
 
+def not_applied(kind: str) -> str:
+    if kind == "ModelReplica":
+        return "replicas are made by their deployment (read-only)"
+    return f"{kind} is not orchestrated yet"
+
+
 def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
     """What apply would do, without doing it: verdicts, rolls and the live placement."""
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
         if resource.KIND not in ORDER:
-            console.print(f"[yellow]skipped[/] {ref}: {resource.KIND} is not orchestrated yet")
+            console.print(f"[yellow]skipped[/] {ref}: {not_applied(resource.KIND)}")
             continue
         console.print(f"{ref} {verdict(live, resource)} (dry run)")
         for line in consequences(live, resource):

@@ -174,4 +174,7 @@ def rejection_reason(exc: WorkflowUpdateFailedError) -> str:
     cause = exc.cause
     if cause is None:
         return str(exc)
-    return str(cause.__cause__ or cause)
+    reason = str(cause.__cause__ or cause)
+    # The SDK prefixes the workflow's exception type ("InvalidResourceError: ..."): not for users.
+    head, sep, rest = reason.partition(": ")
+    return rest if sep and head.isidentifier() and head.endswith("Error") else reason

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -28,6 +27,7 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
     print_structured,
+    print_table,
 )
 from modelfleet.cli.validate import FilesOption
 from modelfleet.scheduling.cel import SelectorEvaluator
@@ -141,33 +141,29 @@ def _devices(engine: PlacedEngine) -> str:
 
 def print_plan(placement: Placement) -> None:
     new = {r.name for r in placement.placed}
-    table = Table(
-        title=(
-            f"{placement.namespace}/{placement.deployment}: "
-            f"{placement.scheduled}/{placement.desired} replicas scheduled"
-        ),
-        title_justify="left",
+    title = (
+        f"{placement.namespace}/{placement.deployment}: "
+        f"{placement.scheduled}/{placement.desired} replicas scheduled"
     )
-    table.add_column("REPLICA", no_wrap=True)
-    for column in ("CLUSTER", "ENGINE", "POOL", "NODES", "DEVICES/POD"):
-        table.add_column(column)
+    console.print(f"[bold]{title}[/]", markup=True)
+    rows = []
     for replica in placement.replicas:
         for i, engine in enumerate(replica.spec.engines):
             marker = "+" if replica.name in new else " "
-            table.add_row(
-                f"{marker} {replica.name}" if i == 0 else "",
-                replica.spec.cluster_name if i == 0 else "",
-                engine.name,
-                _engine_pool(engine),
-                str(_engine_nodes(engine)),
-                _devices(engine),
+            rows.append(
+                [
+                    f"{marker} {replica.name}" if i == 0 else "",
+                    replica.spec.cluster_name if i == 0 else "",
+                    engine.name,
+                    _engine_pool(engine),
+                    str(_engine_nodes(engine)),
+                    _devices(engine),
+                ]
             )
-    if placement.replicas:
-        console.print(table)
+    if rows:
+        print_table(["REPLICA", "CLUSTER", "ENGINE", "POOL", "NODES", "DEVICES/POD"], rows)
         if new:
             console.print("  (+ new replica)")
-    else:
-        console.print(f"[bold]{table.title}[/]", markup=True)
     for victim in placement.victims:
         console.print(
             f"  remove {victim.replica.name} ({victim.replica.spec.cluster_name}): "

@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.connection import open_client, require_worker
-from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError
+from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError, UsageError
 from modelfleet.cli.manifests import (
     Fetched,
     class_resource,
@@ -149,7 +149,7 @@ async def fetch(
     elif kind == "ModelReplica":
         items = await _replicas(client, namespace, wanted)
     else:
-        raise CliError(f"{kind} is not orchestrated yet: nothing of that kind runs")
+        raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
     return sorted(items, key=lambda f: (f.namespace, f.name))
 
 

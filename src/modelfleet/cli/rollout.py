@@ -41,8 +41,14 @@ from modelfleet.cli.resources import (
 )
 from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
-from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
+from modelfleet.workflows.deployment import (
+    MAX_REPLICAS,
+    DeploymentInput,
+    DeploymentWorkflow,
+    ScaleRequest,
+)
 from modelfleet.workflows.ids import deployment_id
+from modelfleet.workflows.signal_payloads import scale_replicas
 from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase
 
 # A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
@@ -233,12 +239,10 @@ async def fetch_history(client: Client, namespace: str, name: str) -> list[Revis
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             attrs = event.workflow_execution_signaled_event_attributes
             if attrs.signal_name == "scale":
-                try:
-                    [value] = await convert.decode(attrs.input.payloads, [Any])
-                    replicas = int(value)
-                except (TypeError, ValueError):
-                    continue  # an invalid signal changed nothing
-                changes.append(Change(at, "scale signal", replicas=replicas))
+                [value] = await convert.decode(attrs.input.payloads, [Any])
+                replicas = scale_replicas(value, MAX_REPLICAS)
+                if isinstance(replicas, int):  # an invalid signal changed nothing
+                    changes.append(Change(at, "scale signal", replicas=replicas))
     return revisions(changes)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
     from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow
+    from modelfleet.workflows.signal_payloads import scale_replicas
     from modelfleet.workflows.status import (
         DeploymentStatus,
         ReplicaPhase,
@@ -129,12 +131,17 @@ class DeploymentWorkflow:
             raise ValueError(f"{self._spec.ref} is being deleted")
 
     @workflow.signal(name="scale")
-    def scale_signal(self, replicas: int) -> None:
-        # Signals cannot be rejected, so an out-of-range value is clamped and logged.
-        if 0 <= replicas <= MAX_REPLICAS and not self._deleting:
-            self._scale_to(replicas)
+    def scale_signal(self, replicas: Any) -> None:
+        # Signals cannot be rejected. The payload is taken raw (a typed int made the SDK log a
+        # decoding traceback on every replay) and validated here; a bad one is ignored and
+        # logged once with the reason (workflow.logger is silent during replay).
+        wanted = scale_replicas(replicas, MAX_REPLICAS)
+        if isinstance(wanted, str):
+            workflow.logger.warning("ignored scale signal: %s", wanted)
+        elif self._deleting:
+            workflow.logger.warning("ignored scale signal: %s is being deleted", self._spec.ref)
         else:
-            workflow.logger.warning("ignored scale signal to %s replicas", replicas)
+            self._scale_to(wanted)
 
     def _scale_to(self, replicas: int) -> None:
         if replicas != self._spec.spec.replicas:
