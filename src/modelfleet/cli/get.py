@@ -37,6 +37,7 @@ from modelfleet.cli.targets import (
     Target,
     is_namespaced,
     parse_targets,
+    require_orchestrated,
     resolve_namespace,
     resource_name,
 )
@@ -124,6 +125,8 @@ def get(
 ) -> None:
     """List resources, kubectl style."""
     targets = parse_targets(args)
+    for t in targets:
+        require_orchestrated(t.kind)
     ns = resolve_namespace(namespace)
     requirements = parse_selector(selector) if selector else []
     s = settings(address, temporal_namespace)

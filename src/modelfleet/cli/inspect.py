@@ -11,7 +11,6 @@ import typer
 from rich.markup import escape
 
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
-from modelfleet.cli.errors import UsageError
 from modelfleet.cli.get import NsOption, get, require_one
 from modelfleet.cli.manifests import Fetched
 from modelfleet.cli.output import console, print_table
@@ -23,7 +22,13 @@ from modelfleet.cli.resources import (
     query,
 )
 from modelfleet.cli.rollout import REPLICA_HEADER, replica_rows, rollout_status, watch_rollout
-from modelfleet.cli.targets import Namespace, is_namespaced, resolve_namespace, single_target
+from modelfleet.cli.targets import (
+    Namespace,
+    is_namespaced,
+    require_orchestrated,
+    resolve_namespace,
+    single_target,
+)
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
@@ -47,8 +52,7 @@ def describe(
     name = target.name
     ns = resolve_namespace(namespace)
     s = settings(address, temporal_namespace)
-    if target.kind not in ("ModelDeployment", "InferenceCluster", "InferenceClass", "ModelReplica"):
-        raise UsageError(f"{target.kind} is not orchestrated yet: nothing of that kind runs")
+    require_orchestrated(target.kind)
 
     async def go() -> None:
         client = await connect_with_worker(s)

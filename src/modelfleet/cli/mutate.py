@@ -153,11 +153,11 @@ def delete(
         raise UsageError("give either KIND NAME... / KIND/NAME... or -f FILE, not both or neither")
     ns = resolve_namespace(namespace)
     doomed = _from_files(files) if files else _from_args(args or [], ns)
-    unsupported = [d for d in doomed if d.kind not in DELETE_ORDER]
-    if unsupported:
-        raise UsageError(
-            f"{unsupported[0].kind} is not orchestrated yet: nothing of that kind to delete"
-        )
+    for d in [d for d in doomed if d.kind not in DELETE_ORDER]:
+        if not files:
+            raise UsageError(f"{d.kind} is not orchestrated yet: nothing of that kind to delete")
+        console.print(f"[yellow]skipped[/] {d.ref}: {d.kind} is not orchestrated yet")
+    doomed = [d for d in doomed if d.kind in DELETE_ORDER]
     s = settings(address, temporal_namespace)
 
     async def go() -> int:

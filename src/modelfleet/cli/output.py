@@ -72,11 +72,13 @@ def print_table(
     if not stdout_is_terminal():
         return print_plain(header, rows, show_header=show_header, widths=widths)
     table = Table(box=None, header_style="bold", show_header=show_header, pad_edge=False)
-    for h in header:
+    for i, h in enumerate(header):
         if h in flexible:
             table.add_column(h, overflow="ellipsis", no_wrap=True, ratio=1)
         else:
-            table.add_column(h, no_wrap=True)
+            # Names and links keep their width; only the flexible columns give way.
+            whole = max([len(h), *(len(Text.from_markup(r[i]).plain) for r in rows)])
+            table.add_column(h, no_wrap=True, min_width=whole)
     for row in rows:
         table.add_row(*row)
     console.print(table, soft_wrap=False)

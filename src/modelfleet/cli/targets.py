@@ -111,5 +111,14 @@ def resource_name(kind: str, name: str) -> str:
     return f"{kind.lower()}.{API_GROUP}/{name}"
 
 
+# Kinds that something runs for; the others validate but have no workflow to read yet.
+ORCHESTRATED = ("InferenceClass", "InferenceCluster", "ModelDeployment", "ModelReplica")
+
+
+def require_orchestrated(kind: str) -> None:
+    if kind not in ORCHESTRATED:
+        raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
+
+
 def is_namespaced(kind: str) -> bool:
     return KINDS[kind].NAMESPACED
