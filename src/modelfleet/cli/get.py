@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 import yaml
+from rich.text import Text
 from temporalio.client import Client
 
 from modelfleet.cli import columns
@@ -212,15 +213,26 @@ async def _watch(
         return (i.kind, i.namespace, i.name)
 
     def state(i: Fetched) -> str:
-        m = dict(i.manifest)
-        return json.dumps({"spec": m.get("spec"), "status": m.get("status")}, sort_keys=True)
+        if output in (OutputFormat.JSON, OutputFormat.YAML):
+            m = i.manifest
+            return json.dumps({"spec": m.get("spec"), "status": m.get("status")}, sort_keys=True)
+        # A table row without AGE: a line is printed when something a person sees changed.
+        cells = columns.row(i, wide=wide, all_namespaces=all_namespaces)
+        age = columns.header(i.kind, wide=wide, all_namespaces=all_namespaces).index("AGE")
+        return "\t".join(Text.from_markup(c).plain for n, c in enumerate(cells) if n != age)
 
     seen = {key(i): state(i) for i in first}
     widths: dict[str, list[int]] = {}
     for kind in {i.kind for i in first}:
         header = columns.header(kind, wide=wide, all_namespaces=all_namespaces)
-        rows = [columns.row(i, wide=wide, all_namespaces=all_namespaces) for i in first]
-        rows = [r for r, i in zip(rows, first, strict=True) if i.kind == kind]
+        rows = [
+            [
+                Text.from_markup(c).plain
+                for c in columns.row(i, wide=wide, all_namespaces=all_namespaces)
+            ]
+            for i in first
+            if i.kind == kind
+        ]
         widths[kind] = [max([len(h), *(len(r[c]) for r in rows)]) for c, h in enumerate(header)]
     while not limit or time.monotonic() - started < limit:
         await asyncio.sleep(WATCH_INTERVAL)
