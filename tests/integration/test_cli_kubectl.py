@@ -239,3 +239,28 @@ async def test_without_a_worker_commands_say_so_within_seconds(
             assert time.monotonic() - started < 30
     finally:
         server.stop()
+
+
+async def test_get_watch_prints_a_row_when_a_deployment_changes(stack: Stack) -> None:
+    ns = "cli-watch"
+    await apply_resource(stack.client, deployment("w", ns, replicas=1))
+    await stack.wait_status(ns, "w", lambda s: s.phase == "Ready")
+    env = {**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": stack.env.settings.address}
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        *("get", "md", "w", "-n", ns, "--watch", "--watch-seconds", "30"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    header = await asyncio.wait_for(proc.stdout.readline(), 60)
+    first = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert header.decode().split()[:2] == ["NAME", "READY"]
+    assert first.decode().split()[:2] == ["w", "1/1"]
+    handle = stack.client.get_workflow_handle(deployment_id(ns, "w"))
+    await handle.execute_update("scale", {"replicas": 2})
+    changed = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert changed.decode().split()[:2] in (["w", "1/2"], ["w", "2/2"])
+    proc.kill()
+    await proc.wait()
