@@ -16,11 +16,15 @@ import logging
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import yaml
-from integration_support import Stack, deployment
+from integration_support import Stack, delete_deployment, deployment
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.apply import apply_resource
@@ -56,6 +60,22 @@ async def run(
     return proc.returncode, out.decode(), text_err
 
 
+@pytest_asyncio.fixture
+async def doomed(stack: Stack) -> AsyncIterator[list[tuple[str, str]]]:
+    """(namespace, name) of the test's deployments, deleted however the test ends: the stack
+    and its GPUs are shared with every other integration test."""
+    names: list[tuple[str, str]] = []
+    yield names
+    for namespace, name in names:
+        handle = stack.client.get_workflow_handle(deployment_id(namespace, name))
+        try:
+            running = (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+        except RPCError:
+            running = False  # never created
+        if running:
+            await delete_deployment(stack, namespace, name)
+
+
 def manifest_file(tmp_path: Path, md: ModelDeployment) -> str:
     path = tmp_path / f"{md.name}.yaml"
     path.write_text(yaml.safe_dump(md.to_wire(), sort_keys=False))
@@ -63,11 +83,12 @@ def manifest_file(tmp_path: Path, md: ModelDeployment) -> str:
 
 
 async def test_pipes_keep_whole_names_and_get_yaml_round_trips_for_every_kind(
-    stack: Stack,
+    stack: Stack, doomed: list[tuple[str, str]]
 ) -> None:
     address = stack.env.settings.address
     ns = "cli-pipe"
     md = deployment("a-deployment-with-a-rather-long-name-for-narrow-pipes", ns, replicas=2)
+    doomed.append((ns, md.name))
     md.metadata.labels = {"team": "search"}
     await apply_resource(stack.client, md)
     await stack.wait_status(ns, md.name, lambda s: s.ready == 2)
@@ -116,10 +137,11 @@ async def test_pipes_keep_whole_names_and_get_yaml_round_trips_for_every_kind(
 
 
 async def test_apply_verdicts_diff_and_dry_run_and_rollout_history_undo(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, doomed: list[tuple[str, str]]
 ) -> None:
     address = stack.env.settings.address
     ns = "cli-diff"
+    doomed.append((ns, "dd"))
     v1 = deployment("dd", ns, replicas=1)
     first = manifest_file(tmp_path, v1)
 
@@ -182,10 +204,11 @@ async def test_apply_verdicts_diff_and_dry_run_and_rollout_history_undo(
 
 
 async def test_rollout_status_is_honest_about_zero_replicas_and_what_cannot_be_placed(
-    stack: Stack,
+    stack: Stack, doomed: list[tuple[str, str]]
 ) -> None:
     address = stack.env.settings.address
     ns = "cli-honest"
+    doomed.extend([(ns, "zero"), (ns, "huge")])
     await apply_resource(stack.client, deployment("zero", ns, replicas=0))
     code, out, _ = await run(address, "rollout", "status", "zero", "-n", ns, "--timeout", "60")
     assert code == 0
@@ -204,9 +227,10 @@ async def test_rollout_status_is_honest_about_zero_replicas_and_what_cannot_be_p
 
 
 async def test_a_bad_scale_signal_is_ignored_with_its_reason(
-    stack: Stack, caplog: pytest.LogCaptureFixture
+    stack: Stack, caplog: pytest.LogCaptureFixture, doomed: list[tuple[str, str]]
 ) -> None:
     ns = "cli-signal"
+    doomed.append((ns, "sig"))
     await apply_resource(stack.client, deployment("sig", ns, replicas=1))
     handle = stack.client.get_workflow_handle(deployment_id(ns, "sig"))
     with caplog.at_level(logging.WARNING):
@@ -241,8 +265,11 @@ async def test_without_a_worker_commands_say_so_within_seconds(
         server.stop()
 
 
-async def test_get_watch_prints_a_row_when_a_deployment_changes(stack: Stack) -> None:
+async def test_get_watch_prints_a_row_when_a_deployment_changes(
+    stack: Stack, doomed: list[tuple[str, str]]
+) -> None:
     ns = "cli-watch"
+    doomed.append((ns, "w"))
     await apply_resource(stack.client, deployment("w", ns, replicas=1))
     await stack.wait_status(ns, "w", lambda s: s.phase == "Ready")
     env = {**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": stack.env.settings.address}
