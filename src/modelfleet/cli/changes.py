@@ -23,11 +23,12 @@ from modelfleet.cli.resources import (
     deployment_status,
     fleet_classes,
     fleet_view,
-    running,
+    is_running,
 )
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.workflows.deployment import template_hash
 from modelfleet.workflows.fleet_placement import fleet_snapshot
+from modelfleet.workflows.ids import deployment_id
 from modelfleet.workflows.status import ClusterRecord, FleetView
 
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
@@ -51,8 +52,8 @@ async def read_live(client: Client, resources: list[Resource]) -> LiveFleet:
         view, classes = FleetView(classes=[], clusters=[], replicas=[]), {}
     live = LiveFleet(view, classes)
     for r in resources:
-        if isinstance(r, ModelDeployment) and await running(
-            client, "ModelDeployment", r.namespace, r.name
+        if isinstance(r, ModelDeployment) and await is_running(
+            client, deployment_id(r.namespace, r.name)
         ):
             key = (r.namespace, r.name)
             live.deployments[key] = await deployment_spec(client, r.namespace, r.name)

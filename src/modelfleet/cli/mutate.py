@@ -21,7 +21,7 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
-from modelfleet.cli.resources import connect_with_worker, fleet_classes, running
+from modelfleet.cli.resources import connect_with_worker, fleet_classes, is_running
 from modelfleet.cli.targets import (
     Namespace,
     parse_targets,
@@ -58,7 +58,7 @@ def scale(
 
     async def go() -> None:
         client = await connect_with_worker(s)
-        if not await running(client, "ModelDeployment", ns.name, name):
+        if not await is_running(client, deployment_id(ns.name, name)):
             raise NotFoundError(f"deployment {name!r} not found in {ns.described()}")
         handle = client.get_workflow_handle(deployment_id(ns.name, name))
         status = await handle.execute_update(
@@ -100,9 +100,9 @@ def _from_args(args: list[str], ns: Namespace) -> list[Doomed]:
 
 async def _exists(client: Client, d: Doomed) -> bool:
     if d.kind == "ModelDeployment":
-        return bool(await running(client, d.kind, d.namespace, d.name))
+        return await is_running(client, deployment_id(d.namespace, d.name)) is not None
     if d.kind == "InferenceCluster":
-        return bool(await running(client, d.kind, None, d.name))
+        return await is_running(client, cluster_id(d.name)) is not None
     if d.kind == "InferenceClass":
         return any(c.name == d.name for c in await fleet_classes(client))
     return False

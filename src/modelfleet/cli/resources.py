@@ -16,6 +16,7 @@ from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
     WorkflowExecution,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
 )
@@ -89,6 +90,18 @@ async def running(
     return sorted(found, key=lambda w: w.id)
 
 
+async def is_running(client: Client, workflow_id: str) -> WorkflowExecution | None:
+    """The workflow's execution if it runs now. Asked of the workflow itself, not visibility,
+    which may lag behind an apply that just happened on a shared (Elasticsearch) server."""
+    try:
+        desc = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return desc if desc.status is WorkflowExecutionStatus.RUNNING else None
+
+
 def _phase(w: WorkflowExecution) -> str | None:
     return w.typed_search_attributes.get(search.PHASE)
 
@@ -154,9 +167,13 @@ async def fetch(
 
 
 async def _deployments(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
-    name = next(iter(wanted)) if len(wanted) == 1 else None
+    if wanted and namespace:
+        found = [await is_running(client, deployment_id(namespace, n)) for n in sorted(wanted)]
+        runs = [w for w in found if w is not None]
+    else:
+        runs = await running(client, "ModelDeployment", namespace)
     out = []
-    for w in await running(client, "ModelDeployment", namespace, name):
+    for w in runs:
         _, ns, dname = w.id.split("/", 2)
         if wanted and dname not in wanted:
             continue

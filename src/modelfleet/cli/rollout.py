@@ -37,7 +37,7 @@ from modelfleet.cli.resources import (
     connect_with_worker,
     deployment_spec,
     deployment_status,
-    running,
+    is_running,
 )
 from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
@@ -190,7 +190,7 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
 
 
 async def _require_deployment(client: Client, ns: Namespace, name: str) -> None:
-    if not await running(client, "ModelDeployment", ns.name, name):
+    if not await is_running(client, deployment_id(ns.name, name)):
         raise NotFoundError(f"deployment {name!r} not found in {ns.described()}")
 
 
