@@ -1,5 +1,6 @@
 # Two entry points on a fresh machine: `make run` (the demo on the embedded default) and
-# `make test` (lint, format check, types, import contracts, tests). Both create .venv.
+# `make test` (lint, format check, types, import contracts, tests). Both create .venv with the
+# `dev` extra (test tools + the `sim` extra: simulated fleet and Temporal dev server).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

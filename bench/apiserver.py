@@ -34,7 +34,8 @@ from typing import Any
 from kubernetes import client, config, watch
 from kubernetes.dynamic import DynamicClient
 
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
+from modelfleet.sim.loop_thread import LoopThread
 
 NAMESPACE = "default"
 STAMP = "bench.modelfleet.dev/sent"
@@ -67,8 +68,8 @@ class Result:
         return ordered[idx]
 
 
-def _clients(srv: ThreadedFleetServer, name: str, tmp: Path, pool: int) -> ClusterClients:
-    path = srv.write_kubeconfig(name, tmp / f"kubeconfig-{name}")
+def _clients(srv: LoopThread[FleetApiServer], name: str, tmp: Path, pool: int) -> ClusterClients:
+    path = srv.call(srv.target.write_kubeconfig, name, tmp / f"kubeconfig-{name}")
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(path), client_configuration=cfg)
     cfg.connection_pool_maxsize = pool
@@ -149,7 +150,7 @@ def _configmap(cluster: str, name: str, value: int, *, stamp: bool = True) -> di
 
 
 def run_scenario(
-    srv: ThreadedFleetServer,
+    srv: LoopThread[FleetApiServer],
     n_clusters: int,
     applies: int,
     threads: int,
@@ -158,7 +159,7 @@ def run_scenario(
 ) -> Result:
     names = [f"bench{n_clusters}-{i:03d}" for i in range(n_clusters)]
     for name in names:
-        srv.add_cluster(name)
+        srv.call(srv.target.add_cluster, name)
     clusters = [_clients(srv, name, tmp, threads) for name in names]
     objects_per_cluster = 10
     deadline = time.monotonic() + max_seconds

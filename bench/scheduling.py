@@ -23,10 +23,10 @@ from typing import Any
 from modelfleet.api.classes import ClassDevice
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.naming import replica_name
-from modelfleet.scheduling.cel import SelectorEvaluator
-from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, PoolSnapshot
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.placement import place
+from modelfleet.scheduling.snapshot import ClusterSnapshot, FleetSnapshot, PoolSnapshot
 
 SEED = 20260814
 GPU = "gpu.nvidia.com"

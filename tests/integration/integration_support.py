@@ -19,16 +19,16 @@ from typing import Any, TypeVar
 import yaml
 from temporalio.client import Client
 
-from modelfleet.adapters.kube import KubeCluster
+from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
 from modelfleet.cli.devenv import DevEnvironment
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.contracts.status import DeploymentStatus, FleetView
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, deployment_id
-from modelfleet.workflows.status import DeploymentStatus, FleetView
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"

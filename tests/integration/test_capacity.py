@@ -14,7 +14,7 @@ from typing import Any
 from integration_support import Stack, delete_deployment, h200_deployment, wait_for
 
 from modelfleet.cli.apply import apply_resource
-from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 
 CLUSTER, POOL = "h200-west", "gpu-h200"
 NODES, GPUS_PER_NODE = 4, 8

@@ -18,10 +18,10 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.service import RPCError
 
-from modelfleet.activities.contracts import KUBE_WAIT_READY
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.activity_names import KUBE_WAIT_READY
+from modelfleet.contracts.status import DeploymentStatus, ReplicaStep
 from modelfleet.workflows.ids import replica_id
-from modelfleet.workflows.status import DeploymentStatus, ReplicaStep
 
 # Long enough that a replica is still waiting for its leader when the crash comes.
 STARTUP_SECONDS = 4.0

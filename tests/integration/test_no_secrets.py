@@ -21,7 +21,7 @@ from integration_support import deployment
 from temporalio.api.common.v1 import Payload
 
 from modelfleet.cli.apply import apply_resource
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.codec import ENCODING, EncryptionCodec
 
 SECRET_CLUSTER = "l4-dev"

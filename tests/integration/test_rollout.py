@@ -12,11 +12,11 @@ from integration_support import Stack, deployment, wait_for
 from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase
 
 
 def all_ready(n: int):  # type: ignore[no-untyped-def]

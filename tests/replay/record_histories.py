@@ -10,6 +10,7 @@ history it fetched against the current workflow code, and only then writes them 
 * rollout: a one-replica deployment rolled out to Ready (ModelDeployment + ModelReplica);
 * scale: scaled 1 -> 2 by Update, then 2 -> 1 by signal (the deployment, and the replica that
   was torn down);
+* roll: an image change on a two-replica deployment, rolled surge first (the deployment);
 * rollback: every workload of the namespace never becomes ready, so the replica misses its
   progress deadline and is compensated (the failed ModelReplica, and its deployment after it
   reaped the failure);
@@ -40,12 +41,12 @@ from temporalio.worker import Replayer
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
 from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.status import DeploymentStatus, FleetView, ReplicaPhase
 
 # The same deployment builder and condition wait as the integration tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -122,6 +123,20 @@ async def scale(rec: Recorder) -> None:
     )
 
 
+async def roll(rec: Recorder) -> None:
+    ns = "replay-roll"
+    md = deployment("m", ns, replicas=2)
+    await apply_resource(rec.client, md)
+    await rec.wait_status(ns, ready(2), "Ready at 2")
+    changed = deployment("m", ns, replicas=2, image="vllm/vllm-openai:v0.24.0")
+    await apply_resource(rec.client, changed)
+    await rec.wait_status(
+        ns, lambda s: ready(2)(s) and s.updated == 2, "every replica on the new image"
+    )
+    scenario = "an image change rolled over two replicas, surge first"
+    await rec.record("roll-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+
+
 async def rollback(rec: Recorder) -> None:
     ns = "replay-rollback"
     for cluster in rec.env.fleet.cluster_names:
@@ -162,6 +177,7 @@ async def record_all() -> Recorder:
             print("recording (dev server at", env.settings.address + ")")
             await rollout(rec)
             await scale(rec)
+            await roll(rec)
             await rollback(rec)
             scenario = "the fleet and a cluster that served the scenarios above"
             await rec.record("fleet.json", FLEET_ID, "Fleet", scenario)

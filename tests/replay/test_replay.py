@@ -1,10 +1,10 @@
 """Golden histories replay against the current workflow code without non-determinism.
 
 The histories in ``histories/`` were recorded by ``record_histories.py`` from real runs (a rollout
-to Ready, a scale up by Update and down by signal, a rollback of a replica that missed its
-readiness deadline) and cover all four workflow types. A failure here means a workflow change
-would break workflows already running: guard the change with ``workflow.patched`` (see the
-recorder's docstring), never re-record to silence it.
+to Ready, a scale up by Update and down by signal, an image change rolled surge first, a
+rollback of a replica that missed its readiness deadline) and cover all four workflow types. A
+failure here means a workflow change would break workflows already running: guard the change
+with ``workflow.patched`` (see the recorder's docstring), never re-record to silence it.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
+from modelfleet.workflows.replica import ReplicaWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())
@@ -44,6 +45,19 @@ def activities(history: WorkflowHistory) -> list[str]:
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     ]
+
+
+def commands(history: WorkflowHistory) -> list[str]:
+    """Activities by name, child starts and teardown signals, in history order."""
+    out = []
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            out.append(e.activity_task_scheduled_event_attributes.activity_type.name)
+        elif e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            out.append("child")
+        elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            out.append(e.signal_external_workflow_execution_initiated_event_attributes.signal_name)
+    return out
 
 
 def signals(history: WorkflowHistory) -> set[str]:
@@ -110,6 +124,24 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     parent = load("rollback-deployment.json")
     assert of_type(parent, EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
     assert "fleet.release" in activities(parent)
+
+    # (d) roll: an image change over two replicas, surge first. Each replacement is placed and
+    # started before the old replica it replaces is told to tear down and is released.
+    rolled = load("roll-deployment.json")
+    steps = commands(rolled)
+    roll = steps[steps.index("child", steps.index("child") + 2) - 2 :]
+    assert roll == [
+        "fleet.place",  # the reconcile pass: nothing to add
+        "fleet.place",  # room for one more
+        "child",
+        "teardown",
+        "fleet.release",
+        "fleet.place",
+        "child",
+        "teardown",
+        "fleet.release",
+        "fleet.place",  # the pass after the last replica reported done
+    ]
 
     fleet = load("fleet.json")
     assert {"put_class", "put_cluster", "report_cluster", "place", "release"} <= updates(fleet)

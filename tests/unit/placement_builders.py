@@ -10,8 +10,8 @@ from modelfleet.api.classes import ClassDevice
 from modelfleet.api.clusters import Taint
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.naming import replica_name
-from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot, PoolSnapshot
 from modelfleet.scheduling.placement import Placement, place
+from modelfleet.scheduling.snapshot import ClusterSnapshot, FleetSnapshot, PoolSnapshot
 
 DRIVER = "gpu.nvidia.com"
 

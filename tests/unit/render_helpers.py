@@ -11,7 +11,7 @@ import yaml
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica import RenderedReplica, Step, render_replica
+from modelfleet.rendering.replica_manifests import RenderedReplica, Step, render_replica
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "render"
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"

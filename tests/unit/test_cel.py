@@ -6,14 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from modelfleet.scheduling import cel
-from modelfleet.scheduling.cel import (
-    MAX_EXPRESSION_LENGTH,
-    CelCompileError,
-    DeviceFacts,
-    SelectorEvaluator,
-    check_selector,
-)
+from modelfleet.cel import evaluator as evaluator_module
+from modelfleet.cel.compiler import MAX_EXPRESSION_LENGTH, CelCompileError, check_selector
+from modelfleet.cel.device import DeviceFacts
+from modelfleet.cel.evaluator import SelectorEvaluator
 
 NV = 'device.attributes["gpu.nvidia.com"]'
 NV_MEMORY = 'device.capacity["gpu.nvidia.com"].memory'
@@ -334,9 +330,9 @@ def test_invalid_expression_is_compiled_once() -> None:
 
 
 def test_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cel, "_MAX_RESULTS", 3)
-    monkeypatch.setattr(cel, "_MAX_DEVICES", 2)
-    monkeypatch.setattr(cel, "_MAX_PROGRAMS", 2)
+    monkeypatch.setattr(evaluator_module, "_MAX_RESULTS", 3)
+    monkeypatch.setattr(evaluator_module, "_MAX_DEVICES", 2)
+    monkeypatch.setattr(evaluator_module, "_MAX_PROGRAMS", 2)
     evaluator = SelectorEvaluator()
     devices = [DeviceFacts.build(f"d{i}.io") for i in range(5)]
     for device in devices:

@@ -112,7 +112,8 @@ def test_every_server_verb_without_a_server_names_the_address_and_modelfleet_dev
     result = runner.invoke(app, args, env={"MODELFLEET_TEMPORAL_ADDRESS": NO_SERVER})
     output = result.output + result.stderr
     assert result.exit_code == 1, output
-    assert f"cannot reach Temporal at {NO_SERVER}" in output
+    assert "cannot reach Temporal" in output
+    assert NO_SERVER in output
     assert "modelfleet dev" in output
     _assert_clean(output)
 

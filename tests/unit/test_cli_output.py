@@ -24,8 +24,8 @@ from modelfleet.cli.revisions import Change, revisions, undo_spec
 from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
 from modelfleet.cli.targets import Target, parse_targets, resolve_namespace, resource_name
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.workflows.signal_payloads import scale_replicas
-from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
 
 QWEN = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
 LONG = "gemma3-27b-bf16-a-very-long-replica-name-0123456789abcdef"

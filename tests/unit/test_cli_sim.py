@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from modelfleet.adapters.kube import KubeCluster, RetryableKubeError
+from modelfleet.adapters.kube_client import KubeCluster, RetryableKubeError
 from modelfleet.cli.main import app
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"

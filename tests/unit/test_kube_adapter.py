@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from modelfleet.adapters import kube as kube_module
-from modelfleet.adapters.kube import (
+from modelfleet.adapters import kube_client as kube_module
+from modelfleet.adapters.kube_client import (
     FIELD_MANAGER,
     KubeCluster,
     KubeError,
@@ -27,25 +27,28 @@ from modelfleet.adapters.kube import (
 from modelfleet.adapters.kube_errors import error_from_response, parse_retry_after, redact
 from modelfleet.adapters.kube_readiness import evaluate, pod_problem
 from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
+from modelfleet.sim.loop_thread import LoopThread
 
 
 @pytest.fixture(scope="module")
-def srv() -> Iterator[ThreadedFleetServer]:
+def srv() -> Iterator[LoopThread[FleetApiServer]]:
     with serve_in_thread() as server:
         yield server
 
 
 @pytest.fixture
-def cluster_name(srv: ThreadedFleetServer) -> str:
+def cluster_name(srv: LoopThread[FleetApiServer]) -> str:
     name = f"c-{uuid.uuid4().hex[:8]}"
-    srv.add_cluster(name)
+    srv.call(srv.target.add_cluster, name)
     return name
 
 
 @pytest.fixture
-def kube(srv: ThreadedFleetServer, cluster_name: str, tmp_path: Path) -> Iterator[KubeCluster]:
-    path = srv.write_kubeconfig(cluster_name, tmp_path / "kubeconfig.yaml")
+def kube(
+    srv: LoopThread[FleetApiServer], cluster_name: str, tmp_path: Path
+) -> Iterator[KubeCluster]:
+    path = srv.call(srv.target.write_kubeconfig, cluster_name, tmp_path / "kubeconfig.yaml")
     with KubeCluster(path, request_timeout=5.0) as k:
         yield k
 
@@ -214,10 +217,10 @@ def test_manifest_without_identity_is_rejected_before_any_request(kube: KubeClus
 
 
 def test_500_faults_are_retryable(
-    srv: ThreadedFleetServer, cluster_name: str, kube: KubeCluster
+    srv: LoopThread[FleetApiServer], cluster_name: str, kube: KubeCluster
 ) -> None:
     kube.apply(_configmap("before"))  # discovery is cached before the fault starts
-    srv.set_faults(cluster_name, {"error_rate_500": 1.0})
+    srv.call(srv.target.set_faults, cluster_name, {"error_rate_500": 1.0})
     with pytest.raises(RetryableKubeError) as err:
         kube.get("v1", "ConfigMap", "before", "default")
     assert err.value.status == 500
@@ -226,9 +229,9 @@ def test_500_faults_are_retryable(
 
 
 def test_429_faults_are_retryable_with_retry_after(
-    srv: ThreadedFleetServer, cluster_name: str, kube: KubeCluster
+    srv: LoopThread[FleetApiServer], cluster_name: str, kube: KubeCluster
 ) -> None:
-    srv.set_faults(cluster_name, {"error_rate_429": 1.0, "retry_after_seconds": 7})
+    srv.call(srv.target.set_faults, cluster_name, {"error_rate_429": 1.0, "retry_after_seconds": 7})
     with pytest.raises(RetryableKubeError) as err:
         kube.apply(_configmap("throttled"))
     assert err.value.status == 429
@@ -238,23 +241,23 @@ def test_429_faults_are_retryable_with_retry_after(
 
 
 def test_dark_cluster_that_hangs_is_a_retryable_timeout(
-    srv: ThreadedFleetServer, cluster_name: str, tmp_path: Path
+    srv: LoopThread[FleetApiServer], cluster_name: str, tmp_path: Path
 ) -> None:
-    path = srv.write_kubeconfig(cluster_name, tmp_path / "kc.yaml")
-    srv.set_faults(cluster_name, {"dark": True})
+    path = srv.call(srv.target.write_kubeconfig, cluster_name, tmp_path / "kc.yaml")
+    srv.call(srv.target.set_faults, cluster_name, {"dark": True})
     try:
         with KubeCluster(path, request_timeout=0.3) as k, pytest.raises(RetryableKubeError) as err:
             k.server_version()
         assert err.value.reason == "Timeout"
         assert err.value.status is None
     finally:
-        srv.set_faults(cluster_name, {})
+        srv.call(srv.target.set_faults, cluster_name, {})
 
 
 def test_dark_cluster_that_resets_is_a_retryable_connection_error(
-    srv: ThreadedFleetServer, cluster_name: str, kube: KubeCluster
+    srv: LoopThread[FleetApiServer], cluster_name: str, kube: KubeCluster
 ) -> None:
-    srv.set_faults(cluster_name, {"dark": True, "dark_mode": "reset"})
+    srv.call(srv.target.set_faults, cluster_name, {"dark": True, "dark_mode": "reset"})
     with pytest.raises(RetryableKubeError) as err:
         kube.server_version()
     assert err.value.reason == "ConnectionError"
@@ -292,16 +295,16 @@ def test_missing_kubeconfig_is_permanent(tmp_path: Path) -> None:
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLWJ5dGVz"
 
 
-def test_errors_never_carry_the_token(srv: ThreadedFleetServer, tmp_path: Path) -> None:
+def test_errors_never_carry_the_token(srv: LoopThread[FleetApiServer], tmp_path: Path) -> None:
     name = f"c-{uuid.uuid4().hex[:8]}"
-    srv.add_cluster(name)
+    srv.call(srv.target.add_cluster, name)
     path = tmp_path / "kc.yaml"
     path.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": srv.cluster_url(name)}}],
+                "clusters": [{"name": "c", "cluster": {"server": srv.target.cluster_url(name)}}],
                 "users": [{"name": "u", "user": {"token": TOKEN}}],
                 "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "c",

@@ -29,9 +29,9 @@ from modelfleet.api.naming import (
     LABEL_REPLICA_INDEX,
     replica_name,
 )
-from modelfleet.scheduling.cel import SelectorEvaluator
-from modelfleet.scheduling.fleet import FleetSnapshot
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.placement import place
+from modelfleet.scheduling.snapshot import FleetSnapshot
 
 
 def _eight_gpu_nodes(nodes: int = 1) -> FleetSnapshot:

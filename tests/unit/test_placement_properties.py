@@ -30,9 +30,10 @@ from placement_builders import (
 
 from modelfleet.api.classes import ClassDevice
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
-from modelfleet.scheduling.cel import SelectorEvaluator, check_selector
-from modelfleet.scheduling.fleet import FleetSnapshot
+from modelfleet.cel.compiler import check_selector
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.placement import place
+from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import owned_by
 
 # celpy raises the recursion limit the first time it compiles; doing that here rather than

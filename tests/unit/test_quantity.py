@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from modelfleet.scheduling.quantity import INT64_MAX, INT64_MIN, Quantity, is_quantity
+from modelfleet.cel.quantity import INT64_MAX, INT64_MIN, Quantity, is_quantity
 
 KI, MI, GI, TI, PI, EI = (2**n for n in (10, 20, 30, 40, 50, 60))
 

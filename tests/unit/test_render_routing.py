@@ -21,7 +21,7 @@ from modelfleet.rendering.args import flag_value
 from modelfleet.rendering.epp_config import kv_block_size
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.readiness import ReadinessRole
-from modelfleet.rendering.replica import Step
+from modelfleet.rendering.replica_manifests import Step
 
 EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
 

@@ -19,7 +19,7 @@ from render_factories import GOLDEN_CASES, prefill_decode, replica, standalone
 from render_helpers import SCHEMA_DIR, epp_config, one, pod_templates, render, workload
 
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica import RenderedReplica
+from modelfleet.rendering.replica_manifests import RenderedReplica
 
 # Kubernetes' own kinds, checked with the official client's models.
 CORE_MODELS = {

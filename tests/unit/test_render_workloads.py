@@ -32,7 +32,7 @@ from modelfleet.api.naming import (
     LABEL_WORKLOAD,
     workload_namespace,
 )
-from modelfleet.rendering.replica import Step
+from modelfleet.rendering.replica_manifests import Step
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 INJECTED = ["MODELPLANE_LEADER_ADDRESS", "MODELPLANE_RANK"]

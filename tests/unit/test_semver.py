@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from modelfleet.scheduling.semver import Semver, is_semver
+from modelfleet.cel.semver import Semver, is_semver
 
 VALID_STRICT = [
     ("0.0.0", (0, 0, 0)),

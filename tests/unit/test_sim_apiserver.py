@@ -21,20 +21,21 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from modelfleet.sim.apiserver import ServerSettings, ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import FleetApiServer, ServerSettings, serve_in_thread
+from modelfleet.sim.loop_thread import LoopThread
 
 TIMEOUT = 5.0
 
 
 @pytest.fixture(scope="module")
-def srv() -> Iterator[ThreadedFleetServer]:
+def srv() -> Iterator[LoopThread[FleetApiServer]]:
     settings = ServerSettings(bookmark_interval_seconds=0.05, history_limit=500)
     with serve_in_thread(clusters=["alpha", "beta"], settings=settings) as server:
         yield server
 
 
-def _api_client(srv: ThreadedFleetServer, cluster: str, tmp: Path) -> client.ApiClient:
-    path = srv.write_kubeconfig(cluster, tmp / f"kubeconfig-{cluster}")
+def _api_client(srv: LoopThread[FleetApiServer], cluster: str, tmp: Path) -> client.ApiClient:
+    path = srv.call(srv.target.write_kubeconfig, cluster, tmp / f"kubeconfig-{cluster}")
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(path), client_configuration=cfg)
     cfg.retries = False
@@ -42,7 +43,9 @@ def _api_client(srv: ThreadedFleetServer, cluster: str, tmp: Path) -> client.Api
 
 
 @pytest.fixture(scope="module")
-def api(srv: ThreadedFleetServer, tmp_path_factory: pytest.TempPathFactory) -> client.ApiClient:
+def api(
+    srv: LoopThread[FleetApiServer], tmp_path_factory: pytest.TempPathFactory
+) -> client.ApiClient:
     return _api_client(srv, "alpha", tmp_path_factory.mktemp("kube"))
 
 
@@ -60,13 +63,13 @@ def ns(api: client.ApiClient) -> str:
 
 
 def _raw(
-    srv: ThreadedFleetServer,
+    srv: LoopThread[FleetApiServer],
     method: str,
     path: str,
     body: bytes | None = None,
     content_type: str | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(srv.base_url + path, data=body, method=method)
+    req = urllib.request.Request(srv.target.base_url + path, data=body, method=method)
     if content_type:
         req.add_header("Content-Type", content_type)
     try:
@@ -77,11 +80,11 @@ def _raw(
 
 
 def _frames(
-    srv: ThreadedFleetServer, path: str, until: str, limit: int = 50
+    srv: LoopThread[FleetApiServer], path: str, until: str, limit: int = 50
 ) -> list[dict[str, Any]]:
     """Read watch frames from ``path`` until one of type ``until`` arrives (bounded by TIMEOUT)."""
     frames: list[dict[str, Any]] = []
-    with urllib.request.urlopen(srv.base_url + path, timeout=TIMEOUT) as resp:
+    with urllib.request.urlopen(srv.target.base_url + path, timeout=TIMEOUT) as resp:
         assert resp.headers["Content-Type"] == "application/json"
         while len(frames) < limit:
             line = resp.readline()
@@ -133,7 +136,7 @@ def _lws(name: str, ns: str, replicas: int = 1) -> dict[str, Any]:
 # --------------------------------------------------------------------------- basics, discovery
 
 
-def test_json_content_type_is_exact_and_version_served(srv: ThreadedFleetServer) -> None:
+def test_json_content_type_is_exact_and_version_served(srv: LoopThread[FleetApiServer]) -> None:
     code, headers, body = _raw(srv, "GET", "/clusters/alpha/version")
     assert code == 200
     assert headers["Content-Type"] == "application/json"
@@ -143,7 +146,7 @@ def test_json_content_type_is_exact_and_version_served(srv: ThreadedFleetServer)
     assert headers["Content-Type"] == "application/json"
 
 
-def test_discovery_shapes(srv: ThreadedFleetServer) -> None:
+def test_discovery_shapes(srv: LoopThread[FleetApiServer]) -> None:
     _, _, body = _raw(srv, "GET", "/clusters/alpha/api")
     assert json.loads(body)["versions"] == ["v1"]
     _, _, body = _raw(srv, "GET", "/clusters/alpha/apis")
@@ -222,7 +225,7 @@ def test_namespaced_create_defaults_and_missing_namespace(api: client.ApiClient)
 
 
 def test_error_statuses(
-    api: client.ApiClient, dyn: DynamicClient, srv: ThreadedFleetServer, ns: str
+    api: client.ApiClient, dyn: DynamicClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
     core = client.CoreV1Api(api)
     with pytest.raises(ApiException) as exc:
@@ -296,7 +299,7 @@ def test_strategic_merge_patch_is_415_for_crds(
 
 
 def test_apply_create_reapply_and_generation(
-    dyn: DynamicClient, srv: ThreadedFleetServer, ns: str
+    dyn: DynamicClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
     res = dyn.resources.get(api_version="apps/v1", kind="Deployment")
     body = _deployment("web", ns)
@@ -324,7 +327,7 @@ def test_apply_create_reapply_and_generation(
     assert fourth.spec.template.spec.containers[0].image == "nginx:2"
 
 
-def test_apply_status_codes_and_yaml_body(srv: ThreadedFleetServer, ns: str) -> None:
+def test_apply_status_codes_and_yaml_body(srv: LoopThread[FleetApiServer], ns: str) -> None:
     path = f"/clusters/alpha/api/v1/namespaces/{ns}/configmaps/y"
     yaml_body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  k: v\n"
     code, _, body = _raw(srv, "PATCH", path, yaml_body, "application/apply-patch+yaml")
@@ -423,7 +426,7 @@ def test_apply_merges_list_maps_by_key(dyn: DynamicClient, ns: str) -> None:
 
 
 def test_patch_flavours_on_builtins(
-    api: client.ApiClient, srv: ThreadedFleetServer, ns: str
+    api: client.ApiClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
     apps = client.AppsV1Api(api)
     dep = _deployment("p", ns)
@@ -491,7 +494,7 @@ def test_list_label_selectors_each_operator(api: client.ApiClient, ns: str) -> N
 
 
 def test_list_pagination_kind_and_all_namespaces(
-    api: client.ApiClient, srv: ThreadedFleetServer, ns: str
+    api: client.ApiClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
     core = client.CoreV1Api(api)
     for i in range(5):
@@ -600,7 +603,7 @@ def test_identical_reapply_emits_no_watch_event(
 
 
 def test_watch_label_selector_transitions(
-    api: client.ApiClient, srv: ThreadedFleetServer, ns: str
+    api: client.ApiClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
     core = client.CoreV1Api(api)
     rv = core.list_namespaced_config_map(ns).metadata.resource_version
@@ -629,8 +632,10 @@ def test_watch_label_selector_transitions(
     ]
 
 
-def test_watch_from_expired_resource_version(srv: ThreadedFleetServer, tmp_path: Path) -> None:
-    srv.add_cluster("tiny", history_limit=3)
+def test_watch_from_expired_resource_version(
+    srv: LoopThread[FleetApiServer], tmp_path: Path
+) -> None:
+    srv.call(srv.target.add_cluster, "tiny", history_limit=3)
     core = client.CoreV1Api(_api_client(srv, "tiny", tmp_path))
     first = core.create_namespaced_config_map("default", {"metadata": {"name": "h0"}})
     for i in range(1, 5):
@@ -654,7 +659,7 @@ def test_watch_from_expired_resource_version(srv: ThreadedFleetServer, tmp_path:
     assert exc.value.status == 410
 
 
-def test_watch_bookmarks(srv: ThreadedFleetServer, ns: str) -> None:
+def test_watch_bookmarks(srv: LoopThread[FleetApiServer], ns: str) -> None:
     path = f"/clusters/alpha/api/v1/namespaces/{ns}/pods?watch=true&allowWatchBookmarks=true"
     frames = _frames(srv, path, until="BOOKMARK")
     assert [f["type"] for f in frames] == ["BOOKMARK"]
@@ -780,7 +785,7 @@ def test_delete_collection_and_namespace_termination(api: client.ApiClient, ns: 
 
 
 def test_multi_cluster_isolation(
-    api: client.ApiClient, srv: ThreadedFleetServer, tmp_path: Path
+    api: client.ApiClient, srv: LoopThread[FleetApiServer], tmp_path: Path
 ) -> None:
     beta = _api_client(srv, "beta", tmp_path)
     a_core, b_core = client.CoreV1Api(api), client.CoreV1Api(beta)
@@ -805,9 +810,9 @@ def test_multi_cluster_isolation(
 
 
 def test_store_api_shares_state_with_http(
-    api: client.ApiClient, srv: ThreadedFleetServer, ns: str
+    api: client.ApiClient, srv: LoopThread[FleetApiServer], ns: str
 ) -> None:
-    store = srv.store("alpha")
+    store = srv.call(srv.target.store, "alpha")
     created = srv.run(
         store.create(
             {

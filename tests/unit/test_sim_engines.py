@@ -6,24 +6,24 @@ from typing import Any
 
 import pytest
 
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.patch import json_patch, merge_patch, strategic_merge_patch
-from modelfleet.sim.selectors import (
-    label_selector_from_object,
-    parse_field_selector,
-    parse_label_selector,
-    selector_to_string,
-)
-from modelfleet.sim.ssa import (
+from modelfleet.sim.apiserver.field_management import (
     ManagerEntry,
     ManagerKey,
-    apply_config,
     fields_v1_to_paths,
     format_path,
     paths_to_fields_v1,
     record_update,
     tracked_paths,
 )
+from modelfleet.sim.apiserver.patch_formats import json_patch, merge_patch, strategic_merge_patch
+from modelfleet.sim.apiserver.selectors import (
+    label_selector_from_object,
+    parse_field_selector,
+    parse_label_selector,
+    selector_to_string,
+)
+from modelfleet.sim.apiserver.server_side_apply import apply_config
+from modelfleet.sim.apiserver.status_errors import ApiError
 
 
 @pytest.mark.parametrize(
@@ -107,6 +107,12 @@ def test_json_patch_rfc6902() -> None:
     assert exc.value.code == 422
     with pytest.raises(ApiError) as exc:
         json_patch(doc, [{"op": "remove", "path": "/missing"}])
+    assert exc.value.code == 422
+    with pytest.raises(ApiError) as exc:
+        json_patch(doc, [{"op": "frobnicate", "path": "/a"}])
+    assert exc.value.code == 400  # a malformed patch is the client's error, not unprocessable
+    with pytest.raises(ApiError) as exc:
+        json_patch(doc, [{"op": "add", "path": "/a/9", "value": 1}])
     assert exc.value.code == 422
 
 

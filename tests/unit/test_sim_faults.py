@@ -18,28 +18,29 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from modelfleet.sim.apiserver import ThreadedFleetServer, serve_in_thread
+from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
 from modelfleet.sim.faults import FaultConfig
+from modelfleet.sim.loop_thread import LoopThread
 
 TIMEOUT = 5.0
 
 
 @pytest.fixture(scope="module")
-def srv() -> Iterator[ThreadedFleetServer]:
+def srv() -> Iterator[LoopThread[FleetApiServer]]:
     with serve_in_thread() as server:
         yield server
 
 
 @pytest.fixture
-def cluster(srv: ThreadedFleetServer) -> str:
+def cluster(srv: LoopThread[FleetApiServer]) -> str:
     name = f"c-{uuid.uuid4().hex[:8]}"
-    srv.add_cluster(name)
+    srv.call(srv.target.add_cluster, name)
     return name
 
 
 @pytest.fixture
-def core(srv: ThreadedFleetServer, cluster: str, tmp_path: Path) -> client.CoreV1Api:
-    path = srv.write_kubeconfig(cluster, tmp_path / "kubeconfig")
+def core(srv: LoopThread[FleetApiServer], cluster: str, tmp_path: Path) -> client.CoreV1Api:
+    path = srv.call(srv.target.write_kubeconfig, cluster, tmp_path / "kubeconfig")
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(path), client_configuration=cfg)
     cfg.retries = False  # observe each fault once instead of urllib3's retries
@@ -47,10 +48,10 @@ def core(srv: ThreadedFleetServer, cluster: str, tmp_path: Path) -> client.CoreV
 
 
 def _admin(
-    srv: ThreadedFleetServer, method: str, path: str, body: Any = None
+    srv: LoopThread[FleetApiServer], method: str, path: str, body: Any = None
 ) -> tuple[int, dict[str, str], Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(srv.base_url + path, data=data, method=method)
+    req = urllib.request.Request(srv.target.base_url + path, data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
@@ -65,22 +66,26 @@ def _cm(name: str) -> dict[str, Any]:
 
 
 def test_error_500_reaches_the_client_as_internal_error(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"error_rate_500": 1.0})
+    srv.call(srv.target.set_faults, cluster, {"error_rate_500": 1.0})
     with pytest.raises(ApiException) as exc:
         core.list_namespaced_config_map("default")
     assert exc.value.status == 500
     assert json.loads(exc.value.body)["reason"] == "InternalError"
-    assert srv.stats(cluster).injected_500 == 1
-    srv.set_faults(cluster, {})
+    assert srv.call(srv.target.stats, cluster).injected_500 == 1
+    srv.call(srv.target.set_faults, cluster, {})
     assert core.list_namespaced_config_map("default").items == []
 
 
 def test_429_carries_retry_after_and_respects_verb_filter(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"error_rate_429": 1.0, "retry_after_seconds": 7, "verbs": ["create"]})
+    srv.call(
+        srv.target.set_faults,
+        cluster,
+        {"error_rate_429": 1.0, "retry_after_seconds": 7, "verbs": ["create"]},
+    )
     with pytest.raises(ApiException) as exc:
         core.create_namespaced_config_map("default", _cm("x"))
     assert exc.value.status == 429
@@ -89,14 +94,16 @@ def test_429_carries_retry_after_and_respects_verb_filter(
     assert (status["reason"], status["details"]["retryAfterSeconds"]) == ("TooManyRequests", 7)
     # Reads are not in the filter and pass untouched.
     assert core.read_namespace("default").metadata.name == "default"
-    stats = srv.stats(cluster)
+    stats = srv.call(srv.target.stats, cluster)
     assert (stats.injected_429, stats.served) == (1, 1)
 
 
 def test_resource_filter_globs(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"error_rate_500": 1.0, "resources": ["pods", "*/status"]})
+    srv.call(
+        srv.target.set_faults, cluster, {"error_rate_500": 1.0, "resources": ["pods", "*/status"]}
+    )
     core.create_namespaced_config_map("default", _cm("ok"))  # not filtered
     with pytest.raises(ApiException) as exc:
         core.list_namespaced_pod("default")
@@ -108,13 +115,13 @@ def test_resource_filter_globs(
 
 
 def test_latency_is_measured_by_server_counters(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"latency_seconds": 0.05, "verbs": ["get"]})
+    srv.call(srv.target.set_faults, cluster, {"latency_seconds": 0.05, "verbs": ["get"]})
     for _ in range(3):
         core.read_namespace("default")
     core.list_namespace()  # "list" is not delayed
-    stats = srv.stats(cluster)
+    stats = srv.call(srv.target.stats, cluster)
     assert stats.delayed == 3
     assert stats.injected_latency_seconds == pytest.approx(0.15)
     assert stats.request_seconds_total >= 0.15
@@ -123,22 +130,22 @@ def test_latency_is_measured_by_server_counters(
 
 
 def test_dark_hang_is_a_client_timeout_and_admin_still_answers(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"dark": True})
+    srv.call(srv.target.set_faults, cluster, {"dark": True})
     with pytest.raises((urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.MaxRetryError)):
         core.read_namespace("default", _request_timeout=0.2)
     code, _, info = _admin(srv, "GET", f"/_admin/clusters/{cluster}")
     assert (code, info["faults"]["dark"]) == (200, True)
-    assert srv.stats(cluster).dark_held == 1
-    srv.set_faults(cluster, {})
+    assert srv.call(srv.target.stats, cluster).dark_held == 1
+    srv.call(srv.target.set_faults, cluster, {})
     assert core.read_namespace("default").metadata.name == "default"
 
 
 def test_request_held_while_dark_completes_when_lit_again(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"dark": True})
+    srv.call(srv.target.set_faults, cluster, {"dark": True})
     result: dict[str, Any] = {}
 
     def call() -> None:
@@ -146,9 +153,9 @@ def test_request_held_while_dark_completes_when_lit_again(
 
     t = threading.Thread(target=call, daemon=True)
     t.start()
-    injector = srv.call(lambda: srv.server.cluster(cluster).faults)
+    injector = srv.call(lambda: srv.target.cluster(cluster).faults)
     srv.run(injector.wait_held(1), timeout=TIMEOUT)
-    srv.update_faults(cluster, {"dark": False})
+    srv.call(srv.target.update_faults, cluster, {"dark": False})
     t.join(TIMEOUT)
     assert result["ns"].metadata.name == "default"
 
@@ -174,22 +181,22 @@ def _start_watch(core: client.CoreV1Api, out: queue.Queue[Any]) -> threading.Thr
 
 
 def test_dark_cluster_stalls_open_watches_until_lit(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
     events: queue.Queue[Any] = queue.Queue()
     t = _start_watch(core, events)
-    store = srv.store(cluster)
+    store = srv.call(srv.target.store, cluster)
     srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lit"}}))
     assert events.get(timeout=TIMEOUT) == ("ADDED", "lit")  # the stream is established
-    srv.set_faults(cluster, {"dark": True})
+    srv.call(srv.target.set_faults, cluster, {"dark": True})
     # In-process writes bypass the HTTP faults; the watch stream must hold the event back.
     srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dark"}}))
-    injector = srv.call(lambda: srv.server.cluster(cluster).faults)
+    injector = srv.call(lambda: srv.target.cluster(cluster).faults)
     srv.run(injector.wait_held(1), timeout=TIMEOUT)
     assert events.empty()
-    srv.set_faults(cluster, {})
+    srv.call(srv.target.set_faults, cluster, {})
     assert events.get(timeout=TIMEOUT) == ("ADDED", "dark")
-    srv.set_faults(cluster, {"dark": True, "dark_mode": "reset"})
+    srv.call(srv.target.set_faults, cluster, {"dark": True, "dark_mode": "reset"})
     srv.run(store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cut"}}))
     kind, exc = events.get(timeout=TIMEOUT)
     assert kind == "EXC"
@@ -198,19 +205,23 @@ def test_dark_cluster_stalls_open_watches_until_lit(
 
 
 def test_dark_reset_is_a_connection_error(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
-    srv.set_faults(cluster, {"dark": True, "dark_mode": "reset"})
+    srv.call(srv.target.set_faults, cluster, {"dark": True, "dark_mode": "reset"})
     with pytest.raises((urllib3.exceptions.ProtocolError, urllib3.exceptions.MaxRetryError)):
         core.read_namespace("default", _request_timeout=TIMEOUT)
-    assert srv.stats(cluster).dark_reset == 1
+    assert srv.call(srv.target.stats, cluster).dark_reset == 1
 
 
 def test_seeded_faults_are_deterministic(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
     def pattern(seed: int) -> list[int]:
-        srv.set_faults(cluster, {"seed": seed, "error_rate_500": 0.3, "error_rate_429": 0.2})
+        srv.call(
+            srv.target.set_faults,
+            cluster,
+            {"seed": seed, "error_rate_500": 0.3, "error_rate_429": 0.2},
+        )
         codes = []
         for _ in range(30):
             try:
@@ -227,7 +238,7 @@ def test_seeded_faults_are_deterministic(
 
 
 def test_admin_fault_endpoints(
-    srv: ThreadedFleetServer, cluster: str, core: client.CoreV1Api
+    srv: LoopThread[FleetApiServer], cluster: str, core: client.CoreV1Api
 ) -> None:
     base = f"/_admin/clusters/{cluster}/faults"
     code, _, cfg = _admin(srv, "GET", base)
@@ -259,11 +270,11 @@ def test_admin_fault_endpoints(
     assert stats["requests"] == 0
 
 
-def test_admin_adds_and_lists_clusters(srv: ThreadedFleetServer) -> None:
+def test_admin_adds_and_lists_clusters(srv: LoopThread[FleetApiServer]) -> None:
     name = f"adm-{uuid.uuid4().hex[:6]}"
     code, _, info = _admin(srv, "POST", "/_admin/clusters", {"name": name, "faults": {"seed": 5}})
     assert code == 201
-    assert info["server"] == f"{srv.base_url}/clusters/{name}"
+    assert info["server"] == f"{srv.target.base_url}/clusters/{name}"
     assert info["faults"]["seed"] == 5
     code, _, status = _admin(srv, "POST", "/_admin/clusters", {"name": name})
     assert (code, status["reason"]) == (409, "AlreadyExists")

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from modelfleet.sim.errors import ApiError
-from modelfleet.sim.store import ClusterStore, WatchEvent
+from modelfleet.sim.apiserver import writes
+from modelfleet.sim.apiserver.scale import set_scale
+from modelfleet.sim.apiserver.status_errors import ApiError
+from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent
 
 WAIT = 5.0
 
@@ -112,10 +114,24 @@ async def test_subscription_queue_sees_changes_in_order() -> None:
     assert [e.name for e in events] == ["web"] * 3
     assert events[1].old_object is not None
     assert "status" not in events[1].old_object
-    events[0].object["spec"] = "mutated"  # subscribers get private copies
+    events[0].object["spec"] = "mutated"  # subscribers get a copy detached from the store
     assert (await store.list("apps/v1", "Deployment", namespace="default"))[0]["spec"] != "mutated"
     sub.close()
     assert await sub.get() is None
+
+
+async def test_subscribers_share_one_detached_copy_per_event() -> None:
+    store = ClusterStore("unit")
+    first = store.subscribe([("apps/v1", "Deployment")])
+    second = store.subscribe([("apps/v1", "Deployment")])
+    rt = store.resource_type("apps/v1", "Deployment")
+    _, watcher = store.open_watch(rt, namespace=None, resource_version=None)
+    await store.create(_deploy("web"))
+    a, b, raw = await _next(first), await _next(second), await _next(watcher)
+    assert a.object is b.object  # one copy for every in-process subscriber
+    assert raw.object is store.get_object(rt, "default", "web")  # watchers read the snapshot
+    assert a.object is not raw.object
+    assert a.object == raw.object
 
 
 async def test_identical_apply_is_a_noop_without_events() -> None:
@@ -254,11 +270,11 @@ async def test_scale_and_dry_run_internals() -> None:
             "leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [{"name": "c"}]}}}
         },
     }
-    dry = store._create(rt, lws, namespace="default", field_manager="m", dry_run=True)
+    dry = writes.create(store, rt, lws, namespace="default", field_manager="m", dry_run=True)
     assert dry["spec"]["leaderWorkerTemplate"]["size"] == 1
     assert await store.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") == []
     await store.create(lws)
-    scale = store.set_scale(rt, "default", "l", 4, resource_version=None, field_manager="hpa")
+    scale = set_scale(store, rt, "default", "l", 4, resource_version=None, field_manager="hpa")
     assert scale["spec"]["replicas"] == 4
     stored = await store.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "l")
     assert stored["metadata"]["generation"] == 2

@@ -15,17 +15,18 @@ from typing import Any
 import pytest
 from render_factories import H100, gang, gpus, replica, standalone
 
-from modelfleet.adapters.kube import KubeCluster, Readiness, RetryableKubeError
+from modelfleet.adapters.kube_client import KubeCluster, Readiness, RetryableKubeError
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica import RenderedReplica, render_replica
-from modelfleet.sim.controllers import unschedulable_message
-from modelfleet.sim.fleet import SimulatedFleet, ThreadedSimulatedFleet
-from modelfleet.sim.store import ClusterStore
-from modelfleet.sim.workloads import STARTUP_ANNOTATION, StartupPolicy
+from modelfleet.rendering.replica_manifests import RenderedReplica, render_replica
+from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.controllers.device_allocation import unschedulable_message
+from modelfleet.sim.controllers.kubelet import STARTUP_ANNOTATION, StartupPolicy
+from modelfleet.sim.loop_thread import LoopThread
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 L4 = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("20Gi")) >= 0'
@@ -40,20 +41,24 @@ def _quickstart() -> tuple[list[InferenceClass], list[InferenceCluster]]:
     return classes, clusters
 
 
-def _start(tmp_path: Path, **kw: Any) -> ThreadedSimulatedFleet:
+def _start(tmp_path: Path, **kw: Any) -> LoopThread[SimulatedFleet]:
     classes, clusters = _quickstart()
     kw.setdefault("startup_seconds", 0)
     return SimulatedFleet.start_in_thread(classes, clusters, state_dir=tmp_path, **kw)
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[ThreadedSimulatedFleet]:
+def fleet(tmp_path: Path) -> Iterator[LoopThread[SimulatedFleet]]:
     with _start(tmp_path) as f:
         yield f
 
 
-def _kube(fleet: ThreadedSimulatedFleet, cluster: str) -> KubeCluster:
-    return KubeCluster(fleet.kubeconfig(cluster), request_timeout=5.0)
+def _settle(fleet: LoopThread[SimulatedFleet], seconds: float, *, timers: bool = True) -> None:
+    fleet.run(fleet.target.settle(seconds, timers=timers), timeout=seconds + 5.0)
+
+
+def _kube(fleet: LoopThread[SimulatedFleet], cluster: str) -> KubeCluster:
+    return KubeCluster(fleet.target.kubeconfig(cluster), request_timeout=5.0)
 
 
 def _l4_replica(copies: int = 1, name: str = "qwen-5ab63", **member: Any) -> RenderedReplica:
@@ -78,13 +83,13 @@ def _workload_readiness(kube: KubeCluster, rendered: RenderedReplica) -> Readine
 
 
 def _wait_until(
-    fleet: ThreadedSimulatedFleet,
+    fleet: LoopThread[SimulatedFleet],
     cluster: str,
     check: Callable[[ClusterStore], Awaitable[bool]],
     timeout: float = WAIT,
 ) -> None:
     """Block until ``check(store)`` holds, re-checking on every change in the cluster."""
-    store = fleet.fleet.store(cluster)
+    store = fleet.target.store(cluster)
 
     async def wait() -> None:
         sub = store.subscribe()
@@ -101,10 +106,10 @@ def _wait_until(
 # ------------------------------------------------------------------------- infrastructure
 
 
-def test_nodes_slices_device_classes_and_gateway(fleet: ThreadedSimulatedFleet) -> None:
-    assert fleet.cluster_names == ["l4-dev", "h100-east", "h200-west"]
-    assert all(p.is_file() for p in fleet.kubeconfigs.values())
-    assert fleet.kubeconfig_dir == fleet.kubeconfig("l4-dev").parent
+def test_nodes_slices_device_classes_and_gateway(fleet: LoopThread[SimulatedFleet]) -> None:
+    assert fleet.target.cluster_names == ["l4-dev", "h100-east", "h200-west"]
+    assert all(p.is_file() for p in fleet.target.kubeconfigs.values())
+    assert fleet.target.kubeconfig_dir == fleet.target.kubeconfig("l4-dev").parent
     with _kube(fleet, "h200-west") as kube:
         nodes = kube.nodes()
         pools = [n.pool for n in nodes]
@@ -147,11 +152,11 @@ def test_rendered_replica_becomes_ready_after_its_startup_delay(tmp_path: Path) 
         rendered = _l4_replica()
         started = time.monotonic()
         _apply(kube, rendered)
-        fleet.settle(WAIT, timers=False)
+        _settle(fleet, WAIT, timers=False)
         before = _workload_readiness(kube, rendered)
         assert not before.ready
         assert "ContainerCreating" in before.reason
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert time.monotonic() - started >= delay
         after = [kube.readiness(rule) for rule in rendered.readiness]
         assert all(r.ready for r in after), after
@@ -173,12 +178,12 @@ def test_rendered_replica_becomes_ready_after_its_startup_delay(tmp_path: Path) 
 
 
 def test_replica_needing_more_nodes_than_the_pool_has_stays_pending(
-    fleet: ThreadedSimulatedFleet,
+    fleet: LoopThread[SimulatedFleet],
 ) -> None:
     with _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica(copies=3)
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         verdict = _workload_readiness(kube, rendered)
         assert not verdict.ready
         assert "2/3 pods ready" in verdict.reason
@@ -188,42 +193,42 @@ def test_replica_needing_more_nodes_than_the_pool_has_stays_pending(
         ) in verdict.reason
 
 
-def test_selector_no_device_satisfies_cannot_allocate(fleet: ThreadedSimulatedFleet) -> None:
+def test_selector_no_device_satisfies_cannot_allocate(fleet: LoopThread[SimulatedFleet]) -> None:
     with _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica(requests=[gpus(1, "gpu", H100)])
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         verdict = _workload_readiness(kube, rendered)
         assert not verdict.ready
         assert "2 cannot allocate all claims" in verdict.reason
 
 
 def test_deleting_a_workload_frees_its_devices_for_pending_pods(
-    fleet: ThreadedSimulatedFleet,
+    fleet: LoopThread[SimulatedFleet],
 ) -> None:
     with _kube(fleet, "l4-dev") as kube:
         first = _l4_replica(copies=2, name="alpha-00001")
         second = _l4_replica(copies=1, name="beta-00002")
         _apply(kube, first)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         _apply(kube, second)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert "Insufficient gpu.nvidia.com" in _workload_readiness(kube, second).reason
         workload = first.readiness[0]
         assert kube.delete(workload.api_version, workload.kind, workload.name, workload.namespace)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert _workload_readiness(kube, second).ready
         left = kube.list("v1", "Pod", first.namespace)
         assert not [p for p in left if p["metadata"]["name"].startswith(workload.name)]
 
 
-def test_template_change_rolls_the_pods(fleet: ThreadedSimulatedFleet) -> None:
+def test_template_change_rolls_the_pods(fleet: LoopThread[SimulatedFleet]) -> None:
     with _kube(fleet, "l4-dev") as kube:
         _apply(kube, _l4_replica(args=["--model=a"]))
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         changed = _l4_replica(args=["--model=b"])
         _apply(kube, changed)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert _workload_readiness(kube, changed).ready
         rule = changed.readiness[0]
         pods = [
@@ -235,17 +240,17 @@ def test_template_change_rolls_the_pods(fleet: ThreadedSimulatedFleet) -> None:
         assert pods[0]["spec"]["containers"][0]["args"] == ["--model=b"]
 
 
-def test_scale_down_frees_a_device_for_the_next_replica(fleet: ThreadedSimulatedFleet) -> None:
+def test_scale_down_frees_a_device_for_the_next_replica(fleet: LoopThread[SimulatedFleet]) -> None:
     with _kube(fleet, "l4-dev") as kube:
         _apply(kube, _l4_replica(copies=2, name="alpha-00001"))
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         waiting = _l4_replica(name="beta-00002")
         _apply(kube, waiting)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert not _workload_readiness(kube, waiting).ready
         smaller = _l4_replica(copies=1, name="alpha-00001")
         _apply(kube, smaller)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert _workload_readiness(kube, smaller).ready
         assert _workload_readiness(kube, waiting).ready
         rule = smaller.readiness[0]
@@ -254,13 +259,13 @@ def test_scale_down_frees_a_device_for_the_next_replica(fleet: ThreadedSimulated
         assert deployment["status"]["replicas"] == 1
 
 
-def test_gang_runs_as_a_leader_worker_set_across_nodes(fleet: ThreadedSimulatedFleet) -> None:
+def test_gang_runs_as_a_leader_worker_set_across_nodes(fleet: LoopThread[SimulatedFleet]) -> None:
     pool = {"pool": "gpu-h100"}
     rep = replica(gang("llama", nodes=1, leader=pool, worker=pool), cluster="h100-east")
     rendered = render_replica(rep, ClusterFacts())
     with _kube(fleet, "h100-east") as kube:
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         assert all(kube.readiness(r).ready for r in rendered.readiness)
         rule = rendered.readiness[0]
         assert rule.kind == "LeaderWorkerSet"
@@ -292,17 +297,17 @@ def test_gang_runs_as_a_leader_worker_set_across_nodes(fleet: ThreadedSimulatedF
             ClusterFacts(),
         )
         _apply(kube, bigger)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         verdict = kube.readiness(bigger.readiness[0])
         assert not verdict.ready
         assert "2 Insufficient gpu.nvidia.com" in verdict.reason
 
 
-def test_inference_pool_and_route_are_accepted(fleet: ThreadedSimulatedFleet) -> None:
+def test_inference_pool_and_route_are_accepted(fleet: LoopThread[SimulatedFleet]) -> None:
     with _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica()
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         pools = kube.list("inference.networking.k8s.io/v1", "InferencePool", rendered.namespace)
         parent = pools[0]["status"]["parents"][0]
         assert parent["parentRef"]["name"] == "inference-gateway"
@@ -318,12 +323,12 @@ def test_inference_pool_and_route_are_accepted(fleet: ThreadedSimulatedFleet) ->
 # ------------------------------------------------------------------------- workload faults
 
 
-def test_never_ready_workload_is_stuck_pulling_its_image(fleet: ThreadedSimulatedFleet) -> None:
-    fleet.update_faults("l4-dev", {"never_ready": ["qwen-*-main-*"]})
+def test_never_ready_workload_is_stuck_pulling_its_image(fleet: LoopThread[SimulatedFleet]) -> None:
+    fleet.call(fleet.target.update_faults, "l4-dev", {"never_ready": ["qwen-*-main-*"]})
     with _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica()
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         verdict = _workload_readiness(kube, rendered)
         assert not verdict.ready
         assert "container engine ImagePullBackOff: Back-off pulling image" in verdict.reason
@@ -344,7 +349,7 @@ def test_crash_after_ready_loses_availability_and_keeps_restarting(tmp_path: Pat
     with _start(tmp_path, startup=policy, faults=faults) as fleet, _kube(fleet, "l4-dev") as kube:
         rendered = _l4_replica()
         _apply(kube, rendered)
-        fleet.settle(WAIT)
+        _settle(fleet, WAIT)
         verdict = _workload_readiness(kube, rendered)
         assert not verdict.ready
         assert "CrashLoopBackOff (restarted 1 time)" in verdict.reason

@@ -13,11 +13,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from modelfleet.activities.contracts import (
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_WAIT_READY,
+)
+from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
     DeleteRequest,
@@ -26,9 +29,9 @@ from modelfleet.activities.contracts import (
     ReadyResult,
     WaitReadyRequest,
 )
-from modelfleet.api.deployments import ModelReplica
-from modelfleet.workflows.replica import ReplicaInput, ReplicaResult, ReplicaWorkflow
-from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.workflows.replica import ReplicaWorkflow
 
 REPLICA = ModelReplica.model_validate(
     {

@@ -7,7 +7,7 @@ spec, or its pods' story (Pending and why the scheduler refused them, image pull
 loops, containers that run but are not ready).
 
 Pure: works on the JSON dicts the adapter fetched. It may not do I/O or import SDKs; the adapter
-(``modelfleet.adapters.kube``) does the fetching.
+(``modelfleet.adapters.kube_client``) does the fetching.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
-from modelfleet.api.errors import FieldError, InvalidResourceError
+from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.rules import validate
 from modelfleet.api.services import ModelEndpoint, ModelService

@@ -15,13 +15,13 @@ from typing import Any, TextIO
 
 import yaml
 
-from modelfleet.api.errors import (
+from modelfleet.api.kinds import parse_resource
+from modelfleet.api.manifest_errors import (
     FieldError,
     InvalidManifestsError,
     InvalidResourceError,
     ManifestError,
 )
-from modelfleet.api.kinds import parse_resource
 from modelfleet.api.meta import Resource
 
 STDIN = "-"

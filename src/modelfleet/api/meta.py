@@ -3,7 +3,7 @@ Kubernetes naming rules (DNS-1123 names, label keys and values).
 
 This layer is pure: it may import pydantic and the standard library, never an SDK, Temporal or the
 network. Every shape that crosses a boundary (manifest, workflow payload, CLI output) is one of
-these models.
+these models; workflow payloads use the lenient subclass in ``modelfleet.contracts.wire``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ DNSLabel = Annotated[str, AfterValidator(_check_dns1123_label)]
 
 
 class Model(BaseModel):
-    """Base of every boundary shape: camelCase on the wire, unknown fields rejected."""
+    """Base of every resource shape: camelCase on the wire, unknown fields rejected, so a typo in
+    a manifest is an error naming the field. Workflow and activity payloads are
+    :class:`modelfleet.contracts.wire.WireModel`, which ignores them instead."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,

@@ -27,7 +27,7 @@ from modelfleet.api.deployments import (
     Toleration,
     TolerationOperator,
 )
-from modelfleet.api.errors import FieldError, Path
+from modelfleet.api.manifest_errors import FieldError, Path
 from modelfleet.api.meta import (
     RESERVED_LABEL_PREFIXES,
     Resource,
@@ -35,9 +35,9 @@ from modelfleet.api.meta import (
     label_value_problem,
 )
 from modelfleet.api.services import ModelEndpoint, ModelService
-from modelfleet.scheduling.cel import CelCompileError, check_selector
-from modelfleet.scheduling.quantity import Quantity
-from modelfleet.scheduling.semver import Semver
+from modelfleet.cel.compiler import CelCompileError, check_selector
+from modelfleet.cel.quantity import Quantity
+from modelfleet.cel.semver import Semver
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -55,19 +55,26 @@ def validate(resource: Resource) -> list[FieldError]:
         )
     errors.extend(_labels(("metadata", "labels"), resource.metadata.labels, reserved_ok=True))
     errors.extend(_annotations(("metadata", "annotations"), resource.metadata.annotations))
-    if isinstance(resource, InferenceClass):
-        errors.extend(_inference_class(resource))
-    elif isinstance(resource, InferenceCluster):
-        errors.extend(_inference_cluster(resource))
-    elif isinstance(resource, ModelDeployment):
-        errors.extend(_model_deployment(resource))
-    elif isinstance(resource, ModelReplica):
-        errors.extend(_model_replica(resource))
-    elif isinstance(resource, ModelEndpoint):
-        errors.extend(_model_endpoint(resource))
-    elif isinstance(resource, ModelService):
-        errors.extend(_model_service(resource))
+    errors.extend(_kind_rules(resource))
     return errors
+
+
+def _kind_rules(resource: Resource) -> Iterable[FieldError]:
+    """The rules of ``resource``'s own kind."""
+    match resource:
+        case InferenceClass():
+            return _inference_class(resource)
+        case InferenceCluster():
+            return _inference_cluster(resource)
+        case ModelDeployment():
+            return _model_deployment(resource)
+        case ModelReplica():
+            return _model_replica(resource)
+        case ModelEndpoint():
+            return _model_endpoint(resource)
+        case ModelService():
+            return _model_service(resource)
+    return ()
 
 
 # --- shared ----------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 
-from modelfleet.activities.contracts import TASK_QUEUE
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
@@ -36,9 +35,11 @@ from modelfleet.cli.plan import print_plan
 from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.cluster import ClusterInput, ClusterWorkflow
+from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id

@@ -1,5 +1,6 @@
-"""Options and helpers shared by every verb that talks to Temporal: address, namespace, UI link,
-and a clear error when no server or no worker is there."""
+"""Options and helpers shared by every verb that talks to Temporal: address, namespace, the
+envconfig profile (the root ``--profile`` option), UI link, and a clear error when the
+configuration is unusable or no server or no worker is there."""
 
 from __future__ import annotations
 
@@ -8,22 +9,25 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 import typer
+from rich.markup import escape
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from modelfleet.activities.contracts import TASK_QUEUE
-from modelfleet.cli.output import EXIT_FAILED, err_console
+from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, err_console
+from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.worker.client import connect
-from modelfleet.worker.settings import TemporalSettings
+from modelfleet.worker.settings import SettingsError, TemporalSettings
 
+# No envvar= on these: settings.TemporalSettings.load reads MODELFLEET_* itself, below the flag
+# and above the TEMPORAL_* variables and the profile.
 AddressOption = Annotated[
     str | None,
     typer.Option(
         "--address",
-        envvar="MODELFLEET_TEMPORAL_ADDRESS",
-        help="Temporal frontend host:port (default 127.0.0.1:7233).",
+        help="Temporal frontend host:port (else MODELFLEET_TEMPORAL_ADDRESS, the profile, "
+        "TEMPORAL_ADDRESS, 127.0.0.1:7233).",
         show_default=False,
     ),
 ]
@@ -31,8 +35,17 @@ NamespaceOption = Annotated[
     str | None,
     typer.Option(
         "--temporal-namespace",
-        envvar="MODELFLEET_TEMPORAL_NAMESPACE",
-        help="Temporal namespace (default 'default').",
+        help="Temporal namespace (else MODELFLEET_TEMPORAL_NAMESPACE, the profile, "
+        "TEMPORAL_NAMESPACE, 'default').",
+        show_default=False,
+    ),
+]
+ProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="Temporal client profile from the TOML config file (TEMPORAL_CONFIG_FILE, default "
+        "~/.config/temporalio/temporal.toml); else TEMPORAL_PROFILE, else 'default'.",
         show_default=False,
     ),
 ]
@@ -40,8 +53,21 @@ NamespaceOption = Annotated[
 T = TypeVar("T")
 
 
+# The root command's --profile: one CLI invocation per process, and the root callback sets it
+# (to None when absent) before any verb runs.
+_profile: list[str | None] = [None]
+
+
+def use_profile(profile: str | None) -> None:
+    _profile[0] = profile
+
+
 def settings(address: str | None, namespace: str | None) -> TemporalSettings:
-    return TemporalSettings.from_env(address=address, namespace=namespace)
+    try:
+        return TemporalSettings.load(_profile[0], address=address, namespace=namespace)
+    except SettingsError as exc:
+        err_console.print(f"[red]error[/]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
 
 
 async def open_client(s: TemporalSettings) -> Client:
@@ -49,9 +75,10 @@ async def open_client(s: TemporalSettings) -> Client:
         return await connect(s)
     except Exception as exc:
         err_console.print(
-            f"[red]error[/]: cannot reach Temporal at {s.address}: {exc}\n"
-            "Start everything locally with [bold]modelfleet dev[/], or point --address / "
-            "MODELFLEET_TEMPORAL_ADDRESS at your Temporal service."
+            f"[red]error[/]: cannot reach Temporal ({s.describe()}): {escape(str(exc))}\n"
+            "Start everything locally with [bold]modelfleet dev[/], or point --address, "
+            "MODELFLEET_TEMPORAL_ADDRESS or a Temporal profile (--profile) at your Temporal "
+            "service."
         )
         raise typer.Exit(EXIT_FAILED) from None
 

@@ -1,5 +1,9 @@
 """``modelfleet dev`` (the embedded default: Temporal dev server + simulated fleet + worker) and
-``modelfleet demo`` (dev, then roll out the quickstart and follow it live)."""
+``modelfleet demo`` (dev, then roll out the quickstart and follow it live).
+
+Both need the ``sim`` extra (the simulator and the dev server binary): the environment module is
+imported only when one of them runs, through ``cli.extras``, so the rest of the CLI (and the
+worker) loads without it."""
 
 from __future__ import annotations
 
@@ -8,20 +12,27 @@ import shutil
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.errors import InvalidManifestsError
 from modelfleet.api.loading import load_paths
+from modelfleet.api.manifest_errors import InvalidManifestsError
 from modelfleet.cli.apply import apply_all
-from modelfleet.cli.devenv import DevEnvironment, dev_environment
+from modelfleet.cli.extras import require_temporal_cli, sim_extra
 from modelfleet.cli.inspect import watch_rollout
 from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, print_manifest_errors
 from modelfleet.worker.devserver import DevServerError
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from modelfleet.cli.devenv import DevEnvironment
+
+    DevEnvironmentFactory = Callable[..., AbstractAsyncContextManager[DevEnvironment]]
 
 QUICKSTART = Path("examples/quickstart")
 
@@ -65,6 +76,14 @@ def _banner(env: DevEnvironment) -> None:
     )
 
 
+def _dev_environment(verb: str) -> DevEnvironmentFactory:
+    """The dev environment, or the one-line hint (exit 2) when the sim extra is absent."""
+    require_temporal_cli(verb)
+    with sim_extra(verb):
+        from modelfleet.cli.devenv import dev_environment
+    return dev_environment
+
+
 def _install_stop(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -79,6 +98,7 @@ def dev(
     startup_seconds: StartupOption = 3.0,
 ) -> None:
     """Start Temporal, a simulated fleet and a worker; Ctrl-C stops everything."""
+    dev_environment = _dev_environment("modelfleet dev")
     paths = _fleet_paths(fleet)
 
     async def go() -> int:
@@ -108,6 +128,7 @@ def demo(
     timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300,
 ) -> None:
     """dev + apply the quickstart + follow the rollout live."""
+    dev_environment = _dev_environment("modelfleet demo")
     paths = _fleet_paths(fleet)
     result = load_paths(deployments or paths)
     if result.errors:

@@ -21,7 +21,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
-from modelfleet.sim.fleet import SimulatedFleet
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, start_dev_server
 from modelfleet.worker.runner import ensure_fleet, run_worker

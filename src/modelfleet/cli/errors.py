@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from modelfleet.api.errors import InvalidManifestsError, InvalidResourceError
+from modelfleet.api.manifest_errors import InvalidManifestsError, InvalidResourceError
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INVALID,

@@ -29,10 +29,10 @@ from modelfleet.cli.targets import (
     resolve_namespace,
     single_target,
 )
+from modelfleet.contracts.status import Decision, DecisionQuery
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
-from modelfleet.workflows.status import Decision, DecisionQuery
 
 __all__ = ["describe", "get", "rollout_status", "watch_rollout"]
 

@@ -1,5 +1,9 @@
 """The ``modelfleet`` command: kubectl-like verbs over the fleet. This module only wires verbs
-together; each verb lives in its own module and calls into the library layers."""
+together; each verb lives in its own module and calls into the library layers.
+
+Nothing here, nor in the verb modules it imports, imports the simulator or the Temporal dev
+server at import time: those come with the ``sim`` extra and are loaded by the verbs that need
+them (``dev``, ``demo``, ``sim up``), so ``pip install modelfleet`` runs every other verb."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Annotated
 import typer
 
 from modelfleet.cli.apply import apply
+from modelfleet.cli.connection import ProfileOption, use_profile
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.diff import diff
 from modelfleet.cli.errors import GuardedGroup
@@ -46,8 +51,10 @@ def main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    profile: ProfileOption = None,
 ) -> None:
     """modelfleet: describe GPU hardware, clusters and models; roll models out durably."""
+    use_profile(profile)
 
 
 app.command("validate")(validate)

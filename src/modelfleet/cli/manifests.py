@@ -15,7 +15,7 @@ from typing import Any
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import API_VERSION
-from modelfleet.workflows.status import ClusterRecord, DeploymentStatus
+from modelfleet.contracts.status import ClusterRecord, DeploymentStatus
 
 
 @dataclass

@@ -21,8 +21,8 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import WorkflowUpdateFailedError
 
-from modelfleet.api.errors import ManifestError
 from modelfleet.api.kinds import resolve_kind
+from modelfleet.api.manifest_errors import ManifestError
 
 
 class _Console(Console):

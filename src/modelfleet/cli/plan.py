@@ -20,6 +20,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, PlacedEngine
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.cli.output import (
     EXIT_INVALID,
     OutputFormat,
@@ -30,9 +31,8 @@ from modelfleet.cli.output import (
     print_table,
 )
 from modelfleet.cli.validate import FilesOption
-from modelfleet.scheduling.cel import SelectorEvaluator
-from modelfleet.scheduling.fleet import snapshot_from_manifests
 from modelfleet.scheduling.placement import Placement, place
+from modelfleet.scheduling.snapshot import snapshot_from_manifests
 from modelfleet.scheduling.stamp import owned_by
 
 OutputOption = Annotated[

@@ -13,7 +13,7 @@ from modelfleet.api.loading import load_paths
 from modelfleet.cli.output import EXIT_INVALID, OutputFormat, err_console, print_manifest_errors
 from modelfleet.cli.plan import plan_resources
 from modelfleet.cli.validate import FilesOption
-from modelfleet.rendering.replica import ClusterFacts, render_replica
+from modelfleet.rendering.replica_manifests import ClusterFacts, render_replica
 
 
 def render(

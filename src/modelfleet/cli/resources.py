@@ -34,13 +34,13 @@ from modelfleet.cli.manifests import (
     replica_resource,
 )
 from modelfleet.cli.targets import resource_name
+from modelfleet.contracts.status import ClusterStatus, DeploymentStatus, FleetView
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows import search
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
-from modelfleet.workflows.status import ClusterStatus, DeploymentStatus, FleetView
 
 QUERY_TIMEOUT = timedelta(seconds=8)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.workflows.deployment import template_hash
+from modelfleet.rollout.state import template_hash
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from modelfleet.cli.resources import (
 )
 from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.workflows.deployment import (
     MAX_REPLICAS,
     DeploymentInput,
@@ -49,7 +50,6 @@ from modelfleet.workflows.deployment import (
 )
 from modelfleet.workflows.ids import deployment_id
 from modelfleet.workflows.signal_payloads import scale_replicas
-from modelfleet.workflows.status import DeploymentStatus, ReplicaPhase
 
 # A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
 # after we started watching is reported with the scheduler's reasons instead of watched on.

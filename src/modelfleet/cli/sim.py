@@ -31,6 +31,7 @@ from rich.table import Table
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cli.extras import sim_extra
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -109,8 +110,9 @@ async def _serve(
     port: int,
     startup_seconds: float | None,
 ) -> int:
-    # Imported here: the emulator (aiohttp) is only needed by this verb, not by every CLI start.
-    from modelfleet.sim.fleet import SimulatedFleet
+    # Imported here: the emulator (aiohttp, the sim extra) is only needed by this verb.
+    with sim_extra("modelfleet sim up"):
+        from modelfleet.sim.simulated_fleet import SimulatedFleet
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,4 +1,5 @@
-"""``modelfleet worker``: run a worker against a Temporal service (local or shared)."""
+"""``modelfleet worker``: run a worker against a Temporal service (local or shared), logging as
+text or JSON lines (``worker.logs``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Annotated
 import typer
 
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, settings
-from modelfleet.cli.output import console
+from modelfleet.worker.logs import LogFormat, configure_logging
 from modelfleet.worker.runner import run_worker
 from modelfleet.worker.settings import ENV_CREDENTIALS
+
+log = logging.getLogger("modelfleet.worker")
 
 CredentialsOption = Annotated[
     Path,
@@ -23,6 +26,7 @@ CredentialsOption = Annotated[
         help="Directory of kubeconfigs, one per cluster: <dir>/<cluster>.yaml.",
     ),
 ]
+LEVELS = ("debug", "info", "warning", "error")
 
 
 def worker(
@@ -30,11 +34,27 @@ def worker(
     max_concurrent_activities: Annotated[int, typer.Option(min=1, max=512)] = 32,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            envvar="MODELFLEET_LOG_FORMAT",
+            help="text for people, json (one object per line) for log pipelines.",
+        ),
+    ] = LogFormat.TEXT,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar="MODELFLEET_LOG_LEVEL",
+            help="debug, info, warning or error (debug adds each activity start and poll).",
+        ),
+    ] = "info",
 ) -> None:
     """Poll the modelfleet task queue until SIGINT/SIGTERM, then shut down gracefully."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if log_level.lower() not in LEVELS:
+        raise typer.BadParameter(f"expected one of {', '.join(LEVELS)}", param_hint="--log-level")
+    configure_logging(log_format, log_level)
     s = settings(address, temporal_namespace)
 
     async def go() -> None:
@@ -43,10 +63,10 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        console.print(f"worker connected to {s.address}; credentials from {credentials_dir}")
+        # describe() names where, never a secret.
+        log.info("connected to Temporal: %s", s.describe())
         await run_worker(
             client, credentials_dir, stop, max_concurrent_activities=max_concurrent_activities
         )
-        console.print("worker stopped")
 
     asyncio.run(go())

@@ -25,6 +25,7 @@ from typing import Any
 from modelfleet.api.deployments import Phase, PlacedEngine
 from modelfleet.rendering.args import int_flag
 from modelfleet.rendering.context import RenderContext
+from modelfleet.rendering.engine_workloads import EngineExtras
 from modelfleet.rendering.engines import RenderError, serving_member
 from modelfleet.rendering.epp_config import (
     CONFIG_KIND,
@@ -40,7 +41,6 @@ from modelfleet.rendering.pods import (
     env_value,
     readiness_probe,
 )
-from modelfleet.rendering.workloads import EngineExtras
 
 ROLE_LABEL = "llm-d.ai/role"
 INFERENCE_SERVING_LABEL = "llm-d.ai/inference-serving"

@@ -20,6 +20,11 @@ NOT_READY = "not Ready"
 NO_GATEWAY = "no gateway address"
 
 
+def avoided_reason(why: str) -> str:
+    """A cluster this deployment avoids for now, e.g. after a replica failed there."""
+    return f"avoided for a while: {why}"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 

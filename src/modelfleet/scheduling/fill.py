@@ -21,8 +21,14 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
-from modelfleet.scheduling.cel import SelectorEvaluator
-from modelfleet.scheduling.explain import NO_GATEWAY, NOT_READY, NOT_SELECTED, capacity_reason
+from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.explain import (
+    NO_GATEWAY,
+    NOT_READY,
+    NOT_SELECTED,
+    avoided_reason,
+    capacity_reason,
+)
 from modelfleet.scheduling.index import FleetIndex, IndexedCluster
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
 from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
@@ -71,7 +77,10 @@ class FillResult:
 
 
 def static_reason(
-    cluster: IndexedCluster, deployment: ModelDeployment, selected: Collection[str]
+    cluster: IndexedCluster,
+    deployment: ModelDeployment,
+    selected: Collection[str],
+    avoid: Mapping[str, str],
 ) -> str | None:
     """Why no new replica of ``deployment`` can go to ``cluster`` whatever its capacity."""
     if cluster.name not in selected:
@@ -80,6 +89,9 @@ def static_reason(
     taint = first_untolerated(cluster.snapshot.taints, tolerations, REPELS_NEW)
     if taint is not None:
         return f"untolerated taint {describe_taint(taint)}"
+    why_avoided = avoid.get(cluster.name)
+    if why_avoided is not None:
+        return avoided_reason(why_avoided)
     if not cluster.snapshot.ready:
         return NOT_READY
     if not cluster.snapshot.gateway_address:
@@ -89,18 +101,22 @@ def static_reason(
 
 def fill(
     deployment: ModelDeployment,
+    *,
     plans: Sequence[EnginePlan],
     missing: int,
     fleet: FleetIndex,
     selected: Collection[str],
+    avoid: Mapping[str, str],
     taken: Iterable[tuple[str, int]],
     load: Counter[str],
     ledger: Ledger,
     matcher: Matcher,
 ) -> FillResult:
-    """Place up to ``missing`` replicas. ``taken`` holds the (cluster, index) pairs already in
-    use; ``load`` counts this deployment's replicas per cluster. Both and ``ledger`` are
-    updated as replicas are placed."""
+    """Place up to ``missing`` replicas of ``deployment``, whose engines ``plans`` describes, on
+    the ``selected`` clusters of ``fleet``, except those in ``avoid`` (cluster -> why).
+    ``taken`` holds the (cluster, index) pairs already in use; ``load`` counts this
+    deployment's replicas per cluster. ``load`` and ``ledger`` are updated as replicas are
+    placed."""
     occupied: dict[str, set[int]] = {}
     for cluster_name, index in taken:
         occupied.setdefault(cluster_name, set()).add(index)
@@ -110,7 +126,7 @@ def fill(
         for cluster in _by_load_then_name(fleet, load):
             if cluster.name in rejected:
                 continue
-            outcome = static_reason(cluster, deployment, selected) or _try_cluster(
+            outcome = static_reason(cluster, deployment, selected, avoid) or _try_cluster(
                 cluster, plans, ledger, matcher
             )
             if isinstance(outcome, str):

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelfleet.api.classes import ClassDevice, DeviceClaim
-from modelfleet.scheduling.cel import AttributeKind, DeviceFacts
-from modelfleet.scheduling.fleet import ClusterSnapshot, FleetSnapshot
+from modelfleet.cel.device import AttributeKind, DeviceFacts
 from modelfleet.scheduling.ledger import Demand
+from modelfleet.scheduling.snapshot import ClusterSnapshot, FleetSnapshot
 
 
 @dataclass(frozen=True, slots=True)

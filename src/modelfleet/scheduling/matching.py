@@ -18,12 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from modelfleet.api.deployments import DeviceRequest, Engine, Member, Role
-from modelfleet.scheduling.cel import (
-    CelCompileError,
-    DeviceFacts,
-    SelectorEvaluator,
-    check_selector,
-)
+from modelfleet.cel.compiler import CelCompileError, check_selector
+from modelfleet.cel.device import DeviceFacts
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.index import IndexedCluster, PoolShape
 from modelfleet.scheduling.ledger import Demand, PodGroup
 

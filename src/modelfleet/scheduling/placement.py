@@ -18,19 +18,19 @@ charge the ledger with every replica that stays, then fill (``fill``). Where we 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
-from modelfleet.scheduling.cel import SelectorEvaluator
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
 from modelfleet.scheduling.fill import build_ledger, fill
-from modelfleet.scheduling.fleet import FleetSnapshot
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
+from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import stamp_replica
 
 __all__ = [
@@ -90,12 +90,15 @@ def place(
     evaluator: SelectorEvaluator | None = None,
     desired: int | None = None,
     fill_missing: bool = True,
+    avoid: Mapping[str, str] | None = None,
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
     ``existing`` is every ModelReplica in the fleet, of every deployment: those of this
     deployment (same namespace and name) are retained or removed, the others only use capacity.
     ``desired`` overrides ``spec.replicas`` (a rollout asks for one more to surge).
+    ``avoid`` names clusters that get no new replica of this deployment for now (a replica
+    failed there), each with the reason reported for it; replicas already there stay.
     ``fill_missing=False`` keeps and scales down but places nothing new (e.g. while the model
     cache is unresolved). Pass one ``evaluator`` across calls to reuse its CEL memo.
     """
@@ -140,10 +143,11 @@ def place(
             charged[r.cluster_name].append(r.replica)
         outcome = fill(
             deployment,
-            plans,
-            missing,
-            index,
-            selected,
+            plans=plans,
+            missing=missing,
+            fleet=index,
+            selected=selected,
+            avoid=avoid or {},
             taken=[(r.cluster_name, r.index) for r in kept]
             + [(v.replica.spec.cluster_name, v.replica.spec.index) for v in victims],
             load=Counter(r.cluster_name for r in kept),

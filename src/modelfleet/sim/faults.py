@@ -46,9 +46,9 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from modelfleet.sim import errors
-from modelfleet.sim.http import error_response
-from modelfleet.sim.patch import merge_patch
+from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver.patch_formats import merge_patch
+from modelfleet.sim.apiserver.responses import error_response
 
 __all__ = [
     "DarkMode",
@@ -314,11 +314,11 @@ def fault_middleware(
         if code == 429:
             stats.injected_429 += 1
             response: web.StreamResponse = error_response(
-                errors.too_many_requests(inj.config.retry_after_seconds)
+                status_errors.too_many_requests(inj.config.retry_after_seconds)
             )
         elif code == 500:
             stats.injected_500 += 1
-            response = error_response(errors.internal_error("injected fault"))
+            response = error_response(status_errors.internal_error("injected fault"))
         else:
             stats.served += 1
             response = await handler(request)

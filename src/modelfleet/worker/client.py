@@ -7,6 +7,7 @@ import dataclasses
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
+from temporalio.service import TLSConfig
 
 from modelfleet.worker.codec import EncryptionCodec
 from modelfleet.worker.settings import TemporalSettings
@@ -19,12 +20,23 @@ def data_converter(settings: TemporalSettings | None = None) -> DataConverter:
     return pydantic_data_converter
 
 
+def tls_option(settings: TemporalSettings) -> bool | TLSConfig:
+    """``Client.connect``'s ``tls``: off, on with system roots, or the profile's certificates
+    (read from their files here, at connect time)."""
+    if not settings.tls_enabled:
+        return False
+    if settings.tls_config is not None:
+        return settings.tls_config.to_connect_tls_config()
+    return True
+
+
 async def connect(settings: TemporalSettings) -> Client:
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
     return await Client.connect(
         settings.address,
         namespace=settings.namespace,
         data_converter=data_converter(settings),
-        tls=settings.tls or bool(api_key),
+        tls=tls_option(settings),
         api_key=api_key,
+        rpc_metadata=settings.rpc_metadata,
     )

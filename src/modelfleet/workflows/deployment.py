@@ -1,21 +1,21 @@
 """The ModelDeployment workflow (ID ``deployment/<ns>/<name>``): holds the spec and reconciles the
 deployment's replicas against it.
 
-Reconcile asks the Fleet to place missing replicas (``fleet.place``), starts a ModelReplica child
-per new replica, tears down victims (scale-down, drained or vanished clusters) and releases their
-capacity, rolls spec changes replica by replica honouring ``strategy`` (surge first; when the fleet
-has no room for a surge, replace one at a time within ``maxUnavailable``), and re-places replicas
-that failed, avoiding the cluster they failed on for a while.
+Every decision (what to place, what to tear down, surge or replace in place, when to pause, which
+clusters to avoid) is made by the pure ``modelfleet.rollout`` package from the workflow's one
+state object. This workflow only asks it for the next action and carries that out: the Fleet's
+``fleet.place`` and ``fleet.release`` activities, a ModelReplica child per replica, the
+``teardown`` signal to a replica, and durable waits.
 
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
-name), ``delete`` (Update), ``status`` (query). Deterministic orchestration only.
+name), ``delete`` (Update), ``resync`` and ``replica_progress`` (signals), ``status`` (query).
+Deterministic orchestration only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import datetime, timedelta
+import contextlib
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -24,111 +24,86 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet import rollout
+    from modelfleet.api.deployments import ModelDeployment
+    from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
+    from modelfleet.api.rules import validate
+    from modelfleet.contracts.activity_names import (
         FLEET_PLACE,
         FLEET_RELEASE,
-        PlaceRequest,
+    )
+    from modelfleet.contracts.fleet_payloads import (
         PlaceResponse,
         ReleaseRequest,
     )
-    from modelfleet.api.deployments import ModelDeployment, ModelReplica
-    from modelfleet.api.errors import FieldError, InvalidResourceError
-    from modelfleet.api.meta import Condition, Model
-    from modelfleet.api.rules import validate
+    from modelfleet.contracts.status import DeploymentStatus, ReplicaProgress
+    from modelfleet.contracts.wire import WireModel
+    from modelfleet.contracts.workflow_inputs import ReplicaInput
+    from modelfleet.rollout import DeploymentState
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
-    from modelfleet.workflows.replica import ReplicaInput, ReplicaWorkflow
+    from modelfleet.workflows.replica import ReplicaWorkflow
     from modelfleet.workflows.signal_payloads import scale_replicas
-    from modelfleet.workflows.status import (
-        DeploymentStatus,
-        ReplicaPhase,
-        ReplicaProgress,
-        ReplicaStatus,
-        ReplicaStep,
-    )
 
 FLEET_TIMEOUT = timedelta(seconds=30)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
-RESYNC_INTERVAL = timedelta(seconds=60)
-AVOID_AFTER_FAILURE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
 PATCH_PHASE_ON_PROGRESS = "publish-phase-on-replica-progress"
+# A roll whose target template is replaced by a newer apply ends, and the next pass rolls to the
+# newer one. Before, the roll kept comparing replicas with the template it started with, so every
+# replica it started (running the newer template) counted as outdated and was replaced again.
+PATCH_ROLL_FOLLOWS_SPEC = "rollout-roll-follows-spec"
+# Never continue-as-new while deleting: the delete Update waits for the replicas to go, so
+# waiting for it to finish before continuing-as-new never ended.
+PATCH_NO_CAN_WHILE_DELETING = "rollout-no-continue-as-new-while-deleting"
+
+# The continue-as-new input is the workflow's whole state.
+DeploymentInput = DeploymentState
 
 
-class ScaleRequest(Model):
+class ScaleRequest(WireModel):
     replicas: int
-
-
-class DeploymentInput(Model):
-    spec: ModelDeployment
-    generation: int = 1
-    replicas: dict[str, ReplicaStatus] = {}
-    placed: dict[str, ModelReplica] = {}
-    avoid: dict[str, datetime] = {}
-    avoid_reasons: dict[str, str] = {}
-    sequence: int = 0
-
-
-def template_hash(md: ModelDeployment) -> str:
-    """Identity of what a replica runs: a change here rolls every replica."""
-    body = json.dumps(md.spec.template.to_wire(), sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
 @workflow.defn(name="ModelDeployment")
 class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:
-        self._spec = arg.spec
-        self._generation = arg.generation
-        self._replicas: dict[str, ReplicaStatus] = dict(arg.replicas)
-        self._placed: dict[str, ModelReplica] = dict(arg.placed)
-        self._avoid: dict[str, datetime] = dict(arg.avoid)
-        # Why each avoided cluster is avoided, so the status keeps saying why a replica failed
-        # after the failed replica itself is gone.
-        self._avoid_reasons: dict[str, str] = dict(arg.avoid_reasons)
-        self._sequence = arg.sequence
-        self._dirty = True
-        self._deleting = False
-        self._conditions: list[Condition] = []
-        self._rejections: dict[str, str] = {}
-        self._summary = ""
+        self._state = rollout.carried(arg)
 
     # --- handlers --------------------------------------------------------------------------
 
     @workflow.update
     def apply(self, spec: ModelDeployment) -> DeploymentStatus:
-        if spec.to_wire() != self._spec.to_wire():
-            self._spec = spec
-            self._generation += 1
-            self._dirty = True
+        self._state = rollout.applied(self._state, spec)
         return self._status()
 
     @apply.validator
     def _check_apply(self, spec: ModelDeployment) -> None:
-        if (spec.namespace, spec.name) != (self._spec.namespace, self._spec.name):
-            raise ValueError(f"this workflow holds {self._spec.ref}, not {spec.ref}")
-        if self._deleting:
-            raise ValueError(f"{self._spec.ref} is being deleted")
+        held = self._state.spec
+        if (spec.namespace, spec.name) != (held.namespace, held.name):
+            raise ValueError(f"this workflow holds {held.ref}, not {spec.ref}")
+        if self._state.deleting:
+            raise ValueError(f"{held.ref} is being deleted")
         errors = validate(spec)
         if errors:
             raise InvalidResourceError(spec.ref, errors)
 
     @workflow.update
     def scale(self, request: ScaleRequest) -> DeploymentStatus:
-        self._scale_to(request.replicas)
+        self._state = rollout.scaled(self._state, request.replicas)
         return self._status()
 
     @scale.validator
     def _check_scale(self, request: ScaleRequest) -> None:
         if not 0 <= request.replicas <= MAX_REPLICAS:
             raise InvalidResourceError(
-                self._spec.ref,
+                self._state.spec.ref,
                 [FieldError(("spec", "replicas"), f"must be between 0 and {MAX_REPLICAS}")],
             )
-        if self._deleting:
-            raise ValueError(f"{self._spec.ref} is being deleted")
+        if self._state.deleting:
+            raise ValueError(f"{self._state.spec.ref} is being deleted")
 
     @workflow.signal(name="scale")
     def scale_signal(self, replicas: Any) -> None:
@@ -138,44 +113,32 @@ class DeploymentWorkflow:
         wanted = scale_replicas(replicas, MAX_REPLICAS)
         if isinstance(wanted, str):
             workflow.logger.warning("ignored scale signal: %s", wanted)
-        elif self._deleting:
-            workflow.logger.warning("ignored scale signal: %s is being deleted", self._spec.ref)
+        elif self._state.deleting:
+            workflow.logger.warning(
+                "ignored scale signal: %s is being deleted", self._state.spec.ref
+            )
         else:
-            self._scale_to(wanted)
-
-    def _scale_to(self, replicas: int) -> None:
-        if replicas != self._spec.spec.replicas:
-            spec = self._spec.model_copy(deep=True)
-            spec.spec.replicas = replicas
-            self._spec = spec
-            self._generation += 1
-            self._dirty = True
+            self._state = rollout.scaled(self._state, wanted)
 
     @workflow.update
     async def delete(self) -> DeploymentStatus:
-        self._deleting = True
-        await workflow.wait_condition(lambda: not self._replicas)
+        self._state = rollout.deleted(self._state)
+        await workflow.wait_condition(lambda: not self._state.replicas)
         return self._status()
 
     @workflow.signal
     def resync(self) -> None:
         """Reconcile now (the Fleet asks when a cluster with our replicas is drained)."""
-        self._dirty = True
+        self._state = rollout.resync(self._state)
 
     @workflow.signal
     def replica_progress(self, progress: ReplicaProgress) -> None:
-        status = self._replicas.get(progress.name)
-        if status is None:
+        if progress.name not in self._state.replicas:
             return
-        status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
-        status.updated = progress.at
+        self._state = rollout.progressed(self._state, progress)
         if workflow.patched(PATCH_PHASE_ON_PROGRESS):
             # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
             self._publish()
-        if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
-            progress.step is ReplicaStep.DONE
-        ):
-            self._dirty = True
 
     @workflow.query
     def status(self) -> DeploymentStatus:
@@ -185,13 +148,13 @@ class DeploymentWorkflow:
     def spec(self) -> ModelDeployment:
         """The spec held now (``modelfleet get -o yaml``, ``diff``). A query only: adding it
         changes no history."""
-        return self._spec
+        return self._state.spec
 
-    # --- main loop -------------------------------------------------------------------------
+    # --- main loop: ask, then carry out ----------------------------------------------------
 
     @workflow.run
     async def run(self, arg: DeploymentInput) -> DeploymentStatus:
-        md = self._spec
+        md = self._state.spec
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("ModelDeployment"),
@@ -199,140 +162,82 @@ class DeploymentWorkflow:
                 search.NAME.value_set(md.name),
             ]
         )
-        while not self._deleting:
-            try:
-                await workflow.wait_condition(
-                    lambda: self._dirty or self._deleting,
-                    timeout=RESYNC_INTERVAL,
-                    timeout_summary="periodic resync",
+        policy = rollout.Policy(roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC))
+        while True:
+            self._state, action = rollout.next_action(self._state, workflow.now(), policy)
+            if isinstance(action, rollout.Rest):
+                await self._rest(action)
+            elif isinstance(action, rollout.Place):
+                await self._place(action)
+            elif isinstance(action, rollout.StartReplica):
+                await self._start_replica(action)
+            elif isinstance(action, rollout.SignalTeardown):
+                handle = workflow.get_external_workflow_handle(
+                    replica_id(self._state.spec.namespace, action.name)
                 )
-            except TimeoutError:
-                self._dirty = True
-            if self._deleting:
-                break
-            self._dirty = False
-            await self._reap_finished()
-            await self._reconcile()
-            self._publish()
-            if workflow.info().is_continue_as_new_suggested() and not self._dirty:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
-        await self._teardown_all()
-        self._publish()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._status()
-
-    def _carry(self) -> DeploymentInput:
-        return DeploymentInput(
-            spec=self._spec,
-            generation=self._generation,
-            replicas=self._replicas,
-            placed=self._placed,
-            avoid=self._avoid,
-            avoid_reasons=self._avoid_reasons,
-            sequence=self._sequence,
-        )
-
-    async def _reconcile(self) -> None:
-        now = workflow.now()
-        self._avoid = {c: until for c, until in self._avoid.items() if until > now}
-        self._avoid_reasons = {c: r for c, r in self._avoid_reasons.items() if c in self._avoid}
-        desired = self._spec.spec.replicas
-        response = await self._place(desired)
-        for victim in response.victims:
-            await self._teardown(victim.replica.name, victim.reason)
-        for replica in response.placed:
-            await self._start_replica(replica)
-        await self._roll()
-
-    async def _roll(self) -> None:
-        """Replace replicas running an older template, one at a time."""
-        strategy = self._spec.spec.strategy
-        current = template_hash(self._spec)
-        while not self._deleting:
-            outdated = sorted(
-                (s for s in self._replicas.values() if s.template_hash != current),
-                key=lambda s: (s.phase is ReplicaPhase.READY, s.name),
-            )
-            if not outdated:
-                return
-            old = outdated[0]
-            if old.phase is not ReplicaPhase.READY:
-                # A replica that is not serving costs nothing to replace in place.
-                await self._teardown(old.name, "template changed")
-                await self._fill()
-                continue
-            surged = None
-            if strategy.max_surge > 0:
-                response = await self._place(len(self._replicas) + 1)
-                surged = response.placed[0] if response.placed else None
-            if surged is not None:
-                await self._start_replica(surged)
-                if not await self._await_ready(surged.name):
-                    self._summary = f"rollout paused: surge replica {surged.name} failed"
-                    return
-                await self._teardown(old.name, "replaced by a newer replica (surge)")
-            elif strategy.max_unavailable > 0:
-                await self._teardown(old.name, "replaced (no room to surge)")
-                placed = await self._fill()
-                for name in placed:
-                    if not await self._await_ready(name):
-                        self._summary = f"rollout paused: replica {name} failed"
-                        return
+                await handle.signal("teardown")
+            elif isinstance(action, rollout.Forget):
+                # Release first: a replica leaves the status only once its capacity is free.
+                await self._release([action.name])
+                self._state = rollout.forgotten(self._state, action.name)
+            elif isinstance(action, rollout.Wait):
+                await self._wait(action)
+            elif isinstance(action, rollout.EndPass):
+                self._publish()
+                await self._maybe_continue_as_new()
             else:
-                self._summary = "rollout blocked: no room to surge and maxUnavailable is 0"
-                return
+                assert isinstance(action, rollout.Finish)
+                self._publish()
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self._status()
 
-    async def _fill(self) -> list[str]:
-        response = await self._place(self._spec.spec.replicas)
-        for victim in response.victims:
-            await self._teardown(victim.replica.name, victim.reason)
-        for replica in response.placed:
-            await self._start_replica(replica)
-        return [r.name for r in response.placed]
+    async def _rest(self, action: rollout.Rest) -> None:
+        # A timeout is the periodic resync: it starts a pass like any change does.
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: rollout.rest_over(self._state),
+                timeout=action.timeout,
+                timeout_summary="periodic resync",
+            )
+        self._state = rollout.woke(self._state, workflow.now())
 
-    async def _await_ready(self, name: str) -> bool:
+    async def _wait(self, action: rollout.Wait) -> None:
         await workflow.wait_condition(
-            lambda: (
-                self._deleting
-                or name not in self._replicas
-                or self._replicas[name].phase in (ReplicaPhase.READY, ReplicaPhase.FAILED)
-            ),
-            timeout_summary=f"wait for {name} to become Ready",
+            lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
         )
-        status = self._replicas.get(name)
-        return status is not None and status.phase is ReplicaPhase.READY
+
+    async def _maybe_continue_as_new(self) -> None:
+        if not workflow.info().is_continue_as_new_suggested() or self._state.dirty:
+            return
+        if self._state.deleting and workflow.patched(PATCH_NO_CAN_WHILE_DELETING):
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(rollout.carried(self._state))
 
     # --- fleet calls -----------------------------------------------------------------------
 
-    async def _place(self, desired: int) -> PlaceResponse:
-        self._sequence += 1
-        request = PlaceRequest(
-            request_id=f"{workflow.info().workflow_id}/{workflow.info().run_id}/{self._sequence}",
-            deployment=self._spec,
-            desired=desired,
-            avoid_clusters=sorted(self._avoid),
-            avoid_reasons={c: r for c, r in self._avoid_reasons.items() if c in self._avoid},
+    async def _place(self, action: rollout.Place) -> None:
+        info = workflow.info()
+        request = rollout.place_request(
+            self._state,
+            action,
+            request_id=f"{info.workflow_id}/{info.run_id}/{action.sequence}",
+            now=workflow.now(),
         )
         response: PlaceResponse = await workflow.execute_activity(
             FLEET_PLACE,
             request,
             result_type=PlaceResponse,
-            summary=f"place {desired} replica(s)",
+            summary=f"place {action.desired} replica(s)",
             start_to_close_timeout=FLEET_TIMEOUT,
             retry_policy=FLEET_RETRY,
         )
-        self._conditions = response.conditions
-        self._rejections = response.rejections
-        self._summary = response.summary
-        for kept in response.kept:
-            self._placed[kept.name] = kept
-        return response
+        self._state = rollout.placed(self._state, response)
 
     async def _release(self, names: list[str]) -> None:
         await workflow.execute_activity(
             FLEET_RELEASE,
-            ReleaseRequest(namespace=self._spec.namespace, replicas=names),
+            ReleaseRequest(namespace=self._state.spec.namespace, replicas=names),
             result_type=int,
             summary=f"release {', '.join(names)}",
             start_to_close_timeout=FLEET_TIMEOUT,
@@ -341,22 +246,12 @@ class DeploymentWorkflow:
 
     # --- children --------------------------------------------------------------------------
 
-    async def _start_replica(self, replica: ModelReplica) -> None:
-        self._placed[replica.name] = replica
-        self._replicas[replica.name] = ReplicaStatus(
-            name=replica.name,
-            cluster=replica.spec.cluster_name,
-            index=replica.spec.index,
-            phase=ReplicaPhase.PENDING,
-            step=ReplicaStep.PLACED,
-            template_hash=template_hash(self._spec),
-            pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
-            updated=workflow.now(),
-        )
+    async def _start_replica(self, action: rollout.StartReplica) -> None:
+        replica = action.replica
         arg = ReplicaInput(
             replica=replica,
             parent_id=workflow.info().workflow_id,
-            progress_deadline_seconds=self._spec.spec.strategy.progress_deadline_seconds,
+            progress_deadline_seconds=action.progress_deadline_seconds,
         )
         # A replacement takes the name of the slot it fills; the previous holder of that name
         # may still be closing (it reports done just before it returns), so retry briefly.
@@ -375,86 +270,10 @@ class DeploymentWorkflow:
                     raise
                 await workflow.sleep(timedelta(seconds=1), summary=f"{replica.name} still closing")
 
-    async def _teardown(self, name: str, reason: str) -> None:
-        status = self._replicas.get(name)
-        if status is None:
-            await self._release([name])
-            return
-        if status.phase not in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED):
-            status.phase, status.step, status.reason = (
-                ReplicaPhase.TERMINATING,
-                ReplicaStep.TEARDOWN,
-                reason,
-            )
-            handle = workflow.get_external_workflow_handle(replica_id(self._spec.namespace, name))
-            await handle.signal("teardown")
-            await workflow.wait_condition(
-                lambda: self._replicas[name].step is ReplicaStep.DONE,
-                timeout_summary=f"wait for {name} teardown",
-            )
-        await self._forget(name)
-
-    async def _forget(self, name: str) -> None:
-        # Release first: a replica leaves the status only once its capacity is free again.
-        await self._release([name])
-        self._replicas.pop(name, None)
-        self._placed.pop(name, None)
-
-    async def _reap_finished(self) -> None:
-        """Release replicas whose workflow ended by itself (failed and compensated)."""
-        for name, status in sorted(self._replicas.items()):
-            if status.step is ReplicaStep.DONE:
-                if status.phase is ReplicaPhase.FAILED:
-                    until = workflow.now() + AVOID_AFTER_FAILURE
-                    self._avoid[status.cluster] = until
-                    self._avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
-                await self._forget(name)
-
-    async def _teardown_all(self) -> None:
-        for name in sorted(self._replicas):
-            await self._teardown(name, "deployment deleted")
-
     # --- reporting -------------------------------------------------------------------------
 
     def _status(self) -> DeploymentStatus:
-        current = template_hash(self._spec)
-        replicas = [self._replicas[k] for k in sorted(self._replicas)]
-        ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
-        desired = self._spec.spec.replicas
-        conditions = list(self._conditions)
-        conditions.append(
-            Condition(
-                type="ReplicasReady",
-                status="True" if ready >= desired and desired > 0 else "False",
-                reason="AllReplicasReady"
-                if ready >= desired
-                else ("NoReplicasScheduled" if not replicas else "ModelStarting"),
-                message=f"{ready} of {desired} ready",
-            )
-        )
-        if self._deleting:
-            phase = "Deleting"
-        elif ready >= desired and all(r.template_hash == current for r in replicas):
-            phase = "Ready"
-        elif any(r.phase is ReplicaPhase.FAILED for r in replicas):
-            phase = "Degraded"
-        else:
-            phase = "Progressing"
-        return DeploymentStatus(
-            namespace=self._spec.namespace,
-            name=self._spec.name,
-            generation=self._generation,
-            desired=desired,
-            scheduled=len(replicas),
-            ready=ready,
-            updated=sum(1 for r in replicas if r.template_hash == current),
-            phase=phase,
-            conditions=conditions,
-            replicas=replicas,
-            rejections=self._rejections,
-            summary=self._summary,
-            deleting=self._deleting,
-        )
+        return rollout.report(self._state)
 
     def _publish(self) -> None:
         status = self._status()

@@ -16,40 +16,36 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet.api.classes import InferenceClass
+    from modelfleet.api.clusters import InferenceCluster
+    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.rules import validate
+    from modelfleet.cel.evaluator import SelectorEvaluator
+    from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
         PlaceRequest,
         PlaceResponse,
         ReleaseRequest,
+        ReplicaRemoval,
     )
-    from modelfleet.api.classes import InferenceClass
-    from modelfleet.api.clusters import InferenceCluster
-    from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.errors import InvalidResourceError
-    from modelfleet.api.meta import Model
-    from modelfleet.api.rules import validate
+    from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
+    from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+    from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
     from modelfleet.workflows import search
-    from modelfleet.workflows.fleet_placement import run_placement
     from modelfleet.workflows.ids import deployment_id
-    from modelfleet.workflows.status import ClusterRecord, Decision, DecisionQuery, FleetView
 
 # Bounded memory: a long-lived workflow must not grow without limit.
 MAX_DECISIONS = 500
 MAX_REMEMBERED_REQUESTS = 200
 # A cluster NotReady for longer than this loses its replicas to re-placement.
 NOT_READY_GRACE = timedelta(minutes=5)
-
-
-class FleetState(Model):
-    classes: dict[str, InferenceClass] = {}
-    clusters: dict[str, ClusterRecord] = {}
-    replicas: dict[str, ModelReplica] = {}
-    decisions: list[Decision] = []
-    answered: dict[str, PlaceResponse] = {}
-
-
-class FleetInput(Model):
-    state: FleetState | None = None
+# Reported for an avoided cluster when the request does not say why.
+AVOIDED_WITHOUT_REASON = "a replica failed here recently"
+# One evaluator for every placement in the worker process: compiled selectors and their results
+# per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
+# (lark parsing) on every placement.
+_EVALUATOR = SelectorEvaluator()
 
 
 @workflow.defn(name="Fleet")
@@ -172,13 +168,7 @@ class FleetWorkflow:
             for name, rec in self._clusters.items()
             if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
         }
-        response = run_placement(
-            request,
-            classes=self._classes,
-            clusters=self._clusters,
-            replicas=list(self._replicas.values()),
-            gone_clusters=stale,
-        )
+        response = self._place(request, gone=stale)
         for replica in response.placed:
             self._replicas[_key(replica.namespace, replica.name)] = replica
         self._remember(request.request_id, response)
@@ -195,6 +185,32 @@ class FleetWorkflow:
             )
         )
         return response
+
+    def _place(self, request: PlaceRequest, *, gone: set[str]) -> PlaceResponse:
+        placement = place_in_fleet(
+            request.deployment,
+            desired=request.desired,
+            classes=self._classes,
+            clusters={name: _observed(record) for name, record in self._clusters.items()},
+            replicas=list(self._replicas.values()),
+            gone=gone,
+            avoid={
+                c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON)
+                for c in request.avoid_clusters
+            },
+            evaluator=_EVALUATOR,
+        )
+        return PlaceResponse(
+            kept=placement.kept,
+            placed=placement.placed,
+            victims=[
+                ReplicaRemoval(replica=v.replica, reason=v.message or v.reason.value)
+                for v in placement.victims
+            ],
+            conditions=placement.conditions,
+            rejections=placement.rejections,
+            summary=placement.summary,
+        )
 
     @place.validator
     def _check_place(self, request: PlaceRequest) -> None:
@@ -243,3 +259,13 @@ class FleetWorkflow:
 
 def _key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
+
+
+def _observed(record: ClusterRecord) -> ObservedCluster:
+    return ObservedCluster(
+        spec=record.spec,
+        ready=record.ready,
+        gateway_address=record.gateway_address,
+        ready_nodes={pool: seen.ready_nodes for pool, seen in record.observed_pools.items()},
+        draining=record.draining,
+    )

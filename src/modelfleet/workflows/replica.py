@@ -21,11 +21,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.activities.contracts import (
+    from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
         KUBE_DELETE,
         KUBE_WAIT_READY,
+    )
+    from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
         DeleteRequest,
@@ -34,12 +36,15 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
-    from modelfleet.api.deployments import ModelReplica
-    from modelfleet.api.meta import Model
-    from modelfleet.rendering.facts import ClusterFacts
-    from modelfleet.rendering.replica import ReadinessRule, RenderedReplica, Step, render_replica
+    from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+    from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+    from modelfleet.rendering.replica_manifests import (
+        ReadinessRule,
+        RenderedReplica,
+        Step,
+        render_replica,
+    )
     from modelfleet.workflows import search
-    from modelfleet.workflows.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
 API_RETRY = RetryPolicy(
@@ -57,22 +62,6 @@ _STEP_NAMES = {
     Step.WORKLOADS: ReplicaStep.WORKLOADS,
     Step.ROUTING: ReplicaStep.ROUTING,
 }
-
-
-class ReplicaInput(Model):
-    replica: ModelReplica
-    parent_id: str
-    progress_deadline_seconds: int = 1800
-    facts: ClusterFacts = ClusterFacts()
-    # Carried across continue-as-new while serving.
-    serving_since: datetime | None = None
-    health_interval_seconds: int = 30
-
-
-class ReplicaResult(Model):
-    name: str
-    phase: ReplicaPhase
-    reason: str = ""
 
 
 class RolloutFailedError(Exception):

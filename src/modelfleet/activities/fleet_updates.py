@@ -1,0 +1,77 @@
+"""Fleet activities: the bridge from deployment and cluster workflows to the Fleet workflow's
+Updates (workflows cannot send Updates to each other). Each call carries a deterministic update
+ID, so a retried activity is answered from the first result instead of placing twice.
+
+Side effects: Temporal client calls only. No Kubernetes, no cloud SDKs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle
+
+from modelfleet.contracts.activity_names import (
+    FLEET_PLACE,
+    FLEET_PUBLISH_CLUSTER,
+    FLEET_RELEASE,
+    FLEET_REPLICAS_ON,
+)
+from modelfleet.contracts.fleet_payloads import (
+    PlaceRequest,
+    PlaceResponse,
+    PublishRequest,
+    ReleaseRequest,
+)
+
+FLEET_WORKFLOW_ID = "fleet"
+# The server admits a bounded number of in-flight Updates per workflow (10 by default); past it,
+# Updates are aborted and the Fleet's workflow tasks rejected, so a burst of placements collapses
+# instead of queueing. Each worker keeps its own Updates to the Fleet under that bound.
+MAX_FLEET_UPDATES_IN_FLIGHT = 6
+
+
+class FleetActivities:
+    def __init__(self, client: Client, *, max_in_flight: int = MAX_FLEET_UPDATES_IN_FLIGHT) -> None:
+        self._client = client
+        self._slots = asyncio.Semaphore(max_in_flight)
+
+    async def _update(
+        self, name: str, arg: Any, *, result_type: type | None = None, update_id: str | None = None
+    ) -> Any:
+        async with self._slots:
+            return await self._fleet().execute_update(
+                name, arg, id=update_id, result_type=result_type
+            )
+
+    def _fleet(self) -> WorkflowHandle[Any, Any]:
+        return self._client.get_workflow_handle(FLEET_WORKFLOW_ID)
+
+    @activity.defn(name=FLEET_PLACE)
+    async def place(self, request: PlaceRequest) -> PlaceResponse:
+        result: PlaceResponse = await self._update(
+            "place", request, update_id=request.request_id, result_type=PlaceResponse
+        )
+        return result
+
+    @activity.defn(name=FLEET_RELEASE)
+    async def release(self, request: ReleaseRequest) -> int:
+        released: int = await self._update("release", request, result_type=int)
+        return released
+
+    @activity.defn(name=FLEET_PUBLISH_CLUSTER)
+    async def publish_cluster(self, request: PublishRequest) -> None:
+        if request.remove is not None:
+            await self._update("remove_cluster", request.remove, result_type=list[str])
+            return
+        if request.spec is not None:
+            await self._update("put_cluster", request.spec)
+        if request.report is not None:
+            await self._update("report_cluster", request.report)
+
+    @activity.defn(name=FLEET_REPLICAS_ON)
+    async def replicas_on(self, cluster: str) -> list[str]:
+        names: list[str] = await self._fleet().query("replicas_on", cluster, result_type=list[str])
+        return names

@@ -1,0 +1,216 @@
+"""Kubernetes activities: apply, delete, wait for readiness, check readiness, probe a cluster.
+
+Thin by design: each resolves the cluster's kubeconfig on the worker, calls the Kubernetes
+adapter, and translates the adapter's error taxonomy into Temporal's (retryable vs not, with
+Retry-After honoured). Credentials never leave the worker: payloads name clusters only, and
+error messages come from the adapter, which never includes them.
+
+These are synchronous activities; the worker runs them on a thread pool.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
+from modelfleet.contracts.activity_names import (
+    KUBE_APPLY,
+    KUBE_CHECK_READY,
+    KUBE_DELETE,
+    KUBE_PROBE,
+    KUBE_WAIT_READY,
+)
+from modelfleet.contracts.kube_payloads import (
+    ApplyRequest,
+    ApplyResult,
+    DeleteRequest,
+    DeleteResult,
+    ObjectRef,
+    PoolObservation,
+    ProbeRequest,
+    ProbeResult,
+    ReadyResult,
+    WaitReadyRequest,
+)
+from modelfleet.rendering.facts import ClusterFacts
+
+GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
+
+
+class KubeconfigStore:
+    """Resolves a cluster name to a kubeconfig file in the worker's credentials directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, cluster: str) -> Path:
+        for suffix in (".yaml", ".yml", ".kubeconfig"):
+            candidate = self.directory / f"{cluster}{suffix}"
+            if candidate.is_file():
+                return candidate
+        raise ApplicationError(
+            f"no kubeconfig for cluster {cluster!r} in the worker's credentials directory "
+            f"(looked for {cluster}.yaml in {self.directory})",
+            type="MissingCredentials",
+            non_retryable=True,
+        )
+
+
+def to_temporal(error: KubeError) -> ApplicationError:
+    """The adapter's taxonomy in Temporal's terms."""
+    delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+    return ApplicationError(
+        str(error),
+        type="RetryableKubeError" if error.retryable else "PermanentKubeError",
+        non_retryable=not error.retryable,
+        next_retry_delay=delay,
+    )
+
+
+class KubeActivities:
+    def __init__(self, kubeconfigs: KubeconfigStore, facts: ClusterFacts | None = None) -> None:
+        self._kubeconfigs = kubeconfigs
+        self._facts = facts or ClusterFacts()
+        self._clients: dict[str, KubeCluster] = {}
+        self._lock = threading.Lock()
+
+    def _cluster(self, name: str) -> KubeCluster:
+        with self._lock:
+            client = self._clients.get(name)
+            if client is None:
+                client = KubeCluster(self._kubeconfigs.path(name))
+                self._clients[name] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+    @activity.defn(name=KUBE_APPLY)
+    def apply(self, request: ApplyRequest) -> ApplyResult:
+        """Apply the manifests in order. Progress is heartbeated, so a retry resumes after the
+        last object applied rather than starting over: with a per-request failure rate, a step
+        of many objects would otherwise rarely get through in one attempt."""
+        cluster = self._cluster(request.cluster)
+        (start,) = _resumed(1)
+        for index in range(min(start, len(request.manifests)), len(request.manifests)):
+            try:
+                cluster.apply(request.manifests[index])
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+            activity.heartbeat(index + 1)
+        return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
+
+    @activity.defn(name=KUBE_DELETE)
+    def delete(self, request: DeleteRequest) -> DeleteResult:
+        """Delete the objects in order; like ``apply``, a retry resumes where the last attempt
+        got to (heartbeated as ``(next index, deleted, absent)``)."""
+        cluster = self._cluster(request.cluster)
+        start, deleted, absent = _resumed(3)
+        for index in range(min(start, len(request.objects)), len(request.objects)):
+            ref = request.objects[index]
+            try:
+                existed = cluster.delete(ref.api_version, ref.kind, ref.name, ref.namespace)
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+            if existed:
+                deleted += 1
+            else:
+                absent += 1
+            activity.heartbeat(index + 1, deleted, absent)
+        return DeleteResult(deleted=deleted, absent=absent)
+
+    def _readiness(self, request: WaitReadyRequest) -> ReadyResult:
+        cluster = self._cluster(request.cluster)
+        for rule in request.rules:
+            try:
+                readiness = cluster.readiness(rule)
+            except KubeError as exc:
+                if not exc.retryable:
+                    raise to_temporal(exc) from None
+                return ReadyResult(ready=False, reason=f"API error: {exc}")
+            if not readiness.ready:
+                # The adapter's reason already names the object.
+                return ReadyResult(ready=False, reason=readiness.reason)
+        return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_CHECK_READY)
+    def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        return self._readiness(request)
+
+    @activity.defn(name=KUBE_WAIT_READY)
+    def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """Poll until every rule is ready, heartbeating the current reason; fail permanently
+        when the (absolute) deadline passes."""
+        while True:
+            result = self._readiness(request)
+            if result.ready:
+                return result
+            activity.heartbeat(result.reason)
+            if datetime.now(UTC) >= request.deadline:
+                raise ApplicationError(
+                    f"not ready by the progress deadline: {result.reason}",
+                    type="ReadinessDeadlineExceeded",
+                    non_retryable=True,
+                )
+            # Returns early when the activity is cancelled (needs the heartbeat above).
+            activity.wait_for_cancelled_sync(timeout=timedelta(seconds=request.poll_seconds))
+            if activity.is_cancelled():
+                raise ApplicationError("cancelled while waiting", type="Cancelled")
+
+    @activity.defn(name=KUBE_PROBE)
+    def probe(self, request: ProbeRequest) -> ProbeResult:
+        started = time.monotonic()
+        try:
+            cluster = self._cluster(request.cluster)
+            version = cluster.server_version()
+            nodes = cluster.nodes()
+            gateway = cluster.get(
+                GATEWAY_API_VERSION,
+                "Gateway",
+                self._facts.gateway_name,
+                self._facts.gateway_namespace,
+            )
+        except KubeError as exc:
+            if exc.retryable:
+                # A transient error says little about health: let Temporal retry the probe.
+                raise to_temporal(exc) from None
+            return ProbeResult(reachable=False, reason=str(exc))
+        pools: dict[str, PoolObservation] = {}
+        for node in nodes:
+            if node.pool is None:
+                continue
+            seen = pools.setdefault(node.pool, PoolObservation(nodes=0, ready_nodes=0))
+            seen.nodes += 1
+            if node.ready and node.schedulable:
+                seen.ready_nodes += 1
+        address = None
+        if gateway is not None:
+            addresses = gateway.get("status", {}).get("addresses") or []
+            if addresses:
+                address = addresses[0].get("value")
+        elapsed = int((time.monotonic() - started) * 1000)
+        return ProbeResult(
+            reachable=True,
+            reason=f"answered in {elapsed} ms",
+            version=version,
+            gateway_address=address,
+            pools=pools,
+        )
+
+
+def _resumed(count: int) -> tuple[int, ...]:
+    """The ``count`` counters the previous attempt of this activity last heartbeated, or zeros
+    on a first attempt (or details of another shape, e.g. from an older worker)."""
+    details = activity.info().heartbeat_details
+    if len(details) == count and all(type(d) is int and d >= 0 for d in details):
+        return tuple(details)
+    return (0,) * count

@@ -1,0 +1,325 @@
+"""Compiling a DRA device selector: parsing with ``celpy`` and the static checks that stand in
+for cel-go's type checker (:func:`check_selector`, :func:`compile_selector`).
+
+Layer rules: ``modelfleet.cel`` is the pure base package under ``api`` and ``scheduling``. It
+does no I/O (no logging, files, network or clock), and it imports only the standard library,
+``celpy`` and its sibling modules: no Temporal, no Kubernetes client, no cloud SDK, no other
+modelfleet package.
+
+Deliberate divergences from upstream (cel-python cannot do these, or we chose to be lenient):
+
+* No type checker. Instead :func:`check_selector` rejects syntax errors, unknown functions or
+  identifiers, unknown ``device`` fields, wrong arities of the Kubernetes functions, literals of
+  the wrong type passed to them and unparsable ``quantity("...")``/``semver("...")`` literals.
+  A non-bool result type is not rejected up front; it is a non-match at evaluation.
+* Missing: ``cel.bind``, optional syntax (``.?``, ``orValue``), the Kubernetes extension
+  libraries (strings v2, lists, sets, regex helpers beyond ``matches``, IP/CIDR, URL, format),
+  quantity ``mul``/``div``/``divInt``, ``device.allowMultipleAllocations``, list-valued
+  attributes and cost limits.
+* More permissive: ``has()`` accepts an index expression such as ``has(m["k"])``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Final
+
+import celpy
+from celpy.evaluation import celstr
+
+from modelfleet.cel.functions import (
+    ARGUMENT_KINDS,
+    ARITY,
+    BOOL,
+    INT,
+    NOT_LITERAL,
+    STANDARD_FUNCTIONS,
+    STRING,
+)
+from modelfleet.cel.quantity import Quantity
+from modelfleet.cel.semver import Semver
+
+#: Kubernetes caps a selector expression at 10 KiB (``CELSelectorExpressionMaxLength``).
+MAX_EXPRESSION_LENGTH: Final = 10 * 1024
+
+_DEVICE_FIELDS: Final = frozenset({"driver", "attributes", "capacity"})
+_TYPE_IDENTIFIERS: Final = frozenset(
+    {"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"}
+)
+_MEMBER_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+class CelCompileError(ValueError):
+    """A selector that cannot be compiled. ``str()`` gives the reason and, if known, where."""
+
+    def __init__(
+        self, expression: str, reason: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.expression = expression
+        self.reason = reason
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None and column else ""
+        super().__init__(f"{reason}{where}")
+
+
+_TOKEN_KINDS: Final = {
+    "STRING_LIT": STRING,
+    "MLSTRING_LIT": STRING,
+    "BOOL_LIT": BOOL,
+    "INT_LIT": INT,
+    "UINT_LIT": "uint",
+    "FLOAT_LIT": "double",
+    "BYTES_LIT": "bytes",
+    "NULL_LIT": "null",
+}
+
+
+_ENVIRONMENT_LOCK: Final = threading.Lock()
+_ENVIRONMENT: celpy.Environment | None = None
+
+
+def _parse(expression: str) -> Any:
+    global _ENVIRONMENT
+    # celpy's parser object keeps the current text on itself, so parses must not interleave.
+    with _ENVIRONMENT_LOCK:
+        if _ENVIRONMENT is None:
+            _ENVIRONMENT = celpy.Environment()
+        return _ENVIRONMENT.compile(expression)
+
+
+def _syntax_error(expression: str, error: Exception) -> CelCompileError:
+    cause = error.__context__
+    token = getattr(cause, "token", None)
+    if token is not None:
+        if token.type == "$END":
+            reason = "syntax error: unexpected end of expression"
+        else:
+            reason = f"syntax error: unexpected {str(token)!r}"
+    elif getattr(cause, "char", None) is not None:
+        reason = f"syntax error: unexpected character {getattr(cause, 'char', '')!r}"
+    else:
+        reason = "syntax error"
+    if "?" in expression and (".?" in expression or "[?" in expression):
+        reason += " (optional field syntax '.?'/'[?]' is not supported)"
+    return CelCompileError(
+        expression, reason, getattr(error, "line", None), getattr(error, "column", None)
+    )
+
+
+def compile_selector(expression: str) -> Any:
+    """The parsed and checked program of ``expression``; raises :class:`CelCompileError`."""
+    if not isinstance(expression, str):
+        raise TypeError(f"a selector must be a str, not {type(expression).__name__}")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise CelCompileError(
+            expression,
+            f"expression is {len(expression)} characters long; the limit is "
+            f"{MAX_EXPRESSION_LENGTH}",
+        )
+    if not expression.strip():
+        raise CelCompileError(expression, "expression is empty")
+    try:
+        ast = _parse(expression)
+    except RecursionError as err:
+        raise CelCompileError(expression, "expression is nested too deeply") from err
+    except Exception as err:  # celpy raises CELParseError and, rarely, lark errors directly.
+        raise _syntax_error(expression, err) from err
+    try:
+        _Checker(expression).check(ast, frozenset({"device"}))
+    except RecursionError as err:
+        raise CelCompileError(expression, "expression is nested too deeply") from err
+    return ast
+
+
+def _position(node: Any) -> tuple[int | None, int | None]:
+    meta = getattr(node, "meta", None)
+    if meta is not None and not getattr(meta, "empty", True):
+        return meta.line, meta.column
+    line = getattr(node, "line", None)
+    return line, getattr(node, "column", None)
+
+
+def _children(node: Any) -> list[Any]:
+    return list(getattr(node, "children", []))
+
+
+def _is_tree(node: Any, data: str) -> bool:
+    return getattr(node, "data", None) == data
+
+
+_TERMINAL_NODES: Final = frozenset(
+    {
+        "member_dot",
+        "member_dot_arg",
+        "member_index",
+        "member_object",
+        "literal",
+        "list_lit",
+        "map_lit",
+        "ident",
+        "ident_arg",
+        "dot_ident",
+        "dot_ident_arg",
+    }
+)
+
+
+def _unwrap(node: Any) -> Any:
+    """Descend through single-child wrappers (expr -> ... -> primary) to the real node."""
+    while getattr(node, "data", None) not in _TERMINAL_NODES:
+        children = _children(node)
+        if len(children) != 1 or not hasattr(children[0], "data"):
+            return node
+        node = children[0]
+    return node
+
+
+def _literal(node: Any) -> tuple[str, Any] | None:
+    """(kind, token) when ``node`` is a bare literal, list or map; else None."""
+    inner = _unwrap(node)
+    if _is_tree(inner, "literal"):
+        token = _children(inner)[0]
+        return _TOKEN_KINDS.get(token.type, "literal"), token
+    if _is_tree(inner, "list_lit"):
+        return "list", None
+    if _is_tree(inner, "map_lit"):
+        return "map", None
+    return None
+
+
+def _identifier(node: Any) -> str | None:
+    inner = _unwrap(node)
+    if _is_tree(inner, "ident"):
+        return str(_children(inner)[0])
+    return None
+
+
+class _Checker:
+    """Static checks standing in for cel-go's type checker (see the module docstring)."""
+
+    def __init__(self, expression: str) -> None:
+        self._expression = expression
+
+    def _fail(self, node: Any, reason: str) -> CelCompileError:
+        line, column = _position(node)
+        return CelCompileError(self._expression, reason, line, column)
+
+    def check(self, node: Any, scope: frozenset[str]) -> None:
+        data = getattr(node, "data", None)
+        if data is None:
+            return
+        if data == "ident":
+            self._check_identifier(node, str(_children(node)[0]), scope)
+            return
+        if data in ("dot_ident", "dot_ident_arg"):
+            raise self._fail(node, "leading-dot names are not supported")
+        if data == "member_object":
+            raise self._fail(node, "message construction is not supported")
+        if data == "ident_arg":
+            self._check_global_call(node, scope)
+            return
+        if data == "member_dot_arg":
+            self._check_member_call(node, scope)
+            return
+        if data == "member_dot":
+            self._check_field(node)
+        for child in _children(node):
+            self.check(child, scope)
+
+    def _check_identifier(self, node: Any, name: str, scope: frozenset[str]) -> None:
+        if name == "cel":
+            raise self._fail(node, "cel.bind() is not supported; repeat the lookup instead")
+        if name not in scope and name not in _TYPE_IDENTIFIERS:
+            raise self._fail(node, f"undeclared reference to {name!r}; the only variable is device")
+
+    def _check_field(self, node: Any) -> None:
+        receiver, field = _children(node)[:2]
+        if _identifier(receiver) == "device" and str(field) not in _DEVICE_FIELDS:
+            hint = (
+                " (not supported by this evaluator)" if field == "allowMultipleAllocations" else ""
+            )
+            raise self._fail(
+                node,
+                f"device has no field {str(field)!r}{hint}; use driver, attributes or capacity",
+            )
+
+    def _check_global_call(self, node: Any, scope: frozenset[str]) -> None:
+        children = _children(node)
+        name = str(children[0])
+        args = _children(children[1]) if len(children) > 1 else []
+        if name in ("has", "dyn"):
+            if len(args) != 1:
+                raise self._fail(node, f"{name}() takes exactly one argument")
+        else:
+            self._check_call(node, name, args)
+        for arg in args:
+            self.check(arg, scope)
+
+    def _check_member_call(self, node: Any, scope: frozenset[str]) -> None:
+        children = _children(node)
+        receiver, name_token = children[0], children[1]
+        name = str(name_token)
+        args = _children(children[2]) if len(children) > 2 else []
+        if _identifier(receiver) == "cel":
+            raise self._fail(node, f"cel.{name}() is not supported; repeat the lookup instead")
+        self.check(receiver, scope)
+        if name in _MEMBER_MACROS:
+            if len(args) != 2:
+                raise self._fail(node, f"{name}() takes a variable and one expression")
+            variable = _identifier(args[0])
+            if variable is None:
+                raise self._fail(node, f"the first argument of {name}() must be a variable name")
+            self.check(args[1], scope | {variable})
+            return
+        self._check_call(node, name, [receiver, *args])
+        for arg in args:
+            self.check(arg, scope)
+
+    def _check_call(self, node: Any, name: str, args: Sequence[Any]) -> None:
+        if name not in ARITY:
+            if name not in STANDARD_FUNCTIONS:
+                raise self._fail(node, f"undeclared function {name!r}")
+            return
+        if len(args) not in ARITY[name]:
+            expected = " or ".join(str(n) for n in sorted(ARITY[name]))
+            raise self._fail(
+                node,
+                f"found no matching overload for {name!r}: it takes {expected} argument(s) "
+                f"counting the receiver, got {len(args)}",
+            )
+        literals = [_literal(arg) for arg in args]
+        for position, (expected_kind, literal) in enumerate(
+            zip(ARGUMENT_KINDS[name], literals, strict=False)
+        ):
+            if literal is None or literal[0] == expected_kind:
+                continue
+            wanted = "a quantity or semver" if expected_kind == NOT_LITERAL else expected_kind
+            raise self._fail(
+                node,
+                f"found no matching overload for {name!r}: argument {position + 1} must be "
+                f"{wanted}, got a {literal[0]} literal",
+            )
+        if name in ("quantity", "semver") and literals[0] is not None:
+            self._check_constant(node, name, literals)
+
+    def _check_constant(self, node: Any, name: str, literals: Sequence[Any]) -> None:
+        text = str(celstr(literals[0][1]))
+        try:
+            if name == "quantity":
+                Quantity.parse(text)
+                return
+            normalize = False
+            if len(literals) > 1:
+                if literals[1] is None:
+                    return  # The mode is only known at evaluation.
+                normalize = str(literals[1][1]) == "true"
+            Semver.parse(text, normalize=normalize)
+        except ValueError as err:
+            raise self._fail(node, f"invalid {name} literal: {err}") from err
+
+
+def check_selector(expression: str) -> None:
+    """Raise :class:`CelCompileError` when ``expression`` is not a usable device selector."""
+    compile_selector(expression)

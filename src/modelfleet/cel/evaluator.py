@@ -1,0 +1,155 @@
+"""Evaluating DRA device selectors: :class:`SelectorEvaluator` compiles each expression once,
+presents each device once and memoises results, all in size-capped LRUs.
+
+Layer rules: ``modelfleet.cel`` is the pure base package under ``api`` and ``scheduling``. It
+does no I/O (no logging, files, network or clock), and it imports only the standard library,
+``celpy`` and its sibling modules: no Temporal, no Kubernetes client, no cloud SDK, no other
+modelfleet package. Callers hand it plain :class:`~modelfleet.cel.device.DeviceFacts` and get
+booleans back.
+
+Semantics follow ``k8s.io/dynamic-resource-allocation/cel`` (see ``device`` and ``functions``
+for the variable and the function library): an unknown id inside a map is an error, and a
+result that is not a bool, and any evaluation error, is a non-match. Where this evaluator
+diverges from upstream is listed in ``compiler``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Any, Final, Generic, TypeVar, cast
+
+from celpy.evaluation import Activation, Evaluator
+
+from modelfleet.cel.compiler import CelCompileError, compile_selector
+from modelfleet.cel.device import DeviceFacts, MalformedDeviceError, device_value
+from modelfleet.cel.functions import FUNCTIONS, is_bool
+
+# Bounds keep a long-running controller from growing without limit; each entry is small.
+_MAX_PROGRAMS: Final = 1024
+_MAX_DEVICES: Final = 4096
+_MAX_RESULTS: Final = 65536
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+_ABSENT: Final = object()
+
+
+class _LRU(Generic[_K, _V]):
+    """A size-capped mapping that forgets the least recently used entry first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._data: OrderedDict[_K, _V] = OrderedDict()
+
+    def get(self, key: _K) -> _V | object:
+        value = self._data.get(key, _ABSENT)
+        if value is not _ABSENT:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: _K, value: _V) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self._capacity:
+            self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class SelectorEvaluator:
+    """Evaluates selectors against devices, compiling each expression once.
+
+    With ``cache=True`` the result for each (expression, device) pair is memoised; the memo,
+    the compiled programs and the per-device CEL values are all size-capped LRUs. The object
+    is safe to share between threads.
+    """
+
+    def __init__(self, *, cache: bool = True) -> None:
+        self._cache = cache
+        self._lock = threading.Lock()
+        self._programs: _LRU[str, Any] = _LRU(_MAX_PROGRAMS)
+        self._devices: _LRU[DeviceFacts, Any] = _LRU(_MAX_DEVICES)
+        self._results: _LRU[tuple[str, DeviceFacts], bool] = _LRU(_MAX_RESULTS)
+        #: CEL evaluations actually run; memo hits and malformed devices do not count.
+        self.evaluations = 0
+        #: Expressions compiled (successfully or not); cached programs do not count.
+        self.compilations = 0
+
+    def matches(self, expression: str, device: DeviceFacts) -> bool:
+        """Whether ``device`` satisfies ``expression``.
+
+        Raises :class:`CelCompileError` for an invalid expression, so that callers can tell a
+        broken selector from a device that simply does not match.
+        """
+        key = (expression, device)
+        if self._cache:
+            with self._lock:
+                hit = self._results.get(key)
+            if hit is not _ABSENT:
+                return bool(hit)
+        program = self._program(expression)
+        activation = self._activation(device)
+        if activation is None:
+            result = False
+        else:
+            with self._lock:
+                self.evaluations += 1
+            result = _run(program, activation)
+        if self._cache:
+            with self._lock:
+                self._results.put(key, result)
+        return result
+
+    def matches_all(self, expressions: Sequence[str], device: DeviceFacts) -> bool:
+        """Whether ``device`` satisfies every expression (true for an empty list).
+
+        Every expression is compiled before any is evaluated, so an invalid one raises
+        :class:`CelCompileError` even when an earlier one already rules the device out.
+        """
+        if isinstance(expressions, str):
+            raise TypeError("expressions must be a sequence of str, not a single str")
+        for expression in expressions:
+            self._program(expression)
+        return all(self.matches(expression, device) for expression in expressions)
+
+    def _program(self, expression: str) -> Any:
+        # Compiling under the lock keeps "once per expression" true across threads.
+        with self._lock:
+            cached = self._programs.get(expression)
+            if cached is _ABSENT:
+                try:
+                    cached = compile_selector(expression)
+                except CelCompileError as err:
+                    cached = err
+                self.compilations += 1
+                self._programs.put(expression, cached)
+        if isinstance(cached, CelCompileError):
+            raise CelCompileError(cached.expression, cached.reason, cached.line, cached.column)
+        return cached
+
+    def _activation(self, device: DeviceFacts) -> Any:
+        with self._lock:
+            cached = self._devices.get(device)
+        if cached is _ABSENT:
+            try:
+                cached = Activation(
+                    vars={"device": device_value(device)}, functions=cast(Any, FUNCTIONS)
+                )
+            except MalformedDeviceError:
+                cached = None
+            with self._lock:
+                self._devices.put(device, cached)
+        return cached
+
+
+def _run(ast: Any, activation: Any) -> bool:
+    try:
+        # Reusing one Activation per device is safe: evaluation never writes to it, and
+        # macros evaluate in nested activations of their own.
+        result = Evaluator(ast, activation).evaluate()
+    except Exception:  # Any failure is a non-match; one odd device must not break a reconcile.
+        return False
+    return is_bool(result) and bool(result)

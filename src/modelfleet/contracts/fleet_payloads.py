@@ -1,0 +1,72 @@
+"""Payloads of the Fleet's Updates and the activities that send them (``fleet.*``): placement
+requests and answers, releases, and what a cluster's workflow publishes about its cluster.
+
+Every model is a :class:`~modelfleet.contracts.wire.WireModel`, so old and new workers read each
+other's payloads (see there); every field added later needs a default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.meta import Condition
+from modelfleet.contracts.kube_payloads import PoolObservation
+from modelfleet.contracts.wire import WireModel
+
+
+class PlaceRequest(WireModel):
+    # Deterministic per caller step, so a retried activity does not place twice.
+    request_id: str
+    deployment: ModelDeployment
+    desired: int
+    # Clusters this deployment should not get new replicas on (recent failures there).
+    avoid_clusters: list[str] = Field(default_factory=list)
+    # Why, per avoided cluster: the replica that failed there and its reason.
+    avoid_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class ReplicaRemoval(WireModel):
+    """A replica the placement removes, and why in words: the wire form of the scheduler's
+    :class:`~modelfleet.scheduling.retain.Victim` (whose reason code stays in the scheduler)."""
+
+    replica: ModelReplica
+    reason: str
+
+
+class PlaceResponse(WireModel):
+    kept: list[ModelReplica] = Field(default_factory=list)
+    placed: list[ModelReplica] = Field(default_factory=list)
+    victims: list[ReplicaRemoval] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+    rejections: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+
+
+class ReleaseRequest(WireModel):
+    namespace: str
+    replicas: list[str]
+
+
+class ClusterReport(WireModel):
+    """What an InferenceCluster workflow publishes to the Fleet about its cluster."""
+
+    name: str
+    ready: bool
+    reason: str = ""
+    gateway_address: str | None = None
+    observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    since: datetime | None = None
+    # Being deleted: its replicas are moved elsewhere before it leaves the fleet.
+    draining: bool = False
+
+
+class PublishRequest(WireModel):
+    """What an InferenceCluster workflow tells the Fleet: a spec, a report, or a removal."""
+
+    spec: InferenceCluster | None = None
+    report: ClusterReport | None = None
+    remove: str | None = None

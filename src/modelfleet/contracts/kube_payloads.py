@@ -1,0 +1,88 @@
+"""Payloads of the Kubernetes activities (``kube.*``): what to apply, delete or wait for on which
+cluster, and what came back.
+
+Payloads name clusters, never carry credentials: the worker resolves a cluster's kubeconfig
+from its own credentials directory inside the activity. Every model is a
+:class:`~modelfleet.contracts.wire.WireModel`, so old and new workers read each other's payloads
+(see there); every field added later needs a default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from modelfleet.contracts.wire import WireModel
+from modelfleet.rendering.readiness import ReadinessRule
+
+
+class ObjectRef(WireModel):
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> ObjectRef:
+        meta = manifest.get("metadata", {})
+        return cls(
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class ApplyRequest(WireModel):
+    cluster: str
+    manifests: list[dict[str, Any]]
+
+
+class ApplyResult(WireModel):
+    applied: list[ObjectRef]
+
+
+class DeleteRequest(WireModel):
+    cluster: str
+    objects: list[ObjectRef]
+
+
+class DeleteResult(WireModel):
+    deleted: int
+    absent: int
+
+
+class WaitReadyRequest(WireModel):
+    cluster: str
+    rules: list[ReadinessRule]
+    # Absolute, so a retried activity (worker crash) keeps the original deadline.
+    deadline: datetime
+    poll_seconds: float = Field(default=1.0, gt=0)
+
+
+class ReadyResult(WireModel):
+    ready: bool
+    reason: str
+
+
+class ProbeRequest(WireModel):
+    cluster: str
+
+
+class PoolObservation(WireModel):
+    nodes: int
+    ready_nodes: int
+
+
+class ProbeResult(WireModel):
+    reachable: bool
+    reason: str = ""
+    version: str = ""
+    gateway_address: str | None = None
+    pools: dict[str, PoolObservation] = Field(default_factory=dict)

@@ -1,0 +1,130 @@
+"""What the workflows report: replica phases and steps, deployment and cluster status, fleet
+views and decisions. Pure pydantic models shared by workflows (signals, query and Update
+results) and the CLI.
+
+Every model is a :class:`~modelfleet.contracts.wire.WireModel`, so a CLI or worker of another
+version reads them (see there); every field added later needs a default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.api.meta import Condition
+from modelfleet.contracts.kube_payloads import PoolObservation
+from modelfleet.contracts.wire import WireModel
+
+
+class ReplicaPhase(StrEnum):
+    PENDING = "Pending"
+    PROGRESSING = "Progressing"
+    READY = "Ready"
+    DEGRADED = "Degraded"
+    FAILED = "Failed"
+    TERMINATING = "Terminating"
+    TERMINATED = "Terminated"
+
+
+class ReplicaStep(StrEnum):
+    PLACED = "placed"
+    NAMESPACE = "ensure-namespace"
+    CLAIMS = "stage-claims"
+    WORKLOADS = "create-gangs"
+    LEADER_READY = "wait-leader-ready"
+    ROUTING = "wire-routing"
+    ROUTING_READY = "wait-routing-ready"
+    SERVING = "serving"
+    COMPENSATING = "compensating"
+    TEARDOWN = "teardown"
+    DONE = "done"
+
+
+class ReplicaProgress(WireModel):
+    """A replica workflow's report to its deployment (signal payload)."""
+
+    name: str
+    phase: ReplicaPhase
+    step: ReplicaStep
+    reason: str = ""
+    at: datetime | None = None
+
+
+class ReplicaStatus(WireModel):
+    name: str
+    cluster: str
+    index: int
+    phase: ReplicaPhase
+    step: ReplicaStep
+    reason: str = ""
+    template_hash: str = ""
+    pools: dict[str, str] = Field(default_factory=dict)  # engine -> pool
+    updated: datetime | None = None
+
+
+class DeploymentStatus(WireModel):
+    namespace: str
+    name: str
+    generation: int
+    desired: int
+    scheduled: int
+    ready: int
+    updated: int
+    phase: str
+    conditions: list[Condition] = Field(default_factory=list)
+    replicas: list[ReplicaStatus] = Field(default_factory=list)
+    rejections: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+    deleting: bool = False
+
+
+class ClusterRecord(WireModel):
+    """The Fleet's view of one cluster: its spec and what its workflow last observed."""
+
+    spec: InferenceCluster
+    ready: bool = False
+    reason: str = "not yet probed"
+    gateway_address: str | None = None
+    observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    not_ready_since: datetime | None = None
+    draining: bool = False
+
+
+class Decision(WireModel):
+    """One placement decision, kept (bounded) for ``describe``."""
+
+    at: datetime
+    namespace: str
+    deployment: str
+    desired: int
+    placed: list[str] = Field(default_factory=list)
+    victims: list[str] = Field(default_factory=list)
+    summary: str = ""
+    rejections: dict[str, str] = Field(default_factory=dict)
+
+
+class FleetView(WireModel):
+    classes: list[str]
+    clusters: list[ClusterRecord]
+    replicas: list[ModelReplica]
+
+
+class DecisionQuery(WireModel):
+    namespace: str
+    deployment: str
+    limit: int = 20
+
+
+class ClusterStatus(WireModel):
+    name: str
+    phase: str
+    ready: bool
+    reason: str = ""
+    gateway_address: str | None = None
+    observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    failed_probes: int = 0
+    last_probe: datetime | None = None

@@ -1,0 +1,84 @@
+"""Rollout decisions for the ModelDeployment workflow, as pure functions of its state.
+
+The workflow keeps one ``DeploymentState``; it asks ``next_action`` what to do, carries the
+action out (an activity, a child workflow, a signal, a wait), and feeds what happened back
+through the functions in ``events``. Everything here is pure: no I/O, no clock, no Temporal,
+so every decision is unit-tested without a server (tests/unit/test_rollout_*.py).
+
+May import: ``api``, the workflow/activity contract models (``activities.contracts``,
+``workflows.status``), the standard library and pydantic. Nothing else.
+
+Extending it: a new step of a pass is a new op in ``state`` (what is left to do, as data) with
+its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
+the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
+placement that only checks whether the new template fits, ahead of a roll, is an op before
+``Roll``; a bounded teardown is a deadline on ``Wait``; cancelling a replica's rollout is an
+action. A change that alters the actions taken for an existing history goes behind a
+``Policy`` switch that the workflow sets from ``workflow.patched``.
+"""
+
+from modelfleet.rollout.actions import (
+    Action,
+    EndPass,
+    Finish,
+    Forget,
+    Place,
+    Rest,
+    SignalTeardown,
+    StartReplica,
+    Wait,
+)
+from modelfleet.rollout.decide import (
+    AVOID_AFTER_FAILURE,
+    RESYNC_INTERVAL,
+    Policy,
+    next_action,
+    rest_over,
+    wait_over,
+    woke,
+)
+from modelfleet.rollout.events import (
+    applied,
+    carried,
+    deleted,
+    forgotten,
+    place_request,
+    placed,
+    progressed,
+    resync,
+    scaled,
+)
+from modelfleet.rollout.report import report
+from modelfleet.rollout.state import DeploymentState, Stage, template_hash
+
+__all__ = [
+    "AVOID_AFTER_FAILURE",
+    "RESYNC_INTERVAL",
+    "Action",
+    "DeploymentState",
+    "EndPass",
+    "Finish",
+    "Forget",
+    "Place",
+    "Policy",
+    "Rest",
+    "SignalTeardown",
+    "Stage",
+    "StartReplica",
+    "Wait",
+    "applied",
+    "carried",
+    "deleted",
+    "forgotten",
+    "next_action",
+    "place_request",
+    "placed",
+    "progressed",
+    "report",
+    "rest_over",
+    "resync",
+    "scaled",
+    "template_hash",
+    "wait_over",
+    "woke",
+]

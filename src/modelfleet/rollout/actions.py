@@ -1,0 +1,69 @@
+"""What the ModelDeployment workflow is told to do next. Each action is one thing the workflow
+carries out (an activity, a child workflow, a signal, a wait) before it asks again.
+
+Pure: pydantic models only.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.api.meta import Model
+
+
+class Rest(Model):
+    """Between passes: wait until ``rest_over`` (a change) or ``timeout``, then ``woke``."""
+
+    timeout: timedelta
+
+
+class Place(Model):
+    """Ask the Fleet for ``desired`` replicas in all (``fleet.place``), then ``placed``."""
+
+    desired: int
+    sequence: int
+
+
+class StartReplica(Model):
+    """Start the ModelReplica child workflow for ``replica`` (already recorded as Pending)."""
+
+    replica: ModelReplica
+    progress_deadline_seconds: int
+
+
+class SignalTeardown(Model):
+    """Tell the replica's workflow to tear down (already recorded as Terminating)."""
+
+    name: str
+
+
+class Forget(Model):
+    """Release the replica's capacity in the Fleet (``fleet.release``), then ``forgotten``."""
+
+    name: str
+
+
+class Wait(Model):
+    """Wait until ``wait_over``: the replica has finished (``done``) or became Ready or failed
+    (``settled``)."""
+
+    name: str
+    until: Literal["done", "settled"]
+
+    @property
+    def summary(self) -> str:
+        what = "teardown" if self.until == "done" else "to become Ready"
+        return f"wait for {self.name} {what}"
+
+
+class EndPass(Model):
+    """A reconcile pass is over: publish the status (and continue-as-new if suggested)."""
+
+
+class Finish(Model):
+    """The deployment is deleted and every replica is gone: publish and return."""
+
+
+Action = Rest | Place | StartReplica | SignalTeardown | Forget | Wait | EndPass | Finish

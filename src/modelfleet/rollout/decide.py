@@ -1,0 +1,260 @@
+"""The rollout decisions: given the deployment's state and the time, what to do next.
+
+``next_action`` works through the pass in progress (``DeploymentState.ops``) and returns the
+state with that step taken plus one action for the workflow to carry out. It decides which
+finished replicas to forget (and which clusters to avoid after a failure), which replica to
+roll next, surge or replace in place (unavailable-first) or report the rollout blocked, when a
+rollout pauses, and what a teardown still needs (signal, wait, release).
+
+Pure: no I/O, no clock (the time is an argument), no Temporal; the input is never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
+from modelfleet.rollout.actions import (
+    Action,
+    EndPass,
+    Finish,
+    Forget,
+    Place,
+    Rest,
+    SignalTeardown,
+    StartReplica,
+    Wait,
+)
+from modelfleet.rollout.state import (
+    AwaitReady,
+    DeploymentState,
+    Op,
+    PlaceFor,
+    Reap,
+    Roll,
+    Stage,
+    Start,
+    TearDown,
+    template_hash,
+)
+
+RESYNC_INTERVAL = timedelta(seconds=60)
+AVOID_AFTER_FAILURE = timedelta(minutes=10)
+BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
+_FINISHED = (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Behaviour switches the workflow sets from ``workflow.patched``, so histories recorded
+    before a change keep deciding as they did."""
+
+    # A roll whose target template is no longer the spec's ends, so the next pass rolls to the
+    # new template (before: it went on comparing with the old one and replaced every replica
+    # again and again).
+    roll_follows_spec: bool = True
+
+
+def next_action(
+    state: DeploymentState, now: datetime, policy: Policy = Policy()
+) -> tuple[DeploymentState, Action]:
+    """The state with the next step taken, and what the workflow must do for it.
+
+    The caller carries the action out (and reports its outcome through ``events``) before it
+    asks again: the returned state already counts the action as under way."""
+    s = state.model_copy(deep=True)
+    while True:
+        if s.stage is Stage.REST:
+            if not s.deleting:
+                return s, Rest(timeout=RESYNC_INTERVAL)
+            _begin_delete(s)
+        if not s.ops:
+            if s.stage is Stage.DELETE:
+                return s, Finish()
+            s.stage = Stage.REST
+            return s, EndPass()
+        action = _step(s, now, policy)
+        if action is not None:
+            return s, action
+
+
+def rest_over(state: DeploymentState) -> bool:
+    """Whether a resting workflow should wake: something changed or it is being deleted."""
+    return state.dirty or state.deleting
+
+
+def woke(state: DeploymentState, now: datetime) -> DeploymentState:
+    """Start a pass (or the teardown of everything) after a rest, whether a change or the
+    periodic resync ended it."""
+    s = state.model_copy(deep=True)
+    if s.deleting:
+        _begin_delete(s)
+        return s
+    s.dirty = False
+    s.avoid = {c: until for c, until in s.avoid.items() if until > now}
+    s.avoid_reasons = {c: r for c, r in s.avoid_reasons.items() if c in s.avoid}
+    s.stage = Stage.PASS
+    s.ops = [Reap(), PlaceFor(purpose="reconcile"), Roll()]
+    return s
+
+
+def wait_over(state: DeploymentState, wait: Wait) -> bool:
+    status = state.replicas.get(wait.name)
+    if status is None:
+        return True
+    if wait.until == "done":
+        return status.step is ReplicaStep.DONE
+    return state.deleting or status.phase in (ReplicaPhase.READY, ReplicaPhase.FAILED)
+
+
+def _begin_delete(s: DeploymentState) -> None:
+    s.stage = Stage.DELETE
+    s.ops = [TearDown(name=n, reason="deployment deleted") for n in sorted(s.replicas)]
+
+
+def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
+    """Take the first op one step; ``None`` when it only rewrote the ops (decide again)."""
+    op = s.ops[0]
+    if isinstance(op, Reap):
+        return _reap(s, op, now)
+    if isinstance(op, PlaceFor):
+        s.sequence += 1
+        desired = len(s.replicas) + 1 if op.purpose == "surge" else s.spec.spec.replicas
+        return Place(desired=desired, sequence=s.sequence)
+    if isinstance(op, TearDown):
+        return _teardown(s, op)
+    if isinstance(op, Start):
+        s.ops.pop(0)
+        return _start(s, op, now)
+    if isinstance(op, AwaitReady):
+        return _await_ready(s, op)
+    _roll(s, op, policy)
+    return None
+
+
+def _reap(s: DeploymentState, op: Reap, now: datetime) -> Action | None:
+    """Forget the next replica whose workflow ended by itself (failed and compensated, or
+    terminated); a failure also keeps new replicas off its cluster for a while."""
+    name = next(
+        (n for n in sorted(s.replicas) if n > op.after and s.replicas[n].step is ReplicaStep.DONE),
+        None,
+    )
+    if name is None:
+        s.ops.pop(0)
+        return None
+    status = s.replicas[name]
+    if status.phase is ReplicaPhase.FAILED:
+        s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
+        s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
+    op.after = name
+    return Forget(name=name)
+
+
+def _teardown(s: DeploymentState, op: TearDown) -> Action:
+    status = s.replicas.get(op.name)
+    if op.signalled:
+        if status is not None and status.step is not ReplicaStep.DONE:
+            return Wait(name=op.name, until="done")
+    elif status is not None and status.phase not in _FINISHED:
+        status.phase, status.step, status.reason = (
+            ReplicaPhase.TERMINATING,
+            ReplicaStep.TEARDOWN,
+            op.reason,
+        )
+        op.signalled = True
+        return SignalTeardown(name=op.name)
+    # Gone, finished, or done tearing down: only its capacity is left to release.
+    s.ops.pop(0)
+    return Forget(name=op.name)
+
+
+def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
+    replica = op.replica
+    s.placed[replica.name] = replica
+    s.replicas[replica.name] = ReplicaStatus(
+        name=replica.name,
+        cluster=replica.spec.cluster_name,
+        index=replica.spec.index,
+        phase=ReplicaPhase.PENDING,
+        step=ReplicaStep.PLACED,
+        template_hash=template_hash(s.spec),
+        pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
+        updated=now,
+    )
+    return StartReplica(
+        replica=replica,
+        progress_deadline_seconds=s.spec.spec.strategy.progress_deadline_seconds,
+    )
+
+
+def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
+    wait = Wait(name=op.name, until="settled")
+    if not wait_over(s, wait):
+        return wait
+    status = s.replicas.get(op.name)
+    if status is None or status.phase is not ReplicaPhase.READY:
+        # The old replicas keep serving; the next pass tries again.
+        s.summary = op.paused
+        s.ops.clear()
+        return None
+    s.ops.pop(0)
+    if op.then_replace:
+        s.ops.insert(
+            0, TearDown(name=op.then_replace, reason="replaced by a newer replica (surge)")
+        )
+    return None
+
+
+def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
+    """Choose the next replica to replace and how: one that is not serving is replaced in
+    place; a serving one is surged when the strategy allows and the fleet has room, else
+    replaced in place within maxUnavailable, else the rollout is blocked."""
+    current = template_hash(s.spec)
+    if not op.target:
+        strategy = s.spec.spec.strategy
+        op.target = current
+        op.max_surge, op.max_unavailable = strategy.max_surge, strategy.max_unavailable
+    elif policy.roll_follows_spec and op.target != current:
+        # The spec changed under this roll; it also marked the state dirty, so the next pass
+        # rolls to the new template.
+        s.ops.pop(0)
+        return
+    if s.deleting:
+        s.ops.pop(0)
+        return
+    old = _next_outdated(s.replicas.values(), op.target)
+    if old is None:
+        s.ops.pop(0)
+        return
+    rest = s.ops[1:]
+    head: list[Op]
+    if old.phase is not ReplicaPhase.READY:
+        # A replica that is not serving costs nothing to replace in place.
+        head = [TearDown(name=old.name, reason="template changed"), PlaceFor(purpose="fill")]
+    elif op.max_surge > 0:
+        head = [PlaceFor(purpose="surge", old=old.name, fallback=op.max_unavailable > 0)]
+    elif op.max_unavailable > 0:
+        head = replace_in_place(old.name)
+    else:
+        s.summary = BLOCKED
+        s.ops.clear()
+        return
+    s.ops = [*head, op, *rest]
+
+
+def replace_in_place(name: str) -> list[Op]:
+    return [
+        TearDown(name=name, reason="replaced (no room to surge)"),
+        PlaceFor(purpose="fill-await"),
+    ]
+
+
+def _next_outdated(replicas: Iterable[ReplicaStatus], target: str) -> ReplicaStatus | None:
+    """Replicas not serving go first (replacing them costs nothing), then by name."""
+    outdated = sorted(
+        (r for r in replicas if r.template_hash != target),
+        key=lambda r: (r.phase is ReplicaPhase.READY, r.name),
+    )
+    return outdated[0] if outdated else None

@@ -1,0 +1,49 @@
+"""The deployment's status as users see it (``status`` query, ``get``, the UI), computed from
+its state. Pure."""
+
+from __future__ import annotations
+
+from modelfleet.api.meta import Condition
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.rollout.state import DeploymentState, template_hash
+
+
+def report(state: DeploymentState) -> DeploymentStatus:
+    current = template_hash(state.spec)
+    replicas = [state.replicas[k] for k in sorted(state.replicas)]
+    ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
+    desired = state.spec.spec.replicas
+    conditions = list(state.conditions)
+    conditions.append(
+        Condition(
+            type="ReplicasReady",
+            status="True" if ready >= desired and desired > 0 else "False",
+            reason="AllReplicasReady"
+            if ready >= desired
+            else ("NoReplicasScheduled" if not replicas else "ModelStarting"),
+            message=f"{ready} of {desired} ready",
+        )
+    )
+    if state.deleting:
+        phase = "Deleting"
+    elif ready >= desired and all(r.template_hash == current for r in replicas):
+        phase = "Ready"
+    elif any(r.phase is ReplicaPhase.FAILED for r in replicas):
+        phase = "Degraded"
+    else:
+        phase = "Progressing"
+    return DeploymentStatus(
+        namespace=state.spec.namespace,
+        name=state.spec.name,
+        generation=state.generation,
+        desired=desired,
+        scheduled=len(replicas),
+        ready=ready,
+        updated=sum(1 for r in replicas if r.template_hash == current),
+        phase=phase,
+        conditions=conditions,
+        replicas=replicas,
+        rejections=state.rejections,
+        summary=state.summary,
+        deleting=state.deleting,
+    )

@@ -1,0 +1,116 @@
+"""The ModelDeployment workflow's whole state in one pydantic model, which is also its
+continue-as-new input, plus the template identity a rollout compares replicas by.
+
+Pure: pydantic models only. ``ops`` is what is left of the reconcile pass in progress, as data,
+so the decisions in ``decide`` stay pure functions of this state and the time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.meta import Condition
+from modelfleet.contracts.status import ReplicaStatus
+from modelfleet.contracts.wire import WireModel
+
+
+def template_hash(md: ModelDeployment) -> str:
+    """Identity of what a replica runs: a change here rolls every replica."""
+    body = json.dumps(md.spec.template.to_wire(), sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+class Stage(StrEnum):
+    REST = "rest"  # between passes: wait for a change or the periodic resync
+    PASS = "pass"  # a reconcile pass is working through ``ops``
+    DELETE = "delete"  # the deployment is deleted: tearing every replica down
+
+
+# --- ops: the rest of the pass in progress ---------------------------------------------------
+
+
+class Reap(WireModel):
+    """Forget replicas whose workflow ended by itself, in name order after ``after``."""
+
+    op: Literal["reap"] = "reap"
+    after: str = ""
+
+
+PlacePurpose = Literal["reconcile", "fill", "fill-await", "surge"]
+
+
+class PlaceFor(WireModel):
+    """Ask the Fleet for replicas; what follows depends on ``purpose`` and the answer."""
+
+    op: Literal["place"] = "place"
+    purpose: PlacePurpose
+    # surge only: the replica the surge replaces, and whether to fall back to replacing it in
+    # place when the fleet has no room (maxUnavailable > 0).
+    old: str = ""
+    fallback: bool = False
+
+
+class TearDown(WireModel):
+    op: Literal["teardown"] = "teardown"
+    name: str
+    reason: str
+    signalled: bool = False
+
+
+class Start(WireModel):
+    op: Literal["start"] = "start"
+    replica: ModelReplica
+
+
+class AwaitReady(WireModel):
+    """Wait for a new replica to settle; Ready goes on (replacing ``then_replace``), anything
+    else pauses the rollout with ``paused`` as the summary."""
+
+    op: Literal["await-ready"] = "await-ready"
+    name: str
+    paused: str
+    then_replace: str = ""
+
+
+class Roll(WireModel):
+    """Replace replicas that run another template than ``target``, one at a time.
+
+    ``target`` and the strategy are pinned when the roll starts (empty until then)."""
+
+    op: Literal["roll"] = "roll"
+    target: str = ""
+    max_surge: int = 0
+    max_unavailable: int = 0
+
+
+Op = Annotated[Reap | PlaceFor | TearDown | Start | AwaitReady | Roll, Field(discriminator="op")]
+
+
+class DeploymentState(WireModel):
+    """Everything the ModelDeployment workflow knows. The first seven fields are the original
+    continue-as-new input; the rest default, so inputs written by older workers still load."""
+
+    spec: ModelDeployment
+    generation: int = 1
+    replicas: dict[str, ReplicaStatus] = {}
+    placed: dict[str, ModelReplica] = {}
+    # Clusters this deployment's new replicas avoid until the given time, and why.
+    avoid: dict[str, datetime] = {}
+    avoid_reasons: dict[str, str] = {}
+    # Numbers placement requests, so a retried activity never places twice.
+    sequence: int = 0
+    dirty: bool = True
+    deleting: bool = False
+    stage: Stage = Stage.REST
+    ops: list[Op] = []
+    # The Fleet's last answer, for the status.
+    conditions: list[Condition] = []
+    rejections: dict[str, str] = {}
+    summary: str = ""

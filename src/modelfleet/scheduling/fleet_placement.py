@@ -1,0 +1,128 @@
+"""Placement against the live fleet: the entry point the Fleet workflow calls on every ``place``
+Update. It turns what the Fleet knows of each cluster (its spec and what its workflow last
+observed) into a scheduler snapshot and runs :func:`~modelfleet.scheduling.placement.place`.
+
+Live capacity is what each cluster's workflow observed (ready nodes per pool, never more than
+declared), falling back to the declared capacity until a cluster has been probed. A draining
+cluster repels and evicts like a NoExecute taint. Clusters NotReady past their grace period are
+left out, so their replicas are re-placed elsewhere.
+
+Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
+workflow. The caller maps its own payloads onto these types; this module knows no activity or
+workflow contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster, Taint, TaintEffect
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.explain import avoided_reason
+from modelfleet.scheduling.placement import Placement, place
+from modelfleet.scheduling.snapshot import (
+    ClusterSnapshot,
+    FleetSnapshot,
+    MissingClass,
+    PoolSnapshot,
+)
+
+DRAINING_TAINT = Taint(key="modelfleet.dev/draining", value="true", effect=TaintEffect.NO_EXECUTE)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCluster:
+    """What the Fleet knows of one cluster: its declared spec and its last observation."""
+
+    spec: InferenceCluster
+    ready: bool
+    gateway_address: str | None = None
+    # Ready nodes per pool as last observed; empty until the cluster was first probed.
+    ready_nodes: Mapping[str, int] = field(default_factory=dict)
+    # Being deleted: its replicas move elsewhere, or are removed with nowhere else to go.
+    draining: bool = False
+
+
+def live_snapshot(
+    classes: Mapping[str, InferenceClass],
+    clusters: Mapping[str, ObservedCluster],
+    *,
+    gone: Collection[str] = (),
+) -> FleetSnapshot:
+    """The fleet as the scheduler should see it now, clusters in name order, ``gone`` left out."""
+    snapshot = FleetSnapshot()
+    for name in sorted(clusters):
+        if name in gone:
+            continue
+        cluster = clusters[name]
+        pools: list[PoolSnapshot] = []
+        for pool in cluster.spec.spec.node_pools:
+            cls = classes.get(pool.class_name)
+            if cls is None:
+                snapshot.missing_classes.append(
+                    MissingClass(cluster=name, pool=pool.name, class_name=pool.class_name)
+                )
+                continue
+            if cluster.ready_nodes:
+                nodes = min(cluster.ready_nodes.get(pool.name, 0), pool.capacity_nodes)
+            else:
+                nodes = pool.capacity_nodes
+            pools.append(
+                PoolSnapshot(
+                    name=pool.name,
+                    class_name=pool.class_name,
+                    nodes=nodes,
+                    devices=list(cls.spec.devices),
+                )
+            )
+        taints = list(cluster.spec.spec.taints)
+        if cluster.draining:
+            # A drain evicts like a NoExecute taint: replicas move, and with nowhere else to go
+            # they are removed (not frozen in place as a bad selector would be).
+            taints.append(DRAINING_TAINT)
+        snapshot.clusters.append(
+            ClusterSnapshot(
+                name=name,
+                labels=dict(cluster.spec.metadata.labels),
+                taints=taints,
+                ready=cluster.ready,
+                gateway_address=cluster.gateway_address,
+                pools=pools,
+            )
+        )
+    return snapshot
+
+
+def place_in_fleet(
+    deployment: ModelDeployment,
+    *,
+    desired: int,
+    classes: Mapping[str, InferenceClass],
+    clusters: Mapping[str, ObservedCluster],
+    replicas: Sequence[ModelReplica],
+    gone: Collection[str] = (),
+    avoid: Mapping[str, str] | None = None,
+    evaluator: SelectorEvaluator | None = None,
+) -> Placement:
+    """Where ``deployment``'s ``desired`` replicas run, given every placed replica in the fleet.
+
+    ``gone`` clusters are left out of the fleet (NotReady past their grace period). ``avoid``
+    maps clusters that get no new replica of this deployment for now to why; every avoided
+    cluster appears in the rejections with that reason, even when all replicas fit elsewhere,
+    so the deployment's status can say why it is not used. Pass one ``evaluator`` across calls
+    to reuse compiled selectors.
+    """
+    avoid = avoid or {}
+    snapshot = live_snapshot(classes, clusters, gone=gone)
+    result = place(
+        deployment, snapshot, replicas, desired=desired, evaluator=evaluator, avoid=avoid
+    )
+    unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
+    if not unexplained:
+        return result
+    rejections = dict(result.rejections)
+    rejections.update({c: avoided_reason(why) for c, why in unexplained.items()})
+    return result.model_copy(update={"rejections": rejections})

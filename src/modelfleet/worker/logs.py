@@ -1,0 +1,137 @@
+"""The worker's log output: one line per record, as text or JSON, with structured fields.
+
+Fields come from two places: the activity context (set by ``worker.interceptor`` for the
+duration of an activity: cluster, replica, activity, attempt, workflow id, ...) and a record's
+own ``extra={"fields": {...}}``. A filter on the handler attaches the activity context to every
+record emitted while the activity runs, whichever logger emitted it (an adapter, the SDK), so
+activity code itself needs no logging boilerplate.
+
+May touch: the root logger's handlers (only the one this module installs) and the stream it
+writes to. Never formats call arguments: what reaches a log line is the fields named here and
+the message, so a manifest (and any Secret in it) cannot be logged by this path.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import IO, Any
+
+# The fields of the activity being run on this task (contextvars follow the SDK into the
+# thread pool of synchronous activities).
+activity_fields: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "modelfleet_activity_fields", default=None
+)
+
+FIELDS_ATTR = "fields"
+_HANDLER_MARK = "_modelfleet_handler"
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+# The SDK's own activity log lines (temporalio.activity.logger) carry their context here.
+_SDK_EXTRA = "temporal_activity"
+_SDK_FIELDS = {
+    "activity_type": "activity",
+    "attempt": "attempt",
+    "workflow_id": "workflow_id",
+    "workflow_type": "workflow_type",
+    "activity_id": "activity_id",
+}
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The structured fields of a record: the SDK's activity details if it logged them, then
+    the record's own (which the filter below fills from the activity context)."""
+    fields: dict[str, Any] = {}
+    sdk = getattr(record, _SDK_EXTRA, None)
+    if isinstance(sdk, Mapping):
+        fields.update({ours: sdk[theirs] for theirs, ours in _SDK_FIELDS.items() if theirs in sdk})
+    own = getattr(record, FIELDS_ATTR, None)
+    if isinstance(own, Mapping):
+        fields.update(own)
+    return fields
+
+
+class ActivityContextFilter(logging.Filter):
+    """Merges the current activity's fields into each record (the record's own win)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = activity_fields.get()
+        if context:
+            own = getattr(record, FIELDS_ATTR, None)
+            setattr(record, FIELDS_ATTR, {**context, **(own if isinstance(own, Mapping) else {})})
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger: message key=value ...``: for people reading a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = record_fields(record)
+        if not fields:
+            return line
+        pairs = " ".join(f"{k}={_text_value(v)}" for k, v in fields.items() if v is not None)
+        head, newline, rest = line.partition("\n")  # keep a traceback below the fields
+        return f"{head} {pairs}{newline}{rest}"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the fields, and the exception
+    (type and message, plus the traceback) when there is one: for log pipelines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record_fields(record).items():
+            if value is not None and key not in entry:
+                entry[key] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            entry["error_type"] = type(exc).__name__
+            entry["error"] = str(exc)
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def _text_value(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if (" " in text or not text) else text
+
+
+def configure_logging(
+    fmt: LogFormat = LogFormat.TEXT,
+    level: str | int = logging.INFO,
+    stream: IO[str] | None = None,
+) -> logging.Handler:
+    """Install the worker's handler on the root logger (replacing one installed before by this
+    function, leaving others alone) and return it."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
+    handler.addFilter(ActivityContextFilter())
+    setattr(handler, _HANDLER_MARK, True)
+    root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+    # The SDK's DEBUG lines print raw payloads (activity results, workflow activations), which
+    # may hold manifests: the SDK stays at INFO whatever the worker's level.
+    logging.getLogger("temporalio").setLevel(max(root.level, logging.INFO))
+    return handler

@@ -1,0 +1,196 @@
+"""Activity doubles for the ModelDeployment workflow tests: a Fleet (``fleet.place`` and
+``fleet.release``) with a few one-slot-per-replica clusters, and a cluster API (the ``kube.*``
+activities the real ModelReplica child calls) that records what happened, in order, and never
+becomes ready on the clusters it is told to. Not a test module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.contracts.activity_names import (
+    FLEET_PLACE,
+    FLEET_RELEASE,
+    KUBE_APPLY,
+    KUBE_CHECK_READY,
+    KUBE_DELETE,
+    KUBE_WAIT_READY,
+)
+from modelfleet.contracts.fleet_payloads import (
+    PlaceRequest,
+    PlaceResponse,
+    ReleaseRequest,
+    ReplicaRemoval,
+)
+from modelfleet.contracts.kube_payloads import (
+    ApplyRequest,
+    ApplyResult,
+    DeleteRequest,
+    DeleteResult,
+    ObjectRef,
+    ReadyResult,
+    WaitReadyRequest,
+)
+
+ANY_GPU = {
+    "name": "gpu",
+    "selectors": [
+        {"cel": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("1Gi")) >= 0'}
+    ],
+}
+
+
+def deployment(name: str, *, replicas: int, image: str = "vllm:1") -> ModelDeployment:
+    return ModelDeployment.model_validate(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {
+                "replicas": replicas,
+                "strategy": {"progressDeadlineSeconds": 600},
+                "template": {
+                    "spec": {
+                        "engines": [
+                            {
+                                "name": "vllm",
+                                "members": [
+                                    {
+                                        "nodeSelector": {"devices": [ANY_GPU]},
+                                        "template": {
+                                            "spec": {
+                                                "containers": [{"name": "engine", "image": image}]
+                                            }
+                                        },
+                                    }
+                                ],
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+    )
+
+
+def replica_of(md: ModelDeployment, name: str, cluster: str, index: int) -> ModelReplica:
+    member = md.spec.template.spec.engines[0].members[0]
+    return ModelReplica.model_validate(
+        {
+            "metadata": {"name": name, "namespace": md.namespace},
+            "spec": {
+                "clusterName": cluster,
+                "deployment": md.name,
+                "index": index,
+                "engines": [
+                    {
+                        "name": "vllm",
+                        "members": [
+                            {
+                                "nodePoolName": "gpu",
+                                "deviceRequests": [
+                                    {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}
+                                ],
+                                "template": member.template.model_dump(
+                                    by_alias=True, exclude_none=True
+                                ),
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+
+
+@dataclass
+class FakeFleet:
+    """One replica per cluster; new replicas go to the first free cluster by name that the
+    request does not avoid; scale-down names the newest replicas as victims."""
+
+    clusters: list[str]
+    ledger: dict[str, str] = field(default_factory=dict)  # replica -> cluster
+    requests: list[PlaceRequest] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    peak: int = 0
+    made: int = 0
+    names: list[str] = field(default_factory=list)  # every replica ever placed
+
+    @activity.defn(name=FLEET_PLACE)
+    async def place(self, request: PlaceRequest) -> PlaceResponse:
+        self.requests.append(request)
+        md = request.deployment
+        mine = sorted(self.ledger, key=lambda n: int(n.rsplit("-", 1)[1]))
+        victims = [
+            ReplicaRemoval(replica=replica_of(md, n, self.ledger[n], 0), reason="scaled down")
+            for n in mine[request.desired :][::-1]
+        ]
+        placed = []
+        for _ in range(request.desired - len(mine)):
+            used = set(self.ledger.values())
+            free = [c for c in self.clusters if c not in used and c not in request.avoid_clusters]
+            if not free:
+                break
+            self.made += 1
+            name = f"{md.name}-{self.made}"
+            self.ledger[name] = free[0]
+            self.names.append(name)
+            placed.append(replica_of(md, name, free[0], self.made))
+        self.peak = max(self.peak, len(self.ledger))
+        return PlaceResponse(placed=placed, victims=victims)
+
+    @activity.defn(name=FLEET_RELEASE)
+    async def release(self, request: ReleaseRequest) -> int:
+        self.released.extend(request.replicas)
+        return sum(1 for n in request.replicas if self.ledger.pop(n, None) is not None)
+
+
+@dataclass
+class FakeClusters:
+    """Every cluster's API in one: records ``apply <cluster> <image>``, ``ready <cluster>``
+    and ``delete <cluster>`` in order; clusters in ``never_ready`` miss their deadline."""
+
+    never_ready: set[str] = field(default_factory=set)
+    events: list[str] = field(default_factory=list)
+    images: dict[str, str] = field(default_factory=dict)  # cluster -> image last applied
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        for manifest in request.manifests:
+            image = _engine_image(manifest)
+            if image:
+                self.images[request.cluster] = image
+                self.events.append(f"apply {request.cluster} {image}")
+        return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
+
+    @activity.defn(name=KUBE_WAIT_READY)
+    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        if request.cluster in self.never_ready:
+            raise ApplicationError(
+                "not ready by the progress deadline: ImagePullBackOff",
+                type="ReadinessDeadlineExceeded",
+                non_retryable=True,
+            )
+        self.events.append(f"ready {request.cluster}")
+        return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_CHECK_READY)
+    async def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_DELETE)
+    async def delete(self, request: DeleteRequest) -> DeleteResult:
+        self.events.append(f"delete {request.cluster}")
+        return DeleteResult(deleted=len(request.objects), absent=0)
+
+
+def _engine_image(manifest: dict[str, Any]) -> str:
+    """The engine container's image of a workload manifest (Deployment), else ''."""
+    if manifest.get("kind") != "Deployment":
+        return ""
+    containers = manifest["spec"]["template"]["spec"]["containers"]
+    return next((c["image"] for c in containers if c["name"] == "engine"), "")

@@ -1,0 +1,160 @@
+"""The ModelDeployment workflow on the time-skipping server, with its real ModelReplica children
+and activity doubles for the Fleet and the clusters: scale up and down, a template change rolled
+with surge, and a failed replica re-placed away from its cluster. (Integration tests run the same
+workflows against the dev server and the simulated fleet.)"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest_asyncio
+from deployment_fakes import FakeClusters, FakeFleet, deployment
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.rollout import template_hash
+from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
+from modelfleet.workflows.ids import deployment_id, replica_id
+from modelfleet.workflows.replica import ReplicaWorkflow
+
+CLUSTERS = ["east", "north", "west"]
+Handle = WorkflowHandle[DeploymentWorkflow, DeploymentStatus]
+
+
+@dataclass
+class Harness:
+    env: WorkflowEnvironment
+    fleet: FakeFleet
+    clusters: FakeClusters
+    queue: str
+    deployments: list[str]
+
+    async def start(self, replicas: int, *, image: str = "vllm:1") -> Handle:
+        name = f"m{uuid.uuid4().hex[:8]}"
+        self.deployments.append(deployment_id("ml", name))
+        return await self.env.client.start_workflow(
+            DeploymentWorkflow.run,
+            DeploymentInput(spec=deployment(name, replicas=replicas, image=image)),
+            id=deployment_id("ml", name),
+            task_queue=self.queue,
+        )
+
+    async def wait_status(
+        self,
+        handle: Handle,
+        check: Callable[[DeploymentStatus], bool],
+        what: str,
+    ) -> DeploymentStatus:
+        """Query until ``check`` holds, letting server time pass between tries (time-skipping:
+        the replicas' health timers fire, nothing waits in real time)."""
+        for _ in range(120):
+            status: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+            if check(status):
+                return status
+            await self.env.sleep(timedelta(seconds=5))
+        raise AssertionError(f"never reached: {what}; last status {status}")
+
+
+@pytest_asyncio.fixture
+async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harness]:
+    fleet, clusters = FakeFleet(clusters=list(CLUSTERS)), FakeClusters()
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[DeploymentWorkflow, ReplicaWorkflow],
+        activities=[
+            fleet.place,
+            fleet.release,
+            clusters.apply,
+            clusters.wait_ready,
+            clusters.check_ready,
+            clusters.delete,
+        ],
+    ):
+        harness = Harness(time_skipping_env, fleet, clusters, queue, [])
+        yield harness
+        # The session's server is shared: nothing of this test may keep running (the replicas
+        # are abandoned children, and a workflow left behind would hold its clock still).
+        ids = harness.deployments + [replica_id("ml", n) for n in fleet.names]
+        for workflow_id in ids:
+            with contextlib.suppress(RPCError):
+                await time_skipping_env.client.get_workflow_handle(workflow_id).terminate()
+
+
+def ready(n: int, image_hash: str | None = None) -> Callable[[DeploymentStatus], bool]:
+    def check(s: DeploymentStatus) -> bool:
+        return (
+            s.phase == "Ready"
+            and len(s.replicas) == n
+            and all(r.phase is ReplicaPhase.READY for r in s.replicas)
+            and (image_hash is None or all(r.template_hash == image_hash for r in s.replicas))
+        )
+
+    return check
+
+
+async def test_scale_up_by_update_and_down_by_signal(harness: Harness) -> None:
+    handle = await harness.start(1)
+    await harness.wait_status(handle, ready(1), "1 ready")
+    await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=3))
+    up = await harness.wait_status(handle, ready(3), "3 ready")
+    assert sorted(r.cluster for r in up.replicas) == CLUSTERS
+    assert up.generation == 2
+
+    await handle.signal(DeploymentWorkflow.scale_signal, 1)
+    down = await harness.wait_status(handle, ready(1), "back to 1")
+    # The newest two were the victims: torn down on their clusters, capacity released.
+    assert [r.cluster for r in down.replicas] == ["east"]
+    assert harness.fleet.released == [f"{down.name}-3", f"{down.name}-2"]
+    assert harness.fleet.ledger == {f"{down.name}-1": "east"}
+    assert sorted(e for e in harness.clusters.events if e.startswith("delete")) == [
+        "delete north",
+        "delete west",
+    ]
+
+    deleted = await handle.execute_update(DeploymentWorkflow.delete)
+    assert deleted.replicas == []
+    assert harness.fleet.ledger == {}
+    assert (await handle.result()).phase == "Deleting"
+
+
+async def test_template_change_rolls_with_surge_one_replica_at_a_time(harness: Harness) -> None:
+    handle = await harness.start(2)
+    before = await harness.wait_status(handle, ready(2), "2 ready on the old image")
+    assert sorted(r.cluster for r in before.replicas) == ["east", "north"]
+    harness.clusters.events.clear()
+
+    md = deployment(before.name, replicas=2, image="vllm:2")
+    await handle.execute_update(DeploymentWorkflow.apply, md)
+    after = await harness.wait_status(handle, ready(2, template_hash(md)), "2 ready on vllm:2")
+
+    events = harness.clusters.events
+    # Surge: the new replica on the free cluster is Ready before the first old one is deleted,
+    # and the second old one is only replaced after that.
+    assert events[:4] == ["apply west vllm:2", "ready west", "ready west", "delete east"]
+    assert events[4:7] == ["apply east vllm:2", "ready east", "ready east"]
+    assert events[7] == "delete north"
+    assert harness.fleet.peak == 3  # never more than one replica over the desired count
+    assert sorted(r.cluster for r in after.replicas) == ["east", "west"]
+    assert after.generation == 2
+
+
+async def test_a_failed_replica_is_re_placed_away_from_its_cluster(harness: Harness) -> None:
+    harness.clusters.never_ready = {"east"}
+    handle = await harness.start(1)
+    status = await harness.wait_status(handle, ready(1), "1 ready after a re-placement")
+    assert [r.cluster for r in status.replicas] == ["north"]
+    # The first try landed on east, failed its readiness, was compensated and released.
+    assert harness.clusters.events[:2] == ["apply east vllm:1", "delete east"]
+    assert harness.fleet.released[0].endswith("-1")
+    retry = harness.fleet.requests[-1]
+    assert retry.avoid_clusters == ["east"]
+    assert "ImagePullBackOff" in retry.avoid_reasons["east"]
