@@ -428,3 +428,111 @@ async def test_serving_kinds_and_autoscalers_apply_get_round_trip_describe_and_d
         assert code == 0
     finally:
         await run(address, "delete", "-f", str(path), "--ignore-not-found")
+
+
+GATEWAY = Path(__file__).resolve().parents[1] / "corpus/modelplane/valid/gateway.yaml"
+ACCEPTED = """\
+apiVersion: modelplane.ai/v1alpha1
+kind: ModelCache
+metadata: {name: weights-a, namespace: cli-acc, labels: {tier: gold}}
+spec:
+  source: HuggingFace
+  huggingFace: {repo: Qwen/Qwen3-8B, sizeGiB: 20}
+---
+apiVersion: modelplane.ai/v1alpha1
+kind: ModelCache
+metadata: {name: weights-b, namespace: cli-acc}
+spec:
+  source: HuggingFace
+  huggingFace: {repo: Qwen/Qwen3-32B, sizeGiB: 70}
+"""
+
+
+async def test_kinds_accepted_but_not_acted_upon_apply_get_round_trip_and_delete(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """ModelCache (and Modelplane's Traefik gateway) go through apply, get and delete like
+    every kind, with the reason they are not acted upon in apply's note and get's table."""
+    address = stack.env.settings.address
+    ns = "cli-acc"
+    path = tmp_path / "caches.yaml"
+    path.write_text(ACCEPTED)
+    gateway = GATEWAY
+    refs = ["modelcache.modelfleet.dev/weights-a", "modelcache.modelfleet.dev/weights-b"]
+    try:
+        code, out, err = await run(address, "apply", "--dry-run", "-f", str(path))
+        assert code == 0, err
+        for ref in refs:
+            assert f"{ref} created (dry run)" in out
+        assert "note: NotActedUpon: ModelCache hydration is not built yet" in out
+        code, out, _ = await run(address, "get", "caches", "-n", ns)
+        assert (code, out) == (0, ""), "a dry run must not create anything"
+
+        code, out, err = await run(address, "apply", "-f", str(path))
+        assert code == 0, err
+        for ref in refs:
+            assert f"{ref} created" in out
+        assert out.count("note: NotActedUpon:") == 2, out
+        code, out, err = await run(address, "apply", "-f", str(path))
+        assert code == 0, err
+        assert f"{refs[0]} unchanged" in out
+        assert f"{refs[1]} unchanged" in out
+
+        code, out, err = await run(address, "get", "caches", "-n", ns)
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines[0].split() == ["NAME", "STATUS", "REASON", "AGE"]
+        assert [line.split()[:3] for line in lines[1:]] == [
+            ["weights-a", "NotActedUpon", "NotActedUpon:"],
+            ["weights-b", "NotActedUpon", "NotActedUpon:"],
+        ]
+        code, out, err = await run(address, "describe", "cache/weights-a", "-n", ns)
+        assert code == 0, err
+        assert "ModelCache cli-acc/weights-a  NotActedUpon" in out
+        assert "repo: Qwen/Qwen3-8B" in out
+        code, out, err = await run(address, "get", "caches", "-A", "-l", "tier=gold")
+        assert code == 0, err
+        assert [line.split()[:2] for line in out.splitlines()[1:]] == [[ns, "weights-a"]]
+        code, out, err = await run(address, "get", "modelcache/weights-b", "-n", ns, "-o", "name")
+        assert (code, out) == (0, f"{refs[1]}\n"), err
+
+        code, listed, err = await run(address, "get", "caches", "-n", ns, "-o", "json")
+        assert code == 0, err
+        doc = json.loads(listed)
+        assert [i["status"]["phase"] for i in doc["items"]] == ["NotActedUpon"] * 2
+        assert doc["items"][1]["spec"]["huggingFace"]["sizeGiB"] == 70
+        doc["items"][1]["spec"]["huggingFace"]["sizeGiB"] = 80
+        code, out, err = await run(address, "apply", "-f", "-", stdin=json.dumps(doc))
+        assert code == 0, err
+        assert f"{refs[0]} unchanged" in out
+        assert f"{refs[1]} configured" in out
+
+        code, out, err = await run(address, "apply", "-f", str(gateway))
+        assert code == 0, err
+        assert "inferencegateway.modelfleet.dev/default created" in out
+        assert "note: NotActedUpon: this is Modelplane's control-plane Traefik gateway" in out
+        code, out, err = await run(address, "get", "gateways")
+        assert code == 0, err
+        assert ["default", "-", "-", "NotActedUpon"] in [
+            line.split()[:4] for line in out.splitlines()
+        ]
+        code, out, err = await run(address, "delete", "gateway", "default")
+        assert code == 0, err
+        assert "inferencegateway.modelfleet.dev/default deleted" in out
+        code, _, err = await run(address, "delete", "gateway", "default")
+        assert code == 2  # the front door itself is never deleted by name
+        assert "apply another InferenceGateway" in err
+
+        code, out, err = await run(address, "delete", "cache", "weights-a", "-n", ns)
+        assert code == 0, err
+        assert f"{refs[0]} deleted" in out
+        code, _, err = await run(address, "delete", "-f", str(path))
+        assert code == 1
+        assert f"{refs[0]} not found in namespace 'cli-acc'" in err
+        code, out, err = await run(address, "get", "caches", "-n", ns)
+        assert (code, out) == (0, ""), out
+        code, _, _ = await run(address, "delete", "-f", str(path), "--ignore-not-found")
+        assert code == 0
+    finally:
+        await run(address, "delete", "-f", str(path), "--ignore-not-found")
+        await run(address, "delete", "-f", str(gateway), "--ignore-not-found")

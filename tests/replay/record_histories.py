@@ -14,6 +14,7 @@ history it fetched against the current workflow code, and only then writes them 
 * rollback: every workload of the namespace never becomes ready, so the replica misses its
   progress deadline and is compensated (the failed ModelReplica, and its deployment after it
   reaped the failure);
+* accepted: a ModelCache applied, re-applied changed and deleted (AcceptedResource);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
   through its address), then the service deleted and the deployment deleted (the replica
   withdraws its endpoint); with the endpoint directory that carried it;
@@ -50,6 +51,7 @@ from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id, service_id
@@ -165,6 +167,24 @@ async def rollback(rec: Recorder) -> None:
     )
 
 
+async def accepted(rec: Recorder) -> None:
+    """A ModelCache accepted but not acted upon: applied, re-applied changed, deleted."""
+    doc = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelCache",
+        "metadata": {"name": "weights", "namespace": "replay-accepted"},
+        "spec": {"source": "HuggingFace", "huggingFace": {"repo": "Qwen/Qwen3-8B", "sizeGiB": 20}},
+    }
+    wid = await apply_resource(rec.client, parse_resource(doc))
+    doc["spec"]["huggingFace"]["sizeGiB"] = 30  # type: ignore[index]
+    await apply_resource(rec.client, parse_resource(doc))
+    handle = rec.client.get_workflow_handle_for(AcceptedResourceWorkflow.run, wid)
+    await handle.execute_update(AcceptedResourceWorkflow.delete)
+    await asyncio.wait_for(handle.result(), 30)
+    scenario = "a ModelCache accepted without action: applied, re-applied changed, deleted"
+    await rec.record("accepted-modelcache.json", wid, "AcceptedResource", scenario)
+
+
 async def serving(rec: Recorder) -> None:
     ns = "replay-serving"
     gateway = {
@@ -227,6 +247,7 @@ async def record_all() -> Recorder:
             await roll(rec)
             await rollback(rec)
             await serving(rec)
+            await accepted(rec)
             scenario = "the fleet and a cluster that served the scenarios above"
             await rec.record("fleet.json", FLEET_ID, "Fleet", scenario)
             await rec.record(

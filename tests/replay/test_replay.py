@@ -2,7 +2,8 @@
 
 The histories in ``histories/`` were recorded by ``record_histories.py`` from real runs (a rollout
 to Ready, a scale up by Update and down by signal, an image change rolled surge first, a
-rollback of a replica that missed its readiness deadline) and cover all four workflow types. A
+rollback of a replica that missed its readiness deadline, a ModelCache accepted without action)
+and cover all five workflow types. A
 failure here means a workflow change would break workflows already running: guard the change
 with ``workflow.patched`` (see the recorder's docstring), never re-record to silence it.
 """
@@ -90,10 +91,17 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
         "ModelDeployment",
         "ModelReplica",
         "InferenceCluster",
+        "AcceptedResource",
         "ModelService",
         "EndpointDirectory",
     }
     assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
+
+    # The accepted-without-action document: applied twice (start + re-apply), then deleted.
+    accepted = load("accepted-modelcache.json")
+    assert {"apply", "delete"} <= updates(accepted)
+    assert of_type(accepted, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    assert activities(accepted) == []
 
     # (a) rollout to Ready: every step applied, leader then endpoint picker awaited, serving.
     rollout = load("rollout-replica.json")

@@ -757,7 +757,7 @@ CASES: list[Case] = [
     (
         "unsupported provider",
         inference_class,
-        _set(["spec", "provisioning"], {"provider": "Vultr"}),
+        _set(["spec", "provisioning"], {"provider": "Lambda"}),
         "spec.provisioning.provider",
         "GKE",
     ),
@@ -798,7 +798,7 @@ CASES: list[Case] = [
     (
         "unknown source",
         cluster,
-        _set(["spec", "cluster", "source"], "AKS"),
+        _set(["spec", "cluster", "source"], "Lambda"),
         "spec.cluster.source",
         "Existing",
     ),

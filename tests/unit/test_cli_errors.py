@@ -17,6 +17,10 @@ QWEN = str(ROOT / "examples" / "quickstart" / "qwen3-8b.yaml")
 QUICKSTART = str(ROOT / "examples" / "quickstart")
 GATEWAY = str(ROOT / "examples" / "quickstart" / "gateway.yaml")
 AUTOSCALER = str(ROOT / "examples" / "autoscaling" / "qwen3-8b-autoscaler.yaml")
+PARITY = ROOT / "tests" / "corpus" / "modelplane" / "valid"
+CACHES = str(PARITY / "caches.yaml")
+INFRASTRUCTURE = str(PARITY / "infrastructure.yaml")
+TRAEFIK = str(PARITY / "gateway.yaml")
 runner = CliRunner()
 
 
@@ -58,7 +62,14 @@ BAD_ARGUMENTS = [
     (["delete", "md", "x", "-f", QWEN], 2, "either KIND NAME"),
     (["delete", "services"], 2, "name what to delete"),
     (["delete", "replicas", "x"], 2, "delete ModelReplica is not supported"),
-    (["delete", "gateway", "default"], 2, "apply another InferenceGateway"),
+    (["get", "caches/a", "b"], 2, "KIND/NAME"),
+    (["get", "servingstacks", "-o", "xml"], 2, "Invalid value"),
+    (["get", "gkeclusters", "-l", "a in (b"], 2, "cannot parse"),
+    (["describe", "caches"], 2, "exactly one resource"),
+    (["delete", "caches"], 2, "name what to delete"),
+    (["delete", "ekscluster/a", "b"], 2, "KIND/NAME"),
+    (["scale", "cache", "x", "--replicas", "1"], 2, "only deployments can be scaled"),
+    (["rollout", "status", "servingstack/x"], 2, "rollouts are of deployments"),
     (["scale", "autoscaler", "x", "--replicas", "1"], 2, "only deployments can be scaled"),
     (["autoscaler"], 2, "Usage"),
     (["autoscaler", "status"], 2, "Missing argument"),
@@ -114,6 +125,17 @@ NO_SERVER_CALLS = [
     ["autoscaler", "status", "x"],
     ["autoscaler", "history", "x", "-n", "ml"],
     ["autoscaler", "delete", "x"],
+    ["apply", "-f", CACHES],
+    ["apply", "--dry-run", "-f", INFRASTRUCTURE],
+    ["diff", "-f", TRAEFIK],
+    ["get", "caches", "-A", "-l", "tier=gold"],
+    ["get", "gkeclusters", "-o", "name"],
+    ["get", "servingstack/x", "-n", "modelplane-system", "-o", "json"],
+    ["describe", "cache", "x"],
+    ["delete", "cache", "x", "--ignore-not-found"],
+    ["delete", "-f", CACHES],
+    # Modelplane's Traefik gateway is deletable by name: the fleet is asked which one it is.
+    ["delete", "gateway", "default"],
 ]
 
 

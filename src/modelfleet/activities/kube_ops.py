@@ -18,7 +18,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.adapters.kube_client import KubeCluster, KubeError
+from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
@@ -31,6 +31,7 @@ from modelfleet.contracts.kube_payloads import (
     ApplyResult,
     DeleteRequest,
     DeleteResult,
+    KubeconfigRef,
     ObjectRef,
     PoolObservation,
     ProbeRequest,
@@ -45,22 +46,39 @@ GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
 
 class KubeconfigStore:
-    """Resolves a cluster name to a kubeconfig file in the worker's credentials directory."""
+    """Resolves a cluster name to a kubeconfig file in the worker's credentials directory:
+    ``<cluster>.yaml``, or, when the cluster names a secretRef, ``<name>/<key>`` (a Kubernetes
+    Secret mounted as a directory) or ``<name>.yaml``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def path(self, cluster: str) -> Path:
-        for suffix in (".yaml", ".yml", ".kubeconfig"):
-            candidate = self.directory / f"{cluster}{suffix}"
+    def path(self, cluster: str, ref: KubeconfigRef | None = None) -> Path:
+        name = ref.name if ref is not None else cluster
+        candidates = [self.directory / f"{name}{suffix}" for suffix in (".yaml", ".yml")]
+        candidates.append(self.directory / f"{name}.kubeconfig")
+        if ref is not None:
+            candidates.insert(0, self.directory / name / ref.key)
+        for candidate in candidates:
             if candidate.is_file():
                 return candidate
+        looked = " or ".join(str(c.relative_to(self.directory)) for c in candidates[:2])
         raise ApplicationError(
             f"no kubeconfig for cluster {cluster!r} in the worker's credentials directory "
-            f"(looked for {cluster}.yaml in {self.directory})",
+            f"(looked for {looked} in {self.directory})",
             type="MissingCredentials",
             non_retryable=True,
         )
+
+
+def _pool_of(node: NodeInfo, facts: ClusterFacts | None) -> str | None:
+    """The pool ``node`` belongs to, by the node label each pool is pinned with."""
+    if facts is None:
+        return node.pool
+    for pool, key in facts.pool_labels.items():
+        if node.labels.get(key) == pool:
+            return pool
+    return node.labels.get(facts.default_pool_label)
 
 
 def to_temporal(error: KubeError) -> ApplicationError:
@@ -79,13 +97,20 @@ class KubeActivities:
         self._kubeconfigs = kubeconfigs
         self._facts = facts or ClusterFacts()
         self._clients: dict[str, KubeCluster] = {}
+        # secretRefs learnt from probes: a cluster's other activities name only the cluster.
+        self._refs: dict[str, KubeconfigRef] = {}
         self._lock = threading.Lock()
 
-    def _cluster(self, name: str) -> KubeCluster:
+    def _cluster(self, name: str, ref: KubeconfigRef | None = None) -> KubeCluster:
         with self._lock:
+            if ref is not None and self._refs.get(name) != ref:
+                self._refs[name] = ref
+                stale = self._clients.pop(name, None)
+                if stale is not None:
+                    stale.close()
             client = self._clients.get(name)
             if client is None:
-                client = KubeCluster(self._kubeconfigs.path(name))
+                client = KubeCluster(self._kubeconfigs.path(name, self._refs.get(name)))
                 self._clients[name] = client
             return client
 
@@ -171,14 +196,15 @@ class KubeActivities:
     def probe(self, request: ProbeRequest) -> ProbeResult:
         started = time.monotonic()
         try:
-            cluster = self._cluster(request.cluster)
+            cluster = self._cluster(request.cluster, request.kubeconfig)
+            facts = request.facts or self._facts
             version = cluster.server_version()
             nodes = cluster.nodes()
             gateway = cluster.get(
                 GATEWAY_API_VERSION,
                 "Gateway",
-                self._facts.gateway_name,
-                self._facts.gateway_namespace,
+                facts.gateway_name,
+                facts.gateway_namespace,
             )
         except KubeError as exc:
             if exc.retryable:
@@ -187,9 +213,10 @@ class KubeActivities:
             return ProbeResult(reachable=False, reason=str(exc))
         pools: dict[str, PoolObservation] = {}
         for node in nodes:
-            if node.pool is None:
+            pool = _pool_of(node, request.facts)
+            if pool is None:
                 continue
-            seen = pools.setdefault(node.pool, PoolObservation(nodes=0, ready_nodes=0))
+            seen = pools.setdefault(pool, PoolObservation(nodes=0, ready_nodes=0))
             seen.nodes += 1
             if node.ready and node.schedulable:
                 seen.ready_nodes += 1

@@ -1,6 +1,7 @@
 """InferenceClass: a hardware recipe. Its DRA-shaped ``devices[]`` are what deployments' CEL
-selectors match against; its optional ``provisioning`` block says how GKE or EKS builds a node of
-this class. Pure models, no I/O.
+selectors match against; its optional ``provisioning`` block says how a cloud builds a node of
+this class (GKE, EKS, and Modelplane's AKS, Nebius and Vultr shapes, which are validated; building
+those reports ProvisioningNotSupported). Pure models, no I/O.
 """
 
 from __future__ import annotations
@@ -62,15 +63,53 @@ class EKSProvisioning(Model):
     accelerator: Accelerator | None = None
 
 
+class AKSProvisioning(Model):
+    vm_size: str = Field(min_length=1)
+    disk_size_gb: int = Field(default=100, ge=10)
+    # Informational on AKS: the VM size decides the GPUs.
+    accelerator: Accelerator | None = None
+
+
+class NebiusProvisioning(Model):
+    # Platform and preset decide the node shape.
+    platform: str = Field(min_length=1)
+    preset: str = Field(min_length=1)
+    disk_size_gb: int = Field(default=100, ge=10)
+    drivers_preset: str = "cuda13.0"
+    accelerator: Accelerator | None = None
+
+
+class VultrProvisioning(Model):
+    # The plan decides the whole node, disk included.
+    plan: str = Field(min_length=1)
+    accelerator: Accelerator | None = None
+
+
 class Provider(StrEnum):
     GKE = "GKE"
     EKS = "EKS"
+    AKS = "AKS"
+    NEBIUS = "Nebius"
+    VULTR = "Vultr"
 
 
 class Provisioning(Model):
     provider: Provider
     gke: GKEProvisioning | None = None
     eks: EKSProvisioning | None = None
+    aks: AKSProvisioning | None = None
+    nebius: NebiusProvisioning | None = None
+    vultr: VultrProvisioning | None = None
+
+    def blocks(self) -> dict[Provider, Model | None]:
+        """Every provider's sibling block (at most the chosen one may be set)."""
+        return {
+            Provider.GKE: self.gke,
+            Provider.EKS: self.eks,
+            Provider.AKS: self.aks,
+            Provider.NEBIUS: self.nebius,
+            Provider.VULTR: self.vultr,
+        }
 
 
 class InferenceClassSpec(Model):

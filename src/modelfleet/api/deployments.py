@@ -8,12 +8,18 @@ CEL selectors per node. Pure models, no I/O; the cross-field rules live in ``api
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from modelfleet.api.clusters import TaintEffect
 from modelfleet.api.meta import DNSLabel, Model, Resource
+from modelfleet.api.naming import (
+    LABEL_DEPLOYMENT,
+    LABEL_REPLICA_INDEX,
+    MODELPLANE_LABEL_DEPLOYMENT,
+    MODELPLANE_LABEL_REPLICA_INDEX,
+)
 
 
 class ServingMode(StrEnum):
@@ -247,6 +253,32 @@ class ModelReplica(Resource):
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelReplica"] = "ModelReplica"
     spec: ModelReplicaSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _identity_from_labels(cls, data: Any) -> Any:
+        """Modelplane keeps a replica's identity in labels, not in its spec: take the deployment
+        and the index from them when the spec leaves them out, so its replicas load unchanged."""
+        if not isinstance(data, dict):
+            return data
+        meta, spec = data.get("metadata"), data.get("spec")
+        if not isinstance(meta, dict) or not isinstance(spec, dict):
+            return data
+        labels = meta.get("labels")
+        if not isinstance(labels, dict):
+            return data
+        spec = dict(spec)
+        for field, keys in (
+            ("deployment", (LABEL_DEPLOYMENT, MODELPLANE_LABEL_DEPLOYMENT)),
+            ("index", (LABEL_REPLICA_INDEX, MODELPLANE_LABEL_REPLICA_INDEX)),
+        ):
+            if field in spec:
+                continue
+            for key in keys:
+                if key in labels:
+                    spec[field] = labels[key]
+                    break
+        return {**data, "spec": spec}
 
 
 ServingPhase = Literal["Prefill", "Decode"]

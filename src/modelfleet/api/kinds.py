@@ -9,27 +9,31 @@ from typing import Any
 from pydantic import ValidationError
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
 from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway, is_modelplane_gateway
 from modelfleet.api.rules import validate
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
-KINDS: dict[str, type[Resource]] = {
-    cls.KIND: cls
-    for cls in (
-        InferenceClass,
-        InferenceCluster,
-        ModelDeployment,
-        ModelReplica,
-        ModelEndpoint,
-        ModelService,
-        ModelAutoscaler,
-        InferenceGateway,
-    )
-}
+_ALL_KINDS: tuple[type[Resource], ...] = (
+    InferenceClass,
+    InferenceCluster,
+    ModelDeployment,
+    ModelReplica,
+    ModelEndpoint,
+    ModelService,
+    ModelAutoscaler,
+    InferenceGateway,
+    ModelCache,
+    ServingStack,
+    *CLOUD_CLUSTER_KINDS,
+)
+KINDS: dict[str, type[Resource]] = {cls.KIND: cls for cls in _ALL_KINDS}
 
 # Short names and plurals accepted by the CLI (kubectl style).
 KIND_ALIASES: dict[str, str] = {
@@ -73,6 +77,29 @@ KIND_ALIASES: dict[str, str] = {
     "ig": "InferenceGateway",
     "gateway": "InferenceGateway",
     "gateways": "InferenceGateway",
+    "modelcache": "ModelCache",
+    "modelcaches": "ModelCache",
+    "mc": "ModelCache",
+    "cache": "ModelCache",
+    "caches": "ModelCache",
+    "servingstack": "ServingStack",
+    "servingstacks": "ServingStack",
+    "ss": "ServingStack",
+    "gkecluster": "GKECluster",
+    "gkeclusters": "GKECluster",
+    "gke": "GKECluster",
+    "ekscluster": "EKSCluster",
+    "eksclusters": "EKSCluster",
+    "eks": "EKSCluster",
+    "akscluster": "AKSCluster",
+    "aksclusters": "AKSCluster",
+    "aks": "AKSCluster",
+    "nebiuscluster": "NebiusCluster",
+    "nebiusclusters": "NebiusCluster",
+    "mk8s": "NebiusCluster",
+    "vultrcluster": "VultrCluster",
+    "vultrclusters": "VultrCluster",
+    "vke": "VultrCluster",
 }
 
 
@@ -117,20 +144,24 @@ def parse_resource(document: Any) -> Resource:
     head: list[FieldError] = []
     if api_version is None:
         head.append(FieldError(("apiVersion",), "required field is missing"))
-    elif api_version not in ACCEPTED_API_VERSIONS:
-        head.append(
-            FieldError(
-                ("apiVersion",),
-                f"unsupported apiVersion {api_version!r} (use {ACCEPTED_API_VERSIONS[0]!r}; "
-                f"{ACCEPTED_API_VERSIONS[1]!r} is also accepted)",
-            )
-        )
     if kind is None:
         head.append(FieldError(("kind",), "required field is missing"))
     elif kind not in KINDS:
         head.append(
             FieldError(("kind",), f"unknown kind {kind!r} (known kinds: {', '.join(KINDS)})")
         )
+    if api_version is not None:
+        versions = KINDS[kind].API_VERSIONS if kind in KINDS else ACCEPTED_API_VERSIONS
+        if api_version not in versions:
+            head.append(
+                FieldError(
+                    ("apiVersion",),
+                    f"unsupported apiVersion {api_version!r}"
+                    + (f" for {kind}" if kind in KINDS else "")
+                    + f" (use {versions[0]!r}; {versions[1]!r} is also accepted)",
+                )
+            )
+    head.sort(key=lambda e: e.path != ("apiVersion",))  # apiVersion first, as in the document
     name = (
         (document.get("metadata") or {}).get("name")
         if isinstance(document.get("metadata"), dict)
@@ -140,6 +171,8 @@ def parse_resource(document: Any) -> Resource:
     if head:
         raise InvalidResourceError(subject, head)
     cls = KINDS[str(kind)]
+    if kind == "InferenceGateway" and is_modelplane_gateway(document):
+        cls = ModelplaneInferenceGateway
     try:
         resource = cls.model_validate(document)
     except ValidationError as exc:

@@ -19,6 +19,10 @@ API_VERSION = f"{API_GROUP}/v1alpha1"
 # Modelplane documents are accepted unchanged as a migration path.
 MODELPLANE_API_VERSION = "modelplane.ai/v1alpha1"
 ACCEPTED_API_VERSIONS = (API_VERSION, MODELPLANE_API_VERSION)
+# Modelplane's internal kinds (per-cloud clusters, ServingStack) live in their own group.
+INFRASTRUCTURE_API_VERSION = f"infrastructure.{API_GROUP}/v1alpha1"
+MODELPLANE_INFRASTRUCTURE_API_VERSION = "infrastructure.modelplane.ai/v1alpha1"
+INFRASTRUCTURE_API_VERSIONS = (INFRASTRUCTURE_API_VERSION, MODELPLANE_INFRASTRUCTURE_API_VERSION)
 
 # Label prefixes owned by the system; users may not set them.
 RESERVED_LABEL_PREFIXES = (f"{API_GROUP}/", "modelplane.ai/")
@@ -124,6 +128,8 @@ class Resource(Model):
 
     KIND: ClassVar[str] = ""
     NAMESPACED: ClassVar[bool] = False
+    # The apiVersions a document of this kind may declare; the first is modelfleet's own.
+    API_VERSIONS: ClassVar[tuple[str, ...]] = ACCEPTED_API_VERSIONS
 
     api_version: str = API_VERSION
     kind: str
@@ -132,6 +138,11 @@ class Resource(Model):
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def from_modelplane(self) -> bool:
+        """Whether the document declared one of Modelplane's API groups (defaults follow it)."""
+        return self.api_version.split("/", 1)[0].endswith("modelplane.ai")
 
     @property
     def namespace(self) -> str:

@@ -17,13 +17,19 @@ LABEL_REPLICA_INDEX = f"{API_GROUP}/replica-index"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "modelfleet"
 
+# Where Modelplane keeps a replica's identity; read when loading its ModelReplicas.
+MODELPLANE_LABEL_DEPLOYMENT = "modelplane.ai/deployment"
+MODELPLANE_LABEL_REPLICA_INDEX = "modelplane.ai/replica-index"
+
 # Pod labels the routing layer selects on.
 LABEL_SERVING = f"{API_GROUP}/serving"
 LABEL_WORKLOAD = f"{API_GROUP}/workload"
 LABEL_LWS_ROLE = f"{API_GROUP}/lws-role"
 
-# The node label that pins a pod to its pool; BYO clusters label their nodes with it.
+# The node label that pins a pod to its pool; BYO clusters label their nodes with it. Each pool
+# may name another (``nodeLabel``); clusters described in Modelplane documents default to its.
 LABEL_POOL = f"{API_GROUP}/pool"
+MODELPLANE_LABEL_POOL = "modelplane.ai/pool"
 
 MAX_NAME = 63
 _HASH_LEN = 5

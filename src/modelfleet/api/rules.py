@@ -28,6 +28,7 @@ from modelfleet.api.deployments import (
     Toleration,
     TolerationOperator,
 )
+from modelfleet.api.infrastructure import AKS_POOL_NAME
 from modelfleet.api.manifest_errors import FieldError, Path
 from modelfleet.api.meta import (
     RESERVED_LABEL_PREFIXES,
@@ -35,6 +36,7 @@ from modelfleet.api.meta import (
     label_key_problem,
     label_value_problem,
 )
+from modelfleet.api.parity_rules import parity_rules
 from modelfleet.api.services import DEFAULT_GATEWAY, InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.cel.compiler import CelCompileError, check_selector
 from modelfleet.cel.quantity import Quantity
@@ -79,7 +81,7 @@ def _kind_rules(resource: Resource) -> Iterable[FieldError]:
             return autoscaler_rules(resource)
         case InferenceGateway():
             return _inference_gateway(resource)
-    return ()
+    return parity_rules(resource)
 
 
 # --- shared ----------------------------------------------------------------------------------
@@ -212,14 +214,13 @@ def _inference_class(ic: InferenceClass) -> Iterator[FieldError]:
     spec = ("spec",)
     prov = ic.spec.provisioning
     if prov is not None:
-        blocks = {"GKE": prov.gke, "EKS": prov.eks}
-        for provider, block in blocks.items():
-            field = provider.lower()
-            if provider == prov.provider.value and block is None:
+        for provider, block in prov.blocks().items():
+            field = provider.name.lower()
+            if provider is prov.provider and block is None:
                 yield FieldError(
-                    (*spec, "provisioning", field), f"required when provider is {provider}"
+                    (*spec, "provisioning", field), f"required when provider is {provider.value}"
                 )
-            if provider != prov.provider.value and block is not None:
+            if provider is not prov.provider and block is not None:
                 yield FieldError(
                     (*spec, "provisioning", field),
                     f"must not be set when provider is {prov.provider.value}",
@@ -237,12 +238,9 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
     spec = ("spec",)
     access = cl.spec.cluster
     source = access.source
-    blocks = {
-        ClusterSource.EXISTING: ("existing", access.existing),
-        ClusterSource.GKE: ("gke", access.gke),
-        ClusterSource.EKS: ("eks", access.eks),
-    }
-    for candidate, (field, block) in blocks.items():
+    for candidate in ClusterSource:
+        field = candidate.name.lower()
+        block = access.block(candidate)
         if candidate is source and block is None and candidate is not ClusterSource.EXISTING:
             yield FieldError((*spec, "cluster", field), f"required when source is {source.value}")
         if candidate is not source and block is not None:
@@ -273,6 +271,16 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
             )
         if provisioned and not pool.zones:
             yield FieldError((*path, "zones"), f"required for pools that {source.value} provisions")
+        if source is ClusterSource.AKS and not AKS_POOL_NAME.match(pool.name):
+            yield FieldError(
+                (*path, "name"),
+                "AKS pool names are a lowercase letter then at most 11 lowercase letters or "
+                f"digits (got {pool.name!r})",
+            )
+        if pool.node_label is not None:
+            problem = label_key_problem(pool.node_label)
+            if problem:
+                yield FieldError((*path, "nodeLabel"), f"invalid label key: {problem}")
         if pool.capacity_block is not None and source is not ClusterSource.EKS:
             yield FieldError((*path, "capacityBlock"), "capacity blocks exist only on EKS")
         fabric = pool.fabric
@@ -281,8 +289,20 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
                 yield FieldError(
                     (*path, "fabric", "infiniband"), "only allowed when fabric type is InfiniBand"
                 )
-            if fabric.type is FabricType.EFA and source is ClusterSource.GKE:
+            if fabric.type is FabricType.EFA and source not in (
+                ClusterSource.EKS,
+                ClusterSource.EXISTING,
+            ):
                 yield FieldError((*path, "fabric", "type"), "EFA is only available on EKS")
+            if (
+                fabric.type is FabricType.INFINIBAND
+                and source is ClusterSource.NEBIUS
+                and fabric.infiniband is None
+            ):
+                yield FieldError(
+                    (*path, "fabric", "infiniband"),
+                    "required on Nebius: the InfiniBand fabric the GPU cluster joins",
+                )
             if fabric.type is FabricType.INFINIBAND and provisioned:
                 yield FieldError(
                     (*path, "fabric", "type"),

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -22,6 +23,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.changes import (
     LiveFleet,
@@ -45,14 +47,16 @@ from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
+from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
+from modelfleet.workflows.ids import FLEET_ID, accepted_id, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters and the front door on one of them,
 # then what runs on them, then what routes to and scales what runs.
@@ -65,6 +69,8 @@ ORDER = {
     "ModelService": 5,
     "ModelAutoscaler": 6,
 }
+# Kinds held without action (ModelCache, ServingStack, per-cloud clusters) depend on nothing
+# and nothing depends on them: they go last (ORDER.get's default).
 # A worker that polls takes an apply in well under a second; this long means none is there.
 APPLY_TIMEOUT = timedelta(seconds=30)
 
@@ -73,6 +79,23 @@ async def apply_resource(
     client: Client, resource: Resource, *, rpc_timeout: timedelta | None = None
 ) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
+    if held_without_action(resource):
+        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
+        document = AcceptedInput(document=resource.to_wire())
+        await client.execute_update_with_start_workflow(
+            AcceptedResourceWorkflow.apply,
+            document,
+            start_workflow_operation=WithStartWorkflowOperation(
+                AcceptedResourceWorkflow.run,
+                document,
+                id=wid,
+                task_queue=TASK_QUEUE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"{resource.ref} (accepted, not acted upon)",
+            ),
+            rpc_timeout=rpc_timeout,
+        )
+        return wid
     if isinstance(resource, InferenceClass):
         await client.get_workflow_handle(FLEET_ID).execute_update(
             FleetWorkflow.put_class, resource, rpc_timeout=rpc_timeout
@@ -125,7 +148,7 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
-        why_not = read_only(live, resource) or not_applied(resource.KIND)
+        why_not = read_only(live, resource) or not_applied(resource)
         if why_not:
             console.print(f"[yellow]skipped[/] {ref}: {why_not}")
             continue
@@ -142,26 +165,36 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
                 f"is kept and runs when a worker polls; {START_WORKER}"
             ) from None
         console.print(f"{ref} {outcome}  [dim]{s.workflow_url(wid)}[/]")
+        _print_note(resource)
     return failures
 
 
-def not_applied(kind: str) -> str | None:
-    if kind in ORDER:
+def not_applied(resource: Resource) -> str | None:
+    kind = resource.KIND
+    if kind in ORDER or held_without_action(resource):
         return None
     if kind == "ModelReplica":
         return "replicas are made by their deployment (read-only)"
     return f"{kind} cannot be applied"
 
 
+def _print_note(resource: Resource) -> None:
+    """Accepted but not (wholly) acted upon: said at once, with what to do instead."""
+    note = not_acted_upon(resource)
+    if note:
+        console.print(f"  [yellow]note:[/] {escape(note)}")
+
+
 def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
     """What apply would do, without doing it: verdicts, rolls and the live placement."""
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
-        why_not = read_only(live, resource) or not_applied(resource.KIND)
+        why_not = read_only(live, resource) or not_applied(resource)
         if why_not:
             console.print(f"[yellow]skipped[/] {ref}: {why_not}")
             continue
         console.print(f"{ref} {verdict(live, resource)} (dry run)")
+        _print_note(resource)
         for line in consequences(live, resource):
             console.print(f"  {line}")
         if isinstance(resource, ModelDeployment):

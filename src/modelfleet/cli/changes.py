@@ -17,11 +17,14 @@ from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.kinds import parse_resource
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
+from modelfleet.api.support import held_without_action
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.manifests import PUBLISHED_BY
 from modelfleet.cli.resources import (
+    accepted_statuses,
     deployment_spec,
     deployment_status,
     directory_gateway,
@@ -51,6 +54,8 @@ class LiveFleet:
     others: dict[tuple[str, str, str], Resource] = field(default_factory=dict)
     # Endpoints a replica published (read-only): namespace/name -> replica.
     published: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Documents held without action (the AcceptedResource workflow), named in the apply.
+    accepted: dict[tuple[str, str, str], Resource] = field(default_factory=dict)
 
 
 async def read_live(client: Client, resources: list[Resource]) -> LiveFleet:
@@ -87,7 +92,10 @@ async def _read_others(client: Client, live: LiveFleet, resources: list[Resource
         if gateway is not None:
             live.others[("InferenceGateway", "", gateway.name)] = gateway
     for r in resources:
-        if isinstance(r, ModelService | ModelAutoscaler):
+        if held_without_action(r):
+            for held in await accepted_statuses(client, r.KIND, r.namespace, [r.name]):
+                live.accepted[(r.KIND, r.namespace, r.name)] = parse_resource(held.document)
+        elif isinstance(r, ModelService | ModelAutoscaler):
             for f in await fetch(client, r.KIND, r.namespace, [r.name]):
                 live.others[(r.KIND, r.namespace, r.name)] = _spec_of(f.manifest, type(r))
 
@@ -104,6 +112,8 @@ def _spec_of(manifest: dict[str, Any], cls: type[Resource]) -> Resource:
 
 def current(live: LiveFleet, resource: Resource) -> Resource | None:
     """What the fleet holds now under the resource's name, if anything."""
+    if held_without_action(resource):
+        return live.accepted.get((resource.KIND, resource.namespace, resource.name))
     if isinstance(resource, InferenceClass):
         return live.classes.get(resource.name)
     if isinstance(resource, InferenceCluster):

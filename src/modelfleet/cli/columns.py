@@ -8,8 +8,9 @@ from typing import Any
 
 from rich.markup import escape
 
-from modelfleet.cli.manifests import Fetched
+from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import human_age
+from modelfleet.cli.targets import ACCEPTED_KINDS
 
 # Columns that shrink first (with an ellipsis) when a terminal is narrow.
 FLEXIBLE = ("MESSAGE", "REASON", "POOLS", "DEVICES", "LABELS", "METRICS", "URL")
@@ -19,6 +20,7 @@ NAMESPACED_KINDS = (
     "ModelService",
     "ModelEndpoint",
     "ModelAutoscaler",
+    *ACCEPTED_KINDS,
 )
 
 
@@ -46,6 +48,8 @@ def header(kind: str, *, wide: bool, all_namespaces: bool) -> list[str]:
             cols += ["LABELS"]
     elif kind == "InferenceGateway":
         cols = ["NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"]
+    elif kind in ACCEPTED_KINDS:
+        cols = ["NAME", "STATUS", "REASON", "AGE"]
     elif kind == "ModelAutoscaler":
         cols = ["NAME", "TARGET", "MIN", "MAX", "METRICS", "REPLICAS", "DESIRED", "AGE"]
         if wide:
@@ -101,6 +105,8 @@ def row(
         ]
         if wide:
             cells += [status.get("gatewayAddress") or "-", escape(str(status.get("reason", "")))]
+    elif item.kind in ACCEPTED_KINDS:
+        cells = [item.name, NOT_ACTED_UPON, escape(str(status.get("reason", ""))), age]
     elif item.kind in _OTHER_ROWS:
         main, extra = _OTHER_ROWS[item.kind](item, spec, status)
         cells = [*main, age, *(extra if wide else [])]
@@ -140,6 +146,8 @@ def _endpoint(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Ce
 
 
 def _gateway(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    if status.get("phase") == NOT_ACTED_UPON:  # Modelplane's Traefik gateway, kept only
+        return [item.name, "-", "-", NOT_ACTED_UPON], []
     return [
         item.name,
         str(spec.get("cluster", "")),

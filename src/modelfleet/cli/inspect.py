@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.markup import escape
 
 from modelfleet.autoscaling.records import Decision as AutoscalerDecision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.get import NsOption, get, require_one
-from modelfleet.cli.manifests import Fetched
+from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import (
     autoscaler_status,
@@ -69,7 +70,9 @@ def describe(
         client = await connect_with_worker(s)
         scope = ns.name if is_namespaced(target.kind) else None
         item = require_one(await fetch(client, target.kind, scope, [name]), target, ns)
-        if target.kind == "ModelDeployment":
+        if item.status.get("phase") == NOT_ACTED_UPON:
+            _accepted(item)
+        elif target.kind == "ModelDeployment":
             status = await deployment_status(client, ns.name, name)
             decisions: list[Decision] = await query(
                 client.get_workflow_handle(FLEET_ID),
@@ -161,6 +164,15 @@ def _class(item: Fetched) -> None:
             f"claim {d.get('claim', '-')})" + (f": {escape(attributes)}" if attributes else "")
         )
     console.print(f"\nUsed by: {', '.join(item.status.get('usedBy', [])) or '-'}")
+
+
+def _accepted(item: Fetched) -> None:
+    """A document held without action: what it says and why nothing acts on it."""
+    where = f"{item.namespace}/{item.name}" if item.namespace else item.name
+    console.print(f"[bold]{item.kind} {where}[/]  {NOT_ACTED_UPON}")
+    console.print(f"Reason: {escape(str(item.status.get('reason', '')))}")
+    spec = yaml.safe_dump(item.manifest.get("spec") or {}, sort_keys=False).rstrip()
+    console.print("\n[bold]Spec[/]\n" + escape(spec))
 
 
 def _replica(s: TemporalSettings, item: Fetched) -> None:

@@ -18,6 +18,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import API_VERSION
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.autoscaling.records import AutoscalerStatus
+from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import ClusterRecord, DeploymentStatus
 from modelfleet.rendering.front_door import EndpointRecord
@@ -183,6 +184,29 @@ def autoscaler_resource(
     return Fetched(
         "ModelAutoscaler", spec.name, spec.namespace, manifest, created, dict(spec.metadata.labels)
     )
+
+
+# The phase of a document accepted for Modelplane parity and held without being acted upon.
+NOT_ACTED_UPON = "NotActedUpon"
+
+
+def accepted_resource(status: AcceptedStatus, created: datetime | None) -> Fetched:
+    """A held document as applied, its status saying it is not acted upon and why."""
+    body = {
+        "phase": NOT_ACTED_UPON,
+        "reason": status.reason,
+        "conditions": [
+            {
+                "type": "ActedUpon",
+                "status": "False",
+                "reason": NOT_ACTED_UPON,
+                "message": status.reason,
+            }
+        ],
+    }
+    manifest = _with_server_fields(dict(status.document), created, body)
+    labels = dict(manifest["metadata"].get("labels") or {})
+    return Fetched(status.kind, status.name, status.namespace, manifest, created, labels)
 
 
 def as_document(items: list[Fetched], single: bool) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 
 from modelfleet.api.loading import load_paths
+from modelfleet.api.support import held_without_action
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import NotFoundError, UsageError
 from modelfleet.cli.get import NsOption
@@ -29,6 +30,7 @@ from modelfleet.cli.resources import (
 )
 from modelfleet.cli.serving import delete_serving
 from modelfleet.cli.targets import (
+    ACCEPTED_KINDS,
     Namespace,
     is_namespaced,
     parse_targets,
@@ -36,11 +38,18 @@ from modelfleet.cli.targets import (
     resource_name,
     single_target,
 )
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, service_id
+from modelfleet.workflows.ids import (
+    FLEET_ID,
+    accepted_id,
+    cluster_id,
+    deployment_id,
+    service_id,
+)
 
 # What goes first when deleting several: what scales and routes to deployments, then what runs
 # on clusters, then clusters, then classes (apply's order, reversed).
@@ -51,6 +60,8 @@ DELETE_ORDER = {
     "ModelDeployment": 3,
     "InferenceCluster": 4,
     "InferenceClass": 5,
+    # Held without action: nothing depends on them.
+    **dict.fromkeys(ACCEPTED_KINDS, 0),
 }
 # Kinds that exist but are not deleted by name, and what to do instead.
 NOT_DELETED = {
@@ -99,10 +110,16 @@ class Doomed:
     kind: str
     namespace: str
     name: str
+    # Held by the AcceptedResource workflow (a parity kind, or Modelplane's Traefik gateway).
+    held: bool = False
 
     @property
     def ref(self) -> str:
         return resource_name(self.kind, self.name)
+
+    @property
+    def accepted_id(self) -> str:
+        return accepted_id(self.kind, self.namespace if is_namespaced(self.kind) else "", self.name)
 
 
 def _from_files(files: list[str]) -> list[Doomed]:
@@ -110,17 +127,23 @@ def _from_files(files: list[str]) -> list[Doomed]:
     if loaded.errors:
         print_manifest_errors(loaded.errors)
         raise typer.Exit(EXIT_INVALID)
-    return [Doomed(r.KIND, r.namespace, r.name) for r in loaded.resources]
+    return [Doomed(r.KIND, r.namespace, r.name, held_without_action(r)) for r in loaded.resources]
 
 
 def _from_args(args: list[str], ns: Namespace) -> list[Doomed]:
     targets = parse_targets(args)
     if any(t.name is None for t in targets):
         raise UsageError("name what to delete: KIND NAME..., KIND/NAME... or -f FILE")
-    return [Doomed(t.kind, ns.name, t.name or "") for t in targets]
+    return [Doomed(t.kind, ns.name, t.name or "", t.kind in ACCEPTED_KINDS) for t in targets]
+
+
+def _deletable(d: Doomed) -> bool:
+    return d.held or d.kind in DELETE_ORDER
 
 
 async def _exists(client: Client, d: Doomed) -> bool:
+    if d.held:
+        return await is_running(client, d.accepted_id) is not None
     if d.kind == "ModelDeployment":
         return await is_running(client, deployment_id(d.namespace, d.name)) is not None
     if d.kind == "ModelService":
@@ -140,7 +163,12 @@ async def _exists(client: Client, d: Doomed) -> bool:
 
 
 async def _delete(client: Client, d: Doomed, wait: bool) -> None:
-    if d.kind == "ModelDeployment":
+    if d.held:
+        handle = client.get_workflow_handle(d.accepted_id)
+        await handle.execute_update(AcceptedResourceWorkflow.delete)
+        if wait:
+            await handle.result()
+    elif d.kind == "ModelDeployment":
         handle = client.get_workflow_handle(deployment_id(d.namespace, d.name))
         if wait:
             await handle.execute_update(DeploymentWorkflow.delete)
@@ -192,18 +220,26 @@ def delete(
         raise UsageError("give either KIND NAME... / KIND/NAME... or -f FILE, not both or neither")
     ns = resolve_namespace(namespace)
     doomed = _from_files(files) if files else _from_args(args or [], ns)
-    for d in [d for d in doomed if d.kind not in DELETE_ORDER]:
+    # A gateway named on the command line may be Modelplane's Traefik one (held, deletable):
+    # known only once the fleet is asked.
+    maybe_held = [d for d in doomed if d.kind == "InferenceGateway" and not files]
+    for d in [d for d in doomed if not _deletable(d) and d not in maybe_held]:
         why = NOT_DELETED.get(d.kind, f"{d.kind} cannot be deleted")
         if not files:
             raise UsageError(f"delete {d.kind} is not supported: {why}")
         console.print(f"[yellow]skipped[/] {d.ref}: {why}")
-    doomed = [d for d in doomed if d.kind in DELETE_ORDER]
+    doomed = [d for d in doomed if _deletable(d) or d in maybe_held]
     s = settings(address, temporal_namespace)
 
     async def go() -> int:
         client = await connect_with_worker(s)
+        for n, d in enumerate(doomed):
+            if d in maybe_held:
+                if not await is_running(client, replace(d, held=True).accepted_id):
+                    raise UsageError(f"delete {d.kind} is not supported: {NOT_DELETED[d.kind]}")
+                doomed[n] = replace(d, held=True)
         failures = 0
-        for d in sorted(doomed, key=lambda d: DELETE_ORDER[d.kind]):
+        for d in sorted(doomed, key=lambda d: DELETE_ORDER.get(d.kind, 0)):
             if not await _exists(client, d):
                 if not ignore_not_found:
                     where = f" in namespace {d.namespace!r}" if is_namespaced(d.kind) else ""

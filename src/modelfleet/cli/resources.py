@@ -31,6 +31,7 @@ from modelfleet.cli.connection import open_client, require_worker
 from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError, UsageError
 from modelfleet.cli.manifests import (
     Fetched,
+    accepted_resource,
     autoscaler_resource,
     class_resource,
     cluster_resource,
@@ -40,17 +41,25 @@ from modelfleet.cli.manifests import (
     replica_resource,
     service_resource,
 )
-from modelfleet.cli.targets import resource_name
+from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
+from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.contracts.status import ClusterStatus, DeploymentStatus, FleetView
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows import search
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, service_id
+from modelfleet.workflows.ids import (
+    FLEET_ID,
+    accepted_id,
+    cluster_id,
+    deployment_id,
+    service_id,
+)
 from modelfleet.workflows.service import ServiceWorkflow
 
 QUERY_TIMEOUT = timedelta(seconds=8)
@@ -196,6 +205,10 @@ async def fetch(
         gateway = await directory_gateway(client)
         named = gateway is not None and (not wanted or gateway.name in wanted)
         items = [gateway_resource(gateway)] if gateway is not None and named else []
+        # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
+        items += await _accepted(client, kind, None, wanted)
+    elif kind in ACCEPTED_KINDS:
+        items = await _accepted(client, kind, namespace, wanted)
     else:
         raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
     return sorted(items, key=lambda f: (f.namespace, f.name))
@@ -316,6 +329,46 @@ async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) 
         )
         out.append(autoscaler_resource(spec, status, w.start_time))
     return out
+
+
+async def accepted_statuses(
+    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
+) -> list[AcceptedStatus]:
+    """What the AcceptedResource workflows of ``kind`` hold (in ``namespace``, or all when
+    None), each with why it is not acted upon; named ones are asked of the workflow."""
+    return [status for status, _ in await _accepted_runs(client, kind, namespace, set(names))]
+
+
+async def _accepted_runs(
+    client: Client, kind: str, namespace: str | None, wanted: set[str]
+) -> list[tuple[AcceptedStatus, WorkflowExecution]]:
+    if wanted and (namespace or not is_namespaced(kind)):
+        found = [
+            await is_running(client, accepted_id(kind, namespace or "", n)) for n in sorted(wanted)
+        ]
+        runs = [w for w in found if w is not None]
+    else:
+        runs = [
+            w
+            for w in await running(client, kind, namespace)
+            if w.id.startswith("accepted/") and (not wanted or w.id.split("/", 3)[3] in wanted)
+        ]
+    out = []
+    for w in runs:
+        status: AcceptedStatus = await query(
+            client.get_workflow_handle(w.id),
+            AcceptedResourceWorkflow.status,
+            what=f"{kind} {w.id.split('/', 2)[2]}",
+        )
+        out.append((status, w))
+    return out
+
+
+async def _accepted(
+    client: Client, kind: str, namespace: str | None, wanted: set[str]
+) -> list[Fetched]:
+    runs = await _accepted_runs(client, kind, namespace, wanted)
+    return [accepted_resource(status, w.start_time) for status, w in runs]
 
 
 async def _directory(client: Client, name: str, args: tuple[Any, ...], result_type: Any) -> Any:

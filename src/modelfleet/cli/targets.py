@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS
 from modelfleet.api.kinds import KINDS, resolve_kind
 from modelfleet.api.meta import API_GROUP
 from modelfleet.cli.errors import UsageError
@@ -111,7 +112,12 @@ def resource_name(kind: str, name: str) -> str:
     return f"{kind.lower()}.{API_GROUP}/{name}"
 
 
-# Kinds that something runs for; the others validate but have no workflow to read yet.
+# Kinds accepted for Modelplane parity and held by the AcceptedResource workflow without being
+# acted upon: applied, listed (with the reason), deleted. (Modelplane's Traefik InferenceGateway is
+# held the same way, under the InferenceGateway kind.)
+ACCEPTED_KINDS = ("ModelCache", "ServingStack", *(k.KIND for k in CLOUD_CLUSTER_KINDS))
+
+# Kinds that something runs for (or holds); the others validate but have no workflow to read yet.
 ORCHESTRATED = (
     "InferenceClass",
     "InferenceCluster",
@@ -121,6 +127,7 @@ ORCHESTRATED = (
     "ModelEndpoint",
     "ModelService",
     "ModelAutoscaler",
+    *ACCEPTED_KINDS,
 )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from modelfleet.api.loading import LoadedDocument, load_paths
+from modelfleet.api.support import not_acted_upon
 from modelfleet.cli.output import EXIT_INVALID, EXIT_OK, console, print_manifest_errors
 
 FilesOption = Annotated[
@@ -38,7 +39,12 @@ def summary(doc: LoadedDocument) -> str:
         detail = f"{prov}, devices: {devices}"
     elif r.KIND == "ModelService" and spec is not None:
         detail = f"{len(spec.endpoints)} endpoint selector(s)"
-    return f"{doc.source}:{doc.line}: {r.ref} valid" + (f" ({detail})" if detail else "")
+    note = not_acted_upon(r)
+    return (
+        f"{doc.source}:{doc.line}: {r.ref} valid"
+        + (f" ({detail})" if detail else "")
+        + (f"; {note}" if note else "")
+    )
 
 
 def validate(files: FilesOption) -> None:

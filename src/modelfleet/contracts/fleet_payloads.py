@@ -16,6 +16,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
+from modelfleet.rendering.facts import ClusterFacts
 
 
 class PlaceRequest(WireModel):
@@ -44,6 +45,9 @@ class PlaceResponse(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
     rejections: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
+    # Rendering settings of the clusters the answer's replicas are on, where a cluster sets its
+    # own (pool labels, gateway, namespace mode); absent clusters use the worker's defaults.
+    facts: dict[str, ClusterFacts] = Field(default_factory=dict)
 
 
 class ReleaseRequest(WireModel):

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from modelfleet.contracts.wire import WireModel
+from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.readiness import ReadinessRule
 
 
@@ -71,8 +72,21 @@ class ReadyResult(WireModel):
     reason: str
 
 
+class KubeconfigRef(WireModel):
+    """Names where the worker finds a cluster's kubeconfig (``existing.secretRef``): a file
+    ``<name>.yaml`` or a mounted Secret ``<name>/<key>`` in its credentials directory. A name,
+    never the credentials."""
+
+    name: str
+    key: str = "kubeconfig"
+
+
 class ProbeRequest(WireModel):
     cluster: str
+    # Unset: ``<cluster>.yaml``. The worker remembers it for the cluster's other activities.
+    kubeconfig: KubeconfigRef | None = None
+    # The cluster's own settings (pool labels, gateway); unset, the worker's defaults.
+    facts: ClusterFacts | None = None
 
 
 class PoolObservation(WireModel):

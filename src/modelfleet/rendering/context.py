@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modelfleet.api.clusters import NamespaceMode
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.naming import (
     LABEL_CLUSTER,
@@ -44,7 +45,11 @@ class RenderContext:
             deployment=replica.spec.deployment,
             deployment_namespace=replica.namespace,
             cluster=replica.spec.cluster_name,
-            namespace=workload_namespace(replica.namespace),
+            namespace=(
+                replica.namespace
+                if facts.namespace_mode is NamespaceMode.DEPLOYMENT
+                else workload_namespace(replica.namespace)
+            ),
             facts=facts,
         )
 

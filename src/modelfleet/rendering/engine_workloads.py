@@ -68,6 +68,7 @@ def _serving_shape(
         default_env=extras.default_env,
         sidecars=extras.serving_sidecars,
         claim_template=claim_template_for(ctx, engine, serving_member(engine)),
+        pool_label=ctx.facts.pool_label(serving_member(engine).node_pool_name),
     )
 
 
@@ -100,6 +101,7 @@ def _leader_worker_set(
         leading_env=GANG_ENV,
         default_env=extras.default_env,
         claim_template=claim_template_for(ctx, engine, worker),
+        pool_label=ctx.facts.pool_label(worker.node_pool_name),
     )
     return {
         "apiVersion": LWS_API_VERSION,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from modelfleet.api.clusters import NamespaceMode
 from modelfleet.api.meta import DNSLabel, Model
+from modelfleet.api.naming import LABEL_POOL
 
 DEFAULT_GATEWAY_NAME = "inference-gateway"
 DEFAULT_GATEWAY_NAMESPACE = "modelfleet-system"
@@ -29,3 +31,13 @@ class ClusterFacts(Model):
     # Clusters whose CRDs predate the move of the EPP APIs to llm-d.ai still serve them under
     # inference.networking.x-k8s.io. The InferencePool is inference.networking.k8s.io/v1 either way.
     legacy_epp_api_group: bool = False
+    # The node label that pins a pod to its pool, per pool; pools not listed use the default.
+    default_pool_label: str = Field(default=LABEL_POOL, min_length=1)
+    pool_labels: dict[str, str] = Field(default_factory=dict)
+    # PerTenant: workloads go into ``mf-<deployment namespace>``; Deployment: into a namespace
+    # named like the deployment's own.
+    namespace_mode: NamespaceMode = NamespaceMode.PER_TENANT
+
+    def pool_label(self, pool: str) -> str:
+        """The node label whose value is ``pool`` on that pool's nodes."""
+        return self.pool_labels.get(pool, self.default_pool_label)

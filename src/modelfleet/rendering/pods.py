@@ -75,6 +75,8 @@ class PodShape:
     sidecars: tuple[dict[str, Any], ...] = ()
     # The ResourceClaimTemplate to claim devices from; None for a claimless member.
     claim_template: str | None = None
+    # The node label that pins the pod to its pool (configurable per pool on the cluster).
+    pool_label: str = LABEL_POOL
 
 
 def _engine_env(member: PlacedMember, shape: PodShape) -> list[EnvEntry]:
@@ -124,7 +126,7 @@ def pod_template(member: PlacedMember, shape: PodShape) -> dict[str, Any]:
     pull_secrets = member.template.spec.image_pull_secrets
     if pull_secrets:
         spec["imagePullSecrets"] = [secret.to_wire() for secret in pull_secrets]
-    spec["nodeSelector"] = {LABEL_POOL: member.node_pool_name}
+    spec["nodeSelector"] = {shape.pool_label: member.node_pool_name}
     if shape.claim_template is not None:
         spec["resourceClaims"] = [
             {"name": DEVICES_CLAIM, "resourceClaimTemplateName": shape.claim_template}

@@ -7,7 +7,8 @@ Development/test emulator only: product code never imports ``modelfleet.sim``. P
 JSON-like dicts and reads the api models; no I/O, no asyncio, no network.
 
 Choices worth knowing:
-- Pool nodes are named ``<cluster>-<pool>-<i>`` and labelled ``modelfleet.dev/pool=<pool>``;
+- Pool nodes are named ``<cluster>-<pool>-<i>`` and labelled ``<pool label>=<pool>``, the label
+  the cluster declares for the pool (``modelfleet.dev/pool`` unless it says otherwise);
   GPU pools carry ``nvidia.com/gpu.present=true`` and the taint ``nvidia.com/gpu=present:
   NoSchedule`` (what GKE puts on GPU node pools).
 - Every cluster also has one untainted CPU node ``<cluster>-system-0`` with no pool label, as
@@ -29,6 +30,7 @@ from typing import Any
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import InferenceCluster, NodePool
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_POOL, short_hash
+from modelfleet.rendering.cluster_settings import cluster_facts
 
 __all__ = [
     "GATEWAY_CLASS",
@@ -75,6 +77,8 @@ class PoolLayout:
     pool: NodePool
     klass: InferenceClass | None
     nodes: tuple[str, ...]
+    # The node label that carries the pool's name (the cluster may name its own per pool).
+    label: str = LABEL_POOL
 
     @property
     def gpu(self) -> bool:
@@ -99,9 +103,11 @@ def cluster_layout(
     """Pools in declared order, each with ``capacity_nodes`` nodes. A pool whose class is unknown
     still gets its nodes (without devices): validation elsewhere reports the dangling name."""
     layouts = []
+    facts = cluster_facts(cluster)
     for pool in cluster.spec.node_pools:
         nodes = tuple(f"{cluster.name}-{pool.name}-{i}" for i in range(pool.capacity_nodes))
-        layouts.append(PoolLayout(pool, classes.get(pool.class_name), nodes))
+        label = facts.pool_label(pool.name)
+        layouts.append(PoolLayout(pool, classes.get(pool.class_name), nodes, label))
     return layouts
 
 
@@ -131,7 +137,7 @@ def node_manifest(
     taints: list[dict[str, str]] = []
     allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     if layout is not None:
-        labels[LABEL_POOL] = layout.pool.name
+        labels[layout.label] = layout.pool.name
         labels["sim.modelfleet.dev/class"] = layout.pool.class_name
         allocatable = {"cpu": "96", "memory": "1000Gi", "pods": "110", "ephemeral-storage": "2Ti"}
         if layout.gpu:
@@ -203,7 +209,7 @@ def resource_slice_manifests(cluster: str, node: str, layout: PoolLayout) -> lis
                 "kind": "ResourceSlice",
                 "metadata": {
                     "name": f"{node}-{driver}",
-                    "labels": {**_labels(cluster), LABEL_POOL: layout.pool.name},
+                    "labels": {**_labels(cluster), layout.label: layout.pool.name},
                 },
                 "spec": {
                     "driver": driver,
@@ -247,12 +253,20 @@ def gateway_address(index: int) -> str:
     return f"10.{(index % 250) + 1}.0.1"
 
 
-def stack_manifests(address: str, *, now: str, port: int = 80) -> list[dict[str, Any]]:
+def stack_manifests(
+    address: str,
+    *,
+    now: str,
+    port: int = 80,
+    gateway_name: str = GATEWAY_NAME,
+    gateway_namespace: str = SYSTEM_NAMESPACE,
+) -> list[dict[str, Any]]:
     """The serving stack a real install would have, status included (``now`` stamps the
-    conditions; this module reads no clock)."""
+    conditions; this module reads no clock). The Gateway sits where the cluster says (a
+    cluster prepared for Modelplane has it in ``modelplane-system``)."""
     ready = {"status": "True", "lastTransitionTime": now}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gateway_namespace}},
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "GatewayClass",
@@ -267,7 +281,7 @@ def stack_manifests(address: str, *, now: str, port: int = 80) -> list[dict[str,
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "Gateway",
-            "metadata": {"name": GATEWAY_NAME, "namespace": SYSTEM_NAMESPACE},
+            "metadata": {"name": gateway_name, "namespace": gateway_namespace},
             "spec": {
                 "gatewayClassName": GATEWAY_CLASS,
                 "listeners": [
@@ -308,5 +322,14 @@ def infrastructure_manifests(
         for i, node in enumerate(layout.nodes):
             out.append(node_manifest(cluster.name, node, layout=layout, zone=zones[i % len(zones)]))
             out.extend(resource_slice_manifests(cluster.name, node, layout))
-    out.extend(stack_manifests(address, now=now, port=gateway_port))
+    facts = cluster_facts(cluster)
+    out.extend(
+        stack_manifests(
+            address,
+            now=now,
+            port=gateway_port,
+            gateway_name=facts.gateway_name,
+            gateway_namespace=facts.gateway_namespace,
+        )
+    )
     return out

@@ -25,6 +25,7 @@ from modelfleet.activities.serving import ServingActivities
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
@@ -41,6 +42,7 @@ WORKFLOWS = [
     DeploymentWorkflow,
     ReplicaWorkflow,
     ClusterWorkflow,
+    AcceptedResourceWorkflow,
     EndpointDirectoryWorkflow,
     ServiceWorkflow,
     AutoscalerWorkflow,

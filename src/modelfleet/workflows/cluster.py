@@ -28,9 +28,15 @@ with workflow.unsafe.imports_passed_through():
         KUBE_PROBE,
     )
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
-    from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
+    from modelfleet.contracts.kube_payloads import (
+        KubeconfigRef,
+        PoolObservation,
+        ProbeRequest,
+        ProbeResult,
+    )
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.workflow_inputs import ClusterInput
+    from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.workflows import search
 
 
@@ -174,7 +180,7 @@ class ClusterWorkflow:
         try:
             result: ProbeResult = await workflow.execute_activity(
                 KUBE_PROBE,
-                ProbeRequest(cluster=self._spec.name),
+                self._probe_request(),
                 result_type=ProbeResult,
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=timedelta(seconds=60),
@@ -205,6 +211,17 @@ class ClusterWorkflow:
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")
+
+    def _probe_request(self) -> ProbeRequest:
+        """The probe names the cluster's kubeconfig secretRef and its own settings (pool labels,
+        gateway), so the worker resolves and probes the cluster as the spec describes it."""
+        existing = self._spec.spec.cluster.existing
+        ref = existing.secret_ref if existing is not None else None
+        return ProbeRequest(
+            cluster=self._spec.name,
+            kubeconfig=KubeconfigRef(name=ref.name, key=ref.key) if ref is not None else None,
+            facts=cluster_facts(self._spec) if has_own_settings(self._spec) else None,
+        )
 
     async def _publish(self, *, spec: bool, draining: bool = False) -> None:
         report = ClusterReport(

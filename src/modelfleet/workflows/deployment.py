@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import DeploymentStatus, ReplicaProgress
     from modelfleet.contracts.wire import WireModel
     from modelfleet.contracts.workflow_inputs import ReplicaInput
+    from modelfleet.rendering.facts import ClusterFacts
     from modelfleet.rollout import DeploymentState
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
@@ -71,6 +72,9 @@ class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:
         self._state = rollout.carried(arg)
+        # Rendering settings per cluster from the Fleet's answers. Not carried across
+        # continue-as-new: every replica start follows a placement answer in the same run.
+        self._facts: dict[str, ClusterFacts] = {}
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -232,6 +236,7 @@ class DeploymentWorkflow:
             start_to_close_timeout=FLEET_TIMEOUT,
             retry_policy=FLEET_RETRY,
         )
+        self._facts.update(response.facts)
         self._state = rollout.placed(self._state, response)
 
     async def _release(self, names: list[str]) -> None:
@@ -252,6 +257,7 @@ class DeploymentWorkflow:
             replica=replica,
             parent_id=workflow.info().workflow_id,
             progress_deadline_seconds=action.progress_deadline_seconds,
+            facts=self._facts.get(replica.spec.cluster_name, ClusterFacts()),
         )
         # A replacement takes the name of the slot it fills; the previous holder of that name
         # may still be closing (it reports done just before it returns), so retry briefly.

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+    from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import deployment_id
@@ -200,7 +201,13 @@ class FleetWorkflow:
             },
             evaluator=_EVALUATOR,
         )
+        on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
         return PlaceResponse(
+            facts={
+                name: cluster_facts(self._clusters[name].spec)
+                for name in sorted(on)
+                if name in self._clusters and has_own_settings(self._clusters[name].spec)
+            },
             kept=placement.kept,
             placed=placement.placed,
             victims=[

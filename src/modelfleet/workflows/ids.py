@@ -18,5 +18,10 @@ def cluster_id(name: str) -> str:
     return f"cluster/{name}"
 
 
+def accepted_id(kind: str, namespace: str, name: str) -> str:
+    """A document accepted but not acted upon (see ``workflows.accepted``)."""
+    return f"accepted/{kind}/{namespace or '-'}/{name}"
+
+
 def service_id(namespace: str, name: str) -> str:
     return f"service/{namespace}/{name}"
