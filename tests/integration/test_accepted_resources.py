@@ -12,7 +12,7 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_all, apply_resource
-from modelfleet.cli.inspect import accepted_statuses
+from modelfleet.cli.resources import accepted_statuses
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 

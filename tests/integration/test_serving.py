@@ -15,17 +15,21 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import yaml
 from aiohttp import web
 from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
 from test_no_secrets import haystack
 
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
-from modelfleet.api.loading import load_paths
+from modelfleet.api.loading import load_paths, load_text
 from modelfleet.api.services import ModelService
+from modelfleet.cli import columns
 from modelfleet.cli.apply import ORDER, apply_resource
+from modelfleet.cli.manifests import as_document
+from modelfleet.cli.resources import directory_endpoints, fetch, service_status
 from modelfleet.cli.serving import apply_serving, delete_serving
-from modelfleet.cli.serving_inspect import describe_service, get_serving, list_endpoints
+from modelfleet.cli.serving_inspect import describe_service
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
@@ -204,7 +208,7 @@ async def test_quickstart_chat_through_the_service_address_streaming_and_not(
     assert text == answer.choices[0].message.content
 
     # Published endpoints carry the replica's labels, its deployment, cluster and region.
-    listed = await list_endpoints(stack.client, ns)
+    listed = await directory_endpoints(stack.client, ns)
     assert {e.name for e in listed} == names
     regions = {"l4-dev": "us-central", "h100-east": "us-east", "h200-west": "us-west"}
     for e in listed:
@@ -215,11 +219,26 @@ async def test_quickstart_chat_through_the_service_address_streaming_and_not(
         assert e.rewrite_path == f"/{ns}/{e.name}/"
 
     # What `get services|endpoints` and `describe service` show.
-    _, rows, _ = await get_serving(stack.client, "ModelService", ns, [service_id(ns, name)])
-    assert rows == [[ns, name, "Ready", status.address, "2/2"]]
-    _, rows, _ = await get_serving(stack.client, "ModelEndpoint", ns, [])
-    assert sorted(r[1] for r in rows) == sorted(names)
-    described = await describe_service(stack.client, stack.env.settings, ns, name)
+    services = await fetch(stack.client, "ModelService", ns)
+    header = columns.header("ModelService", wide=False, all_namespaces=False)
+    rows = [
+        dict(zip(header, columns.row(i, wide=False, all_namespaces=False), strict=True))
+        for i in services
+    ]
+    assert [(r["NAME"], r["ADDRESS"], r["IN-ROTATION"]) for r in rows] == [
+        (name, status.address, "2/2")
+    ]
+    assert "Ready" in rows[0]["PHASE"]
+    # Its manifest (spec as applied, plus status) loads back as the service that was applied.
+    applied = [r.to_wire() for r in result.resources if isinstance(r, ModelService)]
+    loaded = load_text(yaml.safe_dump(as_document(services, single=True)), "<get -o yaml>")
+    assert not loaded.errors, loaded.errors
+    assert [r.to_wire() for r in loaded.resources] == applied
+    endpoints = await fetch(stack.client, "ModelEndpoint", ns)
+    assert sorted(e.name for e in endpoints) == sorted(names)
+    assert {e.status["source"] for e in endpoints} == {"replica"}
+    described = await service_status(stack.client, ns, name)
+    describe_service(stack.env.settings, described)
     assert sorted(described.backends.values()) == [1, 1]
 
     # Deleting the service removes its route: the address stops answering.
@@ -234,7 +253,7 @@ async def test_quickstart_chat_through_the_service_address_streaming_and_not(
 
     # Deleting the deployment withdraws its endpoints.
     await delete_deployment(stack, ns, md)
-    assert await list_endpoints(stack.client, ns) == []
+    assert await directory_endpoints(stack.client, ns) == []
 
 
 async def test_weights_split_traffic_and_shift_on_reapply(stack: Stack) -> None:

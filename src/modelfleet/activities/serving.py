@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,14 @@ class SecretStore:
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-async def directory_update(client: Client, update: str, arg: Any, result_type: type) -> Any:
+async def directory_update(
+    client: Client,
+    update: str,
+    arg: Any,
+    result_type: type,
+    *,
+    rpc_timeout: timedelta | None = None,
+) -> Any:
     """An Update on the endpoint directory, starting it first if needed."""
     return await client.execute_update_with_start_workflow(
         update,
@@ -90,6 +98,7 @@ async def directory_update(client: Client, update: str, arg: Any, result_type: t
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary="Endpoints: every ModelEndpoint and the services that watch them",
         ),
+        rpc_timeout=rpc_timeout,
     )
 
 

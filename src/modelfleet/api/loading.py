@@ -115,15 +115,56 @@ def load_text(text: str, source: str) -> LoadResult:
     for index, (node, document) in enumerate(zip(nodes, documents, strict=True)):
         if document is None:
             continue  # an empty document between '---' separators
-        lines: LineMap = {}
-        _line_map(node, (), lines)
-        try:
-            resource = parse_resource(document)
-        except InvalidResourceError as exc:
-            result.errors.extend(_located(source, index, lines, exc.subject, e) for e in exc.errors)
-            continue
-        result.documents.append(LoadedDocument(source, index, lines.get((), 1), resource))
+        all_lines: LineMap = {}
+        _line_map(node, (), all_lines)
+        for item, lines in _items(document, all_lines):
+            try:
+                resource = parse_resource(_without_server_fields(item))
+            except InvalidResourceError as exc:
+                result.errors.extend(
+                    _located(source, index, lines, exc.subject, e) for e in exc.errors
+                )
+                continue
+            result.documents.append(LoadedDocument(source, index, lines.get((), 1), resource))
     return result
+
+
+# What a server adds to an object it returns (``modelfleet get -o yaml``, kubectl's output).
+# Applying such output back is normal, so these are dropped before validation, as kubectl does;
+# every other unknown field is still an error.
+_SERVER_METADATA = (
+    "creationTimestamp",
+    "resourceVersion",
+    "uid",
+    "generation",
+    "managedFields",
+    "selfLink",
+)
+
+
+def _items(document: Any, lines: LineMap) -> list[tuple[Any, LineMap]]:
+    """A kubectl ``List`` (``apiVersion: v1``) stands for its items; anything else for itself."""
+    if (
+        isinstance(document, dict)
+        and document.get("kind") == "List"
+        and document.get("apiVersion") == "v1"
+        and isinstance(document.get("items"), list)
+    ):
+        return [
+            (item, {k[2:]: v for k, v in lines.items() if k[:2] == ("items", i)})
+            for i, item in enumerate(document["items"])
+        ]
+    return [(document, lines)]
+
+
+def _without_server_fields(document: Any) -> Any:
+    if not isinstance(document, dict):
+        return document
+    clean = {k: v for k, v in document.items() if k != "status"}
+    metadata = clean.get("metadata")
+    if isinstance(metadata, dict):
+        clean["metadata"] = {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
+    return clean
 
 
 def _located(

@@ -4,8 +4,17 @@ rejected (by the workflow's validator) without touching what runs."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Annotated
+
 import typer
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
+from rich.markup import escape
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.api.autoscalers import ModelAutoscaler
@@ -16,14 +25,16 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.cli.autoscaler import apply_autoscaler
-from modelfleet.cli.connection import (
-    AddressOption,
-    NamespaceOption,
-    open_client,
-    require_worker,
-    run_async,
-    settings,
+from modelfleet.cli.changes import (
+    LiveFleet,
+    consequences,
+    live_plan,
+    read_live,
+    read_only,
+    verdict,
 )
+from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.errors import START_WORKER, NoWorkerError
 from modelfleet.cli.output import (
     EXIT_INVALID,
     console,
@@ -31,7 +42,10 @@ from modelfleet.cli.output import (
     print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.plan import print_plan
+from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.serving import SERVING_KINDS, apply_serving
+from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
 from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.activity_names import TASK_QUEUE
@@ -44,7 +58,8 @@ from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID, accepted_id, cluster_id, deployment_id
 
-# Classes first (clusters reference them), then clusters, then what runs on them.
+# Classes first (clusters reference them), then clusters and the front door on one of them,
+# then what runs on them, then what routes to and scales what runs.
 ORDER = {
     "InferenceClass": 0,
     "InferenceCluster": 1,
@@ -54,9 +69,15 @@ ORDER = {
     "ModelService": 5,
     "ModelAutoscaler": 6,
 }
+# Kinds held without action (ModelCache, ServingStack, per-cloud clusters) depend on nothing
+# and nothing depends on them: they go last (ORDER.get's default).
+# A worker that polls takes an apply in well under a second; this long means none is there.
+APPLY_TIMEOUT = timedelta(seconds=30)
 
 
-async def apply_resource(client: Client, resource: Resource) -> str:
+async def apply_resource(
+    client: Client, resource: Resource, *, rpc_timeout: timedelta | None = None
+) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
     if held_without_action(resource):
         wid = accepted_id(resource.KIND, resource.namespace, resource.name)
@@ -72,10 +93,13 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"{resource.ref} (accepted, not acted upon)",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     if isinstance(resource, InferenceClass):
-        await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.put_class, resource)
+        await client.get_workflow_handle(FLEET_ID).execute_update(
+            FleetWorkflow.put_class, resource, rpc_timeout=rpc_timeout
+        )
         return FLEET_ID
     if isinstance(resource, InferenceCluster):
         wid = cluster_id(resource.name)
@@ -90,6 +114,7 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"InferenceCluster {resource.name}",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     if isinstance(resource, ModelDeployment):
@@ -105,42 +130,91 @@ async def apply_resource(client: Client, resource: Resource) -> str:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"ModelDeployment {resource.namespace}/{resource.name}",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     if isinstance(resource, ModelAutoscaler):
-        return await apply_autoscaler(client, resource)
+        return await apply_autoscaler(client, resource, rpc_timeout=rpc_timeout)
     if resource.KIND in SERVING_KINDS:
-        return await apply_serving(client, resource)
+        return await apply_serving(client, resource, rpc_timeout=rpc_timeout)
     raise ValueError(f"{resource.KIND} cannot be applied yet")
 
 
 async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
+    """Apply in dependency order, printing created/configured/unchanged per document; returns
+    how many were rejected."""
     await ensure_fleet(client)
+    live = await read_live(client, resources)
     failures = 0
     for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
-        unsupported = not_acted_upon(resource)
-        if resource.KIND not in ORDER and not held_without_action(resource):
-            reason = unsupported or f"orchestration of {resource.KIND} is not built yet"
-            console.print(f"[yellow]skipped[/] {resource.ref}: {reason}")
+        ref = resource_name(resource.KIND, resource.name)
+        why_not = read_only(live, resource) or not_applied(resource)
+        if why_not:
+            console.print(f"[yellow]skipped[/] {ref}: {why_not}")
             continue
+        outcome = verdict(live, resource)
         try:
-            wid = await apply_resource(client, resource)
+            wid = await apply_resource(client, resource, rpc_timeout=APPLY_TIMEOUT)
         except WorkflowUpdateFailedError as exc:
             failures += 1
-            err_console.print(f"[red]rejected[/] {resource.ref}: {rejection_reason(exc)}")
+            err_console.print(f"[red]rejected[/] {ref}: {rejection_reason(exc)}")
             continue
-        console.print(f"[green]applied[/] {resource.ref}  [dim]{s.workflow_url(wid)}[/]")
-        if unsupported:
-            console.print(f"  [yellow]note[/] {unsupported}")
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise NoWorkerError(
+                f"no worker took {resource.ref} within {APPLY_TIMEOUT.seconds}s; the request "
+                f"is kept and runs when a worker polls; {START_WORKER}"
+            ) from None
+        console.print(f"{ref} {outcome}  [dim]{s.workflow_url(wid)}[/]")
+        _print_note(resource)
     return failures
+
+
+def not_applied(resource: Resource) -> str | None:
+    kind = resource.KIND
+    if kind in ORDER or held_without_action(resource):
+        return None
+    if kind == "ModelReplica":
+        return "replicas are made by their deployment (read-only)"
+    return f"{kind} cannot be applied"
+
+
+def _print_note(resource: Resource) -> None:
+    """Accepted but not (wholly) acted upon: said at once, with what to do instead."""
+    note = not_acted_upon(resource)
+    if note:
+        console.print(f"  [yellow]note:[/] {escape(note)}")
+
+
+def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
+    """What apply would do, without doing it: verdicts, rolls and the live placement."""
+    for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+        ref = resource_name(resource.KIND, resource.name)
+        why_not = read_only(live, resource) or not_applied(resource)
+        if why_not:
+            console.print(f"[yellow]skipped[/] {ref}: {why_not}")
+            continue
+        console.print(f"{ref} {verdict(live, resource)} (dry run)")
+        _print_note(resource)
+        for line in consequences(live, resource):
+            console.print(f"  {line}")
+        if isinstance(resource, ModelDeployment):
+            print_plan(live_plan(live, resource, resources))
 
 
 def apply(
     files: FilesOption,
+    dry_run_flag: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Validate and plan against the live fleet; change nothing.",
+        ),
+    ] = False,
     address: AddressOption = None,
     namespace: NamespaceOption = None,
 ) -> None:
-    """Apply classes, clusters and deployments: validated first, then rolled out durably."""
+    """Apply classes, clusters, gateways, deployments, endpoints, services and autoscalers:
+    validated first, then handed to their workflows durably."""
     result = load_paths(files)
     if result.errors:
         print_manifest_errors(result.errors)
@@ -148,8 +222,10 @@ def apply(
     s = settings(address, namespace)
 
     async def go() -> int:
-        client = await open_client(s)
-        await require_worker(client, s)
+        client = await connect_with_worker(s)
+        if dry_run_flag:
+            dry_run(await read_live(client, result.resources), result.resources)
+            return 0
         return await apply_all(client, s, result.resources)
 
     failures = run_async(go)

@@ -10,30 +10,35 @@ Reads the workflow's queries through the Temporal client; the chart needs matplo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
-from modelfleet.cli.output import EXIT_FAILED, console, err_console
+from modelfleet.cli.errors import NotFoundError
+from modelfleet.cli.get import NsOption
+from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
+from modelfleet.cli.resources import connect_with_worker, is_running, query
+from modelfleet.cli.targets import resolve_namespace
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)
 
 NameArg = Annotated[str, typer.Argument(help="The ModelAutoscaler's name.")]
-NsOpt = Annotated[str, typer.Option("--namespace", "-n", help="Its namespace.")]
 
 
-async def apply_autoscaler(client: Client, resource: ModelAutoscaler) -> str:
+async def apply_autoscaler(
+    client: Client, resource: ModelAutoscaler, *, rpc_timeout: timedelta | None = None
+) -> str:
     """Start (or update) the autoscaler's workflow; returns its workflow ID."""
     wid = autoscaler_id(resource.namespace, resource.name)
     await client.execute_update_with_start_workflow(
@@ -50,6 +55,7 @@ async def apply_autoscaler(client: Client, resource: ModelAutoscaler) -> str:
                 f"ModelDeployment {resource.spec.scale_target_ref.name}"
             ),
         ),
+        rpc_timeout=rpc_timeout,
     )
     return wid
 
@@ -57,10 +63,23 @@ async def apply_autoscaler(client: Client, resource: ModelAutoscaler) -> str:
 async def fetch(
     client: Client, namespace: str, name: str, limit: int
 ) -> tuple[AutoscalerStatus, list[Decision]]:
+    """The status and the last ``limit`` decisions (bounded queries: no worker, no hang)."""
     handle = client.get_workflow_handle(autoscaler_id(namespace, name))
-    status: AutoscalerStatus = await handle.query(AutoscalerWorkflow.status)
-    decisions: list[Decision] = await handle.query(AutoscalerWorkflow.decisions, limit)
+    what = f"autoscaler {namespace}/{name}"
+    status: AutoscalerStatus = await query(handle, AutoscalerWorkflow.status, what=what)
+    decisions: list[Decision] = await query(handle, AutoscalerWorkflow.decisions, limit, what=what)
     return status, decisions
+
+
+HISTORY_HEADER = [
+    "TIME",
+    "REPLICAS",
+    "METRICS (VALUE/TARGET)",
+    "RECOMMENDED",
+    "DESIRED",
+    "APPLIED",
+    "REASON",
+]
 
 
 def _metric_cell(decision: Decision) -> str:
@@ -68,27 +87,26 @@ def _metric_cell(decision: Decision) -> str:
     for reading in decision.metrics:
         value = "-" if reading.value is None else f"{reading.value:.3g}"
         parts.append(f"{reading.metric} {value}/{reading.target:g}")
-    return "\n".join(parts)
+    return ", ".join(parts)
 
 
-def history_table(decisions: Sequence[Decision]) -> Table:
-    table = Table(show_lines=False)
-    for column in ("TIME", "REPLICAS", "METRIC (VALUE/TARGET)", "RECOMMENDED", "DESIRED"):
-        table.add_column(column)
-    table.add_column("APPLIED")
-    table.add_column("REASON", overflow="fold")
+def history_rows(decisions: Sequence[Decision]) -> list[list[str]]:
+    """One line per decision (a table that stays whole in a pipe: see ``print_table``)."""
+    rows = []
     for d in decisions:
-        reason = d.reason + (f"\n[yellow]{d.outcome}[/]" if d.outcome else "")
-        table.add_row(
-            d.at.strftime("%H:%M:%S"),
-            str(d.current),
-            _metric_cell(d),
-            str(d.recommended),
-            str(d.desired),
-            str(d.applied),
-            reason,
+        reason = escape(d.reason) + (f" [yellow]({escape(d.outcome)})[/]" if d.outcome else "")
+        rows.append(
+            [
+                d.at.strftime("%H:%M:%S"),
+                str(d.current),
+                escape(_metric_cell(d)),
+                str(d.recommended),
+                str(d.desired),
+                str(d.applied),
+                reason,
+            ]
         )
-    return table
+    return rows
 
 
 def plot_history(decisions: Sequence[Decision], path: Path, title: str) -> Path:
@@ -144,45 +162,38 @@ def plot_history(decisions: Sequence[Decision], path: Path, title: str) -> Path:
     return path
 
 
-def _fail(namespace: str, name: str, exc: RPCError) -> typer.Exit:
-    err_console.print(f"[red]error[/]: autoscaler {namespace}/{name}: {exc.message}")
-    return typer.Exit(EXIT_FAILED)
-
-
 @autoscaler_app.command("status")
 def status(
     name: NameArg,
-    namespace: NsOpt = "default",
+    namespace: NsOption = None,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """The target, bounds, current count and the last decision with its reason."""
     s = temporal_settings(address, temporal_namespace)
+    ns = resolve_namespace(namespace).name
 
     async def go() -> tuple[AutoscalerStatus, list[Decision]]:
-        return await fetch(await open_client(s), namespace, name, 1)
+        return await fetch(await open_client(s), ns, name, 1)
 
-    try:
-        st, _ = run_async(go)
-    except RPCError as exc:
-        raise _fail(namespace, name, exc) from None
+    st, _ = run_async(go)
     console.print(
         f"ModelAutoscaler {st.namespace}/{st.name} -> ModelDeployment {st.target}  "
         f"replicas {st.current if st.current is not None else '?'} "
         f"(min {st.min_replicas}, max {st.max_replicas})"
     )
     if st.problem:
-        console.print(f"[red]problem[/]: {st.problem}")
+        console.print(f"[red]problem[/]: {escape(st.problem)}")
     if st.last_decision is not None:
-        console.print(history_table([st.last_decision]))
-    console.print(f"[dim]{s.workflow_url(autoscaler_id(namespace, name))}[/]")
+        print_table(HISTORY_HEADER, history_rows([st.last_decision]), flexible=("REASON",))
+    console.print(f"[dim]{s.workflow_url(autoscaler_id(ns, name))}[/]", soft_wrap=True)
 
 
 @autoscaler_app.command("history")
 def history(
     name: NameArg,
-    namespace: NsOpt = "default",
-    limit: Annotated[int, typer.Option(help="How many recent decisions.")] = 40,
+    namespace: NsOption = None,
+    limit: Annotated[int, typer.Option(help="How many recent decisions.", min=1)] = 40,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw a chart to this PNG file.")
     ] = None,
@@ -191,23 +202,19 @@ def history(
 ) -> None:
     """The recent decisions: inputs, recommended, desired and applied counts, and why."""
     s = temporal_settings(address, temporal_namespace)
+    ns = resolve_namespace(namespace).name
 
     async def go() -> tuple[AutoscalerStatus, list[Decision]]:
-        return await fetch(await open_client(s), namespace, name, limit)
+        return await fetch(await open_client(s), ns, name, limit)
 
-    try:
-        st, decisions = run_async(go)
-    except RPCError as exc:
-        raise _fail(namespace, name, exc) from None
-    console.print(history_table(decisions))
+    st, decisions = run_async(go)
+    print_table(HISTORY_HEADER, history_rows(decisions), flexible=("REASON",))
     if plot is not None:
         if not decisions:
             err_console.print("[yellow]no decisions yet[/]: nothing to plot")
             raise typer.Exit(EXIT_FAILED)
         try:
-            written = plot_history(
-                decisions, plot, f"ModelAutoscaler {namespace}/{name} -> {st.target}"
-            )
+            written = plot_history(decisions, plot, f"ModelAutoscaler {ns}/{name} -> {st.target}")
         except (RuntimeError, OSError) as exc:
             err_console.print(f"[red]error[/]: {exc}")
             raise typer.Exit(EXIT_FAILED) from None
@@ -217,24 +224,24 @@ def history(
 @autoscaler_app.command("delete")
 def delete(
     name: NameArg,
-    namespace: NsOpt = "default",
+    namespace: NsOption = None,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Stop autoscaling; the deployment keeps its current replica count."""
     s = temporal_settings(address, temporal_namespace)
+    ns = resolve_namespace(namespace).name
 
     async def go() -> AutoscalerStatus:
-        client = await open_client(s)
-        handle = client.get_workflow_handle(autoscaler_id(namespace, name))
+        client = await connect_with_worker(s)
+        if not await is_running(client, autoscaler_id(ns, name)):
+            raise NotFoundError(f"autoscaler {ns}/{name} not found")
+        handle = client.get_workflow_handle(autoscaler_id(ns, name))
         result: AutoscalerStatus = await handle.execute_update(AutoscalerWorkflow.delete)
         return result
 
-    try:
-        st = run_async(go)
-    except RPCError as exc:
-        raise _fail(namespace, name, exc) from None
+    st = run_async(go)
     console.print(
-        f"deleted ModelAutoscaler {namespace}/{name}; ModelDeployment {st.target} stays at "
+        f"deleted ModelAutoscaler {ns}/{name}; ModelDeployment {st.target} stays at "
         f"{st.current if st.current is not None else 'its current'} replica(s)"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
@@ -25,7 +25,14 @@ from modelfleet.cli.apply import apply_all
 from modelfleet.cli.demo_serving import chat_through_services
 from modelfleet.cli.extras import require_temporal_cli, sim_extra
 from modelfleet.cli.inspect import watch_rollout
-from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, print_manifest_errors
+from modelfleet.cli.output import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    console,
+    print_manifest_errors,
+    print_table,
+)
 from modelfleet.cli.sim import STATE_FILE, write_state
 from modelfleet.worker.devserver import DevServerError
 
@@ -62,19 +69,20 @@ def _fleet_paths(fleet: list[str] | None) -> list[str]:
 def _banner(env: DevEnvironment) -> None:
     console.print(f"[bold green]modelfleet dev is up[/]  Temporal {env.settings.address}")
     if env.server.ui_url:
-        console.print(f"Temporal UI: [bold]{env.server.ui_url}[/]")
-    table = Table(box=None, header_style="bold", title="Simulated fleet")
-    for h in ("CLUSTER", "POOLS", "KUBECONFIG"):
-        table.add_column(h)
+        console.print(f"Temporal UI: [bold]{env.server.ui_url}[/]", soft_wrap=True)
+    rows = []
     for r in env.resources:
         if isinstance(r, InferenceCluster):
             pools = ", ".join(
                 f"{p.name}({p.class_name} x{p.capacity_nodes})" for p in r.spec.node_pools
             )
-            table.add_row(r.name, pools, str(env.kubeconfig_dir / f"{r.name}.yaml"))
-    console.print(table)
+            rows.append([r.name, escape(pools), escape(str(env.kubeconfig_dir / f"{r.name}.yaml"))])
+    console.print("[bold]Simulated fleet[/]")
+    # Whole paths even in a pipe or a log file: the kubeconfig paths are meant to be copied.
+    print_table(["CLUSTER", "POOLS", "KUBECONFIG"], rows, flexible=("POOLS",))
     console.print(
-        f"Point the CLI at it: [bold]export MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}[/]"
+        f"Point the CLI at it: [bold]export MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}[/]",
+        soft_wrap=True,
     )
 
 

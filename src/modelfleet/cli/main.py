@@ -18,10 +18,13 @@ from modelfleet.cli.apply import apply
 from modelfleet.cli.autoscaler import autoscaler_app
 from modelfleet.cli.connection import ProfileOption, use_profile
 from modelfleet.cli.dev import demo, dev
-from modelfleet.cli.inspect import describe, get, rollout_status
+from modelfleet.cli.diff import diff
+from modelfleet.cli.errors import GuardedGroup
+from modelfleet.cli.inspect import describe, get
 from modelfleet.cli.mutate import delete, scale
 from modelfleet.cli.plan import plan
 from modelfleet.cli.render import render
+from modelfleet.cli.rollout import rollout_app
 from modelfleet.cli.schema import schema
 from modelfleet.cli.sim import sim_app
 from modelfleet.cli.validate import validate
@@ -31,8 +34,9 @@ app = typer.Typer(
     name="modelfleet",
     help="Fleet manager for LLM inference on Kubernetes GPU clusters, orchestrated by Temporal.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
+    cls=GuardedGroup,  # the one error boundary: messages and exit codes, never a traceback
 )
 
 
@@ -59,6 +63,7 @@ app.command("schema")(schema)
 app.command("plan")(plan)
 app.command("render")(render)
 app.command("apply")(apply)
+app.command("diff")(diff)
 app.command("get")(get)
 app.command("describe")(describe)
 app.command("scale")(scale)
@@ -67,8 +72,6 @@ app.command("worker")(worker)
 app.command("dev")(dev)
 app.command("demo")(demo)
 
-rollout_app = typer.Typer(help="Follow rollouts.", no_args_is_help=True)
-rollout_app.command("status")(rollout_status)
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(sim_app, name="sim")
 app.add_typer(autoscaler_app, name="autoscaler")

@@ -1,107 +1,259 @@
-"""Changing what runs: ``scale`` (an Update with a validator) and ``delete``."""
+"""Changing what runs: ``scale`` (an Update with a validator) and ``delete`` (by name, by
+``KIND/NAME`` or by the manifests in ``-f``; ``--ignore-not-found`` as kubectl)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 
-from modelfleet.cli.connection import (
-    AddressOption,
-    NamespaceOption,
-    open_client,
-    run_async,
-    settings,
-)
-from modelfleet.cli.inspect import NsOption
+from modelfleet.api.loading import load_paths
+from modelfleet.api.support import held_without_action
+from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.errors import NotFoundError, UsageError
+from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INVALID,
     console,
     err_console,
-    kind_or_exit,
+    print_manifest_errors,
     rejection_reason,
 )
+from modelfleet.cli.resources import (
+    connect_with_worker,
+    directory_endpoints,
+    fleet_classes,
+    is_running,
+)
 from modelfleet.cli.serving import delete_serving
+from modelfleet.cli.targets import (
+    ACCEPTED_KINDS,
+    Namespace,
+    is_namespaced,
+    parse_targets,
+    resolve_namespace,
+    resource_name,
+    single_target,
+)
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
+from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.ids import cluster_id, deployment_id
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import (
+    FLEET_ID,
+    accepted_id,
+    cluster_id,
+    deployment_id,
+    service_id,
+)
+
+# What goes first when deleting several: what scales and routes to deployments, then what runs
+# on clusters, then clusters, then classes (apply's order, reversed).
+DELETE_ORDER = {
+    "ModelAutoscaler": 0,
+    "ModelService": 1,
+    "ModelEndpoint": 2,
+    "ModelDeployment": 3,
+    "InferenceCluster": 4,
+    "InferenceClass": 5,
+    # Held without action: nothing depends on them.
+    **dict.fromkeys(ACCEPTED_KINDS, 0),
+}
+# Kinds that exist but are not deleted by name, and what to do instead.
+NOT_DELETED = {
+    "ModelReplica": "replicas belong to their deployment: scale or delete the deployment",
+    "InferenceGateway": "the fleet always has a front door: apply another InferenceGateway "
+    "to move it",
+}
 
 
 def scale(
-    kind: Annotated[str, typer.Argument(help="deployment")],
-    name: Annotated[str, typer.Argument()],
+    args: Annotated[
+        list[str],
+        typer.Argument(help="deployment NAME or deployment/NAME.", metavar="KIND NAME"),
+    ],
     replicas: Annotated[int, typer.Option("--replicas", help="Desired replica count (0-10).")],
-    namespace: NsOption = "default",
+    namespace: NsOption = None,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Scale a ModelDeployment (validated before anything changes)."""
-    if kind_or_exit(kind) != "ModelDeployment":
-        err_console.print("[red]error[/]: only deployments can be scaled")
-        raise typer.Exit(EXIT_INVALID)
+    target = single_target(args, "scale")
+    if target.kind != "ModelDeployment":
+        raise UsageError(f"only deployments can be scaled, not {target.kind}")
+    name = target.name or ""
+    ns = resolve_namespace(namespace)
     s = settings(address, temporal_namespace)
 
     async def go() -> None:
-        client = await open_client(s)
-        handle = client.get_workflow_handle(deployment_id(namespace, name))
+        client = await connect_with_worker(s)
+        if not await is_running(client, deployment_id(ns.name, name)):
+            raise NotFoundError(f"deployment {name!r} not found in {ns.described()}")
+        handle = client.get_workflow_handle(deployment_id(ns.name, name))
         status = await handle.execute_update(
             DeploymentWorkflow.scale, ScaleRequest(replicas=replicas)
         )
         console.print(
-            f"scaled {namespace}/{name} to {status.desired} replica(s)  "
-            f"[dim]{s.workflow_url(deployment_id(namespace, name))}[/]"
+            f"{resource_name(target.kind, name)} scaled to {status.desired} replica(s)  "
+            f"[dim]{s.workflow_url(deployment_id(ns.name, name))}[/]"
         )
 
-    try:
-        run_async(go)
-    except WorkflowUpdateFailedError as exc:
-        err_console.print(f"[red]rejected[/]: {rejection_reason(exc)}")
-        raise typer.Exit(EXIT_INVALID) from None
-    except RPCError as exc:
-        err_console.print(f"[red]error[/]: deployment {namespace}/{name}: {exc.message}")
-        raise typer.Exit(EXIT_FAILED) from None
+    run_async(go)
+
+
+@dataclass(frozen=True)
+class Doomed:
+    kind: str
+    namespace: str
+    name: str
+    # Held by the AcceptedResource workflow (a parity kind, or Modelplane's Traefik gateway).
+    held: bool = False
+
+    @property
+    def ref(self) -> str:
+        return resource_name(self.kind, self.name)
+
+    @property
+    def accepted_id(self) -> str:
+        return accepted_id(self.kind, self.namespace if is_namespaced(self.kind) else "", self.name)
+
+
+def _from_files(files: list[str]) -> list[Doomed]:
+    loaded = load_paths(files)
+    if loaded.errors:
+        print_manifest_errors(loaded.errors)
+        raise typer.Exit(EXIT_INVALID)
+    return [Doomed(r.KIND, r.namespace, r.name, held_without_action(r)) for r in loaded.resources]
+
+
+def _from_args(args: list[str], ns: Namespace) -> list[Doomed]:
+    targets = parse_targets(args)
+    if any(t.name is None for t in targets):
+        raise UsageError("name what to delete: KIND NAME..., KIND/NAME... or -f FILE")
+    return [Doomed(t.kind, ns.name, t.name or "", t.kind in ACCEPTED_KINDS) for t in targets]
+
+
+def _deletable(d: Doomed) -> bool:
+    return d.held or d.kind in DELETE_ORDER
+
+
+async def _exists(client: Client, d: Doomed) -> bool:
+    if d.held:
+        return await is_running(client, d.accepted_id) is not None
+    if d.kind == "ModelDeployment":
+        return await is_running(client, deployment_id(d.namespace, d.name)) is not None
+    if d.kind == "ModelService":
+        return await is_running(client, service_id(d.namespace, d.name)) is not None
+    if d.kind == "ModelAutoscaler":
+        return await is_running(client, autoscaler_id(d.namespace, d.name)) is not None
+    if d.kind == "ModelEndpoint":
+        return any(
+            e.name == d.name and not e.replica
+            for e in await directory_endpoints(client, d.namespace)
+        )
+    if d.kind == "InferenceCluster":
+        return await is_running(client, cluster_id(d.name)) is not None
+    if d.kind == "InferenceClass":
+        return any(c.name == d.name for c in await fleet_classes(client))
+    return False
+
+
+async def _delete(client: Client, d: Doomed, wait: bool) -> None:
+    if d.held:
+        handle = client.get_workflow_handle(d.accepted_id)
+        await handle.execute_update(AcceptedResourceWorkflow.delete)
+        if wait:
+            await handle.result()
+    elif d.kind == "ModelDeployment":
+        handle = client.get_workflow_handle(deployment_id(d.namespace, d.name))
+        if wait:
+            await handle.execute_update(DeploymentWorkflow.delete)
+            await handle.result()
+        else:
+            await handle.start_update(
+                DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            )
+    elif d.kind == "InferenceCluster":
+        handle = client.get_workflow_handle(cluster_id(d.name))
+        await handle.execute_update(ClusterWorkflow.delete)
+        if wait:
+            await handle.result()
+    elif d.kind in ("ModelService", "ModelEndpoint"):
+        await delete_serving(client, d.kind, d.namespace, d.name, wait=wait)
+    elif d.kind == "ModelAutoscaler":
+        handle = client.get_workflow_handle(autoscaler_id(d.namespace, d.name))
+        await handle.execute_update(AutoscalerWorkflow.delete)
+        if wait:
+            await handle.result()
+    else:
+        await client.get_workflow_handle(FLEET_ID).execute_update(
+            FleetWorkflow.remove_class, d.name
+        )
 
 
 def delete(
-    kind: Annotated[str, typer.Argument(help="deployment or cluster")],
-    name: Annotated[str, typer.Argument()],
-    namespace: NsOption = "default",
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="KIND NAME... or KIND/NAME...", metavar="[KIND NAME]...", show_default=False
+        ),
+    ] = None,
+    files: Annotated[
+        list[str] | None,
+        typer.Option("--filename", "-f", help="Delete what these manifests describe."),
+    ] = None,
+    namespace: NsOption = None,
+    ignore_not_found: Annotated[
+        bool, typer.Option("--ignore-not-found", help="Absent resources are not an error.")
+    ] = False,
     wait: Annotated[bool, typer.Option(help="Wait until everything is torn down.")] = True,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Delete a deployment (its replicas are torn down and capacity released), a cluster, a
-    service (its route is removed) or an endpoint."""
-    resolved = kind_or_exit(kind)
+    """Delete deployments (replicas torn down, capacity released), clusters, classes, services
+    (their route removed), endpoints or autoscalers (the deployment keeps its count)."""
+    if bool(args) == bool(files):
+        raise UsageError("give either KIND NAME... / KIND/NAME... or -f FILE, not both or neither")
+    ns = resolve_namespace(namespace)
+    doomed = _from_files(files) if files else _from_args(args or [], ns)
+    # A gateway named on the command line may be Modelplane's Traefik one (held, deletable):
+    # known only once the fleet is asked.
+    maybe_held = [d for d in doomed if d.kind == "InferenceGateway" and not files]
+    for d in [d for d in doomed if not _deletable(d) and d not in maybe_held]:
+        why = NOT_DELETED.get(d.kind, f"{d.kind} cannot be deleted")
+        if not files:
+            raise UsageError(f"delete {d.kind} is not supported: {why}")
+        console.print(f"[yellow]skipped[/] {d.ref}: {why}")
+    doomed = [d for d in doomed if _deletable(d) or d in maybe_held]
     s = settings(address, temporal_namespace)
 
-    async def go() -> None:
-        client = await open_client(s)
-        if resolved == "ModelDeployment":
-            handle = client.get_workflow_handle(deployment_id(namespace, name))
-            if wait:
-                await handle.execute_update(DeploymentWorkflow.delete)
-                await handle.result()
-            else:
-                await handle.start_update(
-                    DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-                )
-            console.print(f"deleted deployment {namespace}/{name}")
-        elif resolved == "InferenceCluster":
-            handle = client.get_workflow_handle(cluster_id(name))
-            await handle.execute_update(ClusterWorkflow.delete)
-            if wait:
-                await handle.result()
-            console.print(f"deleted cluster {name}")
-        else:
-            await delete_serving(client, resolved, namespace, name, wait=wait)
-            console.print(f"deleted {resolved} {namespace}/{name}")
+    async def go() -> int:
+        client = await connect_with_worker(s)
+        for n, d in enumerate(doomed):
+            if d in maybe_held:
+                if not await is_running(client, replace(d, held=True).accepted_id):
+                    raise UsageError(f"delete {d.kind} is not supported: {NOT_DELETED[d.kind]}")
+                doomed[n] = replace(d, held=True)
+        failures = 0
+        for d in sorted(doomed, key=lambda d: DELETE_ORDER.get(d.kind, 0)):
+            if not await _exists(client, d):
+                if not ignore_not_found:
+                    where = f" in namespace {d.namespace!r}" if is_namespaced(d.kind) else ""
+                    err_console.print(f"Error from server (NotFound): {d.ref} not found{where}")
+                    failures += 1
+                continue
+            try:
+                await _delete(client, d, wait)
+            except WorkflowUpdateFailedError as exc:
+                err_console.print(f"[red]error[/]: {d.ref}: {rejection_reason(exc)}")
+                failures += 1
+                continue
+            console.print(f"{d.ref} deleted")
+        return failures
 
-    try:
-        run_async(go)
-    except RPCError as exc:
-        err_console.print(f"[red]error[/]: {resolved} {name}: {exc.message}")
-        raise typer.Exit(EXIT_FAILED) from None
+    if run_async(go):
+        raise typer.Exit(EXIT_FAILED)

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -29,6 +28,7 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
     print_structured,
+    print_table,
 )
 from modelfleet.cli.validate import FilesOption
 from modelfleet.scheduling.placement import Placement, place
@@ -54,7 +54,7 @@ def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
     if not plans:
         console.print("No ModelDeployment in the manifests: nothing to plan.")
     for placement in plans:
-        _print_plan(placement)
+        print_plan(placement)
 
 
 def plan_resources(resources: Sequence[Resource]) -> list[Placement]:
@@ -139,35 +139,31 @@ def _devices(engine: PlacedEngine) -> str:
     return ", ".join(parts)
 
 
-def _print_plan(placement: Placement) -> None:
+def print_plan(placement: Placement) -> None:
     new = {r.name for r in placement.placed}
-    table = Table(
-        title=(
-            f"{placement.namespace}/{placement.deployment}: "
-            f"{placement.scheduled}/{placement.desired} replicas scheduled"
-        ),
-        title_justify="left",
+    title = (
+        f"{placement.namespace}/{placement.deployment}: "
+        f"{placement.scheduled}/{placement.desired} replicas scheduled"
     )
-    table.add_column("REPLICA", no_wrap=True)
-    for column in ("CLUSTER", "ENGINE", "POOL", "NODES", "DEVICES/POD"):
-        table.add_column(column)
+    console.print(f"[bold]{title}[/]", markup=True)
+    rows = []
     for replica in placement.replicas:
         for i, engine in enumerate(replica.spec.engines):
             marker = "+" if replica.name in new else " "
-            table.add_row(
-                f"{marker} {replica.name}" if i == 0 else "",
-                replica.spec.cluster_name if i == 0 else "",
-                engine.name,
-                _engine_pool(engine),
-                str(_engine_nodes(engine)),
-                _devices(engine),
+            rows.append(
+                [
+                    f"{marker} {replica.name}" if i == 0 else "",
+                    replica.spec.cluster_name if i == 0 else "",
+                    engine.name,
+                    _engine_pool(engine),
+                    str(_engine_nodes(engine)),
+                    _devices(engine),
+                ]
             )
-    if placement.replicas:
-        console.print(table)
+    if rows:
+        print_table(["REPLICA", "CLUSTER", "ENGINE", "POOL", "NODES", "DEVICES/POD"], rows)
         if new:
             console.print("  (+ new replica)")
-    else:
-        console.print(f"[bold]{table.title}[/]", markup=True)
     for victim in placement.victims:
         console.print(
             f"  remove {victim.replica.name} ({victim.replica.spec.cluster_name}): "

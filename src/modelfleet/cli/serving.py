@@ -7,6 +7,8 @@ Side effects: Temporal client calls only.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
@@ -35,14 +37,20 @@ def endpoint_record(endpoint: ModelEndpoint) -> EndpointRecord:
 
 
 async def apply_serving(
-    client: Client, resource: Resource, *, probe_interval_seconds: float | None = None
+    client: Client,
+    resource: Resource,
+    *,
+    probe_interval_seconds: float | None = None,
+    rpc_timeout: timedelta | None = None,
 ) -> str:
     """Apply one validated serving resource; returns the workflow ID that now holds it."""
     if isinstance(resource, InferenceGateway):
-        await directory_update(client, "put_gateway", resource, type(None))
+        await directory_update(client, "put_gateway", resource, type(None), rpc_timeout=rpc_timeout)
         return ENDPOINTS_ID
     if isinstance(resource, ModelEndpoint):
-        await directory_update(client, "put", endpoint_record(resource), type(None))
+        await directory_update(
+            client, "put", endpoint_record(resource), type(None), rpc_timeout=rpc_timeout
+        )
         return ENDPOINTS_ID
     if isinstance(resource, ModelService):
         wid = service_id(resource.namespace, resource.name)
@@ -60,6 +68,7 @@ async def apply_serving(
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"ModelService {resource.namespace}/{resource.name}",
             ),
+            rpc_timeout=rpc_timeout,
         )
         return wid
     raise ValueError(f"{resource.KIND} is not a serving kind")

@@ -1,27 +1,28 @@
-"""``get services|endpoints|gateways`` and ``describe service``: services from their workflows'
-``status`` queries (found through search attributes), endpoints and the gateway from the
-endpoint directory's queries.
+"""``describe`` of the serving kinds and of autoscalers: a ModelService (address, conditions, its
+endpoints with weights and health, the route's backends), a ModelEndpoint, the InferenceGateway
+and a ModelAutoscaler (target, bounds, the metric against its target, recent decisions). The
+statuses are read by the caller (cli/resources.py); this module only prints.
 
-Side effects: Temporal client calls and console output only.
+Side effects: console output only, plus ``service_status`` (one query) for ``demo``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.table import Table
+from rich.markup import escape
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
-from modelfleet.api.services import InferenceGateway
-from modelfleet.cli.output import console
-from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
-from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.cli.autoscaler import HISTORY_HEADER, history_rows
+from modelfleet.cli.columns import autoscaler_metrics
+from modelfleet.cli.manifests import Fetched
+from modelfleet.cli.output import console, print_table
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.autoscaler import autoscaler_id
 from modelfleet.workflows.ids import service_id
 from modelfleet.workflows.service import ServiceWorkflow
 
-Listing = tuple[list[str], list[list[str]], Any]
+ENDPOINT_HEADER = ["ENDPOINT", "ENTRY", "WEIGHT", "HEALTH", "URL", "REASON"]
 
 
 async def service_status(client: Client, namespace: str, name: str) -> ServiceStatus:
@@ -31,79 +32,85 @@ async def service_status(client: Client, namespace: str, name: str) -> ServiceSt
     return status
 
 
-async def _directory(client: Client, query: str, arg: Any, result_type: type) -> Any:
-    try:
-        return await client.get_workflow_handle(ENDPOINTS_ID).query(
-            query, arg, result_type=result_type
-        )
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return None  # nothing published yet
-        raise
-
-
-async def list_endpoints(client: Client, namespace: str) -> list[EndpointRecord]:
-    found = await _directory(client, "list_endpoints", namespace, list[EndpointRecord])
-    return list(found or [])
-
-
-async def get_serving(client: Client, kind: str, namespace: str, ids: list[str]) -> Listing:
-    """``ids``: the running ModelService workflow IDs (for ``get services``)."""
-    if kind == "ModelService":
-        statuses = []
-        for wid in ids:
-            _, ns, name = wid.split("/", 2)
-            statuses.append(await service_status(client, ns, name))
-        rows = [
-            [
-                s.namespace,
-                s.name,
-                s.phase,
-                s.address or "-",
-                f"{sum(1 for e in s.endpoints if e.weight)}/{len(s.endpoints)}",
-            ]
-            for s in statuses
-        ]
-        header = ["NAMESPACE", "NAME", "PHASE", "ADDRESS", "IN ROTATION"]
-        return header, rows, [s.model_dump(mode="json", by_alias=True) for s in statuses]
-    if kind == "ModelEndpoint":
-        records = await list_endpoints(client, namespace)
-        rows = [
-            [e.namespace, e.name, e.url, "replica" if e.replica else "external"] for e in records
-        ]
-        header = ["NAMESPACE", "NAME", "URL", "SOURCE"]
-        return header, rows, [e.model_dump(mode="json", by_alias=True) for e in records]
-    if kind == "InferenceGateway":
-        gateway = await _directory(client, "gateway", None, InferenceGateway)
-        gateways = [gateway] if isinstance(gateway, InferenceGateway) else []
-        rows = [[g.name, g.spec.cluster, ", ".join(g.spec.addresses) or "-"] for g in gateways]
-        return ["NAME", "CLUSTER", "ADDRESSES"], rows, [g.to_wire() for g in gateways]
-    raise ValueError(f"get {kind} is not supported yet")
-
-
-async def describe_service(
-    client: Client, s: TemporalSettings, namespace: str, name: str
-) -> ServiceStatus:
-    status = await service_status(client, namespace, name)
-    console.print(f"[bold]ModelService {namespace}/{name}[/]  phase {status.phase}")
-    console.print(f"Workflow: {s.workflow_url(service_id(namespace, name))}")
-    console.print(f"Address:  {status.address or '-'}")
+def describe_service(s: TemporalSettings, status: ServiceStatus) -> None:
+    ns, name = status.namespace, status.name
+    console.print(f"[bold]ModelService {ns}/{name}[/]  phase {status.phase}")
+    console.print(f"Workflow: {s.workflow_url(service_id(ns, name))}", soft_wrap=True)
+    console.print(f"Address:  {status.address or '-'}", soft_wrap=True)
     console.print(f"Gateway:  {status.gateway_cluster or '-'}")
     console.print(f"API keys: {'required' if status.auth else 'not required'}")
     console.print("\n[bold]Conditions[/]")
     for c in status.conditions:
-        console.print(f"  {c.type}={c.status} ({c.reason}) {c.message}")
+        console.print(f"  {c.type}={c.status} ({c.reason}) {escape(c.message)}")
     console.print("\n[bold]Endpoints[/]")
-    table = Table(box=None, header_style="bold")
-    for h in ("ENDPOINT", "ENTRY", "WEIGHT", "HEALTH", "URL", "REASON"):
-        table.add_column(h)
-    for e in status.endpoints:
-        health = "[green]healthy[/]" if e.healthy else "[red]unhealthy[/]"
-        table.add_row(e.name, str(e.entry), str(e.weight), health, e.url, e.reason)
-    console.print(table)
+    rows = [
+        [
+            e.name,
+            str(e.entry),
+            str(e.weight),
+            "[green]healthy[/]" if e.healthy else "[red]unhealthy[/]",
+            e.url,
+            escape(e.reason),
+        ]
+        for e in status.endpoints
+    ]
+    if rows:
+        print_table(ENDPOINT_HEADER, rows, flexible=("REASON",))
+    else:
+        console.print("  none selected")
     console.print("\n[bold]Route backends[/]")
     for backend, weight in sorted(status.backends.items()):
         console.print(f"  {backend}  weight {weight}")
     if not status.backends:
         console.print("  (none: nothing in rotation)")
-    return status
+
+
+def describe_endpoint(item: Fetched) -> None:
+    spec = item.manifest.get("spec") or {}
+    status = item.status
+    replica = status.get("replica")
+    source = f"published by modelreplica/{replica}" if replica else "external"
+    console.print(f"[bold]ModelEndpoint {item.namespace}/{item.name}[/]  {source}")
+    console.print(f"URL:          {spec.get('url', '')}", soft_wrap=True)
+    console.print(f"Rewrite path: {spec.get('rewritePath', '/')}")
+    secret = (spec.get("authSecretRef") or {}).get("name")
+    console.print(f"Provider key: {'secret ' + secret if secret else 'none'}")
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(item.labels.items()))
+    console.print(f"Labels:       {labels or '-'}", soft_wrap=True)
+
+
+def describe_gateway(item: Fetched) -> None:
+    spec = item.manifest.get("spec") or {}
+    console.print(f"[bold]InferenceGateway {item.name}[/]  on cluster {spec.get('cluster', '')}")
+    console.print(f"Gateway:   {spec.get('gatewayNamespace', '')}/{spec.get('gatewayName', '')}")
+    listeners = ", ".join(
+        f"{li.get('name')} {li.get('protocol')}:{li.get('port')}"
+        for li in spec.get("listeners", [])
+    )
+    console.print(f"Listeners: {listeners or '-'}")
+    addresses = ", ".join(spec.get("addresses", []))
+    console.print(f"Addresses: {addresses or 'as the cluster Gateway reports'}", soft_wrap=True)
+
+
+def describe_autoscaler(
+    s: TemporalSettings, item: Fetched, status: AutoscalerStatus, decisions: list[Decision]
+) -> None:
+    ns, name = status.namespace, status.name
+    console.print(
+        f"[bold]ModelAutoscaler {ns}/{name}[/] -> ModelDeployment {status.target}  "
+        f"replicas {status.current if status.current is not None else '?'} "
+        f"(min {status.min_replicas}, max {status.max_replicas}), generation {status.generation}"
+    )
+    console.print(f"Workflow: {s.workflow_url(autoscaler_id(ns, name))}", soft_wrap=True)
+    last = item.status.get("lastDecision") or {}
+    spec = item.manifest.get("spec") or {}
+    console.print(f"Metrics:  {autoscaler_metrics(spec, last)}  (current/target per replica)")
+    if status.problem:
+        console.print(f"[red]Problem[/]:  {escape(status.problem)}")
+    if status.deleting:
+        console.print("[yellow]Being deleted[/]")
+    console.print("\n[bold]Recent decisions[/]")
+    if decisions:
+        print_table(HISTORY_HEADER, history_rows(decisions), flexible=("REASON",))
+    else:
+        console.print("  none yet")

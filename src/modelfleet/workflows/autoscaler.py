@@ -144,6 +144,11 @@ class AutoscalerWorkflow:
     def decisions(self, limit: int = 20) -> list[Decision]:
         return self._decisions[-limit:] if limit > 0 else []
 
+    @workflow.query
+    def spec(self) -> ModelAutoscaler:
+        """The manifest as last applied (``get -o yaml`` prints it; queries are not history)."""
+        return self._spec
+
     # --- loop ------------------------------------------------------------------------------
 
     @workflow.run

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import replica_id
     from modelfleet.workflows.replica import ReplicaWorkflow
+    from modelfleet.workflows.signal_payloads import scale_replicas
 
 FLEET_TIMEOUT = timedelta(seconds=30)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
@@ -108,12 +110,19 @@ class DeploymentWorkflow:
             raise ValueError(f"{self._state.spec.ref} is being deleted")
 
     @workflow.signal(name="scale")
-    def scale_signal(self, replicas: int) -> None:
-        # Signals cannot be rejected, so an out-of-range value is ignored and logged.
-        if 0 <= replicas <= MAX_REPLICAS and not self._state.deleting:
-            self._state = rollout.scaled(self._state, replicas)
+    def scale_signal(self, replicas: Any) -> None:
+        # Signals cannot be rejected. The payload is taken raw (a typed int made the SDK log a
+        # decoding traceback on every replay) and validated here; a bad one is ignored and
+        # logged once with the reason (workflow.logger is silent during replay).
+        wanted = scale_replicas(replicas, MAX_REPLICAS)
+        if isinstance(wanted, str):
+            workflow.logger.warning("ignored scale signal: %s", wanted)
+        elif self._state.deleting:
+            workflow.logger.warning(
+                "ignored scale signal: %s is being deleted", self._state.spec.ref
+            )
         else:
-            workflow.logger.warning("ignored scale signal to %s replicas", replicas)
+            self._state = rollout.scaled(self._state, wanted)
 
     @workflow.update
     async def delete(self) -> DeploymentStatus:
@@ -138,6 +147,12 @@ class DeploymentWorkflow:
     @workflow.query
     def status(self) -> DeploymentStatus:
         return self._status()
+
+    @workflow.query
+    def spec(self) -> ModelDeployment:
+        """The spec held now (``modelfleet get -o yaml``, ``diff``). A query only: adding it
+        changes no history."""
+        return self._state.spec
 
     # --- main loop: ask, then carry out ----------------------------------------------------
 

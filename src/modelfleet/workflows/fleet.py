@@ -254,6 +254,12 @@ class FleetWorkflow:
         )
 
     @workflow.query
+    def classes(self) -> list[InferenceClass]:
+        """The catalog's classes in full (``modelfleet get classes -o yaml``). A query only:
+        adding it changes no history."""
+        return [self._classes[k] for k in sorted(self._classes)]
+
+    @workflow.query
     def decisions(self, query: DecisionQuery) -> list[Decision]:
         mine = [
             d

@@ -135,6 +135,11 @@ class ServiceWorkflow:
     def status(self) -> ServiceStatus:
         return self._status()
 
+    @workflow.query
+    def spec(self) -> ModelService:
+        """The manifest as last applied (``get -o yaml`` prints it; queries are not history)."""
+        return self._spec
+
     # --- run -------------------------------------------------------------------------------
 
     @workflow.run

@@ -1,0 +1,224 @@
+"""The table columns of ``get`` per kind (normal and ``-o wide``), read from the same manifest
+``-o yaml`` prints, so the two views never disagree. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.markup import escape
+
+from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
+from modelfleet.cli.output import human_age
+from modelfleet.cli.targets import ACCEPTED_KINDS
+
+# Columns that shrink first (with an ellipsis) when a terminal is narrow.
+FLEXIBLE = ("MESSAGE", "REASON", "POOLS", "DEVICES", "LABELS", "METRICS", "URL")
+NAMESPACED_KINDS = (
+    "ModelDeployment",
+    "ModelReplica",
+    "ModelService",
+    "ModelEndpoint",
+    "ModelAutoscaler",
+    *ACCEPTED_KINDS,
+)
+
+
+def header(kind: str, *, wide: bool, all_namespaces: bool) -> list[str]:
+    cols: list[str]
+    if kind == "ModelDeployment":
+        cols = ["NAME", "READY", "UP-TO-DATE", "PHASE", "AGE"]
+        if wide:
+            cols += ["CLUSTERS", "MESSAGE"]
+    elif kind == "ModelReplica":
+        cols = ["NAME", "DEPLOYMENT", "CLUSTER", "PHASE", "AGE"]
+        if wide:
+            cols += ["POOLS"]
+    elif kind == "InferenceCluster":
+        cols = ["NAME", "SOURCE", "STATUS", "POOLS", "AGE"]
+        if wide:
+            cols += ["GATEWAY", "REASON"]
+    elif kind == "ModelService":
+        cols = ["NAME", "PHASE", "ADDRESS", "IN-ROTATION", "AGE"]
+        if wide:
+            cols += ["GATEWAY", "MESSAGE"]
+    elif kind == "ModelEndpoint":
+        cols = ["NAME", "SOURCE", "URL", "AGE"]
+        if wide:
+            cols += ["LABELS"]
+    elif kind == "InferenceGateway":
+        cols = ["NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"]
+    elif kind in ACCEPTED_KINDS:
+        cols = ["NAME", "STATUS", "REASON", "AGE"]
+    elif kind == "ModelAutoscaler":
+        cols = ["NAME", "TARGET", "MIN", "MAX", "METRICS", "REPLICAS", "DESIRED", "AGE"]
+        if wide:
+            cols += ["REASON"]
+    else:  # InferenceClass
+        cols = ["NAME", "PROVIDER", "DEVICES", "AGE"]
+        if wide:
+            cols += ["USED-BY"]
+    if all_namespaces and kind in NAMESPACED_KINDS:
+        cols = ["NAMESPACE", *cols]
+    return cols
+
+
+def row(
+    item: Fetched, *, wide: bool, all_namespaces: bool, now: datetime | None = None
+) -> list[str]:
+    age = human_age(item.created, now)
+    spec: dict[str, Any] = item.manifest.get("spec") or {}
+    status = item.status
+    cells: list[str]
+    if item.kind == "ModelDeployment":
+        cells = [
+            item.name,
+            f"{status.get('ready', 0)}/{status.get('desired', 0)}",
+            str(status.get("updated", 0)),
+            _coloured_phase(str(status.get("phase", ""))),
+            age,
+        ]
+        if wide:
+            clusters = sorted({r.get("cluster", "") for r in status.get("replicas", [])})
+            cells += [", ".join(clusters) or "-", escape(deployment_message(status))]
+    elif item.kind == "ModelReplica":
+        cells = [
+            item.name,
+            str(spec.get("deployment", "")),
+            str(spec.get("clusterName", "")),
+            _coloured_phase(str(status.get("phase", ""))),
+            age,
+        ]
+        if wide:
+            engines = spec.get("engines", [])
+            cells.append(
+                ", ".join(f"{e['name']}:{e['members'][0]['nodePoolName']}" for e in engines)
+            )
+    elif item.kind == "InferenceCluster":
+        source = (spec.get("cluster") or {}).get("source", "")
+        cells = [
+            item.name,
+            str(source),
+            _coloured_phase(str(status.get("phase", ""))),
+            ", ".join(_pool(p) for p in status.get("pools", [])),
+            age,
+        ]
+        if wide:
+            cells += [status.get("gatewayAddress") or "-", escape(str(status.get("reason", "")))]
+    elif item.kind in ACCEPTED_KINDS:
+        cells = [item.name, NOT_ACTED_UPON, escape(str(status.get("reason", ""))), age]
+    elif item.kind in _OTHER_ROWS:
+        main, extra = _OTHER_ROWS[item.kind](item, spec, status)
+        cells = [*main, age, *(extra if wide else [])]
+    else:
+        provisioning = spec.get("provisioning") or {}
+        cells = [
+            item.name,
+            str(provisioning.get("provider", "BYO")),
+            ", ".join(f"{d['name']} x{d.get('count', 1)}" for d in spec.get("devices", [])),
+            age,
+        ]
+        if wide:
+            cells.append(", ".join(status.get("usedBy", [])) or "-")
+    if all_namespaces and item.kind in NAMESPACED_KINDS:
+        cells = [item.namespace, *cells]
+    return cells
+
+
+Cells = tuple[list[str], list[str]]  # the columns before AGE, and the -o wide ones after it
+
+
+def _service(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    endpoints = status.get("endpoints", [])
+    false = [c for c in status.get("conditions", []) if c.get("status") == "False"]
+    message = f"{false[0]['type']}: {false[0].get('message', '')}" if false else ""
+    return [
+        item.name,
+        _coloured_phase(str(status.get("phase", ""))),
+        status.get("address") or "-",
+        f"{sum(1 for e in endpoints if e.get('weight'))}/{len(endpoints)}",
+    ], [status.get("gatewayCluster") or "-", escape(message)]
+
+
+def _endpoint(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(item.labels.items())) or "-"
+    return [item.name, str(status.get("source", "")), str(spec.get("url", ""))], [labels]
+
+
+def _gateway(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    if status.get("phase") == NOT_ACTED_UPON:  # Modelplane's Traefik gateway, kept only
+        return [item.name, "-", "-", NOT_ACTED_UPON], []
+    return [
+        item.name,
+        str(spec.get("cluster", "")),
+        f"{spec.get('gatewayNamespace', '')}/{spec.get('gatewayName', '')}",
+        ", ".join(spec.get("addresses", [])) or "-",
+    ], []
+
+
+def _autoscaler(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    last = status.get("lastDecision") or {}
+    current = status.get("current")
+    target = spec.get("scaleTargetRef") or {}
+    return [
+        item.name,
+        f"{target.get('kind', 'ModelDeployment')}/{target.get('name', '')}",
+        str(status.get("minReplicas", "")),
+        str(status.get("maxReplicas", "")),
+        autoscaler_metrics(spec, last),
+        "-" if current is None else str(current),
+        str(last["desired"]) if "desired" in last else "-",
+    ], [escape(status.get("problem") or last.get("reason", "")) or "-"]
+
+
+def autoscaler_metrics(spec: dict[str, Any], last: dict[str, Any]) -> str:
+    """``metric current/target`` per metric of the spec, as the last decision read it (``?``
+    when not read yet): kubectl's ``get hpa`` TARGETS column."""
+    readings = {r.get("metric"): r.get("value") for r in last.get("metrics", [])}
+    parts = []
+    for metric in spec.get("metrics", []):
+        source = metric.get("engine") or metric.get("prometheus") or {}
+        label = source["name"] if "name" in source else f"promql:{source.get('query', '')}"
+        value = readings.get(label)
+        shown = "?" if value is None else f"{value:.3g}"
+        parts.append(f"{label} {shown}/{(source.get('target') or {}).get('averageValue', 0):g}")
+    return ", ".join(parts) or "-"
+
+
+_OTHER_ROWS = {
+    "ModelService": _service,
+    "ModelEndpoint": _endpoint,
+    "InferenceGateway": _gateway,
+    "ModelAutoscaler": _autoscaler,
+}
+
+
+def deployment_message(status: dict[str, Any]) -> str:
+    """What a person should know: the scheduler's summary, else the first False condition."""
+    if status.get("summary"):
+        return str(status["summary"])
+    for c in status.get("conditions", []):
+        if c.get("status") == "False" and c.get("message") and int(status.get("desired", 0)):
+            return f"{c['type']}: {c['message']}"
+    return ""
+
+
+def _pool(p: dict[str, Any]) -> str:
+    ready = p.get("readyNodes")
+    nodes = p.get("nodes")
+    counts = f"{ready}/{nodes}" if ready is not None else f"x{nodes}"
+    return f"{p['name']}({p['className']} {counts})"
+
+
+_COLOURS = {
+    "Ready": "green",
+    "Failed": "red",
+    "Degraded": "yellow",
+    "NotReady": "red",
+    "Pending": "yellow",
+}
+
+
+def _coloured_phase(phase: str) -> str:
+    colour = _COLOURS.get(phase)
+    return f"[{colour}]{phase}[/]" if colour else phase

@@ -1,0 +1,402 @@
+"""Reading the live fleet for ``get``, ``describe``, ``diff`` and ``apply``: lists come from
+visibility (search attributes, start times), details from the workflows' queries.
+
+Every read is bounded: before querying, the task queue must have a poller (no worker: a clear
+error at once), and each query has an RPC timeout so a worker that vanished is reported within
+seconds instead of Temporal's own minute-long timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.services import InferenceGateway, ModelService
+from modelfleet.autoscaling.records import AutoscalerStatus
+from modelfleet.cli.connection import open_client, require_worker
+from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError, UsageError
+from modelfleet.cli.manifests import (
+    Fetched,
+    accepted_resource,
+    autoscaler_resource,
+    class_resource,
+    cluster_resource,
+    deployment_resource,
+    endpoint_resource,
+    gateway_resource,
+    replica_resource,
+    service_resource,
+)
+from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
+from modelfleet.contracts.accepted import AcceptedStatus
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
+from modelfleet.contracts.status import ClusterStatus, DeploymentStatus, FleetView
+from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows import search
+from modelfleet.workflows.accepted import AcceptedResourceWorkflow
+from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
+from modelfleet.workflows.cluster import ClusterWorkflow
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import (
+    FLEET_ID,
+    accepted_id,
+    cluster_id,
+    deployment_id,
+    service_id,
+)
+from modelfleet.workflows.service import ServiceWorkflow
+
+QUERY_TIMEOUT = timedelta(seconds=8)
+
+
+async def connect_with_worker(s: TemporalSettings) -> Client:
+    """A client, once the server answers and a worker polls the task queue."""
+    client = await open_client(s)
+    await require_worker(client, s)
+    return client
+
+
+async def query(
+    handle: WorkflowHandle[Any, Any],
+    name: Any,
+    *args: Any,
+    what: str,
+    result_type: Any = None,
+) -> Any:
+    """A workflow query that fails fast (and says why) instead of hanging."""
+    try:
+        if result_type is not None:  # queries named by string (no typed method to read it from)
+            return await handle.query(
+                name, *args, result_type=result_type, rpc_timeout=QUERY_TIMEOUT
+            )
+        return await handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT)
+    except RPCTimeoutOrCancelledError:
+        raise NoWorkerError(
+            f"no worker answered a query to {what} within {QUERY_TIMEOUT.seconds}s; {START_WORKER}"
+        ) from None
+    except WorkflowQueryFailedError as exc:
+        if "unknown queryType" in exc.message or "not registered" in exc.message:
+            raise CliError(
+                f"the worker running {what} is older than this CLI ({exc.message}); "
+                "restart the workers with this version"
+            ) from None
+        raise
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.DEADLINE_EXCEEDED:
+            raise NoWorkerError(
+                f"no worker answered a query to {what} in time; {START_WORKER}"
+            ) from None
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            raise NotFoundError(f"{what} not found") from None
+        raise
+
+
+async def running(
+    client: Client, kind: str, namespace: str | None = None, name: str | None = None
+) -> list[WorkflowExecution]:
+    """Running entity workflows of ``kind`` (names are DNS labels: safe in the query)."""
+    q = f"ModelfleetKind = '{kind}' AND ExecutionStatus = 'Running'"
+    if namespace:
+        q += f" AND ModelfleetNamespace = '{namespace}'"
+    if name:
+        q += f" AND ModelfleetName = '{name}'"
+    found = [w async for w in client.list_workflows(q)]
+    return sorted(found, key=lambda w: w.id)
+
+
+async def is_running(client: Client, workflow_id: str) -> WorkflowExecution | None:
+    """The workflow's execution if it runs now. Asked of the workflow itself, not visibility,
+    which may lag behind an apply that just happened on a shared (Elasticsearch) server."""
+    try:
+        desc = await client.get_workflow_handle(workflow_id).describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return desc if desc.status is WorkflowExecutionStatus.RUNNING else None
+
+
+def _phase(w: WorkflowExecution) -> str | None:
+    return w.typed_search_attributes.get(search.PHASE)
+
+
+async def fleet_view(client: Client) -> FleetView:
+    view: FleetView = await query(
+        client.get_workflow_handle(FLEET_ID), FleetWorkflow.view, what="the Fleet workflow"
+    )
+    return view
+
+
+async def fleet_classes(client: Client) -> list[InferenceClass]:
+    classes: list[InferenceClass] = await query(
+        client.get_workflow_handle(FLEET_ID), FleetWorkflow.classes, what="the Fleet workflow"
+    )
+    return classes
+
+
+async def deployment_status(client: Client, namespace: str, name: str) -> DeploymentStatus:
+    status: DeploymentStatus = await query(
+        client.get_workflow_handle(deployment_id(namespace, name)),
+        DeploymentWorkflow.status,
+        what=f"ModelDeployment {namespace}/{name}",
+    )
+    return status
+
+
+async def deployment_spec(client: Client, namespace: str, name: str) -> ModelDeployment:
+    spec: ModelDeployment = await query(
+        client.get_workflow_handle(deployment_id(namespace, name)),
+        DeploymentWorkflow.spec,
+        what=f"ModelDeployment {namespace}/{name}",
+    )
+    return spec
+
+
+async def cluster_status(client: Client, name: str) -> ClusterStatus:
+    status: ClusterStatus = await query(
+        client.get_workflow_handle(cluster_id(name)),
+        ClusterWorkflow.status,
+        what=f"InferenceCluster {name}",
+    )
+    return status
+
+
+async def fetch(
+    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
+) -> list[Fetched]:
+    """Every live resource of ``kind`` (in ``namespace``, or all when None), optionally only
+    the ``names`` given; sorted by namespace, then name."""
+    wanted = set(names)
+    if kind == "ModelDeployment":
+        items = await _deployments(client, namespace, wanted)
+    elif kind == "InferenceCluster":
+        items = await _clusters(client, wanted)
+    elif kind == "InferenceClass":
+        items = await _classes(client, wanted)
+    elif kind == "ModelReplica":
+        items = await _replicas(client, namespace, wanted)
+    elif kind == "ModelService":
+        items = await _services(client, namespace, wanted)
+    elif kind == "ModelAutoscaler":
+        items = await _autoscalers(client, namespace, wanted)
+    elif kind == "ModelEndpoint":
+        items = [
+            endpoint_resource(e)
+            for e in await directory_endpoints(client, namespace)
+            if not wanted or e.name in wanted
+        ]
+    elif kind == "InferenceGateway":
+        gateway = await directory_gateway(client)
+        named = gateway is not None and (not wanted or gateway.name in wanted)
+        items = [gateway_resource(gateway)] if gateway is not None and named else []
+        # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
+        items += await _accepted(client, kind, None, wanted)
+    elif kind in ACCEPTED_KINDS:
+        items = await _accepted(client, kind, namespace, wanted)
+    else:
+        raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
+    return sorted(items, key=lambda f: (f.namespace, f.name))
+
+
+async def _deployments(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    if wanted and namespace:
+        found = [await is_running(client, deployment_id(namespace, n)) for n in sorted(wanted)]
+        runs = [w for w in found if w is not None]
+    else:
+        runs = await running(client, "ModelDeployment", namespace)
+    out = []
+    for w in runs:
+        _, ns, dname = w.id.split("/", 2)
+        if wanted and dname not in wanted:
+            continue
+        status = await deployment_status(client, ns, dname)
+        spec = await deployment_spec(client, ns, dname)
+        out.append(deployment_resource(spec, status, w.start_time))
+    return out
+
+
+async def _clusters(client: Client, wanted: set[str]) -> list[Fetched]:
+    view = await fleet_view(client)
+    runs = {w.id: w for w in await running(client, "InferenceCluster")}
+    out = []
+    for record in view.clusters:
+        if wanted and record.spec.name not in wanted:
+            continue
+        run = runs.get(cluster_id(record.spec.name))
+        created: datetime | None = run.start_time if run else None
+        out.append(cluster_resource(record, created, _phase(run) if run else None))
+    return out
+
+
+async def _classes(client: Client, wanted: set[str]) -> list[Fetched]:
+    view = await fleet_view(client)
+    classes = await fleet_classes(client)
+    out = []
+    for cls in classes:
+        if wanted and cls.name not in wanted:
+            continue
+        users = sorted(
+            c.spec.name
+            for c in view.clusters
+            if any(p.class_name == cls.name for p in c.spec.spec.node_pools)
+        )
+        out.append(class_resource(cls, users))
+    return out
+
+
+async def _replicas(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    view = await fleet_view(client)
+    runs = {w.id: w for w in await running(client, "ModelReplica", namespace)}
+    out = []
+    for replica in view.replicas:
+        if namespace and replica.namespace != namespace:
+            continue
+        if wanted and replica.name not in wanted:
+            continue
+        run = runs.get(f"replica/{replica.namespace}/{replica.name}")
+        out.append(
+            replica_resource(replica, run.start_time if run else None, _phase(run) if run else None)
+        )
+    return out
+
+
+async def service_status(client: Client, namespace: str, name: str) -> ServiceStatus:
+    status: ServiceStatus = await query(
+        client.get_workflow_handle(service_id(namespace, name)),
+        ServiceWorkflow.status,
+        what=f"ModelService {namespace}/{name}",
+    )
+    return status
+
+
+async def autoscaler_status(client: Client, namespace: str, name: str) -> AutoscalerStatus:
+    status: AutoscalerStatus = await query(
+        client.get_workflow_handle(autoscaler_id(namespace, name)),
+        AutoscalerWorkflow.status,
+        what=f"ModelAutoscaler {namespace}/{name}",
+    )
+    return status
+
+
+async def _runs(
+    client: Client, kind: str, namespace: str | None, wanted: set[str], wid: Any
+) -> list[WorkflowExecution]:
+    """Running workflows of ``kind``; named ones are asked of the workflow (visibility lags)."""
+    if wanted and namespace:
+        found = [await is_running(client, wid(namespace, n)) for n in sorted(wanted)]
+        return [w for w in found if w is not None]
+    runs = await running(client, kind, namespace)
+    return [w for w in runs if not wanted or w.id.split("/", 2)[2] in wanted]
+
+
+async def _services(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    out = []
+    for w in await _runs(client, "ModelService", namespace, wanted, service_id):
+        _, ns, name = w.id.split("/", 2)
+        status = await service_status(client, ns, name)
+        spec: ModelService = await query(
+            client.get_workflow_handle(w.id), ServiceWorkflow.spec, what=f"ModelService {ns}/{name}"
+        )
+        out.append(service_resource(spec, status, w.start_time))
+    return out
+
+
+async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    out = []
+    for w in await _runs(client, "ModelAutoscaler", namespace, wanted, autoscaler_id):
+        _, ns, name = w.id.split("/", 2)
+        status = await autoscaler_status(client, ns, name)
+        spec: ModelAutoscaler = await query(
+            client.get_workflow_handle(w.id),
+            AutoscalerWorkflow.spec,
+            what=f"ModelAutoscaler {ns}/{name}",
+        )
+        out.append(autoscaler_resource(spec, status, w.start_time))
+    return out
+
+
+async def accepted_statuses(
+    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
+) -> list[AcceptedStatus]:
+    """What the AcceptedResource workflows of ``kind`` hold (in ``namespace``, or all when
+    None), each with why it is not acted upon; named ones are asked of the workflow."""
+    return [status for status, _ in await _accepted_runs(client, kind, namespace, set(names))]
+
+
+async def _accepted_runs(
+    client: Client, kind: str, namespace: str | None, wanted: set[str]
+) -> list[tuple[AcceptedStatus, WorkflowExecution]]:
+    if wanted and (namespace or not is_namespaced(kind)):
+        found = [
+            await is_running(client, accepted_id(kind, namespace or "", n)) for n in sorted(wanted)
+        ]
+        runs = [w for w in found if w is not None]
+    else:
+        runs = [
+            w
+            for w in await running(client, kind, namespace)
+            if w.id.startswith("accepted/") and (not wanted or w.id.split("/", 3)[3] in wanted)
+        ]
+    out = []
+    for w in runs:
+        status: AcceptedStatus = await query(
+            client.get_workflow_handle(w.id),
+            AcceptedResourceWorkflow.status,
+            what=f"{kind} {w.id.split('/', 2)[2]}",
+        )
+        out.append((status, w))
+    return out
+
+
+async def _accepted(
+    client: Client, kind: str, namespace: str | None, wanted: set[str]
+) -> list[Fetched]:
+    runs = await _accepted_runs(client, kind, namespace, wanted)
+    return [accepted_resource(status, w.start_time) for status, w in runs]
+
+
+async def _directory(client: Client, name: str, args: tuple[Any, ...], result_type: Any) -> Any:
+    """A query to the endpoint directory; None when nothing was ever published."""
+    handle = client.get_workflow_handle(ENDPOINTS_ID)
+    try:
+        return await query(
+            handle, name, *args, result_type=result_type, what="the endpoint directory"
+        )
+    except NotFoundError:
+        return None
+
+
+async def directory_endpoints(client: Client, namespace: str | None) -> list[EndpointRecord]:
+    found = await _directory(client, "list_endpoints", (namespace or "",), list[EndpointRecord])
+    return list(found or [])
+
+
+async def directory_gateway(client: Client) -> InferenceGateway | None:
+    found = await _directory(client, "gateway", (), InferenceGateway)
+    return found if isinstance(found, InferenceGateway) else None
+
+
+def missing(kind: str, names: Sequence[str], found: Sequence[Fetched], where: str) -> list[str]:
+    """kubectl's NotFound lines for the ``names`` that ``found`` lacks."""
+    have = {f.name for f in found}
+    return [
+        f"{resource_name(kind, n)} not found" + (f" in {where}" if where else "")
+        for n in names
+        if n not in have
+    ]

@@ -1,0 +1,370 @@
+"""``modelfleet rollout status|history|undo|restart|pause|resume`` for ModelDeployments.
+
+``status`` follows a rollout and ends honestly: 0 desired replicas is success, and a deployment
+the scheduler cannot place ends with the scheduler's reasons rather than a bare exit code.
+``undo`` and ``restart`` are ``apply`` updates with an older template or a restart annotation,
+which the workflow already rolls replica by replica. ``pause``/``resume`` need workflow support
+that does not exist yet and say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.errors import CliError, NotFoundError, UsageError
+from modelfleet.cli.get import NsOption
+from modelfleet.cli.output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    print_table,
+    stdout_is_terminal,
+)
+from modelfleet.cli.resources import (
+    connect_with_worker,
+    deployment_spec,
+    deployment_status,
+    is_running,
+)
+from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
+from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.workflows.deployment import (
+    MAX_REPLICAS,
+    DeploymentInput,
+    DeploymentWorkflow,
+    ScaleRequest,
+)
+from modelfleet.workflows.ids import deployment_id
+from modelfleet.workflows.signal_payloads import scale_replicas
+
+# A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
+# after we started watching is reported with the scheduler's reasons instead of watched on.
+UNSCHEDULABLE_GRACE_SECONDS = 10.0
+RESTART_ANNOTATION = "modelfleet.dev/restartedAt"
+
+rollout_app = typer.Typer(help="Follow and manage deployment rollouts.", no_args_is_help=True)
+
+DeploymentArgument = Annotated[
+    list[str],
+    typer.Argument(help="NAME, or deployment NAME, or deployment/NAME.", metavar="DEPLOYMENT"),
+]
+
+
+def deployment_name(args: list[str]) -> str:
+    """``NAME``, ``deployment NAME`` or ``deployment/NAME`` (kubectl accepts the latter two)."""
+    if len(args) == 1 and "/" not in args[0]:
+        return args[0]
+    target = single_target(args, "rollout")
+    if target.kind != "ModelDeployment":
+        raise UsageError(f"rollouts are of deployments, not {target.kind}")
+    assert target.name is not None
+    return target.name
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    message: str
+
+
+def judge(status: DeploymentStatus, running_now: bool, elapsed: float) -> Verdict | None:
+    """Whether a followed rollout is over, and how; None while it is still moving."""
+    if not running_now:
+        return Verdict(False, "the deployment's workflow is no longer running (was it deleted?)")
+    if status.desired == 0 and not status.replicas:
+        return Verdict(True, "scaled to 0 replicas: nothing to run")
+    if status.phase == "Ready":
+        return Verdict(True, f"every replica is Ready ({status.ready}/{status.desired})")
+    in_flight = any(
+        r.phase in (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING, ReplicaPhase.TERMINATING)
+        for r in status.replicas
+    )
+    failed = [r for r in status.replicas if r.phase is ReplicaPhase.FAILED]
+    if failed and not in_flight:
+        reasons = "; ".join(f"{r.name} on {r.cluster}: {r.reason or 'failed'}" for r in failed)
+        return Verdict(False, f"rollout failed: {reasons}")
+    unplaced = any(c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions)
+    if unplaced and not in_flight and elapsed > UNSCHEDULABLE_GRACE_SECONDS:
+        placed = f"{status.scheduled} of {status.desired} replicas placed"
+        why = scheduler_reasons(status)
+        return Verdict(False, f"cannot place the deployment ({placed}):\n{why}")
+    return None
+
+
+def scheduler_reasons(status: DeploymentStatus) -> str:
+    """The scheduler's own words: summary, False conditions and per-cluster rejections."""
+    lines = []
+    if status.summary:
+        lines.append(f"  {status.summary}")
+    for c in status.conditions:
+        if c.status == "False" and c.message and c.message != status.summary:
+            lines.append(f"  {c.type}=False ({c.reason}): {c.message}")
+    for cluster, reason in sorted(status.rejections.items()):
+        lines.append(f"    {cluster}: {reason}")
+    return "\n".join(lines) or "  (the scheduler gave no reason)"
+
+
+def replica_rows(status: DeploymentStatus) -> list[list[str]]:
+    colours = {ReplicaPhase.READY: "green", ReplicaPhase.FAILED: "red"}
+    return [
+        [
+            r.name,
+            r.cluster,
+            ", ".join(f"{e}:{p}" for e, p in r.pools.items()),
+            f"[{colours.get(r.phase, 'cyan')}]{r.phase.value}[/]",
+            r.step.value,
+            escape(r.reason),
+        ]
+        for r in status.replicas
+    ]
+
+
+REPLICA_HEADER = ["REPLICA", "CLUSTER", "POOLS", "PHASE", "STEP", "REASON"]
+
+
+def _headline(namespace: str, name: str, status: DeploymentStatus) -> str:
+    return (
+        f"{namespace}/{name} {status.phase}: {status.ready}/{status.desired} ready, "
+        f"{status.updated} up to date"
+    )
+
+
+async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds: float) -> bool:
+    """Follow until every replica is Ready (True) or the rollout cannot finish (False), then
+    print why. Live on a terminal; one line per change elsewhere (logs, CI)."""
+    handle = client.get_workflow_handle(deployment_id(namespace, name))
+    started = time.monotonic()
+    last_line = ""
+    live = Live(console=console, refresh_per_second=4) if stdout_is_terminal() else None
+    status: DeploymentStatus | None = None
+    verdict: Verdict | None = None
+    try:
+        if live is not None:
+            live.start()
+        while verdict is None:
+            status = await deployment_status(client, namespace, name)
+            desc = await handle.describe()
+            elapsed = time.monotonic() - started
+            verdict = judge(status, desc.status is WorkflowExecutionStatus.RUNNING, elapsed)
+            if verdict is None and elapsed > limit_seconds:
+                verdict = Verdict(False, f"gave up after {limit_seconds:g}s (--timeout)")
+            line = _headline(namespace, name, status)
+            if live is not None:
+                grid = Table.grid()
+                summary = f"\n[dim]{escape(status.summary)}[/]" if status.summary else ""
+                grid.add_row(line + summary)
+                table = Table(box=None, header_style="bold")
+                for h in REPLICA_HEADER:
+                    table.add_column(h)
+                for row in replica_rows(status):
+                    table.add_row(*row)
+                grid.add_row(table)
+                live.update(grid)
+            elif line != last_line:
+                console.print(line)
+                last_line = line
+            if verdict is None:
+                await asyncio.sleep(0.5)
+    finally:
+        if live is not None:
+            live.stop()
+    if live is None and status is not None and status.replicas:
+        print_table(REPLICA_HEADER, replica_rows(status), flexible=("REASON",))
+    colour = "green" if verdict.ok else "red"
+    console.print(f"[{colour}]{escape(verdict.message)}[/]")
+    return verdict.ok
+
+
+async def _require_deployment(client: Client, ns: Namespace, name: str) -> None:
+    if not await is_running(client, deployment_id(ns.name, name)):
+        raise NotFoundError(f"deployment {name!r} not found in {ns.described()}")
+
+
+@rollout_app.command("status")
+def rollout_status(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 1800,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Follow a rollout until every replica is Ready (exit 0) or it cannot finish (exit 1)."""
+    name = deployment_name(args)
+    ns = resolve_namespace(namespace)
+    s = settings(address, temporal_namespace)
+
+    async def go() -> bool:
+        client = await connect_with_worker(s)
+        await _require_deployment(client, ns, name)
+        console.print(f"Workflow: {s.workflow_url(deployment_id(ns.name, name))}")
+        return await watch_rollout(client, ns.name, name, timeout)
+
+    raise typer.Exit(EXIT_OK if run_async(go) else EXIT_FAILED)
+
+
+async def fetch_history(client: Client, namespace: str, name: str) -> list[Revision]:
+    """Revisions from the current run's start input, accepted updates and scale signals."""
+    handle = client.get_workflow_handle(deployment_id(namespace, name))
+    convert = client.data_converter
+    changes: list[Change] = []
+    async for event in handle.fetch_history_events():
+        at = event.event_time.ToDatetime(tzinfo=UTC)
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [arg] = await convert.decode(payloads, [DeploymentInput])
+            changes.append(Change(at, "created", spec=arg.spec))
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            update, payloads = request.input.name, request.input.args.payloads
+            if update == "apply":
+                [spec] = await convert.decode(payloads, [ModelDeployment])
+                changes.append(Change(at, "apply", spec=spec))
+            elif update == "scale":
+                [req] = await convert.decode(payloads, [ScaleRequest])
+                changes.append(Change(at, "scale", replicas=req.replicas))
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            attrs = event.workflow_execution_signaled_event_attributes
+            if attrs.signal_name == "scale":
+                [value] = await convert.decode(attrs.input.payloads, [Any])
+                replicas = scale_replicas(value, MAX_REPLICAS)
+                if isinstance(replicas, int):  # an invalid signal changed nothing
+                    changes.append(Change(at, "scale signal", replicas=replicas))
+    return revisions(changes)
+
+
+@rollout_app.command("history")
+def rollout_history(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    revision: Annotated[
+        int | None, typer.Option("--revision", help="Print this revision's template.")
+    ] = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Revisions of a deployment's replica template (from the workflow's current run)."""
+    name = deployment_name(args)
+    ns = resolve_namespace(namespace)
+    s = settings(address, temporal_namespace)
+
+    async def go() -> list[Revision]:
+        client = await connect_with_worker(s)
+        await _require_deployment(client, ns, name)
+        return await fetch_history(client, ns.name, name)
+
+    history = run_async(go)
+    if revision is not None:
+        chosen = [r for r in history if r.number == revision]
+        if not chosen:
+            raise UsageError(f"revision {revision} not found (have {len(history)})")
+        import yaml
+
+        print(yaml.safe_dump(chosen[0].spec.spec.template.to_wire(), sort_keys=False), end="")
+        return
+    console.print(f"deployment {ns.name}/{name}")
+    rows = [
+        [
+            str(r.number),
+            r.at.strftime("%Y-%m-%d %H:%M:%S") if r.at else "-",
+            r.cause,
+            r.template,
+            str(r.replicas),
+        ]
+        for r in history
+    ]
+    print_table(["REVISION", "SINCE", "CAUSE", "TEMPLATE", "REPLICAS"], rows)
+
+
+async def _apply_to_running(client: Client, spec: ModelDeployment) -> DeploymentStatus:
+    handle = client.get_workflow_handle(deployment_id(spec.namespace, spec.name))
+    result: DeploymentStatus = await handle.execute_update(DeploymentWorkflow.apply, spec)
+    return result
+
+
+@rollout_app.command("undo")
+def rollout_undo(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    to_revision: Annotated[
+        int | None, typer.Option("--to-revision", help="Revision to go back to.")
+    ] = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Roll the replica template back to the previous (or a given) revision."""
+    name = deployment_name(args)
+    ns = resolve_namespace(namespace)
+    s = settings(address, temporal_namespace)
+
+    async def go() -> None:
+        client = await connect_with_worker(s)
+        await _require_deployment(client, ns, name)
+        history = await fetch_history(client, ns.name, name)
+        current = await deployment_spec(client, ns.name, name)
+        try:
+            spec = undo_spec(history, current, to_revision)
+        except ValueError as exc:
+            raise UsageError(f"deployment {ns.name}/{name}: {exc}") from None
+        await _apply_to_running(client, spec)
+        console.print(f"modeldeployment.modelfleet.dev/{name} rolled back")
+
+    run_async(go)
+
+
+@rollout_app.command("restart")
+def rollout_restart(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Replace every replica, one at a time (surge first), without changing what it runs."""
+    name = deployment_name(args)
+    ns = resolve_namespace(namespace)
+    s = settings(address, temporal_namespace)
+
+    async def go() -> None:
+        client = await connect_with_worker(s)
+        await _require_deployment(client, ns, name)
+        spec = (await deployment_spec(client, ns.name, name)).model_copy(deep=True)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        spec.spec.template.metadata.annotations[RESTART_ANNOTATION] = stamp
+        await _apply_to_running(client, spec)
+        console.print(f"modeldeployment.modelfleet.dev/{name} restarted")
+
+    run_async(go)
+
+
+def _unsupported(verb: str) -> None:
+    raise CliError(
+        f"rollout {verb} needs support in the ModelDeployment workflow (a paused flag that "
+        "stops rolling new templates), which it does not have yet; nothing was changed"
+    )
+
+
+@rollout_app.command("pause")
+def rollout_pause(args: DeploymentArgument, namespace: NsOption = None) -> None:
+    """Not available yet: needs workflow support."""
+    deployment_name(args)
+    _unsupported("pause")
+
+
+@rollout_app.command("resume")
+def rollout_resume(args: DeploymentArgument, namespace: NsOption = None) -> None:
+    """Not available yet: needs workflow support."""
+    deployment_name(args)
+    _unsupported("resume")

@@ -1,0 +1,140 @@
+"""What a command line names, kubectl style: ``KIND [NAME...]`` or ``KIND/NAME...``, and which
+namespace applies when ``-n`` is not given (``MODELFLEET_NAMESPACE``, then the config file's
+``namespace:``, then ``default``; the choice is reported so nobody wonders where a name went).
+
+Pure apart from reading the environment and the config file. No Temporal.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS
+from modelfleet.api.kinds import KINDS, resolve_kind
+from modelfleet.api.meta import API_GROUP
+from modelfleet.cli.errors import UsageError
+
+ENV_NAMESPACE = "MODELFLEET_NAMESPACE"
+ENV_CONFIG = "MODELFLEET_CONFIG"
+DEFAULT_CONFIG = Path("~/.config/modelfleet/config.yaml")
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """The namespace a command works in and where that choice came from."""
+
+    name: str
+    source: str
+
+    @property
+    def explicit(self) -> bool:
+        return self.source == "-n"
+
+    def described(self) -> str:
+        """``namespace 'ml' (from MODELFLEET_NAMESPACE)`` for messages."""
+        if self.explicit:
+            return f"namespace {self.name!r}"
+        return f"namespace {self.name!r} ({self.source}; pass -n NAMESPACE or -A for all)"
+
+
+def config_path() -> Path:
+    return Path(os.environ.get(ENV_CONFIG) or DEFAULT_CONFIG).expanduser()
+
+
+def resolve_namespace(flag: str | None) -> Namespace:
+    """``-n`` wins, then the environment, then the config file, then ``default``."""
+    if flag:
+        return Namespace(flag, "-n")
+    env = os.environ.get(ENV_NAMESPACE)
+    if env:
+        return Namespace(env, f"from {ENV_NAMESPACE}")
+    path = config_path()
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        config = None
+    configured = config.get("namespace") if isinstance(config, dict) else None
+    if isinstance(configured, str) and configured:
+        return Namespace(configured, f"from {path}")
+    return Namespace("default", "the default namespace")
+
+
+def kind_of(word: str) -> str:
+    """The kind a CLI word names: ``md``, ``deployments``, ``ModelDeployment`` or the
+    ``-o name`` form ``modeldeployment.modelfleet.dev``."""
+    word = word.removesuffix(f".{API_GROUP}")
+    try:
+        return resolve_kind(word)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    name: str | None  # None: every resource of the kind
+
+
+def parse_targets(args: list[str]) -> list[Target]:
+    """``KIND``, ``KIND NAME...`` or ``KIND/NAME...`` (kubectl's two forms, not mixed)."""
+    if not args:
+        known = ", ".join(sorted(KINDS))
+        raise UsageError(f"name a kind to act on (one of: {known})")
+    if "/" in args[0]:
+        targets = []
+        for arg in args:
+            kind, sep, name = arg.partition("/")
+            if not sep or not kind or not name or "/" in name:
+                raise UsageError(f"{arg!r}: use KIND/NAME for every argument once one is KIND/NAME")
+            targets.append(Target(kind_of(kind), name))
+        return targets
+    kind = kind_of(args[0])
+    for name in args[1:]:
+        if "/" in name:
+            raise UsageError(f"{name!r}: give either KIND NAME... or KIND/NAME..., not both")
+    return [Target(kind, name) for name in args[1:]] or [Target(kind, None)]
+
+
+def single_target(args: list[str], verb: str) -> Target:
+    """Exactly one named resource (``describe``, ``scale``...)."""
+    targets = parse_targets(args)
+    if len(targets) != 1 or targets[0].name is None:
+        raise UsageError(f"{verb} needs exactly one resource: KIND NAME or KIND/NAME")
+    return targets[0]
+
+
+def resource_name(kind: str, name: str) -> str:
+    """kubectl's ``-o name`` form, e.g. ``modeldeployment.modelfleet.dev/qwen3-8b``."""
+    return f"{kind.lower()}.{API_GROUP}/{name}"
+
+
+# Kinds accepted for Modelplane parity and held by the AcceptedResource workflow without being
+# acted upon: applied, listed (with the reason), deleted. (Modelplane's Traefik InferenceGateway is
+# held the same way, under the InferenceGateway kind.)
+ACCEPTED_KINDS = ("ModelCache", "ServingStack", *(k.KIND for k in CLOUD_CLUSTER_KINDS))
+
+# Kinds that something runs for (or holds); the others validate but have no workflow to read yet.
+ORCHESTRATED = (
+    "InferenceClass",
+    "InferenceCluster",
+    "ModelDeployment",
+    "ModelReplica",
+    "InferenceGateway",
+    "ModelEndpoint",
+    "ModelService",
+    "ModelAutoscaler",
+    *ACCEPTED_KINDS,
+)
+
+
+def require_orchestrated(kind: str) -> None:
+    if kind not in ORCHESTRATED:
+        raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
+
+
+def is_namespaced(kind: str) -> bool:
+    return KINDS[kind].NAMESPACED
