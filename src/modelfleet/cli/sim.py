@@ -40,6 +40,7 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
 )
+from modelfleet.cli.sim_load import load_command
 
 __all__ = ["STATE_FILE", "sim_app"]
 
@@ -54,6 +55,8 @@ sim_app = typer.Typer(
     help="Run a simulated GPU fleet (emulated Kubernetes API servers) for development.",
     no_args_is_help=True,
 )
+
+sim_app.command("load")(load_command)  # the load generator: cli/sim_load.py
 
 StateDirOption = Annotated[
     Path,
