@@ -174,9 +174,11 @@ async def run_load(
     spec: LoadSpec,
     progress: Callable[[LoadProgress], None] | None = None,
     *,
+    stop: asyncio.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> LoadReport:
-    """Send the load, wait for every request to finish (or time out), and report."""
+    """Send the load, wait for every request to finish (or time out), and report. Setting
+    ``stop`` ends the sending early (what was sent still finishes)."""
     headers = dict(spec.headers)
     if spec.api_key:
         headers["Authorization"] = f"Bearer {spec.api_key}"
@@ -208,14 +210,16 @@ async def run_load(
 
         for n in range(total):
             due = start + n / spec.rps
-            while True:
+            while stop is None or not stop.is_set():
                 now = loop.time()
                 if progress is not None and now - start >= next_report:
                     progress(snapshot())
                     next_report += 1.0
                 if now >= due:
                     break
-                await asyncio.sleep(min(due - now, max(0.0, start + next_report - now)))
+                await asyncio.sleep(min(due - now, max(0.0, start + next_report - now), 0.1))
+            if stop is not None and stop.is_set():
+                break
             if len(tasks) >= spec.max_in_flight:
                 report.skipped += 1
                 continue

@@ -19,8 +19,9 @@ through :class:`EngineLocator`.
 
 from __future__ import annotations
 
+import fnmatch
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
@@ -95,6 +96,7 @@ class ApiProxy:
     def __init__(self, server: FleetApiServer) -> None:
         self._server = server
         self._locators: dict[str, EngineLocator] = {}
+        self._unreachable: dict[str, tuple[str, ...]] = {}
         self._rng = random.Random()
 
     def attach(self, cluster: str, locator: EngineLocator) -> None:
@@ -102,6 +104,19 @@ class ApiProxy:
 
     def detach(self, cluster: str) -> None:
         self._locators.pop(cluster, None)
+        self._unreachable.pop(cluster, None)
+
+    def set_unreachable(self, cluster: str, pods: Iterable[str]) -> None:
+        """A partition between the API server and some pods of ``cluster`` (fnmatch globs over
+        pod names, or ``namespace/name``): proxying to them times out, as a real server's dial
+        to an unreachable pod IP does. The pods keep serving traffic from the gateway."""
+        self._unreachable[cluster] = tuple(pods)
+
+    def _blocked(self, cluster: str, namespace: str, pod: str) -> bool:
+        return any(
+            fnmatch.fnmatchcase(pod, pattern) or fnmatch.fnmatchcase(f"{namespace}/{pod}", pattern)
+            for pattern in self._unreachable.get(cluster, ())
+        )
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", PROXY_ROUTE, self._handle)
@@ -126,6 +141,8 @@ class ApiProxy:
             return error_response(err)
 
     def _locate(self, cluster: str, namespace: str, pod: str, port: int) -> str | None:
+        if self._blocked(cluster, namespace, pod):
+            return None
         locator = self._locators.get(cluster)
         return locator.engine_url(namespace, pod, port) if locator is not None else None
 
@@ -144,6 +161,8 @@ class ApiProxy:
         if port is None:
             raise ApiError(400, "BadRequest", f'pod {name} has no port named "{port_text}"')
         url = self._locate(cluster, namespace, name, port)
+        if url is None and self._blocked(cluster, namespace, name):
+            raise _unavailable(f"error trying to reach service: dial tcp {ip}:{port}: i/o timeout")
         if url is None:
             raise _unavailable(
                 f"error trying to reach service: dial tcp {ip}:{port}: connect: connection refused"
