@@ -240,7 +240,7 @@ async def test_an_unreadable_replica_follows_hpa_and_a_manual_scale_is_overridde
         log = Log(stack, ns, name)
         idle = await log.after(0, lambda d: bool(d.errors), "a decision missing a replica")
         assert set(idle.errors) == {blocked.name}
-        assert "i/o timeout" in idle.errors[blocked.name]
+        assert "/proxy/metrics: HTTP 503" in idle.errors[blocked.name]
         # Scale-down direction: the unread replica counts as exactly the target.
         assert "1 without metrics at target" in idle.metrics[0].note
         assert idle.applied == 2

@@ -63,6 +63,9 @@ class EngineLocator(Protocol):
 
     def engine_url(self, namespace: str, pod: str, port: int = 8000) -> str | None: ...
 
+    def service_url(self, namespace: str, name: str, port: str) -> str | None:
+        """Where a Service the locator itself stands behind answers (the gateway's metrics)."""
+
 
 def split_target(target: str) -> tuple[str, str, str]:
     """``[scheme:]name[:port]`` as (scheme, name, port); scheme and port may be empty."""
@@ -171,6 +174,10 @@ class ApiProxy:
 
     def _service_url(self, cluster: str, store: ClusterStore, namespace: str, target: str) -> str:
         _, name, port_text = split_target(target)
+        locator = self._locators.get(cluster)
+        own = locator.service_url(namespace, name, port_text) if locator is not None else None
+        if own is not None:
+            return own
         rt = store.resource_type("v1", "Service")
         try:
             svc = store.get_object(rt, namespace, name)
