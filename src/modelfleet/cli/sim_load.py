@@ -13,7 +13,7 @@ printed.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -22,9 +22,12 @@ from temporalio.service import RPCError
 
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client
 from modelfleet.cli.connection import settings as temporal_settings
+from modelfleet.cli.extras import sim_extra
 from modelfleet.cli.output import EXIT_FAILED, EXIT_INVALID, EXIT_OK, console, err_console
 from modelfleet.cli.serving_inspect import service_status
-from modelfleet.sim.load import LoadProgress, LoadReport, LoadSpec, run_load
+
+if TYPE_CHECKING:
+    from modelfleet.sim.load import LoadProgress, LoadReport
 
 __all__ = ["WAIT_HEADER", "load_command", "report_table"]
 
@@ -98,6 +101,9 @@ def load_command(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Send OpenAI chat completions through a service at a steady rate; print percentiles."""
+    # Imported here: the rest of the CLI loads without the simulator package.
+    with sim_extra("modelfleet sim load"):
+        from modelfleet.sim.load import LoadSpec, run_load
     try:
         base = asyncio.run(_address(service, namespace, address, temporal_namespace))
     except (LookupError, RPCError) as exc:

@@ -70,6 +70,7 @@ _SERVICE_LABEL = "modelfleet.dev/service"
 # The gateway's metrics port (Envoy Gateway's), reached through the API server's service proxy.
 GATEWAY_METRICS_PORT = 19001
 _HOLD_POLL_SECONDS = 0.1
+_UPSTREAM_LIMIT = 1024
 
 
 class _NoBackendError(Exception):
@@ -117,7 +118,12 @@ class ServingPlane:
         self._gateway_port, _ = await self._listen()
         self._metrics_port, _ = await self._listen()
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0), auto_decompress=False
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0),
+            auto_decompress=False,
+            # Envoy's default circuit breaker (1024 requests per cluster), not aiohttp's 100
+            # connections: under load the queue must build at the engines, where the
+            # autoscaler sees it, not hidden in the gateway.
+            connector=aiohttp.TCPConnector(limit=_UPSTREAM_LIMIT),
         )
         self._sub = self.store.subscribe([("v1", "Pod")], callback=self._on_pod)
         rt = self.store.resource_type("v1", "Pod")
