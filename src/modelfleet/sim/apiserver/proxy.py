@@ -13,8 +13,8 @@ the real server's wording. The caller's ``Authorization`` is never forwarded (th
 terminates it).
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Reads the
-cluster's in-process store, and connects only to loopback engine ports a serving plane reports
-through :class:`EngineLocator`.
+cluster's in-process store, and connects only to the loopback ports a serving plane reports
+through :class:`EngineLocator` (engines, and the gateway's metrics Service it stands behind).
 """
 
 from __future__ import annotations
