@@ -140,3 +140,15 @@ def test_the_cli_verb_prints_percentiles_and_the_spread(engine_in_thread: str) -
     bad = CliRunner().invoke(app, ["sim", "load", engine_in_thread, "--rps", "0"])
     assert bad.exit_code != 0
     assert "rps and duration must be > 0" in bad.output
+
+
+def test_the_documented_rehearsal_autoscaler_validates() -> None:
+    from pathlib import Path
+
+    from modelfleet.api.loading import load_paths
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "autoscaling-rehearsal.yaml"
+    result = load_paths([str(docs)])
+    assert result.errors == []
+    [autoscaler] = result.resources
+    assert autoscaler.KIND == "ModelAutoscaler"
