@@ -1,8 +1,7 @@
 """A ModelAutoscaler on the real dev server and worker, against a real ModelDeployment on the
-simulated quickstart fleet: ``apply`` starts it, it reads the deployment through its workflow,
-scales it through the ``scale`` Update, and notices a manual scale. (Scaling on engine load end
-to end waits for simulated engines that export metrics and for the simulated API server's
-proxy route; until then no replica reports load, so decisions hold, as HPA's do.)"""
+simulated quickstart fleet: ``apply`` starts it, it reads the deployment through its workflow and
+its engines' metrics through the simulated API server's proxy, scales it through the ``scale``
+Update, and notices a manual scale. (Scaling on load end to end: test_autoscaling_e2e.py.)"""
 
 from __future__ import annotations
 
@@ -102,7 +101,10 @@ async def test_autoscaler_drives_a_real_deployment(stack: Stack) -> None:
 
     final: AutoscalerStatus = await handle.execute_update(AutoscalerWorkflow.delete)
     assert final.deleting
-    await handle.result()
+    ended = AutoscalerStatus.model_validate(await handle.result())
+    # The autoscaler wins after an override: with no load its window holds only lower asks, so
+    # it may already have scaled back to 2. Deleting it leaves the deployment where it last was.
+    assert ended.current in (2, 3)
     after = await stack.status(NS, "qwen")
-    assert after.desired == 3  # deleting the autoscaler leaves the deployment as it is
+    assert after.desired == ended.current
     await delete_deployment(stack, NS, "qwen")

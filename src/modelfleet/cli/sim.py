@@ -42,6 +42,7 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
 )
+from modelfleet.cli.sim_load import load_command
 
 if TYPE_CHECKING:
     from modelfleet.sim.simulated_fleet import SimulatedFleet
@@ -61,6 +62,8 @@ sim_app = typer.Typer(
     help="Run a simulated GPU fleet (emulated Kubernetes API servers) for development.",
     no_args_is_help=True,
 )
+
+sim_app.command("load")(load_command)  # the load generator: cli/sim_load.py
 
 StateDirOption = Annotated[
     Path,

@@ -177,6 +177,7 @@ class SimulatedFleet:
         injector = sim_cluster.faults
         plane = ServingPlane(store, self._engines, faults=lambda: injector.config)
         await plane.start()
+        self.server.proxy.attach(cluster.name, plane)
         address = plane.host
         simulator = WorkloadSimulator(
             store,
@@ -271,6 +272,7 @@ class SimulatedFleet:
         for cluster in self.clusters.values():
             await cluster.simulator.stop()
             await cluster.serving.stop()
+            self.server.proxy.detach(cluster.name)
         if self._owns_server:
             await self.server.stop()
         else:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from modelfleet.sim.apiserver.admin import CLUSTER_NAME, AdminRoutes
 from modelfleet.sim.apiserver.discovery import serve_discovery
+from modelfleet.sim.apiserver.proxy import ApiProxy
 from modelfleet.sim.apiserver.request_info import request_info
 from modelfleet.sim.apiserver.resource_handlers import serve_resource
 from modelfleet.sim.apiserver.responses import error_response
@@ -100,6 +101,7 @@ class FleetApiServer:
         self.port = 0
         self.base_url = ""
         self._runner: web.AppRunner | None = None
+        self.proxy = ApiProxy(self)  # pods|services/<name>/proxy, to attached serving planes
 
     # ------------------------------------------------------------------ starting and stopping
 
@@ -234,6 +236,7 @@ class FleetApiServer:
             client_max_size=64 * 1024 * 1024,
         )
         AdminRoutes(self).add_routes(app)
+        self.proxy.add_routes(app)  # before the catch-all cluster route
         app.router.add_route("*", "/clusters/{cluster}", self._handle)
         app.router.add_route("*", "/clusters/{cluster}/{tail:.*}", self._handle)
         return app

@@ -44,6 +44,7 @@ from modelfleet.sim.apiserver.watch import WatchEvent
 from modelfleet.sim.controllers.object_helpers import pod_is_ready
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
+from modelfleet.sim.serving.backend_wait import RouteKey, WaitingRequests, requested_wait
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.model_args import pod_model, serving_ports
 from modelfleet.sim.serving.openai_api import handle_engine
@@ -65,6 +66,11 @@ _HOP_HEADERS = frozenset(
 )
 _SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _ROLE = "llm-d.ai/role"
+_SERVICE_LABEL = "modelfleet.dev/service"
+# The gateway's metrics port (Envoy Gateway's), reached through the API server's service proxy.
+GATEWAY_METRICS_PORT = 19001
+_HOLD_POLL_SECONDS = 0.1
+_UPSTREAM_LIMIT = 1024
 
 
 class _NoBackendError(Exception):
@@ -94,6 +100,8 @@ class ServingPlane:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._gateway_port = 0
+        self._metrics_port = 0
+        self.waiting = WaitingRequests()
         # local port -> engine; (namespace, pod) -> {container port: (local port, site)}
         self._by_port: dict[int, EngineState] = {}
         self._pods: dict[tuple[str, str], tuple[str, dict[int, tuple[int, web.SockSite]]]] = {}
@@ -108,8 +116,14 @@ class ServingPlane:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         self._gateway_port, _ = await self._listen()
+        self._metrics_port, _ = await self._listen()
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0), auto_decompress=False
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0),
+            auto_decompress=False,
+            # Envoy's default circuit breaker (1024 requests per cluster), not aiohttp's 100
+            # connections: under load the queue must build at the engines, where the
+            # autoscaler sees it, not hidden in the gateway.
+            connector=aiohttp.TCPConnector(limit=_UPSTREAM_LIMIT),
         )
         self._sub = self.store.subscribe([("v1", "Pod")], callback=self._on_pod)
         rt = self.store.resource_type("v1", "Pod")
@@ -151,6 +165,12 @@ class ServingPlane:
         if entry is None or port not in entry[1]:
             return None
         return f"http://{self.host}:{entry[1][port][0]}"
+
+    def service_url(self, namespace: str, name: str, port: str) -> str | None:
+        """Where a Service the plane itself stands behind answers: the gateway's metrics."""
+        if (namespace, name) == self._gateway and port in ("metrics", str(GATEWAY_METRICS_PORT)):
+            return f"http://{self.host}:{self._metrics_port}"
+        return None
 
     def engine(self, namespace: str, pod: str) -> EngineState | None:
         entry = self._pods.get((namespace, pod))
@@ -230,6 +250,10 @@ class ServingPlane:
         port = int(sockname[1]) if sockname else 0
         if port == self._gateway_port:
             return await self._route(request)
+        if port == self._metrics_port:
+            if request.path != "/metrics":
+                return web.Response(status=404, text=f"no route {request.path}")
+            return web.Response(text=self.waiting.metrics_text(), content_type="text/plain")
         engine = self._by_port.get(port)
         if engine is None:
             return web.Response(status=503, text="engine stopped")
@@ -253,28 +277,58 @@ class ServingPlane:
         except ApiError:
             return None
 
-    async def _route(self, request: web.Request) -> web.StreamResponse:
+    def _match(self, path: str) -> tuple[RuleMatch, RouteKey] | None:
         routes = [
             r
             for r in self._objects("gateway.networking.k8s.io/v1", "HTTPRoute")
             if attached(r, *self._gateway)
         ]
-        match = match_request(routes, request.path)
+        match = match_request(routes, path)
         if match is None:
+            return None
+        route = self._get("gateway.networking.k8s.io/v1", "HTTPRoute", match.namespace, match.route)
+        labels = ((route or {}).get("metadata") or {}).get("labels") or {}
+        return match, RouteKey(match.namespace, match.route, str(labels.get(_SERVICE_LABEL, "")))
+
+    def _choose(self, match: RuleMatch) -> tuple[BackendRef, str]:
+        backend = pick_backend(match.backends, self._rng)
+        if backend is None:
+            raise _NoBackendError("no backends")
+        return backend, self._resolve(backend)
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        found = self._match(request.path)
+        if found is None:
             return web.Response(status=404, text=f"no route for {request.path}")
+        match, key = found
         if not self._authorised(request, match):
             return web.json_response(
                 {"error": {"message": "a valid API key is required", "type": "Unauthorized"}},
                 status=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        backend = pick_backend(match.backends, self._rng)
-        if backend is None:
-            return web.Response(status=503, text="no backends")
-        try:
-            base = self._resolve(backend)
-        except _NoBackendError as exc:
-            return web.Response(status=503, text=f"no healthy upstream: {exc}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + requested_wait(request.headers)
+        with contextlib.ExitStack() as stack:
+            holding = False
+            while True:
+                try:
+                    backend, base = self._choose(match)
+                    break
+                except _NoBackendError as exc:
+                    if loop.time() >= deadline:
+                        if holding:
+                            self.waiting.timed_out(key)
+                        return web.Response(status=503, text=f"no healthy upstream: {exc}")
+                if not holding:
+                    # Held until a backend is Ready (scale from zero) or the wait runs out.
+                    stack.enter_context(self.waiting.hold(key))
+                    holding = True
+                await asyncio.sleep(min(_HOLD_POLL_SECONDS, max(0.0, deadline - loop.time())))
+                again = self._match(request.path)
+                if again is None:
+                    return web.Response(status=404, text=f"no route for {request.path}")
+                match = again[0]
         path = rewrite_path(request.path, match, backend.rewrite or match.rewrite)
         return await self._proxy(request, base, path, self._upstream_token(backend))
 

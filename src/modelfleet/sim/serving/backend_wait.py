@@ -1,0 +1,103 @@
+"""Requests held at the simulated gateway while their route has no Ready backend (scale from
+zero), and the gateway's own ``/metrics`` counting them per route and service, as an activator
+(Knative's, or KEDA's HTTP add-on interceptor) does in front of a service scaled to zero.
+
+A client opts in per request with the ``x-modelfleet-wait-for-backend: <seconds>`` header
+(capped at :data:`MAX_WAIT_SECONDS`); without it the gateway answers 503 at once, as before.
+
+Development/test emulator only. Pure bookkeeping: no I/O; the plane does the waiting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_WAIT_SECONDS",
+    "WAITING_METRIC",
+    "WAIT_HEADER",
+    "RouteKey",
+    "WaitingRequests",
+    "requested_wait",
+]
+
+WAIT_HEADER = "x-modelfleet-wait-for-backend"
+MAX_WAIT_SECONDS = 600.0
+WAITING_METRIC = "gateway_requests_waiting_for_backend"
+_HELD = "gateway_requests_held_total"
+_TIMED_OUT = "gateway_requests_wait_timeouts_total"
+
+
+@dataclass(frozen=True, order=True)
+class RouteKey:
+    """An HTTPRoute and the ModelService it routes for (its ``modelfleet.dev/service`` label,
+    empty for routes modelfleet did not make)."""
+
+    namespace: str
+    route: str
+    service: str = ""
+
+    def labels(self) -> str:
+        return f'namespace="{self.namespace}",route="{self.route}",service="{self.service}"'
+
+
+def requested_wait(headers: Mapping[str, str]) -> float:
+    """Seconds the client lets the gateway hold its request (0: do not hold)."""
+    raw = headers.get(WAIT_HEADER, "").strip()
+    try:
+        seconds = float(raw) if raw else 0.0
+    except ValueError:
+        return 0.0
+    if not math.isfinite(seconds) or seconds <= 0:
+        return 0.0
+    return min(seconds, MAX_WAIT_SECONDS)
+
+
+class WaitingRequests:
+    """Held requests per route (a gauge) and how many were held and timed out (counters)."""
+
+    def __init__(self) -> None:
+        self._waiting: Counter[RouteKey] = Counter()
+        self._held: Counter[RouteKey] = Counter()
+        self._timed_out: Counter[RouteKey] = Counter()
+
+    def waiting(self, key: RouteKey) -> int:
+        return self._waiting[key]
+
+    @contextmanager
+    def hold(self, key: RouteKey) -> Iterator[None]:
+        self._waiting[key] += 1
+        self._held[key] += 1
+        try:
+            yield
+        finally:
+            self._waiting[key] -= 1
+
+    def timed_out(self, key: RouteKey) -> None:
+        self._timed_out[key] += 1
+
+    def metrics_text(self) -> str:
+        """Prometheus exposition; every route that ever held a request keeps its series (at 0
+        when nothing waits), so a reader can tell "no requests" from "never seen"."""
+        lines = [
+            f"# HELP {WAITING_METRIC} Requests held at the gateway until their route has a "
+            "Ready backend.",
+            f"# TYPE {WAITING_METRIC} gauge",
+        ]
+        keys = sorted(self._held)
+        lines += [f"{WAITING_METRIC}{{{k.labels()}}} {float(self._waiting[k])}" for k in keys]
+        lines += [
+            f"# HELP {_HELD} Requests the gateway held for a backend.",
+            f"# TYPE {_HELD} counter",
+        ]
+        lines += [f"{_HELD}{{{k.labels()}}} {float(self._held[k])}" for k in keys]
+        lines += [
+            f"# HELP {_TIMED_OUT} Held requests answered 503 when their wait ran out.",
+            f"# TYPE {_TIMED_OUT} counter",
+        ]
+        lines += [f"{_TIMED_OUT}{{{k.labels()}}} {float(self._timed_out[k])}" for k in keys]
+        return "\n".join(lines) + "\n"
