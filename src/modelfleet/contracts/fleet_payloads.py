@@ -44,6 +44,30 @@ class PlaceResponse(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
     rejections: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
+    # The Fleet's change version this answer was decided at; see ``PlacementCheck``.
+    version: int = 0
+
+
+class PlacementCheck(WireModel):
+    """ "Is my placement still current?": whether anything that could change ``namespace/
+    deployment``'s placement happened in the Fleet since ``version`` (a ``PlaceResponse``'s).
+    A deployment whose own spec and desired count are unchanged, and whose check says current,
+    has nothing to ask the Fleet on a resync (no Update sent)."""
+
+    namespace: str
+    deployment: str
+    version: int
+
+
+class FleetStats(WireModel):
+    """The Fleet's size: what it holds and what its continue-as-new input would weigh."""
+
+    classes: int
+    clusters: int
+    replicas: int
+    version: int
+    state_bytes: int
+    history_events: int
 
 
 class ReleaseRequest(WireModel):
