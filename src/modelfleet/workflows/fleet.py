@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
+        CompactAnswer,
         answer_from_compact,
         cluster_entry,
         cluster_record,
@@ -116,12 +117,12 @@ class FleetWorkflow:
         self._decisions: deque[Decision] = deque(state.decisions, maxlen=MAX_DECISIONS)
         # request ID -> (when answered, the answer); old Fleets carried no time: "now".
         now = workflow.now()
-        self._answered: dict[str, tuple[datetime, PlaceResponse]] = {
+        self._answered: dict[str, tuple[datetime, PlaceResponse | CompactAnswer]] = {
             rid: (now, response) for rid, response in state.answered.items()
         }
-        self._answered.update(
-            {rid: (a.at, answer_from_compact(a)) for rid, a in state.remembered.items()}
-        )
+        # Carried answers stay compact until a retry asks for one: expanding 32 answers of 100
+        # replicas each at start-up costs seconds, past the workflow task's deadlock timeout.
+        self._answered.update({rid: (a.at, a) for rid, a in state.remembered.items()})
         self._snapshot: FleetSnapshot | None = None
         self._snapshot_gone: frozenset[str] = frozenset()
         # Change versions (memory only): a PlacementCheck older than this run's start is
@@ -171,7 +172,9 @@ class FleetWorkflow:
             ledger=self._book.compact(),
             decisions=[_trimmed(d) for d in decisions],
             remembered={
-                rid: compact_answer(response, at, rejections=CARRIED_REJECTIONS)
+                rid: response
+                if isinstance(response, CompactAnswer)
+                else compact_answer(response, at, rejections=CARRIED_REJECTIONS)
                 for rid, at, response in recent
             },
             version=self._version,
@@ -184,7 +187,10 @@ class FleetWorkflow:
             clusters=self._clusters,
             replicas={k: self._book.replica(k) for k in self._book.sorted_keys()},
             decisions=list(self._decisions),
-            answered={rid: response for rid, (_, response) in self._answered.items()},
+            answered={
+                rid: answer_from_compact(a) if isinstance(a, CompactAnswer) else a
+                for rid, (_, a) in self._answered.items()
+            },
         )
 
     # --- change tracking -------------------------------------------------------------------
@@ -313,7 +319,11 @@ class FleetWorkflow:
         # Updates with one ID are deduplicated by the server; this also covers a retried
         # activity after the Fleet continued-as-new.
         if request.request_id in self._answered:
-            return self._answered[request.request_id][1]
+            at, answer = self._answered[request.request_id]
+            if isinstance(answer, CompactAnswer):
+                answer = answer_from_compact(answer)
+                self._answered[request.request_id] = (at, answer)
+            return answer
         now = workflow.now()
         stale = {
             name
