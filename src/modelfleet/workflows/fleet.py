@@ -9,10 +9,7 @@ can arrive; decisions are capped. The Fleet continues-as-new on history length a
 (``FleetLimits``), and refuses placements past ``max_replicas`` with a clear summary instead of
 growing its state towards Temporal's 2 MiB payload limit. The scheduler snapshot (and the index
 cached on it) is kept between placements and dropped only when a class, a cluster's spec or a
-scheduling-relevant part of its report changes.
-
-The Fleet runs on its own task queue (``worker.runner.fleet_task_queue``) so that rollout work
-never queues in front of it.
+scheduling-relevant part of its report changes. It runs on its own task queue. See docs/fleet.md.
 
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
 scheduler it runs is a pure function.
@@ -431,11 +428,13 @@ class FleetWorkflow:
         ``check.version``: its replicas, the clusters they are on and the class catalog are
         unchanged, and it was not short of capacity (then any change might make room)."""
         owner = (check.namespace, check.deployment)
+        if owner in self._short:
+            return False
         if check.version == self._version:
             return True
         if check.version < self._horizon or check.version > self._version:
             return False
-        if owner in self._short or self._catalog_version > check.version:
+        if self._catalog_version > check.version:
             return False
         if self._deployment_version.get(owner, 0) > check.version:
             return False
