@@ -15,11 +15,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from modelfleet.contracts.activity_names import (
     FLEET_PLACE,
+    FLEET_PLACEMENT_CURRENT,
     FLEET_PUBLISH_CLUSTER,
     FLEET_RELEASE,
     FLEET_REPLICAS_ON,
 )
 from modelfleet.contracts.fleet_payloads import (
+    PlacementCheck,
     PlaceRequest,
     PlaceResponse,
     PublishRequest,
@@ -75,3 +77,11 @@ class FleetActivities:
     async def replicas_on(self, cluster: str) -> list[str]:
         names: list[str] = await self._fleet().query("replicas_on", cluster, result_type=list[str])
         return names
+
+    @activity.defn(name=FLEET_PLACEMENT_CURRENT)
+    async def placement_current(self, check: PlacementCheck) -> bool:
+        """Whether a deployment's last placement is still current (a query: no Fleet history,
+        no Update slot). A deployment whose own spec is unchanged skips ``fleet.place`` when
+        this says True."""
+        current: bool = await self._fleet().query("placement_current", check, result_type=bool)
+        return current

@@ -48,6 +48,30 @@ class PlaceResponse(WireModel):
     # Rendering settings of the clusters the answer's replicas are on, where a cluster sets its
     # own (pool labels, gateway, namespace mode); absent clusters use the worker's defaults.
     facts: dict[str, ClusterFacts] = Field(default_factory=dict)
+    # The Fleet's change version this answer was decided at; see ``PlacementCheck``.
+    version: int = 0
+
+
+class PlacementCheck(WireModel):
+    """ "Is my placement still current?": whether anything that could change ``namespace/
+    deployment``'s placement happened in the Fleet since ``version`` (a ``PlaceResponse``'s).
+    A deployment whose own spec and desired count are unchanged, and whose check says current,
+    has nothing to ask the Fleet on a resync (no Update sent)."""
+
+    namespace: str
+    deployment: str
+    version: int
+
+
+class FleetStats(WireModel):
+    """The Fleet's size: what it holds and what its continue-as-new input would weigh."""
+
+    classes: int
+    clusters: int
+    replicas: int
+    version: int
+    state_bytes: int
+    history_events: int
 
 
 class ReleaseRequest(WireModel):

@@ -10,29 +10,53 @@ that workflow's state.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.cloud_payloads import ProvisioningState
 from modelfleet.contracts.fleet_payloads import PlaceResponse
+from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
 from modelfleet.contracts.status import ClusterRecord, Decision, ReplicaPhase
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 
 
+class FleetLimits(WireModel):
+    """When the Fleet continues-as-new, and how much it may hold (see ``workflows.fleet``)."""
+
+    # History length and bytes past which the Fleet continues-as-new: replaying ~2,000 events
+    # (~400 placements) after a cache eviction stays a few seconds, far below the task timeout.
+    max_history_events: int = 2_000
+    max_history_bytes: int = 8 * 1024 * 1024
+    # The ledger's size guard: the compact state costs ~40-60 bytes per replica, so this keeps
+    # the continue-as-new input near 1 MiB at most, well under Temporal's 2 MiB payload limit.
+    max_replicas: int = 20_000
+
+
 class FleetState(WireModel):
-    """The Fleet workflow's whole state, carried across continue-as-new."""
+    """The Fleet workflow's whole state, carried across continue-as-new.
+
+    ``clusters``, ``replicas`` and ``answered`` are the full-object form written by Fleets that
+    predate the compact state; they are read (and converted) but no longer written."""
 
     classes: dict[str, InferenceClass] = {}
     clusters: dict[str, ClusterRecord] = {}
     replicas: dict[str, ModelReplica] = {}
     decisions: list[Decision] = []
     answered: dict[str, PlaceResponse] = {}
+    # The compact form (see ``contracts.fleet_state``).
+    cluster_entries: dict[str, ClusterEntry] = {}
+    layouts: dict[str, list[Any]] = {}
+    ledger: CompactLedger | None = None
+    remembered: dict[str, CompactAnswer] = {}
+    version: int = 0
 
 
 class FleetInput(WireModel):
     state: FleetState | None = None
+    limits: FleetLimits = FleetLimits()
 
 
 class ClusterInput(WireModel):

@@ -35,16 +35,44 @@ from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
 
+# Per cluster, its pools charged with every replica on it: a caller that keeps these between
+# placements (the Fleet) drops a cluster's entry whenever a replica is added to or removed from
+# it, and all of them whenever the snapshot changes.
+LedgerCache = dict[str, dict[str, PoolLedger]]
+
 
 def build_ledger(
     fleet: FleetIndex,
-    replicas_by_cluster: Mapping[str, Sequence[ModelReplica]],
+    replicas_by_cluster: Mapping[str, Collection[ModelReplica]],
     evaluator: SelectorEvaluator,
+    *,
+    cache: LedgerCache | None = None,
+    uncacheable: Collection[str] = (),
 ) -> Ledger:
     """A ledger that charges every replica's stamped shape to its pinned pools, cluster by
-    cluster as the fill looks at them. Replicas on pools no longer published use nothing."""
+    cluster as the fill looks at them. Replicas on pools no longer published use nothing.
+
+    With a ``cache``, a cluster charged once is copied from it afterwards instead of charged
+    again; ``uncacheable`` clusters (where ``replicas_by_cluster`` is not everything running
+    there, e.g. without this deployment's removed replicas) neither read nor fill it. A cached
+    pool is the same state a fresh charge gives, so placements do not depend on the cache."""
 
     def load_cluster(ledger: Ledger, name: str) -> None:
+        cacheable = cache is not None and name not in uncacheable
+        cached = cache.get(name) if cache is not None and cacheable else None
+        if cached is not None:
+            for pool_name, state in cached.items():
+                ledger.replace((name, pool_name), state.copy())
+            return
+        _charge_cluster(ledger, name)
+        if cache is not None and cacheable:
+            cluster = fleet.by_name[name]
+            cache[name] = {
+                p.name: ledger.pool((name, p.name), p.shape.capacity, p.nodes).copy()
+                for p in cluster.pools
+            }
+
+    def _charge_cluster(ledger: Ledger, name: str) -> None:
         cluster = fleet.by_name[name]
         for replica in replicas_by_cluster.get(name, ()):
             for engine in replica.spec.engines:

@@ -22,6 +22,7 @@ from modelfleet.api.clusters import InferenceCluster, Taint, TaintEffect
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import avoided_reason
+from modelfleet.scheduling.fill import LedgerCache
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.snapshot import (
     ClusterSnapshot,
@@ -106,6 +107,9 @@ def place_in_fleet(
     gone: Collection[str] = (),
     avoid: Mapping[str, str] | None = None,
     evaluator: SelectorEvaluator | None = None,
+    snapshot: FleetSnapshot | None = None,
+    indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
+    ledger_cache: LedgerCache | None = None,
 ) -> Placement:
     """Where ``deployment``'s ``desired`` replicas run, given every placed replica in the fleet.
 
@@ -114,11 +118,23 @@ def place_in_fleet(
     cluster appears in the rejections with that reason, even when all replicas fit elsewhere,
     so the deployment's status can say why it is not used. Pass one ``evaluator`` across calls
     to reuse compiled selectors.
+
+    A caller that keeps ``live_snapshot(classes, clusters, gone=gone)`` between placements
+    passes it as ``snapshot`` (its index is cached on it, see ``scheduling.index``), and one that
+    keeps its replicas indexed passes ``indexed`` (see ``placement.place``).
     """
     avoid = avoid or {}
-    snapshot = live_snapshot(classes, clusters, gone=gone)
+    if snapshot is None:
+        snapshot = live_snapshot(classes, clusters, gone=gone)
     result = place(
-        deployment, snapshot, replicas, desired=desired, evaluator=evaluator, avoid=avoid
+        deployment,
+        snapshot,
+        replicas,
+        desired=desired,
+        evaluator=evaluator,
+        avoid=avoid,
+        indexed=indexed,
+        ledger_cache=ledger_cache,
     )
     unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
     if not unexplained:

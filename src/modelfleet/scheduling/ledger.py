@@ -150,6 +150,10 @@ class Ledger:
             if self._load_cluster is not None and cluster not in self._loaded:
                 self._loaded.add(cluster)
                 self._load_cluster(self, cluster)
+                # The loader may have settled this pool itself (from a cache).
+                pool = self._pools.get(key)
+                if pool is not None:
+                    return pool
             pool = PoolLedger.empty(capacity, nodes)
             for group in sorted(self._pending.pop(key, ()), key=_charge_order):
                 pool.overflow += group.pods - pool.take(group)

@@ -17,8 +17,8 @@ charge the ledger with every replica that stays, then fill (``fill``). Where we 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections import ChainMap, Counter, defaultdict
+from collections.abc import Collection, Mapping, Sequence
 
 from pydantic import Field
 
@@ -26,10 +26,10 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
-from modelfleet.scheduling.fill import build_ledger, fill
+from modelfleet.scheduling.fill import LedgerCache, build_ledger, fill
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
-from modelfleet.scheduling.retain import Victim, VictimReason, retain, scale_down
+from modelfleet.scheduling.retain import Retained, Victim, VictimReason, retain, scale_down
 from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import stamp_replica
 
@@ -91,6 +91,8 @@ def place(
     desired: int | None = None,
     fill_missing: bool = True,
     avoid: Mapping[str, str] | None = None,
+    indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
+    ledger_cache: LedgerCache | None = None,
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
@@ -101,10 +103,20 @@ def place(
     failed there), each with the reason reported for it; replicas already there stay.
     ``fill_missing=False`` keeps and scales down but places nothing new (e.g. while the model
     cache is unresolved). Pass one ``evaluator`` across calls to reuse its CEL memo.
+
+    ``indexed`` replaces ``existing`` for a caller that keeps the fleet's replicas indexed (the
+    Fleet workflow): (this deployment's replicas, every replica by cluster). It saves the pass
+    over every replica in the fleet that ``existing`` costs. ``ledger_cache`` keeps charged
+    pools between calls (see ``fill.build_ledger``).
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
-    ours, others_by_cluster = _partition(deployment, existing)
+    others_by_cluster: Mapping[str, Collection[ModelReplica]]
+    if indexed is None:
+        ours, others_by_cluster = _partition(deployment, existing)
+    else:
+        ours = sorted(indexed[0], key=lambda r: r.name)
+        others_by_cluster = indexed[1]
     result = Placement(namespace=deployment.namespace, deployment=deployment.name, desired=want)
 
     problem = _selector_problem(deployment)
@@ -138,9 +150,8 @@ def place(
     missing = want - len(kept)
     if missing > 0 and fill_missing:
         # Our removed replicas free their capacity; kept ones are charged as stamped.
-        charged = others_by_cluster
-        for r in kept:
-            charged[r.cluster_name].append(r.replica)
+        charged = _charged(deployment, others_by_cluster, ours, kept)
+        mine = {r.spec.cluster_name for r in ours} | {r.cluster_name for r in kept}
         outcome = fill(
             deployment,
             plans=plans,
@@ -151,7 +162,7 @@ def place(
             taken=[(r.cluster_name, r.index) for r in kept]
             + [(v.replica.spec.cluster_name, v.replica.spec.index) for v in victims],
             load=Counter(r.cluster_name for r in kept),
-            ledger=build_ledger(index, charged, evaluator),
+            ledger=build_ledger(index, charged, evaluator, cache=ledger_cache, uncacheable=mine),
             matcher=matcher,
         )
         result.placed = [
@@ -180,6 +191,27 @@ def _partition(
             others[spec.cluster_name].append(replica)
     ours.sort(key=lambda r: r.name)
     return ours, others
+
+
+def _charged(
+    deployment: ModelDeployment,
+    by_cluster: Mapping[str, Collection[ModelReplica]],
+    ours: Sequence[ModelReplica],
+    kept: Sequence[Retained],
+) -> Mapping[str, Collection[ModelReplica]]:
+    """What runs per cluster once this pass is done: everyone else's replicas and our kept ones.
+    Only the clusters holding one of ours are copied; the rest is read through."""
+    name, namespace = deployment.name, deployment.namespace
+    override: dict[str, list[ModelReplica]] = {}
+    for cluster in {r.spec.cluster_name for r in ours} | {r.cluster_name for r in kept}:
+        override[cluster] = [
+            r
+            for r in by_cluster.get(cluster, ())
+            if not (r.spec.deployment == name and r.namespace == namespace)
+        ]
+    for r in kept:
+        override[r.cluster_name].append(r.replica)
+    return ChainMap(override, by_cluster)  # type: ignore[arg-type]
 
 
 def _match_labels(deployment: ModelDeployment) -> dict[str, str]:

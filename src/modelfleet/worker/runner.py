@@ -1,6 +1,12 @@
-"""The worker process: one task queue, every workflow type, the Kubernetes and Fleet activities
-built with their adapters, bounded concurrency, structured activity logs (``worker.interceptor``)
-and a graceful shutdown.
+"""The worker process: two task queues, the Kubernetes and Fleet activities built with their
+adapters, bounded concurrency, structured activity logs (``worker.interceptor``) and a graceful
+shutdown.
+
+Slot layout: the main queue (``TASK_QUEUE``) runs every workflow type and all activities; the
+Fleet's own queue (``fleet_task_queue``) runs only the Fleet workflow and the ``fleet.*``
+activities, with its own workflow-task and activity slots, so a rollout's hundreds of workflow
+tasks and Kubernetes calls never queue in front of a placement. The Fleet stays registered on the
+main queue too: a Fleet started before the split keeps running there until it is restarted.
 
 The worker is where credentials live: kubeconfigs are read from its credentials directory by
 the activities, never shipped through Temporal.
@@ -52,15 +58,23 @@ WORKFLOWS = [
     AutoscalerWorkflow,
 ]
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+# The Fleet processes one workflow task at a time anyway; a few slots cover its queries.
+FLEET_WORKFLOW_TASK_SLOTS = 4
+FLEET_ACTIVITY_SLOTS = 16
+
+
+def fleet_task_queue(task_queue: str = TASK_QUEUE) -> str:
+    """The Fleet workflow's own task queue, next to ``task_queue``."""
+    return f"{task_queue}-fleet"
 
 
 async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
-    """Start the singleton Fleet workflow unless it is already running."""
+    """Start the singleton Fleet workflow (on its own task queue) unless it is already running."""
     await client.start_workflow(
         FleetWorkflow.run,
         FleetInput(),
         id=FLEET_ID,
-        task_queue=task_queue,
+        task_queue=fleet_task_queue(task_queue),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary="Fleet: class catalog, cluster capacity and the allocation ledger",
     )
@@ -73,9 +87,10 @@ def build_worker(
     task_queue: str = TASK_QUEUE,
     max_concurrent_activities: int = 32,
     executor: ThreadPoolExecutor | None = None,
+    fleet: FleetActivities | None = None,
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
-    fleet = FleetActivities(client)
+    fleet = fleet or FleetActivities(client)
     scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
     serving = ServingActivities(client, credentials_dir)
     # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
@@ -110,6 +125,7 @@ def build_worker(
             stack.verify,
             stack.install,
             *cloud.all(),
+            fleet.placement_current,
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
@@ -117,6 +133,31 @@ def build_worker(
         interceptors=[ActivityLogInterceptor()],
     )
     return worker, kube
+
+
+def build_fleet_worker(
+    client: Client, *, task_queue: str = TASK_QUEUE, fleet: FleetActivities | None = None
+) -> Worker:
+    """The worker of the Fleet's own queue: the Fleet workflow and the ``fleet.*`` activities
+    (for callers that route them there), with slots of their own. Pass the main worker's
+    ``fleet`` activities so the process keeps one bound on its Updates to the Fleet."""
+    fleet = fleet or FleetActivities(client)
+    return Worker(
+        client,
+        task_queue=fleet_task_queue(task_queue),
+        workflows=[FleetWorkflow],
+        activities=[
+            fleet.place,
+            fleet.release,
+            fleet.publish_cluster,
+            fleet.replicas_on,
+            fleet.placement_current,
+        ],
+        max_concurrent_workflow_tasks=FLEET_WORKFLOW_TASK_SLOTS,
+        max_concurrent_activities=FLEET_ACTIVITY_SLOTS,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=[ActivityLogInterceptor()],
+    )
 
 
 async def run_worker(
@@ -129,11 +170,14 @@ async def run_worker(
 ) -> None:
     """Run until ``stop`` is set, then shut down gracefully."""
     await ensure_fleet(client, task_queue)
+    # One FleetActivities for both workers: one bound on this process's Updates to the Fleet.
+    fleet = FleetActivities(client)
     worker, kube = build_worker(
         client,
         credentials_dir,
         task_queue=task_queue,
         max_concurrent_activities=max_concurrent_activities,
+        fleet=fleet,
     )
     fields = {
         "task_queue": task_queue,
@@ -142,8 +186,10 @@ async def run_worker(
         "identity": client.identity,
         "credentials_dir": str(credentials_dir),
     }
+    fleet_worker = build_fleet_worker(client, task_queue=task_queue, fleet=fleet)
+    fields["fleet_task_queue"] = fleet_task_queue(task_queue)
     try:
-        async with worker:
+        async with worker, fleet_worker:
             # The wording is relied on by tests/integration/crash_env.py (start detection).
             log.info("worker polling task queue %s", task_queue, extra={"fields": fields})
             await stop.wait()

@@ -2,6 +2,15 @@
 capacity and readiness, and the ledger of placed replicas. Placement and release are Updates, so
 two deployments placing at once are serialised here and can never double-book a pool.
 
+State stays small and bounded (issue 11): replicas live in a :class:`FleetBook` whose compact
+rows are what continue-as-new carries; clusters travel as spec-without-defaults records;
+remembered placement answers are kept only for the window in which a retried ``fleet.place``
+can arrive; decisions are capped. The Fleet continues-as-new on history length and bytes
+(``FleetLimits``), and refuses placements past ``max_replicas`` with a clear summary instead of
+growing its state towards Temporal's 2 MiB payload limit. The scheduler snapshot (and the index
+cached on it) is kept between placements and dropped only when a class, a cluster's spec or a
+scheduling-relevant part of its report changes. It runs on its own task queue. See docs/fleet.md.
+
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
 scheduler it runs is a pure function.
 """
@@ -10,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -18,27 +28,58 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
-    from modelfleet.api.deployments import ModelReplica
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
+        FleetStats,
+        PlacementCheck,
         PlaceRequest,
         PlaceResponse,
         ReleaseRequest,
         ReplicaRemoval,
     )
+    from modelfleet.contracts.fleet_state import (
+        ClusterEntry,
+        CompactAnswer,
+        answer_from_compact,
+        cluster_entry,
+        cluster_record,
+        compact_answer,
+    )
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
-    from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+    from modelfleet.contracts.workflow_inputs import (
+        FleetInput,
+        FleetState,
+    )
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
-    from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
+    from modelfleet.scheduling.fill import LedgerCache
+    from modelfleet.scheduling.fleet_placement import (
+        ObservedCluster,
+        live_snapshot,
+        place_in_fleet,
+    )
+    from modelfleet.scheduling.snapshot import FleetSnapshot
     from modelfleet.workflows import search
+    from modelfleet.workflows.fleet_book import FleetBook, replica_key
     from modelfleet.workflows.ids import deployment_id
 
 # Bounded memory: a long-lived workflow must not grow without limit.
 MAX_DECISIONS = 500
 MAX_REMEMBERED_REQUESTS = 200
+# Carried across continue-as-new: the latest decisions (rejections capped, one per cluster at
+# 1,000 clusters would be ~60 KB each) and the answers a retried ``fleet.place`` can still ask
+# for. The activity's attempts are 30 s apart at most (timeout) plus a 10 s backoff, so an
+# answer older than the window has been received or will be re-asked as a fresh placement.
+CARRIED_DECISIONS = 50
+CARRIED_REJECTIONS = 20
+CARRIED_ANSWERS = 32
+RETRY_WINDOW = timedelta(minutes=15)
+# Fleets recorded before this patch carry full objects and continue-as-new only when the server
+# suggests it; new runs write the compact state and also continue-as-new on FleetLimits. The
+# marker keeps their golden histories replaying (the extra continue-as-new is a new command).
+COMPACT_STATE_PATCH = "fleet-compact-state"
 # A cluster NotReady for longer than this loses its replicas to re-placement.
 NOT_READY_GRACE = timedelta(minutes=5)
 # Reported for an avoided cluster when the request does not say why.
@@ -54,33 +95,143 @@ class FleetWorkflow:
     @workflow.init
     def __init__(self, arg: FleetInput) -> None:
         state = arg.state or FleetState()
+        self._limits = arg.limits
+        self._compact = False  # decided by the patch marker in run()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
         self._clusters: dict[str, ClusterRecord] = dict(state.clusters)
-        self._replicas: dict[str, ModelReplica] = dict(state.replicas)
+        self._clusters.update(
+            {
+                name: cluster_record(entry, state.layouts)
+                for name, entry in state.cluster_entries.items()
+            }
+        )
+        # Each cluster's compact form, made when it changes rather than all at continue-as-new.
+        self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {}
+        self._ledger_cache: LedgerCache = {}
+        if state.ledger is not None:
+            self._book = FleetBook.from_compact(state.ledger)
+        else:
+            self._book = FleetBook.from_replicas(state.replicas.values())
         self._decisions: deque[Decision] = deque(state.decisions, maxlen=MAX_DECISIONS)
-        self._answered: dict[str, PlaceResponse] = dict(state.answered)
+        # request ID -> (when answered, the answer); old Fleets carried no time: "now".
+        now = workflow.now()
+        self._answered: dict[str, tuple[datetime, PlaceResponse | CompactAnswer]] = {
+            rid: (now, response) for rid, response in state.answered.items()
+        }
+        # Carried answers stay compact until a retry asks for one: expanding 32 answers of 100
+        # replicas each at start-up costs seconds, past the workflow task's deadlock timeout.
+        self._answered.update({rid: (a.at, a) for rid, a in state.remembered.items()})
+        self._snapshot: FleetSnapshot | None = None
+        self._snapshot_gone: frozenset[str] = frozenset()
+        # Change versions (memory only): a PlacementCheck older than this run's start is
+        # answered "changed", so nothing needs carrying.
+        self._version = state.version + 1
+        self._horizon = self._version
+        self._catalog_version = self._version
+        self._cluster_version: dict[str, int] = {}
+        self._deployment_version: dict[tuple[str, str], int] = {}
+        self._short: set[tuple[str, str]] = set()
 
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
+        self._compact = workflow.patched(COMPACT_STATE_PATCH)
         workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
-        await workflow.wait_condition(lambda: workflow.info().is_continue_as_new_suggested())
+        await workflow.wait_condition(self._should_continue_as_new)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(FleetInput(state=self._state()))
+        if self._compact:
+            workflow.continue_as_new(FleetInput(state=self._state(), limits=self._limits))
+        workflow.continue_as_new(FleetInput(state=self._legacy_state()))
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        if info.is_continue_as_new_suggested():
+            return True
+        if not self._compact:
+            return False
+        return (
+            info.get_current_history_length() >= self._limits.max_history_events
+            or info.get_current_history_size() >= self._limits.max_history_bytes
+        )
 
     def _state(self) -> FleetState:
+        """The compact state (see ``contracts.fleet_state``)."""
+        now = workflow.now()
+        recent = [
+            (rid, at, response)
+            for rid, (at, response) in self._answered.items()
+            if now - at <= RETRY_WINDOW
+        ][-CARRIED_ANSWERS:]
+        decisions = list(self._decisions)[-CARRIED_DECISIONS:]
+        entries = {name: self._entry(name) for name in sorted(self._clusters)}
+        return FleetState(
+            classes=self._classes,
+            cluster_entries={name: entry for name, (entry, _, _) in entries.items()},
+            layouts={key: layout for _, key, layout in entries.values()},
+            ledger=self._book.compact(),
+            decisions=[_trimmed(d) for d in decisions],
+            remembered={
+                rid: response
+                if isinstance(response, CompactAnswer)
+                else compact_answer(response, at, rejections=CARRIED_REJECTIONS)
+                for rid, at, response in recent
+            },
+            version=self._version,
+        )
+
+    def _legacy_state(self) -> FleetState:
+        """The full-object state, for a run replayed from before the compact state."""
         return FleetState(
             classes=self._classes,
             clusters=self._clusters,
-            replicas=self._replicas,
+            replicas={k: self._book.replica(k) for k in self._book.sorted_keys()},
             decisions=list(self._decisions),
-            answered=self._answered,
+            answered={
+                rid: answer_from_compact(a) if isinstance(a, CompactAnswer) else a
+                for rid, (_, a) in self._answered.items()
+            },
         )
+
+    # --- change tracking -------------------------------------------------------------------
+
+    def _bump(self) -> int:
+        self._version += 1
+        return self._version
+
+    def _entry(self, name: str) -> tuple[ClusterEntry, str, list[Any]]:
+        entry = self._entries.get(name)
+        if entry is None:
+            entry = self._entries[name] = cluster_entry(self._clusters[name])
+        return entry
+
+    def _cluster_changed(self, name: str) -> None:
+        self._cluster_version[name] = self._bump()
+        self._entries.pop(name, None)
+        self._snapshot = None
+
+    def _catalog_changed(self) -> None:
+        self._catalog_version = self._bump()
+        self._snapshot = None
+
+    def _live_snapshot(self, gone: set[str]) -> FleetSnapshot:
+        """The scheduler's view, rebuilt only after a change (or a change of ``gone``)."""
+        frozen = frozenset(gone)
+        if self._snapshot is None or frozen != self._snapshot_gone:
+            self._snapshot = live_snapshot(
+                self._classes,
+                {name: _observed(record) for name, record in self._clusters.items()},
+                gone=frozen,
+            )
+            self._snapshot_gone = frozen
+            self._ledger_cache.clear()
+        return self._snapshot
 
     # --- catalog ---------------------------------------------------------------------------
 
     @workflow.update
     def put_class(self, cls: InferenceClass) -> None:
-        self._classes[cls.name] = cls
+        if self._classes.get(cls.name) != cls:
+            self._classes[cls.name] = cls
+            self._catalog_changed()
 
     @put_class.validator
     def _check_class(self, cls: InferenceClass) -> None:
@@ -105,7 +256,8 @@ class FleetWorkflow:
                 f"InferenceClass {name} is used by clusters: {', '.join(users)}",
                 non_retryable=True,
             )
-        self._classes.pop(name, None)
+        if self._classes.pop(name, None) is not None:
+            self._catalog_changed()
 
     # --- clusters --------------------------------------------------------------------------
 
@@ -114,17 +266,23 @@ class FleetWorkflow:
         record = self._clusters.get(cluster.name)
         if record is None:
             self._clusters[cluster.name] = ClusterRecord(spec=cluster)
+        elif record.spec == cluster:
+            return
         else:
             record.spec = cluster
+        self._cluster_changed(cluster.name)
 
     @workflow.update
     async def report_cluster(self, report: ClusterReport) -> None:
         record = self._clusters.get(report.name)
         if record is None:
             return  # removed meanwhile; the report is stale
+        before = _observed(record)
         if report.draining and not record.draining:
             record.draining = True
+            self._cluster_changed(report.name)
             await self._nudge_deployments_on(report.name)
+        self._entries.pop(report.name, None)
         was_ready = record.ready
         record.ready = report.ready
         record.reason = report.reason
@@ -134,16 +292,12 @@ class FleetWorkflow:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
             record.not_ready_since = workflow.now()
+        if _observed(record) != before:
+            self._cluster_changed(report.name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
         """Ask every deployment with a replica on ``cluster`` to reconcile now."""
-        owners = sorted(
-            {
-                (r.namespace, r.spec.deployment)
-                for r in self._replicas.values()
-                if r.spec.cluster_name == cluster
-            }
-        )
+        owners = sorted(self._book.owners_on(cluster))
         for namespace, name in owners:
             handle = workflow.get_external_workflow_handle(deployment_id(namespace, name))
             # A deployment that is gone has nothing to move.
@@ -152,13 +306,14 @@ class FleetWorkflow:
 
     @workflow.query
     def replicas_on(self, cluster: str) -> list[str]:
-        return sorted(k for k, r in self._replicas.items() if r.spec.cluster_name == cluster)
+        return sorted(self._book.keys_on(cluster))
 
     @workflow.update
     def remove_cluster(self, name: str) -> list[str]:
         """Forget a cluster; returns the replicas that were still placed on it."""
-        self._clusters.pop(name, None)
-        return sorted(k for k, r in self._replicas.items() if r.spec.cluster_name == name)
+        if self._clusters.pop(name, None) is not None:
+            self._cluster_changed(name)
+        return sorted(self._book.keys_on(name))
 
     # --- placement -------------------------------------------------------------------------
 
@@ -167,7 +322,11 @@ class FleetWorkflow:
         # Updates with one ID are deduplicated by the server; this also covers a retried
         # activity after the Fleet continued-as-new.
         if request.request_id in self._answered:
-            return self._answered[request.request_id]
+            at, answer = self._answered[request.request_id]
+            if isinstance(answer, CompactAnswer):
+                answer = answer_from_compact(answer)
+                self._answered[request.request_id] = (at, answer)
+            return answer
         now = workflow.now()
         stale = {
             name
@@ -175,8 +334,17 @@ class FleetWorkflow:
             if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
         }
         response = self._place(request, gone=stale)
+        owner = (request.deployment.namespace, request.deployment.name)
+        if response.placed:
+            self._deployment_version[owner] = self._bump()
         for replica in response.placed:
-            self._replicas[_key(replica.namespace, replica.name)] = replica
+            self._book.add(replica)
+            self._ledger_cache.pop(replica.spec.cluster_name, None)
+        if response.summary:
+            self._short.add(owner)
+        else:
+            self._short.discard(owner)
+        response.version = self._version
         self._remember(request.request_id, response)
         self._decisions.append(
             Decision(
@@ -193,20 +361,37 @@ class FleetWorkflow:
         return response
 
     def _place(self, request: PlaceRequest, *, gone: set[str]) -> PlaceResponse:
+        deployment = request.deployment
+        ours = self._book.replicas_of((deployment.namespace, deployment.name))
+        desired = request.desired
+        room = self._limits.max_replicas - len(self._book) + len(ours)
+        if desired > room and self._compact:
+            # The size guard: past it the continue-as-new input would approach 2 MiB.
+            desired = max(room, 0)
         placement = place_in_fleet(
-            request.deployment,
-            desired=request.desired,
+            deployment,
+            desired=desired,
             classes=self._classes,
-            clusters={name: _observed(record) for name, record in self._clusters.items()},
-            replicas=list(self._replicas.values()),
+            clusters={},
+            replicas=(),
             gone=gone,
             avoid={
                 c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON)
                 for c in request.avoid_clusters
             },
             evaluator=_EVALUATOR,
+            snapshot=self._live_snapshot(gone),
+            indexed=(ours, self._book.by_cluster),
+            ledger_cache=self._ledger_cache,
         )
         on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
+        summary = placement.summary
+        if desired < request.desired:
+            summary = (
+                f"the Fleet holds {len(self._book)} replicas, its limit "
+                f"({self._limits.max_replicas}); shard the fleet to place more"
+            )
+            placement = placement.model_copy(update={"summary": summary})
         return PlaceResponse(
             facts={
                 name: cluster_facts(self._clusters[name].spec)
@@ -231,7 +416,7 @@ class FleetWorkflow:
             raise InvalidResourceError(request.deployment.ref, errors)
 
     def _remember(self, request_id: str, response: PlaceResponse) -> None:
-        self._answered[request_id] = response
+        self._answered[request_id] = (workflow.now(), response)
         while len(self._answered) > MAX_REMEMBERED_REQUESTS:
             self._answered.pop(next(iter(self._answered)))
 
@@ -239,9 +424,34 @@ class FleetWorkflow:
     def release(self, request: ReleaseRequest) -> int:
         released = 0
         for name in request.replicas:
-            if self._replicas.pop(_key(request.namespace, name), None) is not None:
+            removed = self._book.remove(replica_key(request.namespace, name))
+            if removed is not None:
                 released += 1
+                owner, cluster = removed
+                self._ledger_cache.pop(cluster, None)
+                self._deployment_version[owner] = self._bump()
+                # Freed capacity there may change where others' replicas go.
+                self._cluster_version[cluster] = self._version
         return released
+
+    @workflow.query
+    def placement_current(self, check: PlacementCheck) -> bool:
+        """Whether nothing that could change this deployment's placement happened since
+        ``check.version``: its replicas, the clusters they are on and the class catalog are
+        unchanged, and it was not short of capacity (then any change might make room)."""
+        owner = (check.namespace, check.deployment)
+        if owner in self._short:
+            return False
+        if check.version == self._version:
+            return True
+        if check.version < self._horizon or check.version > self._version:
+            return False
+        if self._catalog_version > check.version:
+            return False
+        if self._deployment_version.get(owner, 0) > check.version:
+            return False
+        clusters = self._book.clusters_of(owner)
+        return all(self._cluster_version.get(c, 0) <= check.version for c in clusters)
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -250,7 +460,19 @@ class FleetWorkflow:
         return FleetView(
             classes=sorted(self._classes),
             clusters=[self._clusters[k] for k in sorted(self._clusters)],
-            replicas=[self._replicas[k] for k in sorted(self._replicas)],
+            replicas=[self._book.replica(k) for k in self._book.sorted_keys()],
+        )
+
+    @workflow.query
+    def stats(self) -> FleetStats:
+        state = self._state() if self._compact else self._legacy_state()
+        return FleetStats(
+            classes=len(self._classes),
+            clusters=len(self._clusters),
+            replicas=len(self._book),
+            version=self._version,
+            state_bytes=len(state.model_dump_json(by_alias=True)),
+            history_events=workflow.info().get_current_history_length(),
         )
 
     @workflow.query
@@ -269,8 +491,21 @@ class FleetWorkflow:
         return mine[-query.limit :]
 
 
-def _key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}"
+def _trimmed(decision: Decision) -> Decision:
+    """A decision as carried across continue-as-new: at most ``CARRIED_REJECTIONS`` cluster
+    reasons and names (its summary still counts them all)."""
+    cap = CARRIED_REJECTIONS
+
+    def names(items: list[str]) -> list[str]:
+        return items if len(items) <= cap else [*items[:cap], f"... and {len(items) - cap} more"]
+
+    return decision.model_copy(
+        update={
+            "rejections": dict(sorted(decision.rejections.items())[:cap]),
+            "placed": names(decision.placed),
+            "victims": names(decision.victims),
+        }
+    )
 
 
 def _observed(record: ClusterRecord) -> ObservedCluster:

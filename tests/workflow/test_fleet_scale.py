@@ -1,0 +1,150 @@
+"""The Fleet workflow holds 10,000 replicas on 1,000 clusters x 8 pools (issue 11, item 1).
+
+Through the real Fleet workflow on the time-skipping test server: the Fleet starts with 1,000
+Ready clusters in its (compact) input, then 100 ``place`` Updates each place 100 one-GPU
+replicas of one deployment. History limits are lowered so that the Fleet continues-as-new
+several times on the way. Checked: every replica placed exactly once, no pool given more GPUs
+than it has, the ledger after the last continue-as-new holds exactly the placed replicas, a
+retried request after a continue-as-new places nothing twice, and every continue-as-new input
+stays far below Temporal's 2 MiB payload limit.
+
+The placements are batched (100 per Update, ``PlaceRequest.desired`` above a deployment's own
+spec as a surge is) so the test runs in well under a minute; the scheduler work per replica is
+the same as one at a time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from fleet_scale_support import (
+    capacity_gpus,
+    classes,
+    cluster_entries,
+    one_gpu_deployment,
+)
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.contracts.fleet_payloads import (
+    FleetStats,
+    PlaceRequest,
+    PlaceResponse,
+    ReleaseRequest,
+)
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
+from modelfleet.workflows.fleet import FleetWorkflow
+
+CLUSTERS = 1_000
+DEPLOYMENTS = 100
+PER_DEPLOYMENT = 100
+STATE_LIMIT = 1024 * 1024  # well under Temporal's 2 MiB payload limit
+
+
+async def place(client: Client, fleet_id: str, request: PlaceRequest) -> PlaceResponse:
+    handle = client.get_workflow_handle(fleet_id)
+    for _ in range(5):
+        try:
+            return await handle.execute_update(FleetWorkflow.place, request, id=request.request_id)
+        except WorkflowUpdateFailedError:
+            raise
+        except Exception as err:  # the run closed under the Update (continue-as-new): retry
+            last = err
+    raise AssertionError(f"place {request.request_id} kept failing: {last}")
+
+
+async def continue_as_new_inputs(client: Client, fleet_id: str, first_run: str) -> list[int]:
+    """Bytes of every continue-as-new input, following the chain of runs from ``first_run``."""
+    sizes = []
+    run_id: str | None = first_run
+    while run_id:
+        history = await client.get_workflow_handle(fleet_id, run_id=run_id).fetch_history()
+        last = history.events[-1]
+        if last.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            break
+        attrs = last.workflow_execution_continued_as_new_event_attributes
+        sizes.append(sum(len(p.data) for p in attrs.input.payloads))
+        run_id = attrs.new_execution_run_id
+    return sizes
+
+
+async def test_fleet_places_10000_replicas_across_continue_as_new(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    client = time_skipping_env.client
+    queue = f"fleet-scale-{uuid.uuid4()}"
+    fleet_id = f"fleet-{uuid.uuid4()}"
+    state = FleetState(classes=classes(), cluster_entries=cluster_entries(CLUSTERS))
+    limits = FleetLimits(max_history_events=120)
+    async with Worker(client, task_queue=queue, workflows=[FleetWorkflow]):
+        handle = await client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(state=state, limits=limits),
+            id=fleet_id,
+            task_queue=queue,
+        )
+        first_run = handle.result_run_id
+        assert first_run is not None
+        requests = [
+            PlaceRequest(
+                request_id=f"req-{i}",
+                deployment=one_gpu_deployment(f"model-{i:03d}", f"team-{i % 7}"),
+                desired=PER_DEPLOYMENT,
+            )
+            for i in range(DEPLOYMENTS)
+        ]
+        placed = []
+        for request in requests:
+            response = await place(client, fleet_id, request)
+            assert len(response.placed) == PER_DEPLOYMENT, response.summary
+            placed += response.placed
+
+        # Every replica exactly once, and no index held twice on a cluster per deployment.
+        names = Counter(f"{r.namespace}/{r.name}" for r in placed)
+        assert len(names) == DEPLOYMENTS * PER_DEPLOYMENT
+        assert max(names.values()) == 1
+        slots = Counter(
+            (r.namespace, r.spec.deployment, r.spec.cluster_name, r.spec.index) for r in placed
+        )
+        assert max(slots.values()) == 1
+        # No pool handed out more GPUs than it has; the first clusters filled up completely.
+        used: Counter[tuple[str, str]] = Counter()
+        for r in placed:
+            for engine in r.spec.engines:
+                for member in engine.members:
+                    gpus = sum(d.count for d in member.device_requests or [])
+                    used[(r.spec.cluster_name, member.node_pool_name)] += gpus
+        capacity = capacity_gpus(CLUSTERS)
+        assert all(used[k] <= capacity[k] for k in used), "a pool is overcommitted"
+        assert any(used[k] == capacity[k] for k in used), "expected some pools to be full"
+
+        stats: FleetStats = await client.get_workflow_handle(fleet_id).query(FleetWorkflow.stats)
+        assert stats.replicas == DEPLOYMENTS * PER_DEPLOYMENT
+        assert stats.clusters == CLUSTERS
+        assert stats.state_bytes < STATE_LIMIT
+
+        sizes = await continue_as_new_inputs(client, fleet_id, first_run)
+        assert len(sizes) >= 3, f"continued-as-new only {len(sizes)} times"
+        assert max(sizes) < STATE_LIMIT, sizes
+
+        # A request answered before the continue-as-new (its answer no longer remembered)
+        # comes again: the ledger already holds its replicas, so nothing is placed twice.
+        again = await place(client, fleet_id, requests[0].model_copy(update={"request_id": "x"}))
+        assert again.placed == []
+        assert len(again.kept) == PER_DEPLOYMENT
+        # The ledger after the last continue-as-new still releases what it placed.
+        first = [r.name for r in placed if r.spec.deployment == "model-000"]
+        released = await client.get_workflow_handle(fleet_id).execute_update(
+            FleetWorkflow.release, ReleaseRequest(namespace="team-0", replicas=first)
+        )
+        assert released == PER_DEPLOYMENT
+        stats = await client.get_workflow_handle(fleet_id).query(FleetWorkflow.stats)
+        assert stats.replicas == (DEPLOYMENTS - 1) * PER_DEPLOYMENT
+        print(
+            f"\n10,000 replicas: {len(sizes)} continue-as-new, inputs {min(sizes)}-{max(sizes)} "
+            f"bytes, state now {stats.state_bytes} bytes"
+        )
+        await client.get_workflow_handle(fleet_id).terminate()
