@@ -14,8 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# At a terminal the environment stays up after the rollout (the UI link works) until Ctrl-C;
+# without one (CI, scripts) `demo --once` exits with the rollout's result.
 run: $(STAMP)
-	$(BIN)/modelfleet demo --once
+	@if [ -t 0 ] && [ -t 1 ] && [ -z "$$CI" ]; then $(BIN)/modelfleet demo; \
+	else $(BIN)/modelfleet demo --once; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -23,11 +23,14 @@ from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.status import FleetView
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, start_dev_server
 from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.workflows.ids import FLEET_ID
 
 
 @dataclass
@@ -88,6 +91,9 @@ async def dev_environment(
             await ensure_fleet(client)
             for resource in sorted(resources, key=lambda r: r.KIND != "InferenceClass"):
                 await apply_resource(client, resource)
+            # "Usable at once": a deployment applied next must find the clusters published,
+            # or its first placement answers "the fleet has no clusters".
+            await _wait_published(client, {c.name for c in existing})
             try:
                 yield DevEnvironment(
                     client, settings, server, fleet, kubeconfig_dir, resources, clouds
@@ -118,3 +124,15 @@ async def _clouds(
         yield clouds
     finally:
         await clouds.stop()
+
+
+async def _wait_published(client: Client, names: set[str], limit: float = 60.0) -> None:
+    """Wait until the Fleet holds every named cluster as Ready (bounded: after ``limit``
+    seconds the environment is handed over anyway, and placement explains what is missing)."""
+    handle = client.get_workflow_handle(FLEET_ID)
+    deadline = asyncio.get_running_loop().time() + limit
+    while asyncio.get_running_loop().time() < deadline:
+        view: FleetView = await handle.query(FleetWorkflow.view)
+        if names <= {c.spec.name for c in view.clusters if c.ready}:
+            return
+        await asyncio.sleep(0.2)
