@@ -16,19 +16,18 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
+from modelfleet.cli.entity_start import update_with_start
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
 from modelfleet.cli.resources import connect_with_worker, is_running, query
 from modelfleet.cli.targets import resolve_namespace
-from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)
@@ -40,24 +39,19 @@ async def apply_autoscaler(
     client: Client, resource: ModelAutoscaler, *, rpc_timeout: timedelta | None = None
 ) -> str:
     """Start (or update) the autoscaler's workflow; returns its workflow ID."""
-    wid = autoscaler_id(resource.namespace, resource.name)
-    await client.execute_update_with_start_workflow(
+    return await update_with_start(
+        client,
         AutoscalerWorkflow.apply,
         resource,
-        start_workflow_operation=WithStartWorkflowOperation(
-            AutoscalerWorkflow.run,
-            AutoscalerInput(spec=resource),
-            id=wid,
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=(
-                f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
-                f"ModelDeployment {resource.spec.scale_target_ref.name}"
-            ),
+        run=AutoscalerWorkflow.run,
+        run_arg=AutoscalerInput(spec=resource),
+        workflow_id=autoscaler_id(resource.namespace, resource.name),
+        summary=(
+            f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
+            f"ModelDeployment {resource.spec.scale_target_ref.name}"
         ),
         rpc_timeout=rpc_timeout,
     )
-    return wid
 
 
 async def fetch(
