@@ -32,7 +32,7 @@ from modelfleet.cli.changes import (
     verdict,
 )
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
-from modelfleet.cli.entity_start import update_with_start
+from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
 from modelfleet.cli.output import (
     EXIT_INVALID,

@@ -22,7 +22,7 @@ from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
-from modelfleet.cli.entity_start import update_with_start
+from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table

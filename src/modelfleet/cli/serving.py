@@ -14,7 +14,7 @@ from temporalio.client import Client
 from modelfleet.activities.serving import directory_update
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
-from modelfleet.cli.entity_start import update_with_start
+from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.workflows.ids import service_id
@@ -73,9 +73,7 @@ async def delete_serving(
 ) -> None:
     if kind == "ModelService":
         handle = client.get_workflow_handle(service_id(namespace, name))
-        await handle.execute_update(ServiceWorkflow.delete)
-        if wait:
-            await handle.result()
+        await delete_entity(handle, ServiceWorkflow.delete, wait=wait)
     elif kind == "ModelEndpoint":
         await directory_update(
             client, "withdraw", EndpointKey(namespace=namespace, name=name), bool

@@ -1,5 +1,6 @@
-"""The one way ``apply`` hands a resource to its entity workflow: update-with-start, so the
-first apply starts the workflow and every later one updates the running workflow in place.
+"""How the CLI writes to entity workflows: ``apply`` hands a resource over with
+update-with-start (the first apply starts the workflow, every later one updates the running
+workflow in place), and ``delete`` sends the workflow its delete update.
 
 Touches only the Temporal client; the callers choose the workflow, its input and its ID.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.contracts.activity_names import TASK_QUEUE
@@ -42,3 +43,10 @@ async def update_with_start(
         rpc_timeout=rpc_timeout,
     )
     return workflow_id
+
+
+async def delete_entity(handle: WorkflowHandle[Any, Any], delete: Any, *, wait: bool) -> None:
+    """Send the workflow its ``delete`` update and, with ``wait``, wait until it has ended."""
+    await handle.execute_update(delete)
+    if wait:
+        await handle.result()
