@@ -66,27 +66,20 @@ def _policy_limit(policy: ScalingPolicy, start: int, *, up: bool) -> int:
     return int(start * (1 - policy.value / 100))
 
 
-def scale_up_limit(history: History, now: datetime, current: int, rules: ResolvedRules) -> int:
+def scale_limit(
+    history: History, now: datetime, current: int, rules: ResolvedRules, *, up: bool
+) -> int:
+    """The furthest one direction's policies let the count move from ``current`` now."""
     if rules.select_policy is SelectPolicy.DISABLED:
         return current
     proposals = []
     for policy in rules.policies:
         added, removed = _changes_within(history, now, policy.period_seconds)
-        proposals.append(_policy_limit(policy, current - added + removed, up=True))
-    pick = min if rules.select_policy is SelectPolicy.MIN else max
-    return pick(proposals)
-
-
-def scale_down_limit(history: History, now: datetime, current: int, rules: ResolvedRules) -> int:
-    if rules.select_policy is SelectPolicy.DISABLED:
-        return current
-    proposals = []
-    for policy in rules.policies:
-        added, removed = _changes_within(history, now, policy.period_seconds)
-        proposals.append(_policy_limit(policy, current - added + removed, up=False))
-    # For scale-down the least change is the highest count.
-    pick = max if rules.select_policy is SelectPolicy.MIN else min
-    return pick(proposals)
+        proposals.append(_policy_limit(policy, current - added + removed, up=up))
+    # Min picks the least change: the lowest count up, the highest count down.
+    least_change = min if up else max
+    most_change = max if up else min
+    return (least_change if rules.select_policy is SelectPolicy.MIN else most_change)(proposals)
 
 
 def limit_rate(
@@ -102,7 +95,7 @@ def limit_rate(
     """The count after rate policies and min/max (HPA's
     ``convertDesiredReplicasWithBehaviorRate``)."""
     if desired > current:
-        limit = max(scale_up_limit(history, now, current, up), current)
+        limit = max(scale_limit(history, now, current, up, up=True), current)
         if current == 0 and up.select_policy is not SelectPolicy.DISABLED:
             # Percent policies cannot grow from zero; scale from zero always gets one replica.
             limit = max(limit, 1)
@@ -114,7 +107,7 @@ def limit_rate(
         if desired > allowed:
             return Limited(allowed, why)
     elif desired < current:
-        limit = min(scale_down_limit(history, now, current, down), current)
+        limit = min(scale_limit(history, now, current, down, up=False), current)
         if minimum < limit:
             allowed = limit
             why = "ScaleDownLimit: shrinking faster than the scale-down policies allow"

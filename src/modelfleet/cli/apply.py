@@ -11,11 +11,9 @@ import typer
 from rich.markup import escape
 from temporalio.client import (
     Client,
-    WithStartWorkflowOperation,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
@@ -34,6 +32,7 @@ from modelfleet.cli.changes import (
     verdict,
 )
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
 from modelfleet.cli.output import (
     EXIT_INVALID,
@@ -48,7 +47,6 @@ from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
 from modelfleet.contracts.accepted import AcceptedInput
-from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
@@ -80,59 +78,44 @@ async def apply_resource(
 ) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
     if held_without_action(resource):
-        wid = accepted_id(resource.KIND, resource.namespace, resource.name)
         document = AcceptedInput(document=resource.to_wire())
-        await client.execute_update_with_start_workflow(
+        return await update_with_start(
+            client,
             AcceptedResourceWorkflow.apply,
             document,
-            start_workflow_operation=WithStartWorkflowOperation(
-                AcceptedResourceWorkflow.run,
-                document,
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"{resource.ref} (accepted, not acted upon)",
-            ),
+            run=AcceptedResourceWorkflow.run,
+            run_arg=document,
+            workflow_id=accepted_id(resource.KIND, resource.namespace, resource.name),
+            summary=f"{resource.ref} (accepted, not acted upon)",
             rpc_timeout=rpc_timeout,
         )
-        return wid
     if isinstance(resource, InferenceClass):
         await client.get_workflow_handle(FLEET_ID).execute_update(
             FleetWorkflow.put_class, resource, rpc_timeout=rpc_timeout
         )
         return FLEET_ID
     if isinstance(resource, InferenceCluster):
-        wid = cluster_id(resource.name)
-        await client.execute_update_with_start_workflow(
+        return await update_with_start(
+            client,
             ClusterWorkflow.apply,
             resource,
-            start_workflow_operation=WithStartWorkflowOperation(
-                ClusterWorkflow.run,
-                ClusterInput(spec=resource),
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"InferenceCluster {resource.name}",
-            ),
+            run=ClusterWorkflow.run,
+            run_arg=ClusterInput(spec=resource),
+            workflow_id=cluster_id(resource.name),
+            summary=f"InferenceCluster {resource.name}",
             rpc_timeout=rpc_timeout,
         )
-        return wid
     if isinstance(resource, ModelDeployment):
-        wid = deployment_id(resource.namespace, resource.name)
-        await client.execute_update_with_start_workflow(
+        return await update_with_start(
+            client,
             DeploymentWorkflow.apply,
             resource,
-            start_workflow_operation=WithStartWorkflowOperation(
-                DeploymentWorkflow.run,
-                DeploymentInput(spec=resource),
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"ModelDeployment {resource.namespace}/{resource.name}",
-            ),
+            run=DeploymentWorkflow.run,
+            run_arg=DeploymentInput(spec=resource),
+            workflow_id=deployment_id(resource.namespace, resource.name),
+            summary=f"ModelDeployment {resource.namespace}/{resource.name}",
             rpc_timeout=rpc_timeout,
         )
-        return wid
     if isinstance(resource, ModelAutoscaler):
         return await apply_autoscaler(client, resource, rpc_timeout=rpc_timeout)
     if resource.KIND in SERVING_KINDS:

@@ -16,19 +16,19 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
+from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
 from modelfleet.cli.resources import connect_with_worker, is_running, query
 from modelfleet.cli.targets import resolve_namespace
-from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)
@@ -40,24 +40,19 @@ async def apply_autoscaler(
     client: Client, resource: ModelAutoscaler, *, rpc_timeout: timedelta | None = None
 ) -> str:
     """Start (or update) the autoscaler's workflow; returns its workflow ID."""
-    wid = autoscaler_id(resource.namespace, resource.name)
-    await client.execute_update_with_start_workflow(
+    return await update_with_start(
+        client,
         AutoscalerWorkflow.apply,
         resource,
-        start_workflow_operation=WithStartWorkflowOperation(
-            AutoscalerWorkflow.run,
-            AutoscalerInput(spec=resource),
-            id=wid,
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=(
-                f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
-                f"ModelDeployment {resource.spec.scale_target_ref.name}"
-            ),
+        run=AutoscalerWorkflow.run,
+        run_arg=AutoscalerInput(spec=resource),
+        workflow_id=autoscaler_id(resource.namespace, resource.name),
+        summary=(
+            f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
+            f"ModelDeployment {resource.spec.scale_target_ref.name}"
         ),
         rpc_timeout=rpc_timeout,
     )
-    return wid
 
 
 async def fetch(
@@ -69,6 +64,24 @@ async def fetch(
     status: AutoscalerStatus = await query(handle, AutoscalerWorkflow.status, what=what)
     decisions: list[Decision] = await query(handle, AutoscalerWorkflow.decisions, limit, what=what)
     return status, decisions
+
+
+def _where(
+    namespace: str | None, address: str | None, temporal_namespace: str | None
+) -> tuple[TemporalSettings, str]:
+    """How to reach Temporal, and the namespace a command is about."""
+    return temporal_settings(address, temporal_namespace), resolve_namespace(namespace).name
+
+
+def _read(
+    s: TemporalSettings, namespace: str, name: str, limit: int
+) -> tuple[AutoscalerStatus, list[Decision]]:
+    """``fetch`` on a fresh client, for a command."""
+
+    async def go() -> tuple[AutoscalerStatus, list[Decision]]:
+        return await fetch(await open_client(s), namespace, name, limit)
+
+    return run_async(go)
 
 
 HISTORY_HEADER = [
@@ -170,13 +183,8 @@ def status(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """The target, bounds, current count and the last decision with its reason."""
-    s = temporal_settings(address, temporal_namespace)
-    ns = resolve_namespace(namespace).name
-
-    async def go() -> tuple[AutoscalerStatus, list[Decision]]:
-        return await fetch(await open_client(s), ns, name, 1)
-
-    st, _ = run_async(go)
+    s, ns = _where(namespace, address, temporal_namespace)
+    st, _ = _read(s, ns, name, 1)
     console.print(
         f"ModelAutoscaler {st.namespace}/{st.name} -> ModelDeployment {st.target}  "
         f"replicas {st.current if st.current is not None else '?'} "
@@ -201,13 +209,8 @@ def history(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """The recent decisions: inputs, recommended, desired and applied counts, and why."""
-    s = temporal_settings(address, temporal_namespace)
-    ns = resolve_namespace(namespace).name
-
-    async def go() -> tuple[AutoscalerStatus, list[Decision]]:
-        return await fetch(await open_client(s), ns, name, limit)
-
-    st, decisions = run_async(go)
+    s, ns = _where(namespace, address, temporal_namespace)
+    st, decisions = _read(s, ns, name, limit)
     print_table(HISTORY_HEADER, history_rows(decisions), flexible=("REASON",))
     if plot is not None:
         if not decisions:
@@ -229,8 +232,7 @@ def delete(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Stop autoscaling; the deployment keeps its current replica count."""
-    s = temporal_settings(address, temporal_namespace)
-    ns = resolve_namespace(namespace).name
+    s, ns = _where(namespace, address, temporal_namespace)
 
     async def go() -> AutoscalerStatus:
         client = await connect_with_worker(s)

@@ -24,40 +24,30 @@ NAMESPACED_KINDS = (
 )
 
 
+# Per kind: the columns, and those ``-o wide`` adds.
+_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "ModelDeployment": (("NAME", "READY", "UP-TO-DATE", "PHASE", "AGE"), ("CLUSTERS", "MESSAGE")),
+    "ModelReplica": (("NAME", "DEPLOYMENT", "CLUSTER", "PHASE", "AGE"), ("POOLS",)),
+    "InferenceCluster": (("NAME", "SOURCE", "STATUS", "POOLS", "AGE"), ("GATEWAY", "REASON")),
+    "ModelService": (("NAME", "PHASE", "ADDRESS", "IN-ROTATION", "AGE"), ("GATEWAY", "MESSAGE")),
+    "ModelEndpoint": (("NAME", "SOURCE", "URL", "AGE"), ("LABELS",)),
+    "InferenceGateway": (("NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"), ()),
+    "ModelAutoscaler": (
+        ("NAME", "TARGET", "MIN", "MAX", "METRICS", "REPLICAS", "DESIRED", "AGE"),
+        ("REASON",),
+    ),
+    "InferenceClass": (("NAME", "PROVIDER", "DEVICES", "AGE"), ("USED-BY",)),
+}
+_ACCEPTED_COLUMNS: tuple[tuple[str, ...], tuple[str, ...]] = (
+    ("NAME", "STATUS", "REASON", "AGE"),
+    (),
+)
+
+
 def header(kind: str, *, wide: bool, all_namespaces: bool) -> list[str]:
-    cols: list[str]
-    if kind == "ModelDeployment":
-        cols = ["NAME", "READY", "UP-TO-DATE", "PHASE", "AGE"]
-        if wide:
-            cols += ["CLUSTERS", "MESSAGE"]
-    elif kind == "ModelReplica":
-        cols = ["NAME", "DEPLOYMENT", "CLUSTER", "PHASE", "AGE"]
-        if wide:
-            cols += ["POOLS"]
-    elif kind == "InferenceCluster":
-        cols = ["NAME", "SOURCE", "STATUS", "POOLS", "AGE"]
-        if wide:
-            cols += ["GATEWAY", "REASON"]
-    elif kind == "ModelService":
-        cols = ["NAME", "PHASE", "ADDRESS", "IN-ROTATION", "AGE"]
-        if wide:
-            cols += ["GATEWAY", "MESSAGE"]
-    elif kind == "ModelEndpoint":
-        cols = ["NAME", "SOURCE", "URL", "AGE"]
-        if wide:
-            cols += ["LABELS"]
-    elif kind == "InferenceGateway":
-        cols = ["NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"]
-    elif kind in ACCEPTED_KINDS:
-        cols = ["NAME", "STATUS", "REASON", "AGE"]
-    elif kind == "ModelAutoscaler":
-        cols = ["NAME", "TARGET", "MIN", "MAX", "METRICS", "REPLICAS", "DESIRED", "AGE"]
-        if wide:
-            cols += ["REASON"]
-    else:  # InferenceClass
-        cols = ["NAME", "PROVIDER", "DEVICES", "AGE"]
-        if wide:
-            cols += ["USED-BY"]
+    default = _ACCEPTED_COLUMNS if kind in ACCEPTED_KINDS else _COLUMNS["InferenceClass"]
+    base, wide_only = _COLUMNS.get(kind, default)
+    cols = [*base, *wide_only] if wide else list(base)
     if all_namespaces and kind in NAMESPACED_KINDS:
         cols = ["NAMESPACE", *cols]
     return cols

@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateS
 from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.entities import delete_entity
 from modelfleet.cli.errors import NotFoundError, UsageError
 from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import (
@@ -141,22 +142,31 @@ def _deletable(d: Doomed) -> bool:
     return d.held or d.kind in DELETE_ORDER
 
 
-async def _exists(client: Client, d: Doomed) -> bool:
+def _workflow_id(d: Doomed) -> str | None:
+    """The ID of the workflow of its own that holds ``d``; None for records the Fleet workflow
+    or the endpoint directory keep."""
     if d.held:
-        return await is_running(client, d.accepted_id) is not None
-    if d.kind == "ModelDeployment":
-        return await is_running(client, deployment_id(d.namespace, d.name)) is not None
-    if d.kind == "ModelService":
-        return await is_running(client, service_id(d.namespace, d.name)) is not None
-    if d.kind == "ModelAutoscaler":
-        return await is_running(client, autoscaler_id(d.namespace, d.name)) is not None
+        return d.accepted_id
+    if d.kind == "InferenceCluster":
+        return cluster_id(d.name)
+    namespaced = {
+        "ModelDeployment": deployment_id,
+        "ModelService": service_id,
+        "ModelAutoscaler": autoscaler_id,
+    }
+    ids = namespaced.get(d.kind)
+    return ids(d.namespace, d.name) if ids is not None else None
+
+
+async def _exists(client: Client, d: Doomed) -> bool:
+    wid = _workflow_id(d)
+    if wid is not None:
+        return await is_running(client, wid) is not None
     if d.kind == "ModelEndpoint":
         return any(
             e.name == d.name and not e.replica
             for e in await directory_endpoints(client, d.namespace)
         )
-    if d.kind == "InferenceCluster":
-        return await is_running(client, cluster_id(d.name)) is not None
     if d.kind == "InferenceClass":
         return any(c.name == d.name for c in await fleet_classes(client))
     return False
@@ -165,30 +175,23 @@ async def _exists(client: Client, d: Doomed) -> bool:
 async def _delete(client: Client, d: Doomed, wait: bool) -> None:
     if d.held:
         handle = client.get_workflow_handle(d.accepted_id)
-        await handle.execute_update(AcceptedResourceWorkflow.delete)
-        if wait:
-            await handle.result()
+        await delete_entity(handle, AcceptedResourceWorkflow.delete, wait=wait)
     elif d.kind == "ModelDeployment":
         handle = client.get_workflow_handle(deployment_id(d.namespace, d.name))
         if wait:
-            await handle.execute_update(DeploymentWorkflow.delete)
-            await handle.result()
+            await delete_entity(handle, DeploymentWorkflow.delete, wait=True)
         else:
             await handle.start_update(
                 DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
             )
     elif d.kind == "InferenceCluster":
         handle = client.get_workflow_handle(cluster_id(d.name))
-        await handle.execute_update(ClusterWorkflow.delete)
-        if wait:
-            await handle.result()
+        await delete_entity(handle, ClusterWorkflow.delete, wait=wait)
     elif d.kind in ("ModelService", "ModelEndpoint"):
         await delete_serving(client, d.kind, d.namespace, d.name, wait=wait)
     elif d.kind == "ModelAutoscaler":
         handle = client.get_workflow_handle(autoscaler_id(d.namespace, d.name))
-        await handle.execute_update(AutoscalerWorkflow.delete)
-        if wait:
-            await handle.result()
+        await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
     else:
         await client.get_workflow_handle(FLEET_ID).execute_update(
             FleetWorkflow.remove_class, d.name

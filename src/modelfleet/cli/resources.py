@@ -215,16 +215,9 @@ async def fetch(
 
 
 async def _deployments(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
-    if wanted and namespace:
-        found = [await is_running(client, deployment_id(namespace, n)) for n in sorted(wanted)]
-        runs = [w for w in found if w is not None]
-    else:
-        runs = await running(client, "ModelDeployment", namespace)
     out = []
-    for w in runs:
+    for w in await _runs(client, "ModelDeployment", namespace, wanted, deployment_id):
         _, ns, dname = w.id.split("/", 2)
-        if wanted and dname not in wanted:
-            continue
         status = await deployment_status(client, ns, dname)
         spec = await deployment_spec(client, ns, dname)
         out.append(deployment_resource(spec, status, w.start_time))

@@ -42,6 +42,7 @@ from modelfleet.cli.resources import (
 from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.deployment import (
     MAX_REPLICAS,
     DeploymentInput,
@@ -189,9 +190,20 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
     return verdict.ok
 
 
-async def _require_deployment(client: Client, ns: Namespace, name: str) -> None:
+def _target(
+    args: list[str], namespace: str | None, address: str | None, temporal_namespace: str | None
+) -> tuple[str, Namespace, TemporalSettings]:
+    """The deployment a command names, its namespace, and how to reach Temporal."""
+    name, ns = deployment_name(args), resolve_namespace(namespace)
+    return name, ns, settings(address, temporal_namespace)
+
+
+async def _open_deployment(s: TemporalSettings, ns: Namespace, name: str) -> Client:
+    """A client (with a worker running) once the deployment's workflow is known to run."""
+    client = await connect_with_worker(s)
     if not await is_running(client, deployment_id(ns.name, name)):
         raise NotFoundError(f"deployment {name!r} not found in {ns.described()}")
+    return client
 
 
 @rollout_app.command("status")
@@ -203,13 +215,10 @@ def rollout_status(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Follow a rollout until every replica is Ready (exit 0) or it cannot finish (exit 1)."""
-    name = deployment_name(args)
-    ns = resolve_namespace(namespace)
-    s = settings(address, temporal_namespace)
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> bool:
-        client = await connect_with_worker(s)
-        await _require_deployment(client, ns, name)
+        client = await _open_deployment(s, ns, name)
         console.print(f"Workflow: {s.workflow_url(deployment_id(ns.name, name))}")
         return await watch_rollout(client, ns.name, name, timeout)
 
@@ -257,13 +266,10 @@ def rollout_history(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Revisions of a deployment's replica template (from the workflow's current run)."""
-    name = deployment_name(args)
-    ns = resolve_namespace(namespace)
-    s = settings(address, temporal_namespace)
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> list[Revision]:
-        client = await connect_with_worker(s)
-        await _require_deployment(client, ns, name)
+        client = await _open_deployment(s, ns, name)
         return await fetch_history(client, ns.name, name)
 
     history = run_async(go)
@@ -306,13 +312,10 @@ def rollout_undo(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Roll the replica template back to the previous (or a given) revision."""
-    name = deployment_name(args)
-    ns = resolve_namespace(namespace)
-    s = settings(address, temporal_namespace)
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> None:
-        client = await connect_with_worker(s)
-        await _require_deployment(client, ns, name)
+        client = await _open_deployment(s, ns, name)
         history = await fetch_history(client, ns.name, name)
         current = await deployment_spec(client, ns.name, name)
         try:
@@ -333,13 +336,10 @@ def rollout_restart(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Replace every replica, one at a time (surge first), without changing what it runs."""
-    name = deployment_name(args)
-    ns = resolve_namespace(namespace)
-    s = settings(address, temporal_namespace)
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> None:
-        client = await connect_with_worker(s)
-        await _require_deployment(client, ns, name)
+        client = await _open_deployment(s, ns, name)
         spec = (await deployment_spec(client, ns.name, name)).model_copy(deep=True)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         spec.spec.template.metadata.annotations[RESTART_ANNOTATION] = stamp

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
 
 from modelfleet.activities.serving import directory_update
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
-from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.workflows.ids import service_id
@@ -53,24 +52,19 @@ async def apply_serving(
         )
         return ENDPOINTS_ID
     if isinstance(resource, ModelService):
-        wid = service_id(resource.namespace, resource.name)
         arg = ServiceInput(spec=resource)
         if probe_interval_seconds is not None:
             arg.probe_interval_seconds = probe_interval_seconds
-        await client.execute_update_with_start_workflow(
+        return await update_with_start(
+            client,
             ServiceWorkflow.apply,
             resource,
-            start_workflow_operation=WithStartWorkflowOperation(
-                ServiceWorkflow.run,
-                arg,
-                id=wid,
-                task_queue=TASK_QUEUE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"ModelService {resource.namespace}/{resource.name}",
-            ),
+            run=ServiceWorkflow.run,
+            run_arg=arg,
+            workflow_id=service_id(resource.namespace, resource.name),
+            summary=f"ModelService {resource.namespace}/{resource.name}",
             rpc_timeout=rpc_timeout,
         )
-        return wid
     raise ValueError(f"{resource.KIND} is not a serving kind")
 
 
@@ -79,9 +73,7 @@ async def delete_serving(
 ) -> None:
     if kind == "ModelService":
         handle = client.get_workflow_handle(service_id(namespace, name))
-        await handle.execute_update(ServiceWorkflow.delete)
-        if wait:
-            await handle.result()
+        await delete_entity(handle, ServiceWorkflow.delete, wait=wait)
     elif kind == "ModelEndpoint":
         await directory_update(
             client, "withdraw", EndpointKey(namespace=namespace, name=name), bool

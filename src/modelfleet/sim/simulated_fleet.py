@@ -196,7 +196,7 @@ class SimulatedFleet:
             cluster, used, address=address, now=now_rfc3339(), gateway_port=plane.gateway_port
         )
         for manifest in infra:
-            await _create_with_status(store, manifest)
+            await create_with_status(store, manifest)
         kubeconfig = self.kubeconfig_dir / f"{cluster.name}.yaml"
         self.server.write_kubeconfig(cluster.name, kubeconfig)
         handle = SimulatedCluster(
@@ -351,10 +351,12 @@ class _Starting:
             await self._fleet.stop()
 
 
-async def _create_with_status(store: ClusterStore, manifest: Mapping[str, Any]) -> None:
+async def create_with_status(
+    store: ClusterStore, manifest: Mapping[str, Any], field_manager: str = _INFRA_MANAGER
+) -> None:
     """Create an object and, where the store drops ``status`` on create (as the real API server
     does for kinds with a status subresource), write it through ``/status``."""
-    created = await store.create(manifest, field_manager=_INFRA_MANAGER)
+    created = await store.create(manifest, field_manager=field_manager)
     status = manifest.get("status")
     if status and created.get("status") != status:
         meta = created["metadata"]
@@ -364,5 +366,5 @@ async def _create_with_status(store: ClusterStore, manifest: Mapping[str, Any]) 
             str(meta["name"]),
             status,
             namespace=meta.get("namespace"),
-            field_manager=_INFRA_MANAGER,
+            field_manager=field_manager,
         )

@@ -31,6 +31,7 @@ from modelfleet.sim.apiserver.responses import error_response
 from modelfleet.sim.apiserver.selectors import label_selector_from_object
 from modelfleet.sim.apiserver.status_errors import ApiError, not_found
 from modelfleet.sim.apiserver.store import ClusterStore
+from modelfleet.sim.http_relay import relay
 
 if TYPE_CHECKING:
     from modelfleet.sim.apiserver.server import FleetApiServer
@@ -225,14 +226,6 @@ async def _forward(request: web.Request, base: str, path: str) -> web.StreamResp
                 request.method, url, headers=headers, data=body or None, allow_redirects=False
             ) as upstream,
         ):
-            response = web.StreamResponse(status=upstream.status)
-            for key, value in upstream.headers.items():
-                if key.lower() not in _HOP_HEADERS:
-                    response.headers.add(key, value)
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+            return await relay(request, upstream, _HOP_HEADERS)
     except (aiohttp.ClientError, OSError) as exc:
         return error_response(_unavailable(f"error trying to reach service: {type(exc).__name__}"))

@@ -37,7 +37,7 @@ from modelfleet.sim.infrastructure import (
     node_manifest,
     resource_slice_manifests,
 )
-from modelfleet.sim.simulated_fleet import SimulatedFleet
+from modelfleet.sim.simulated_fleet import SimulatedFleet, create_with_status
 
 __all__ = ["CloudKube", "CloudNodePool", "MachineCatalog"]
 
@@ -140,7 +140,7 @@ class CloudKube:
                 node_manifest(cluster, node, layout=layout, zone=zones[i % len(zones)]), pool
             )
             if await _absent(store, manifest):
-                await _create_with_status(store, manifest)
+                await create_with_status(store, manifest, _MANAGER)
             for piece in resource_slice_manifests(cluster, node, layout):
                 if await _absent(store, piece):
                     await store.create(piece, field_manager=_MANAGER)
@@ -188,18 +188,3 @@ async def _absent(store: Any, manifest: Mapping[str, Any]) -> bool:
             return True
         raise
     return False
-
-
-async def _create_with_status(store: Any, manifest: Mapping[str, Any]) -> None:
-    created = await store.create(manifest, field_manager=_MANAGER)
-    status = manifest.get("status")
-    if status and created.get("status") != status:
-        meta = created["metadata"]
-        await store.patch_status(
-            str(manifest["apiVersion"]),
-            str(manifest["kind"]),
-            str(meta["name"]),
-            status,
-            namespace=meta.get("namespace"),
-            field_manager=_MANAGER,
-        )

@@ -43,6 +43,7 @@ from modelfleet.sim.apiserver.store import ClusterStore
 from modelfleet.sim.apiserver.watch import WatchEvent
 from modelfleet.sim.controllers.object_helpers import pod_is_ready
 from modelfleet.sim.faults import FaultConfig
+from modelfleet.sim.http_relay import relay
 from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
 from modelfleet.sim.serving.backend_wait import RouteKey, WaitingRequests, requested_wait
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
@@ -472,15 +473,7 @@ class ServingPlane:
             async with self._session.request(
                 request.method, url, headers=headers, data=body or None, allow_redirects=False
             ) as upstream:
-                response = web.StreamResponse(status=upstream.status)
-                for key, value in upstream.headers.items():
-                    if key.lower() not in _HOP_HEADERS:
-                        response.headers.add(key, value)
-                await response.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
+                return await relay(request, upstream, _HOP_HEADERS)
         except (aiohttp.ClientError, OSError) as exc:
             log.debug("gateway: upstream %s failed: %s", url, exc)
             return web.Response(status=503, text="upstream connect error")
