@@ -72,6 +72,7 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
         workflows=[DeploymentWorkflow, ReplicaWorkflow],
         activities=[
             fleet.place,
+            fleet.dry_place,
             fleet.release,
             clusters.apply,
             clusters.wait_ready,
@@ -158,3 +159,67 @@ async def test_a_failed_replica_is_re_placed_away_from_its_cluster(harness: Harn
     retry = harness.fleet.requests[-1]
     assert retry.avoid_clusters == ["east"]
     assert "ImagePullBackOff" in retry.avoid_reasons["east"]
+
+
+async def test_a_change_that_fits_nowhere_is_blocked_with_the_old_replicas_serving(
+    harness: Harness,
+) -> None:
+    handle = await harness.start(2)
+    before = await harness.wait_status(handle, ready(2), "2 ready on the old image")
+    old_hash = before.replicas[0].template_hash
+    harness.clusters.events.clear()
+    harness.fleet.unplaceable = {"vllm:bad"}
+
+    bad = deployment(before.name, replicas=2, image="vllm:bad")
+    await handle.execute_update(DeploymentWorkflow.apply, bad)
+    blocked = await harness.wait_status(
+        handle,
+        lambda s: any(c.type == "RolloutBlocked" for c in s.conditions),
+        "the change reported blocked",
+    )
+    assert "change blocked: the new template cannot be placed" in blocked.summary
+    assert "vllm:bad fits no pool" in blocked.summary
+    assert ready(2, old_hash)(blocked)
+    # The dry placement asked about the new template with none of ours counted.
+    dry = harness.fleet.dry_requests[-1]
+    assert sorted(dry.without) == sorted(r.name for r in before.replicas)
+    # A resync later still nothing was touched: no apply, no delete, nothing placed for real.
+    await harness.env.sleep(timedelta(minutes=3))
+    assert harness.clusters.events == []
+    assert all(_image(r) != "vllm:bad" for r in harness.fleet.requests)
+
+    good = deployment(before.name, replicas=2, image="vllm:1")
+    restored = await handle.execute_update(DeploymentWorkflow.apply, good)
+    assert not any(c.type == "RolloutBlocked" for c in restored.conditions)
+    assert ready(2, old_hash)(restored)
+    assert sorted(r.name for r in restored.replicas) == sorted(r.name for r in before.replicas)
+
+
+async def test_a_replacement_that_never_becomes_ready_rolls_back(harness: Harness) -> None:
+    handle = await harness.start(2)
+    before = await harness.wait_status(handle, ready(2), "2 ready on the old image")
+    old_hash = before.replicas[0].template_hash
+    serving = {r.cluster for r in before.replicas}
+    harness.clusters.never_ready = {"west"}  # where the surge replica lands
+    harness.clusters.events.clear()
+
+    await handle.execute_update(
+        DeploymentWorkflow.apply, deployment(before.name, replicas=2, image="vllm:2")
+    )
+    after = await harness.wait_status(
+        handle,
+        lambda s: "rolled back to the last good template" in s.summary and ready(2, old_hash)(s),
+        "rolled back with the old replicas serving",
+    )
+    assert "ImagePullBackOff" in after.summary
+    assert {r.name for r in after.replicas} == {r.name for r in before.replicas}
+    # Only the failed surge replica was ever deleted; the serving ones never were.
+    deletes = [e for e in harness.clusters.events if e.startswith("delete")]
+    assert deletes == ["delete west"]
+    assert not serving & {e.split()[1] for e in deletes}
+
+
+def _image(request: object) -> str:
+    md = request.deployment  # type: ignore[attr-defined]
+    image: str = md.spec.template.spec.engines[0].members[0].template.spec.containers[0].image
+    return image

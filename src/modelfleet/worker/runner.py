@@ -68,6 +68,7 @@ def build_worker(
             kube.check_ready,
             kube.probe,
             fleet.place,
+            fleet.dry_place,
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,

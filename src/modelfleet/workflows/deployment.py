@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.contracts.activity_names import (
+        FLEET_DRY_PLACE,
         FLEET_PLACE,
         FLEET_RELEASE,
     )
@@ -55,6 +56,12 @@ PATCH_ROLL_FOLLOWS_SPEC = "rollout-roll-follows-spec"
 # Never continue-as-new while deleting: the delete Update waits for the replicas to go, so
 # waiting for it to finish before continuing-as-new never ended.
 PATCH_NO_CAN_WHILE_DELETING = "rollout-no-continue-as-new-while-deleting"
+# A change never removes a serving replica before its replacement is Ready (issue 16): a new
+# template is placed dry first and held back when it fits nowhere, in-place replacements are
+# placed dry first, and a failed replacement rolls back to the last good template. This adds a
+# ``fleet.dry_place`` activity before some placements and changes which teardowns happen, so
+# histories recorded before it keep the old decisions (``rollout.Policy.guard_changes``).
+PATCH_GUARD_CHANGES = "rollout-guard-changes"
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -69,6 +76,7 @@ class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:
         self._state = rollout.carried(arg)
+        self._policy = rollout.Policy()
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -147,13 +155,19 @@ class DeploymentWorkflow:
                 search.NAME.value_set(md.name),
             ]
         )
-        policy = rollout.Policy(roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC))
+        policy = rollout.Policy(
+            roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC),
+            guard_changes=workflow.patched(PATCH_GUARD_CHANGES),
+        )
+        self._policy = policy
         while True:
             self._state, action = rollout.next_action(self._state, workflow.now(), policy)
             if isinstance(action, rollout.Rest):
                 await self._rest(action)
             elif isinstance(action, rollout.Place):
                 await self._place(action)
+            elif isinstance(action, rollout.DryPlace):
+                await self._dry_place(action)
             elif isinstance(action, rollout.StartReplica):
                 await self._start_replica(action)
             elif isinstance(action, rollout.SignalTeardown):
@@ -184,7 +198,7 @@ class DeploymentWorkflow:
                 timeout=action.timeout,
                 timeout_summary="periodic resync",
             )
-        self._state = rollout.woke(self._state, workflow.now())
+        self._state = rollout.woke(self._state, workflow.now(), self._policy)
 
     async def _wait(self, action: rollout.Wait) -> None:
         await workflow.wait_condition(
@@ -218,6 +232,20 @@ class DeploymentWorkflow:
             retry_policy=FLEET_RETRY,
         )
         self._state = rollout.placed(self._state, response)
+
+    async def _dry_place(self, action: rollout.DryPlace) -> None:
+        request = rollout.dry_place_request(
+            self._state, action, request_id="dry", now=workflow.now()
+        )
+        response: PlaceResponse = await workflow.execute_activity(
+            FLEET_DRY_PLACE,
+            request,
+            result_type=PlaceResponse,
+            summary=f"check where {action.desired} replica(s) of the new template would go",
+            start_to_close_timeout=FLEET_TIMEOUT,
+            retry_policy=FLEET_RETRY,
+        )
+        self._state = rollout.dry_placed(self._state, response)
 
     async def _release(self, names: list[str]) -> None:
         await workflow.execute_activity(

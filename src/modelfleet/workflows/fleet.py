@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.cel.evaluator import SelectorEvaluator
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
+        DryPlaceRequest,
         PlaceRequest,
         PlaceResponse,
         ReleaseRequest,
@@ -222,6 +223,43 @@ class FleetWorkflow:
         self._answered[request_id] = response
         while len(self._answered) > MAX_REMEMBERED_REQUESTS:
             self._answered.pop(next(iter(self._answered)))
+
+    @workflow.update
+    def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
+        """Where ``request``'s replicas would go, with its replicas in ``without`` not counted:
+        a rollout asks before it removes anything that serves. Read-only: nothing is booked,
+        remembered or logged as a decision (an Update, not a query, so it is ordered after the
+        placements and releases sent before it)."""
+        now = workflow.now()
+        stale = {
+            name
+            for name, rec in self._clusters.items()
+            if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
+        }
+        dropped = {_key(request.deployment.namespace, n) for n in request.without}
+        placement = place_in_fleet(
+            request.deployment,
+            desired=request.desired,
+            classes=self._classes,
+            clusters={name: _observed(record) for name, record in self._clusters.items()},
+            replicas=[r for k, r in self._replicas.items() if k not in dropped],
+            gone=stale,
+            avoid={
+                c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON)
+                for c in request.avoid_clusters
+            },
+            evaluator=_EVALUATOR,
+        )
+        return PlaceResponse(
+            placed=placement.placed,
+            conditions=placement.conditions,
+            rejections=placement.rejections,
+            summary=placement.summary,
+        )
+
+    @dry_place.validator
+    def _check_dry_place(self, request: DryPlaceRequest) -> None:
+        self._check_place(request)
 
     @workflow.update
     def release(self, request: ReleaseRequest) -> int:
