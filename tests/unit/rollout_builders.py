@@ -140,6 +140,7 @@ class Driver:
     behaviour: dict[str, Behaviour] = field(default_factory=dict)  # cluster -> behaviour
     log: list[str] = field(default_factory=list)
     policy: rollout.Policy = field(default_factory=rollout.Policy)
+    failing_images: set[str] = field(default_factory=set)  # replicas running these fail
 
     def report(self, name: str, phase: ReplicaPhase, step: ReplicaStep, reason: str = "") -> None:
         progress = ReplicaProgress(name=name, phase=phase, step=step, reason=reason, at=self.now)
@@ -187,6 +188,8 @@ class Driver:
         name = r.name
         self.log.append(f"start {name}")
         behaviour = self.behaviour.get(r.spec.cluster_name, "ready")
+        if r.spec.engines[0].members[0].template.spec.containers[0].image in self.failing_images:
+            behaviour = "fail"
         if behaviour == "ready":
             self.report(name, ReplicaPhase.READY, ReplicaStep.SERVING)
         elif behaviour == "fail":
