@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
     from modelfleet.scheduling.fleet_placement import ObservedCluster, place_in_fleet
+    from modelfleet.scheduling.selector_errors import selector_errors
     from modelfleet.workflows import search
     from modelfleet.workflows.ids import deployment_id
 
@@ -250,10 +251,18 @@ class FleetWorkflow:
             },
             evaluator=_EVALUATOR,
         )
+        rejections = dict(placement.rejections)
+        if not placement.placed:
+            # A selector that fails at evaluation looks like one that does not match; say so.
+            specs = {n: r.spec for n, r in self._clusters.items() if n not in stale}
+            for name, why in selector_errors(
+                request.deployment, self._classes, specs, _EVALUATOR
+            ).items():
+                rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
         return PlaceResponse(
             placed=placement.placed,
             conditions=placement.conditions,
-            rejections=placement.rejections,
+            rejections=rejections,
             summary=placement.summary,
         )
 
