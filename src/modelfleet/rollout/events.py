@@ -214,6 +214,15 @@ def _serving_old(s: DeploymentState, victim: ReplicaRemoval) -> bool:
     )
 
 
+def fleet_failed(state: DeploymentState, reason: str) -> DeploymentState:
+    """The Fleet did not answer a placement (or a dry one) within its total timeout: the pass
+    ends with nothing changed and says why; the next resync tries again."""
+    s = state.model_copy(deep=True)
+    s.summary = f"placement failed, retrying on the next resync: {reason}"
+    s.ops.clear()
+    return s
+
+
 def forgotten(state: DeploymentState, name: str) -> DeploymentState:
     """The replica's capacity is released: it leaves the state."""
     s = state.model_copy(deep=True)

@@ -54,6 +54,13 @@ API_RETRY = RetryPolicy(
     non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
 )
 CLEANUP_TIMEOUT = timedelta(minutes=10)
+# A teardown during the rollout cancels the step in progress (its activity) instead of waiting
+# for it to end: before, a replica checked for teardown only between steps, so a delete could
+# wait out a whole readiness wait (the progress deadline, 30 minutes by default).
+PATCH_TEARDOWN_CANCELS_ROLLOUT = "replica-teardown-cancels-rollout"
+# A replica that fails ends its workflow as Failed (after compensating), so Temporal's own
+# failure views count it; before, it completed with a FAILED result.
+PATCH_FAILS_AS_FAILED = "replica-fails-as-failed"
 HEALTH_INTERVAL = timedelta(seconds=30)
 
 _STEP_NAMES = {
@@ -100,7 +107,14 @@ class ReplicaWorkflow:
                 search.CLUSTERS.value_set([r.spec.cluster_name]),
             ]
         )
-        rendered = render_replica(r, arg.facts)
+        try:
+            rendered = render_replica(r, arg.facts)
+        except Exception as exc:
+            # A renderer bug must not fail the workflow task over and over: nothing was applied
+            # yet, so report and end as Failed.
+            reason = f"could not render the replica: {exc}"
+            await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
+            raise ApplicationError(reason, type="RenderFailed", non_retryable=True) from exc
         # Objects this replica owns, whether or not a step got far enough to record them:
         # compensation deletes by what was rendered, so a half-applied step leaves nothing.
         owned = [
@@ -111,24 +125,56 @@ class ReplicaWorkflow:
         ]
         if arg.serving_since is None:
             try:
-                await self._roll_out(rendered)
+                if workflow.patched(PATCH_TEARDOWN_CANCELS_ROLLOUT):
+                    await self._roll_out_unless_torn_down(rendered)
+                else:
+                    await self._roll_out(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
                 reason = _reason(exc)
-                await self._compensate(owned, reason)
                 if isinstance(exc, asyncio.CancelledError):
+                    # Cancelled is not failed: clean up, then end as Cancelled.
+                    await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
                     raise
+                if self._teardown and isinstance(exc, RolloutFailedError):
+                    await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
+                    return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
+                await self._compensate(owned, reason)
+                if workflow.patched(PATCH_FAILS_AS_FAILED):
+                    raise ApplicationError(
+                        reason, type="ReplicaFailed", non_retryable=True
+                    ) from None
                 return ReplicaResult(name=r.name, phase=ReplicaPhase.FAILED, reason=reason)
             serving_since = workflow.now()
         else:
             serving_since = arg.serving_since
             await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        await self._watch_health(rendered, serving_since)
+        try:
+            await self._watch_health(rendered, serving_since)
+        except asyncio.CancelledError:
+            # Cancelled while serving: remove what it runs, then end as Cancelled.
+            await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
+            await self._delete(owned)
+            await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
+            raise
         await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
         await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
         return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
 
     # --- the saga --------------------------------------------------------------------------
+
+    async def _roll_out_unless_torn_down(self, rendered: RenderedReplica) -> None:
+        """The rollout, cancelled (its current activity with it) as soon as a teardown comes."""
+        task = asyncio.ensure_future(self._roll_out(rendered))
+        try:
+            await workflow.wait_condition(lambda: task.done() or self._teardown)
+        except asyncio.CancelledError:
+            await _cancelled(task)
+            raise
+        if not task.done():
+            await _cancelled(task)
+            raise RolloutFailedError("torn down before it became ready")
+        await task
 
     async def _roll_out(self, rendered: RenderedReplica) -> None:
         deadline = workflow.now() + timedelta(seconds=self._input.progress_deadline_seconds)
@@ -182,10 +228,12 @@ class ReplicaWorkflow:
         if not result.ready:
             raise RolloutFailedError(result.reason)
 
-    async def _compensate(self, owned: list[ObjectRef], reason: str) -> None:
-        await self._set(ReplicaPhase.FAILED, ReplicaStep.COMPENSATING, reason)
+    async def _compensate(
+        self, owned: list[ObjectRef], reason: str, phase: ReplicaPhase = ReplicaPhase.FAILED
+    ) -> None:
+        await self._set(phase, ReplicaStep.COMPENSATING, reason)
         await self._delete(owned)
-        await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
+        await self._set(phase, ReplicaStep.DONE, reason)
 
     async def _delete(self, owned: list[ObjectRef]) -> None:
         # Reverse apply order: routing first, the gangs next, claims last.
@@ -264,6 +312,12 @@ class ReplicaWorkflow:
         # The deployment may be gone; then there is nobody to tell.
         with contextlib.suppress(ApplicationError):
             await parent.signal("replica_progress", self._progress())
+
+
+async def _cancelled(task: asyncio.Future[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ActivityError, RolloutFailedError):
+        await task
 
 
 def _reason(exc: BaseException) -> str:
