@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.naming import LABEL_REPLICA
     from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
@@ -87,6 +88,8 @@ class ReplicaWorkflow:
         self._step = ReplicaStep.PLACED
         self._reason = ""
         self._teardown = False
+        # References of every object a step applied (from kube.apply's answer), in order.
+        self._applied: list[ObjectRef] = list(arg.applied)
 
     @workflow.signal
     def teardown(self) -> None:
@@ -197,8 +200,9 @@ class ReplicaWorkflow:
         self, step: str, manifests: list[dict[str, object]], deadline: datetime
     ) -> None:
         remaining = max(deadline - workflow.now(), timedelta(seconds=5))
-        # What was applied needs no record here: compensation deletes by the render.
-        await workflow.execute_activity(
+        # Recorded so that compensation and teardown delete what was applied, not only what
+        # today's render names (a renderer change that renames an object must not orphan it).
+        result: ApplyResult = await workflow.execute_activity(
             KUBE_APPLY,
             ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
             result_type=ApplyResult,
@@ -207,6 +211,11 @@ class ReplicaWorkflow:
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
         )
+        known = {_key(r) for r in self._applied}
+        # The workload namespace is shared by the deployment's replicas: never this one's.
+        self._applied += [
+            r for r in result.applied if r.kind != "Namespace" and _key(r) not in known
+        ]
 
     async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
         if not rules:
@@ -236,12 +245,19 @@ class ReplicaWorkflow:
         await self._set(phase, ReplicaStep.DONE, reason)
 
     async def _delete(self, owned: list[ObjectRef]) -> None:
-        # Reverse apply order: routing first, the gangs next, claims last.
-        refs = list(reversed(owned))
+        # Reverse apply order: routing first, the gangs next, claims last; objects applied that
+        # the render no longer names go first; then a sweep by the replica's label.
+        rendered = {_key(r) for r in owned}
+        stray = [r for r in reversed(self._applied) if _key(r) not in rendered]
+        refs = stray + list(reversed(owned))
         try:
             await workflow.execute_activity(
                 KUBE_DELETE,
-                DeleteRequest(cluster=self._replica.spec.cluster_name, objects=refs),
+                DeleteRequest(
+                    cluster=self._replica.spec.cluster_name,
+                    objects=refs,
+                    sweep_labels={LABEL_REPLICA: self._replica.name},
+                ),
                 result_type=DeleteResult,
                 start_to_close_timeout=timedelta(seconds=120),
                 schedule_to_close_timeout=CLEANUP_TIMEOUT,
@@ -262,7 +278,9 @@ class ReplicaWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
-                    self._input.model_copy(update={"serving_since": serving_since})
+                    self._input.model_copy(
+                        update={"serving_since": serving_since, "applied": self._applied}
+                    )
                 )
             try:
                 await workflow.wait_condition(lambda: self._teardown, timeout=interval)
@@ -318,6 +336,10 @@ async def _cancelled(task: asyncio.Future[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, ActivityError, RolloutFailedError):
         await task
+
+
+def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
+    return (ref.api_version, ref.kind, ref.namespace or "", ref.name)
 
 
 def _reason(exc: BaseException) -> str:
