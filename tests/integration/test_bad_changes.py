@@ -93,6 +93,16 @@ class Watcher:
 
 
 async def test_nine_bad_changes_never_remove_a_serving_replica(stack: Stack) -> None:
+    try:
+        await _nine_bad_changes(stack)
+    finally:
+        # The stack is shared by the modules after this one: free the two GPU pools it holds.
+        handle = stack.client.get_workflow_handle(deployment_id(NS, "m"))
+        await handle.execute_update(DeploymentWorkflow.delete)
+        await asyncio.wait_for(handle.result(), 60)
+
+
+async def _nine_bad_changes(stack: Stack) -> None:
     await apply_resource(stack.client, good())
     ready = await stack.wait_status(
         NS, "m", lambda s: s.ready == 2 and all(r.phase is ReplicaPhase.READY for r in s.replicas)
