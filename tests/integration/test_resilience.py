@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from integration_support import (
     Stack,
     delete_deployment,
@@ -18,11 +19,12 @@ from integration_support import (
     h200_deployment,
     wait_for,
 )
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.contracts.workflow_inputs import ReplicaResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import Step, render_replica
 from modelfleet.sim.faults import FaultConfig
@@ -106,16 +108,21 @@ async def test_never_ready_replica_is_rolled_back_reported_and_placed_elsewhere(
             pinned_ns, "m", lambda s: not s.replicas and scheduled(s)[0] == "False", 60
         )
 
-    # The failed replicas ended by themselves, after their deadline, saying why.
+    # The failed replicas ended by themselves as Failed workflows, after their deadline,
+    # saying why (so Temporal's own failure views count them).
     for ns, replica in ((movable_ns, bad), (pinned_ns, pinned_bad)):
         handle = stack.client.get_workflow_handle_for(
             ReplicaWorkflow.run, replica_id(ns, replica.name)
         )
-        result: ReplicaResult = await handle.result()
-        assert result.phase is ReplicaPhase.FAILED
-        assert "progress deadline" in result.reason
-        assert "ImagePullBackOff" in result.reason
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError)
+        assert cause.type == "ReplicaFailed"
+        assert "progress deadline" in cause.message
+        assert "ImagePullBackOff" in cause.message
         described = await handle.describe()
+        assert described.status == WorkflowExecutionStatus.FAILED
         assert described.close_time is not None
         lasted = (described.close_time - described.start_time).total_seconds()
         assert DEADLINE_SECONDS <= lasted < DEADLINE_SECONDS + 30

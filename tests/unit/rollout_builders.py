@@ -13,6 +13,7 @@ from placement_builders import deployment, existing
 from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Strategy
 from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
     PlaceRequest,
     PlaceResponse,
     ReplicaRemoval,
@@ -113,6 +114,17 @@ class ToyFleet:
         summary = "" if len(placed) + len(mine) >= request.desired else "no room"
         return PlaceResponse(kept=kept, placed=placed, victims=victims, summary=summary)
 
+    def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
+        """Where ``desired`` replicas would go with ``without`` not counted; books nothing."""
+        saved, made = dict(self.ledger), self.made
+        for name in request.without:
+            self.ledger.pop(name, None)
+        try:
+            return self.place(request)
+        finally:
+            self.ledger, self.made = saved, made
+            self.requests.pop()
+
     def release(self, name: str) -> None:
         self.ledger.pop(name, None)
 
@@ -128,6 +140,7 @@ class Driver:
     behaviour: dict[str, Behaviour] = field(default_factory=dict)  # cluster -> behaviour
     log: list[str] = field(default_factory=list)
     policy: rollout.Policy = field(default_factory=rollout.Policy)
+    failing_images: set[str] = field(default_factory=set)  # replicas running these fail
 
     def report(self, name: str, phase: ReplicaPhase, step: ReplicaStep, reason: str = "") -> None:
         progress = ReplicaProgress(name=name, phase=phase, step=step, reason=reason, at=self.now)
@@ -141,12 +154,17 @@ class Driver:
             if isinstance(action, rollout.Rest):
                 if not rollout.rest_over(self.state):
                     return "rest"
-                self.state = rollout.woke(self.state, self.now)
+                self.state = rollout.woke(self.state, self.now, self.policy)
             elif isinstance(action, rollout.Place):
                 request_id = f"r/{action.sequence}"
                 request = rollout.place_request(self.state, action, request_id, self.now)
                 self.log.append(f"place {action.desired}")
                 self.state = rollout.placed(self.state, self.fleet.place(request))
+            elif isinstance(action, rollout.DryPlace):
+                request = rollout.dry_place_request(self.state, action, "dry", self.now)
+                answer = self.fleet.dry_place(request)
+                self.log.append(f"dry {action.desired}: {len(answer.placed)}")
+                self.state = rollout.dry_placed(self.state, answer)
             elif isinstance(action, rollout.StartReplica):
                 self._start(action.replica)
             elif isinstance(action, rollout.SignalTeardown):
@@ -170,6 +188,8 @@ class Driver:
         name = r.name
         self.log.append(f"start {name}")
         behaviour = self.behaviour.get(r.spec.cluster_name, "ready")
+        if r.spec.engines[0].members[0].template.spec.containers[0].image in self.failing_images:
+            behaviour = "fail"
         if behaviour == "ready":
             self.report(name, ReplicaPhase.READY, ReplicaStep.SERVING)
         elif behaviour == "fail":

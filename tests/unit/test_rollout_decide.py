@@ -200,6 +200,10 @@ def test_no_room_to_surge_replaces_unavailable_first_and_waits_for_the_replaceme
     state, _ = step(state)
     state = answer(state, summary="no room")
     state, action = step(state)
+    # The replacement is placed dry first, with "a" not counted.
+    assert action == rollout.DryPlace(desired=2, without=["a"])
+    state = rollout.dry_placed(state, PlaceResponse(placed=[replica(NEW, "x", "east")]))
+    state, action = step(state)
     assert action == rollout.SignalTeardown(name="a")
     assert state.replicas["a"].reason == "replaced (no room to surge)"
     state, action = step(released(state, "a"))
@@ -215,7 +219,25 @@ def test_max_surge_zero_replaces_in_place_without_asking_for_a_surge() -> None:
     md = spec(2, image="vllm:2", surge=0, unavailable=1)
     state = rolling(status(OLD, "a", "east"), status(OLD, "b", "west"), md=md)
     state, action = step(state)
+    assert action == rollout.DryPlace(desired=2, without=["a"])
+    state = rollout.dry_placed(state, PlaceResponse(placed=[replica(md, "x", "east")]))
+    state, action = step(state)
     assert action == rollout.SignalTeardown(name="a")
+
+
+def test_max_surge_zero_keeps_serving_when_the_replacement_would_not_fit() -> None:
+    md = spec(2, image="vllm:2", surge=0, unavailable=1)
+    state = rolling(status(OLD, "a", "east"), status(OLD, "b", "west"), md=md)
+    state, action = step(state)
+    assert isinstance(action, rollout.DryPlace)
+    state = rollout.dry_placed(
+        state, PlaceResponse(rejections={"east": "no pool satisfies device gpu"})
+    )
+    state, action = step(state)
+    assert action == rollout.EndPass()
+    assert "no room for a replacement of a" in state.summary
+    assert "east: no pool satisfies device gpu" in state.summary
+    assert all(s.phase is ReplicaPhase.READY for s in state.replicas.values())
 
 
 def test_max_unavailable_zero_and_no_room_blocks_with_everything_serving() -> None:

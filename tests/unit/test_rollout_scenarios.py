@@ -50,6 +50,7 @@ def test_template_change_with_room_surges_one_at_a_time() -> None:
     driver = Driver(rollout.applied(state, NEW), fleet_with(state, east=1, west=1, north=1))
     assert driver.run() == "rest"
     assert driver.log == [
+        "dry 2: 2",  # the new template fits: the roll may start
         "place 2",
         "place 3",
         "start r01-north",
@@ -72,13 +73,16 @@ def test_template_change_on_a_full_fleet_replaces_unavailable_first() -> None:
     driver = Driver(rollout.applied(state, NEW), fleet_with(state, east=1, west=1))
     assert driver.run() == "rest"
     assert driver.log == [
+        "dry 2: 2",
         "place 2",
         "place 3",  # no room to surge
+        "dry 2: 1",  # its replacement would fit once it is gone
         "teardown east-old",
         "release east-old",
         "place 2",
         "start r01-east",
         "place 3",
+        "dry 2: 1",
         "teardown west-old",
         "release west-old",
         "place 2",
@@ -95,7 +99,7 @@ def test_a_full_fleet_with_max_unavailable_zero_blocks_and_keeps_serving() -> No
     state = running_on(OLD, "east", "west").model_copy(update={"dirty": False})
     driver = Driver(rollout.applied(state, md), fleet_with(state, east=1, west=1))
     assert driver.run() == "rest"
-    assert driver.log == ["place 2", "place 3", "end"]
+    assert driver.log == ["dry 2: 2", "place 2", "place 3", "end"]
     assert set(serving(driver.state)) == {"east-old", "west-old"}
     assert "blocked" in rollout.report(driver.state).summary
 
@@ -131,11 +135,46 @@ def test_a_failed_replica_is_replaced_away_from_its_cluster_until_the_avoidance_
     assert driver.log == ["place 2", "start r03-east", "end"]
 
 
-def test_a_surge_that_fails_pauses_then_the_next_pass_retries_elsewhere() -> None:
+def test_a_surge_that_fails_rolls_back_to_the_last_good_template() -> None:
     state = running_on(OLD, "west").model_copy(update={"dirty": False})
     md = spec(1, image="vllm:2")
     driver = Driver(rollout.applied(state, md), fleet_with(state, east=1, west=1, north=1))
     driver.behaviour = {"east": "fail"}
+    assert driver.run() == "rest"
+    assert driver.log == [
+        "dry 1: 1",
+        "place 1",
+        "place 2",
+        "start r01-east",
+        "end",  # paused and rolled back; the failure report asks for the next pass
+        "release r01-east",
+        "place 1",  # the pass reconciles the old template: nothing left to roll
+        "end",
+    ]
+    assert driver.fleet.requests[-1].deployment.spec.template == OLD.spec.template
+    assert serving(driver.state) == {"west-old": rollout.template_hash(OLD)}
+    report = rollout.report(driver.state)
+    assert report.phase == "Ready"
+    assert "rolled back to the last good template" in report.summary
+    assert "ImagePullBackOff" in report.summary
+    blocked = [c for c in report.conditions if c.type == "RolloutBlocked"]
+    assert [c.reason for c in blocked] == ["RolledBack"]
+    # Restoring the good spec changes nothing that runs; the held change is forgotten.
+    driver.state = rollout.applied(driver.state, spec(1, image="vllm:1"))
+    driver.log.clear()
+    assert driver.run() == "rest"
+    assert driver.log == ["place 1", "end"]
+    assert not [c for c in rollout.report(driver.state).conditions if c.type == "RolloutBlocked"]
+
+
+def test_unguarded_a_surge_that_fails_pauses_then_the_next_pass_retries_elsewhere() -> None:
+    state = running_on(OLD, "west").model_copy(update={"dirty": False})
+    md = spec(1, image="vllm:2")
+    driver = Driver(
+        rollout.applied(state, md),
+        fleet_with(state, east=1, west=1, north=1),
+        policy=rollout.Policy(guard_changes=False),
+    )
     driver.behaviour = {"east": "fail", "north": "hang"}
     assert driver.run() == "wait r02-north"
     assert driver.log == [

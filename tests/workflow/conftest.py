@@ -25,8 +25,8 @@ _TYPES = {
 }
 
 
-@pytest_asyncio.fixture(scope="session")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+async def start_time_skipping_env() -> WorkflowEnvironment:
+    """A time-skipping server with modelfleet's search attributes; the caller shuts it down."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(TEMPORAL_TEST_SERVER),
         data_converter=pydantic_data_converter,
@@ -37,6 +37,12 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
             search_attributes={name: _TYPES[kind] for name, kind in SEARCH_ATTRIBUTES.items()},
         )
     )
+    return env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_time_skipping_env()
     try:
         yield env
     finally:

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.contracts.activity_names import (
+    FLEET_DRY_PLACE,
     FLEET_PLACE,
     FLEET_RELEASE,
     KUBE_APPLY,
@@ -21,6 +22,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
     PlaceRequest,
     PlaceResponse,
     ReleaseRequest,
@@ -119,6 +121,9 @@ class FakeFleet:
     peak: int = 0
     made: int = 0
     names: list[str] = field(default_factory=list)  # every replica ever placed
+    # Images that fit nowhere (a dry placement of them places nothing).
+    unplaceable: set[str] = field(default_factory=set)
+    dry_requests: list[DryPlaceRequest] = field(default_factory=list)
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
@@ -142,6 +147,21 @@ class FakeFleet:
             placed.append(replica_of(md, name, free[0], self.made))
         self.peak = max(self.peak, len(self.ledger))
         return PlaceResponse(placed=placed, victims=victims)
+
+    @activity.defn(name=FLEET_DRY_PLACE)
+    async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
+        """Where the replicas would go with ``without`` not counted; books nothing."""
+        self.dry_requests.append(request)
+        image = _engine_image_of(request.deployment)
+        if image in self.unplaceable:
+            return PlaceResponse(rejections={c: f"{image} fits no pool" for c in self.clusters})
+        used = {c for n, c in self.ledger.items() if n not in request.without}
+        free = [c for c in self.clusters if c not in used and c not in request.avoid_clusters]
+        placed = [
+            replica_of(request.deployment, f"dry-{i}", c, i)
+            for i, c in enumerate(free[: request.desired])
+        ]
+        return PlaceResponse(placed=placed)
 
     @activity.defn(name=FLEET_RELEASE)
     async def release(self, request: ReleaseRequest) -> int:
@@ -194,3 +214,7 @@ def _engine_image(manifest: dict[str, Any]) -> str:
         return ""
     containers = manifest["spec"]["template"]["spec"]["containers"]
     return next((c["image"] for c in containers if c["name"] == "engine"), "")
+
+
+def _engine_image_of(md: ModelDeployment) -> str:
+    return md.spec.template.spec.engines[0].members[0].template.spec.containers[0].image

@@ -72,6 +72,7 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
         workflows=[DeploymentWorkflow, ReplicaWorkflow],
         activities=[
             fleet.place,
+            fleet.dry_place,
             fleet.release,
             clusters.apply,
             clusters.wait_ready,

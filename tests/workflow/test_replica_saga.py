@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -179,7 +180,16 @@ async def _run(
             # Serving: the health watch runs until it is told to tear down.
             await env.sleep(timedelta(minutes=2))
             await handle.signal(ReplicaWorkflow.teardown)
-        result = await handle.result()
+        cause: BaseException | None = None
+        try:
+            result = await handle.result()
+        except WorkflowFailureError as failure:
+            cause = failure.cause
+            result = ReplicaResult(name=REPLICA.name, phase=ReplicaPhase.FAILED, reason=str(cause))
+        if cause is not None:
+            # A failed replica ends its workflow as Failed, saying why.
+            assert isinstance(cause, ApplicationError)
+            assert cause.type == "ReplicaFailed"
         await sink.signal(ProgressSink.finish)
         seen = await sink.result()
     return result, seen
@@ -227,7 +237,11 @@ async def test_never_ready_fails_and_deletes_everything_it_created(
     applied = {(r.kind, r.name) for r in fake.applied if r.kind != "Namespace"}
     deleted = {(r.kind, r.name) for r in fake.deleted}
     assert applied <= deleted
-    assert not any(c.startswith("apply:InferencePool") for c in fake.calls)
+    # Routing (the step that applies the InferencePool and HTTPRoute) was never applied: the
+    # readiness wait before it failed. (Each apply call records all kinds of its step.)
+    applies = [c for c in fake.calls if c.startswith("apply:")]
+    assert applies
+    assert not any("InferencePool" in c or "HTTPRoute" in c for c in applies)
     # Never Ready, never published: nothing to withdraw either.
     assert not any(c.startswith(("publish", "withdraw")) for c in fake.calls)
     assert [p.step for p in seen][-2:] == [ReplicaStep.COMPENSATING, ReplicaStep.DONE]

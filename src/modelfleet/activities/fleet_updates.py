@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 
 from modelfleet.contracts.activity_names import (
+    FLEET_DRY_PLACE,
     FLEET_PLACE,
     FLEET_PLACEMENT_CURRENT,
     FLEET_PUBLISH_CLUSTER,
@@ -21,6 +22,7 @@ from modelfleet.contracts.activity_names import (
     FLEET_REPLICAS_ON,
 )
 from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
     PlacementCheck,
     PlaceRequest,
     PlaceResponse,
@@ -56,6 +58,12 @@ class FleetActivities:
         result: PlaceResponse = await self._update(
             "place", request, update_id=request.request_id, result_type=PlaceResponse
         )
+        return result
+
+    @activity.defn(name=FLEET_DRY_PLACE)
+    async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
+        # Read-only, so no update ID: a retry simply asks again.
+        result: PlaceResponse = await self._update("dry_place", request, result_type=PlaceResponse)
         return result
 
     @activity.defn(name=FLEET_RELEASE)

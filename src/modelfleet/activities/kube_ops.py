@@ -160,7 +160,27 @@ class KubeActivities:
             else:
                 absent += 1
             activity.heartbeat(index + 1, deleted, absent)
-        return DeleteResult(deleted=deleted, absent=absent)
+        swept = self._sweep(cluster, request) if request.sweep_labels else 0
+        return DeleteResult(deleted=deleted + swept, absent=absent, swept=swept)
+
+    @staticmethod
+    def _sweep(cluster: KubeCluster, request: DeleteRequest) -> int:
+        """Delete what still carries the labels, in the kinds and namespaces of the listed
+        objects (idempotent, so a retry simply lists again)."""
+        swept = 0
+        kinds = sorted({(r.api_version, r.kind, r.namespace) for r in request.objects}, key=str)
+        for api_version, kind, namespace in kinds:
+            try:
+                for obj in cluster.list(api_version, kind, namespace, request.sweep_labels):
+                    meta = obj.get("metadata") or {}
+                    if meta.get("deletionTimestamp"):
+                        continue
+                    if cluster.delete(api_version, kind, meta["name"], meta.get("namespace")):
+                        swept += 1
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+            activity.heartbeat(len(request.objects), 0, 0)
+        return swept
 
     def _readiness(self, request: WaitReadyRequest) -> ReadyResult:
         cluster = self._cluster(request.cluster)

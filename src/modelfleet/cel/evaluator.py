@@ -115,6 +115,23 @@ class SelectorEvaluator:
             self._program(expression)
         return all(self.matches(expression, device) for expression in expressions)
 
+    def evaluation_error(self, expression: str, device: DeviceFacts) -> str | None:
+        """Why ``expression`` fails to evaluate on ``device`` (a type error, a division by
+        zero, a result that is not a bool), or ``None`` when it evaluates to a bool. Matching
+        treats such a failure as a non-match; this lets a caller say so instead of reporting
+        a selector that merely does not match. Not memoised: callers use it to explain."""
+        program = self._program(expression)
+        activation = self._activation(device)
+        if activation is None:
+            return None
+        try:
+            result = Evaluator(program, activation).evaluate()
+        except Exception as exc:  # celpy raises its CELEvalError and, rarely, Python errors
+            return _describe(exc)
+        if not is_bool(result):
+            return f"evaluates to {type(result).__name__}, not a bool"
+        return None
+
     def _program(self, expression: str) -> Any:
         # Compiling under the lock keeps "once per expression" true across threads.
         with self._lock:
@@ -143,6 +160,15 @@ class SelectorEvaluator:
             with self._lock:
                 self._devices.put(device, cached)
         return cached
+
+
+def _describe(exc: Exception) -> str:
+    args = exc.args
+    if len(args) >= 2 and args[1] is ZeroDivisionError:
+        return "division by zero"
+    if len(args) >= 3 and args[1] is TypeError and args[2]:
+        return f"type error: {args[2][0]}"
+    return str(args[0] if args else exc)[:200]
 
 
 def _run(ast: Any, activation: Any) -> bool:

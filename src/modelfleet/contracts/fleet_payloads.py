@@ -30,6 +30,14 @@ class PlaceRequest(WireModel):
     avoid_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class DryPlaceRequest(PlaceRequest):
+    """A placement that only checks (the Fleet's ``dry_place`` Update): where ``desired``
+    replicas would go with this deployment's replicas named in ``without`` not counted. Nothing
+    is reserved or remembered; the answer is a :class:`PlaceResponse`."""
+
+    without: list[str] = Field(default_factory=list)
+
+
 class ReplicaRemoval(WireModel):
     """A replica the placement removes, and why in words: the wire form of the scheduler's
     :class:`~modelfleet.scheduling.retain.Victim` (whose reason code stays in the scheduler)."""

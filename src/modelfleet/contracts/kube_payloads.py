@@ -52,11 +52,17 @@ class ApplyResult(WireModel):
 class DeleteRequest(WireModel):
     cluster: str
     objects: list[ObjectRef]
+    # A backstop after ``objects``: also delete every object of the same kinds and namespaces
+    # carrying these labels (a replica's label), so an object applied under a name the
+    # current renderer no longer produces is not orphaned. Empty: no sweep.
+    sweep_labels: dict[str, str] = {}
 
 
 class DeleteResult(WireModel):
     deleted: int
     absent: int
+    # Of ``deleted``, how many only the label sweep found.
+    swept: int = 0
 
 
 class WaitReadyRequest(WireModel):

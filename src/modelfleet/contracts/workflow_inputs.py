@@ -18,6 +18,7 @@ from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.cloud_payloads import ProvisioningState
 from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
+from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.status import ClusterRecord, Decision, ReplicaPhase
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
@@ -84,6 +85,9 @@ class ReplicaInput(WireModel):
     # Carried across continue-as-new while serving.
     serving_since: datetime | None = None
     health_interval_seconds: int = 30
+    # What the rollout applied (references only), carried across continue-as-new so teardown
+    # deletes what is really there even if the renderer has changed since.
+    applied: list[ObjectRef] = []
 
 
 class ReplicaResult(WireModel):

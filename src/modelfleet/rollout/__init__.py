@@ -12,13 +12,15 @@ Extending it: a new step of a pass is a new op in ``state`` (what is left to do,
 its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
 the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
 placement that only checks whether the new template fits, ahead of a roll, is an op before
-``Roll``; a bounded teardown is a deadline on ``Wait``; cancelling a replica's rollout is an
-action. A change that alters the actions taken for an existing history goes behind a
-``Policy`` switch that the workflow sets from ``workflow.patched``.
+``Roll`` (``DryPlace``, under ``Policy.guard_changes``); a bounded teardown is a deadline on
+``Wait``; cancelling a replica's rollout is an action. A change that alters the actions taken
+for an existing history goes behind a ``Policy`` switch that the workflow sets from
+``workflow.patched``.
 """
 
 from modelfleet.rollout.actions import (
     Action,
+    DryPlace,
     EndPass,
     Finish,
     Forget,
@@ -41,6 +43,9 @@ from modelfleet.rollout.events import (
     applied,
     carried,
     deleted,
+    dry_place_request,
+    dry_placed,
+    fleet_failed,
     forgotten,
     place_request,
     placed,
@@ -49,13 +54,14 @@ from modelfleet.rollout.events import (
     scaled,
 )
 from modelfleet.rollout.report import report
-from modelfleet.rollout.state import DeploymentState, Stage, template_hash
+from modelfleet.rollout.state import DeploymentState, Stage, effective_spec, template_hash
 
 __all__ = [
     "AVOID_AFTER_FAILURE",
     "RESYNC_INTERVAL",
     "Action",
     "DeploymentState",
+    "DryPlace",
     "EndPass",
     "Finish",
     "Forget",
@@ -69,6 +75,10 @@ __all__ = [
     "applied",
     "carried",
     "deleted",
+    "dry_place_request",
+    "dry_placed",
+    "effective_spec",
+    "fleet_failed",
     "forgotten",
     "next_action",
     "place_request",

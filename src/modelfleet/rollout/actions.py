@@ -26,6 +26,14 @@ class Place(Model):
     sequence: int
 
 
+class DryPlace(Model):
+    """Ask the Fleet where ``desired`` replicas of the spec's template would go, with the
+    replicas named in ``without`` not counted, reserving nothing; then ``dry_placed``."""
+
+    desired: int
+    without: list[str]
+
+
 class StartReplica(Model):
     """Start the ModelReplica child workflow for ``replica`` (already recorded as Pending)."""
 
@@ -66,4 +74,4 @@ class Finish(Model):
     """The deployment is deleted and every replica is gone: publish and return."""
 
 
-Action = Rest | Place | StartReplica | SignalTeardown | Forget | Wait | EndPass | Finish
+Action = Rest | Place | DryPlace | StartReplica | SignalTeardown | Forget | Wait | EndPass | Finish

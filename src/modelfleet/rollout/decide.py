@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.rollout.actions import (
     Action,
+    DryPlace,
     EndPass,
     Finish,
     Forget,
@@ -37,8 +38,10 @@ from modelfleet.rollout.state import (
     Stage,
     Start,
     TearDown,
+    effective_spec,
     template_hash,
 )
+from modelfleet.rollout.state import DryPlace as DryPlaceOp
 
 RESYNC_INTERVAL = timedelta(seconds=60)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
@@ -55,6 +58,13 @@ class Policy:
     # new template (before: it went on comparing with the old one and replaced every replica
     # again and again).
     roll_follows_spec: bool = True
+    # A change never removes a serving replica before its replacement is Ready: a new template
+    # is first placed dry (nothing reserved) and held back when it fits nowhere; a serving
+    # replica is replaced in place only after a dry placement of its replacement succeeded;
+    # serving replicas a placement evicts leave only once their replacements are Ready; a
+    # replacement that fails rolls the deployment back to its last good template. Before, a
+    # bad change tore every serving replica down (issue 16).
+    guard_changes: bool = True
 
 
 def next_action(
@@ -85,9 +95,10 @@ def rest_over(state: DeploymentState) -> bool:
     return state.dirty or state.deleting
 
 
-def woke(state: DeploymentState, now: datetime) -> DeploymentState:
+def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> DeploymentState:
     """Start a pass (or the teardown of everything) after a rest, whether a change or the
-    periodic resync ended it."""
+    periodic resync ended it. Under ``guard_changes`` a pass that would roll serving replicas
+    to a template not yet checked starts with its dry placement."""
     s = state.model_copy(deep=True)
     if s.deleting:
         _begin_delete(s)
@@ -96,8 +107,20 @@ def woke(state: DeploymentState, now: datetime) -> DeploymentState:
     s.avoid = {c: until for c, until in s.avoid.items() if until > now}
     s.avoid_reasons = {c: r for c, r in s.avoid_reasons.items() if c in s.avoid}
     s.stage = Stage.PASS
-    s.ops = [Reap(), PlaceFor(purpose="reconcile"), Roll()]
+    s.ops = [Reap(), PlaceFor(purpose="reconcile", guard=policy.guard_changes), Roll()]
+    if policy.guard_changes and _needs_gate(s):
+        s.ops.insert(1, DryPlaceOp(purpose="gate"))
     return s
+
+
+def _needs_gate(s: DeploymentState) -> bool:
+    target = template_hash(s.spec)
+    # No last good template: nothing to fall back on. The last good one: it is proven to run.
+    if s.last_good is None or target in (s.held, s.checked, template_hash(s.last_good)):
+        return False
+    return any(
+        r.phase is ReplicaPhase.READY and r.template_hash != target for r in s.replicas.values()
+    )
 
 
 def wait_over(state: DeploymentState, wait: Wait) -> bool:
@@ -123,6 +146,10 @@ def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
         s.sequence += 1
         desired = len(s.replicas) + 1 if op.purpose == "surge" else s.spec.spec.replicas
         return Place(desired=desired, sequence=s.sequence)
+    if isinstance(op, DryPlaceOp):
+        if op.purpose == "gate":
+            return DryPlace(desired=max(s.spec.spec.replicas, 1), without=sorted(s.replicas))
+        return DryPlace(desired=len(s.replicas), without=[op.old])
     if isinstance(op, TearDown):
         return _teardown(s, op)
     if isinstance(op, Start):
@@ -179,7 +206,7 @@ def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
         index=replica.spec.index,
         phase=ReplicaPhase.PENDING,
         step=ReplicaStep.PLACED,
-        template_hash=template_hash(s.spec),
+        template_hash=template_hash(effective_spec(s)),
         pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
         updated=now,
     )
@@ -195,11 +222,15 @@ def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
         return wait
     status = s.replicas.get(op.name)
     if status is None or status.phase is not ReplicaPhase.READY:
-        # The old replicas keep serving; the next pass tries again.
+        # The old replicas keep serving; the next pass tries again (or, guarded, rolls back).
         s.summary = op.paused
         s.ops.clear()
+        if op.rollback:
+            _roll_back(s, f"{op.paused}: {status.reason if status else 'gone'}")
         return None
     s.ops.pop(0)
+    for name in reversed(op.also_replace):
+        s.ops.insert(0, TearDown(name=name, reason=f"replaced by {op.name}"))
     if op.then_replace:
         s.ops.insert(
             0, TearDown(name=op.then_replace, reason="replaced by a newer replica (surge)")
@@ -207,11 +238,22 @@ def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
     return None
 
 
+def _roll_back(s: DeploymentState, why: str) -> None:
+    """Hold the spec's template back: the deployment returns to its last good template."""
+    current = template_hash(effective_spec(s))
+    if s.last_good is None or template_hash(s.last_good) == current:
+        return
+    s.held = template_hash(s.spec)
+    s.held_reason = f"rolled back to the last good template: {why}"
+    s.summary = s.held_reason
+    s.dirty = True
+
+
 def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
     """Choose the next replica to replace and how: one that is not serving is replaced in
     place; a serving one is surged when the strategy allows and the fleet has room, else
     replaced in place within maxUnavailable, else the rollout is blocked."""
-    current = template_hash(s.spec)
+    current = template_hash(effective_spec(s))
     if not op.target:
         strategy = s.spec.spec.strategy
         op.target = current
@@ -234,9 +276,16 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
         # A replica that is not serving costs nothing to replace in place.
         head = [TearDown(name=old.name, reason="template changed"), PlaceFor(purpose="fill")]
     elif op.max_surge > 0:
-        head = [PlaceFor(purpose="surge", old=old.name, fallback=op.max_unavailable > 0)]
+        head = [
+            PlaceFor(
+                purpose="surge",
+                old=old.name,
+                fallback=op.max_unavailable > 0,
+                guard=policy.guard_changes,
+            )
+        ]
     elif op.max_unavailable > 0:
-        head = replace_in_place(old.name)
+        head = replace_in_place(old.name, guard=policy.guard_changes)
     else:
         s.summary = BLOCKED
         s.ops.clear()
@@ -244,10 +293,14 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
     s.ops = [*head, op, *rest]
 
 
-def replace_in_place(name: str) -> list[Op]:
+def replace_in_place(name: str, *, guard: bool = False) -> list[Op]:
+    """Unavailable-first: tear the replica down, then place and await its replacement; guarded,
+    only after a dry placement of the replacement succeeded."""
+    head: list[Op] = [DryPlaceOp(purpose="replace", old=name)] if guard else []
     return [
+        *head,
         TearDown(name=name, reason="replaced (no room to surge)"),
-        PlaceFor(purpose="fill-await"),
+        PlaceFor(purpose="fill-await", guard=guard),
     ]
 
 

@@ -11,11 +11,13 @@ from datetime import datetime
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
     PlaceRequest,
     PlaceResponse,
+    ReplicaRemoval,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-from modelfleet.rollout.actions import Place
+from modelfleet.rollout.actions import DryPlace, Place
 from modelfleet.rollout.decide import BLOCKED, replace_in_place
 from modelfleet.rollout.state import (
     AwaitReady,
@@ -25,16 +27,27 @@ from modelfleet.rollout.state import (
     Stage,
     Start,
     TearDown,
+    effective_spec,
+    template_hash,
 )
+from modelfleet.rollout.state import DryPlace as DryPlaceOp
 
 
 def applied(state: DeploymentState, spec: ModelDeployment) -> DeploymentState:
-    """A new spec (already validated); the same spec again changes nothing."""
+    """A new spec (already validated); the same spec again changes nothing.
+
+    A deployment that has Ready replicas of its current template but no ``last_good`` yet
+    (it predates the field) remembers the current spec as last good before taking the new one."""
     if spec.to_wire() == state.spec.to_wire():
         return state
-    return state.model_copy(
-        update={"spec": spec, "generation": state.generation + 1, "dirty": True}
-    )
+    update: dict[str, object] = {"spec": spec, "generation": state.generation + 1, "dirty": True}
+    running = template_hash(effective_spec(state))
+    if state.last_good is None and any(
+        r.phase is ReplicaPhase.READY and r.template_hash == running
+        for r in state.replicas.values()
+    ):
+        update["last_good"] = effective_spec(state)
+    return state.model_copy(update=update)
 
 
 def scaled(state: DeploymentState, replicas: int) -> DeploymentState:
@@ -63,6 +76,13 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
     status = s.replicas[progress.name]
     status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
     status.updated = progress.at
+    if (
+        progress.phase is ReplicaPhase.READY
+        and status.template_hash == template_hash(s.spec)
+        and status.template_hash != s.held
+    ):
+        # A replica of the spec's template serves: that template is now the one to return to.
+        s.last_good = s.spec.model_copy(deep=True)
     if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
         progress.step is ReplicaStep.DONE
     ):
@@ -77,11 +97,57 @@ def place_request(
     avoid = sorted(c for c, until in state.avoid.items() if until > now)
     return PlaceRequest(
         request_id=request_id,
-        deployment=state.spec,
+        deployment=effective_spec(state),
         desired=place.desired,
         avoid_clusters=avoid,
         avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
     )
+
+
+def dry_place_request(
+    state: DeploymentState, dry: DryPlace, request_id: str, now: datetime
+) -> DryPlaceRequest:
+    """The Fleet request for a dry placement of the spec's template (never the held-back one:
+    the point is to ask about the new template)."""
+    avoid = sorted(c for c, until in state.avoid.items() if until > now)
+    return DryPlaceRequest(
+        request_id=request_id,
+        deployment=state.spec,
+        desired=dry.desired,
+        avoid_clusters=avoid,
+        avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+        without=dry.without,
+    )
+
+
+def dry_placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
+    """The Fleet answered the pending ``DryPlace``. Nothing placed: a gate holds the template
+    back (the deployment keeps running its last good one), a replacement pauses the rollout
+    with the old replica still serving. Either way the status says why, in the scheduler's
+    words."""
+    s = state.model_copy(deep=True)
+    op = s.ops.pop(0)
+    assert isinstance(op, DryPlaceOp), f"a dry placement answer while the next op is {op.op}"
+    if response.placed:
+        if op.purpose == "gate":
+            s.checked = template_hash(s.spec)
+        return s
+    why = _why_not(response)
+    s.rejections = response.rejections
+    if op.purpose == "gate" and s.last_good is not None:
+        s.held = template_hash(s.spec)
+        s.held_reason = f"change blocked: the new template cannot be placed: {why}"
+        s.summary = s.held_reason
+        return s
+    s.summary = f"rollout paused: no room for a replacement of {op.old}: {why}"
+    s.ops.clear()
+    return s
+
+
+def _why_not(response: PlaceResponse) -> str:
+    reasons = "; ".join(f"{c}: {r}" for c, r in sorted(response.rejections.items()))
+    failed = [c.message for c in response.conditions if c.status == "False" and c.message]
+    return reasons or "; ".join(failed) or response.summary or "no cluster can hold it"
 
 
 def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
@@ -105,23 +171,55 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
                     name=surged,
                     paused=f"rollout paused: surge replica {surged} failed",
                     then_replace=op.old,
+                    rollback=op.guard,
                 ),
             ]
         elif op.fallback:
-            head = [*replace_in_place(op.old)]
+            head = [*replace_in_place(op.old, guard=op.guard)]
         else:
             s.summary = BLOCKED
             s.ops.clear()
             return s
     else:
-        head = [TearDown(name=v.replica.name, reason=v.reason) for v in response.victims]
+        # Guarded: serving replicas of an older template that the placement evicts (the new
+        # template no longer fits where they run) keep serving until the replacements placed
+        # in this answer are Ready; other victims (scale-down, gone clusters) go at once.
+        deferred = [v.replica.name for v in response.victims if op.guard and _serving_old(s, v)]
+        head = [
+            TearDown(name=v.replica.name, reason=v.reason)
+            for v in response.victims
+            if v.replica.name not in deferred
+        ]
         head += [Start(replica=r) for r in response.placed]
-        if op.purpose == "fill-await":
+        if op.purpose == "fill-await" or deferred:
             head += [
-                AwaitReady(name=r.name, paused=f"rollout paused: replica {r.name} failed")
-                for r in response.placed
+                AwaitReady(
+                    name=r.name,
+                    paused=f"rollout paused: replica {r.name} failed",
+                    rollback=op.guard,
+                    also_replace=deferred if i == len(response.placed) - 1 else [],
+                )
+                for i, r in enumerate(response.placed)
             ]
     s.ops = [*head, *s.ops]
+    return s
+
+
+def _serving_old(s: DeploymentState, victim: ReplicaRemoval) -> bool:
+    status = s.replicas.get(victim.replica.name)
+    return (
+        status is not None
+        and status.phase is ReplicaPhase.READY
+        and status.template_hash != template_hash(effective_spec(s))
+    )
+
+
+def fleet_failed(state: DeploymentState, reason: str) -> DeploymentState:
+    """The Fleet did not answer a placement (or a dry one) within its total timeout: the pass
+    ends with nothing changed and says why; the next resync tries again."""
+    s = state.model_copy(deep=True)
+    s.summary = f"placement failed, retrying on the next resync: {reason}"
+    s.ops.clear()
     return s
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.rollout.state import DeploymentState, template_hash
+from modelfleet.rollout.state import DeploymentState, effective_spec, template_hash
 
 
 def report(state: DeploymentState) -> DeploymentStatus:
-    current = template_hash(state.spec)
+    current = template_hash(effective_spec(state))
     replicas = [state.replicas[k] for k in sorted(state.replicas)]
     ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
     desired = state.spec.spec.replicas
@@ -24,6 +24,20 @@ def report(state: DeploymentState) -> DeploymentStatus:
             message=f"{ready} of {desired} ready",
         )
     )
+    held = bool(state.held) and state.held == template_hash(state.spec)
+    summary = state.summary
+    if held and state.held_reason not in summary:
+        summary = f"{state.held_reason} · {summary}" if summary else state.held_reason
+    if held:
+        # The change is held back; the status says why until the spec changes again.
+        conditions.append(
+            Condition(
+                type="RolloutBlocked",
+                status="True",
+                reason="RolledBack" if state.held_reason.startswith("rolled") else "NoFit",
+                message=state.held_reason,
+            )
+        )
     if state.deleting:
         phase = "Deleting"
     elif ready >= desired and all(r.template_hash == current for r in replicas):
@@ -44,6 +58,6 @@ def report(state: DeploymentState) -> DeploymentStatus:
         conditions=conditions,
         replicas=replicas,
         rejections=state.rejections,
-        summary=state.summary,
+        summary=summary,
         deleting=state.deleting,
     )

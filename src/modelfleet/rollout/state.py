@@ -55,6 +55,24 @@ class PlaceFor(WireModel):
     # place when the fleet has no room (maxUnavailable > 0).
     old: str = ""
     fallback: bool = False
+    # Set under ``Policy.guard_changes``: a serving replica leaves only after its replacement is
+    # Ready, a replacement that fails rolls back to the last good template.
+    guard: bool = False
+
+
+DryPurpose = Literal["gate", "replace"]
+
+
+class DryPlace(WireModel):
+    """Ask the Fleet, without reserving anything, whether the spec's template can be placed.
+
+    ``gate``: before a roll, with none of this deployment's replicas counted (can the new
+    template run anywhere at all); a template that cannot is held back. ``replace``: before a
+    serving replica ``old`` is replaced in place, with ``old`` not counted."""
+
+    op: Literal["dry-place"] = "dry-place"
+    purpose: DryPurpose
+    old: str = ""
 
 
 class TearDown(WireModel):
@@ -77,6 +95,11 @@ class AwaitReady(WireModel):
     name: str
     paused: str
     then_replace: str = ""
+    # Under ``Policy.guard_changes``: a failure rolls the deployment back to its last good
+    # template; ``also_replace`` are serving replicas the placement evicted, torn down only once
+    # this one is Ready.
+    rollback: bool = False
+    also_replace: list[str] = []
 
 
 class Roll(WireModel):
@@ -90,7 +113,9 @@ class Roll(WireModel):
     max_unavailable: int = 0
 
 
-Op = Annotated[Reap | PlaceFor | TearDown | Start | AwaitReady | Roll, Field(discriminator="op")]
+Op = Annotated[
+    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll, Field(discriminator="op")
+]
 
 
 class DeploymentState(WireModel):
@@ -114,3 +139,22 @@ class DeploymentState(WireModel):
     conditions: list[Condition] = []
     rejections: dict[str, str] = {}
     summary: str = ""
+    # The last spec whose template had a replica Ready: what a failed change rolls back to.
+    last_good: ModelDeployment | None = None
+    # The template hash of a spec held back (blocked at the dry placement, or rolled back after
+    # its replacement failed) and why: while ``spec`` still has that template, the deployment
+    # runs ``last_good``'s template instead (see ``effective_spec``).
+    held: str = ""
+    held_reason: str = ""
+    # The template hash whose dry placement last succeeded, so a roll checks once per change.
+    checked: str = ""
+
+
+def effective_spec(state: DeploymentState) -> ModelDeployment:
+    """What the deployment runs now: the spec, or with a held-back template the spec with the
+    last good template in its place (replica count, strategy and the rest stay the user's)."""
+    if not state.held or state.last_good is None or template_hash(state.spec) != state.held:
+        return state.spec
+    spec = state.spec.model_copy(deep=True)
+    spec.spec.template = state.last_good.spec.template.model_copy(deep=True)
+    return spec

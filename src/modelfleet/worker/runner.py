@@ -109,6 +109,7 @@ def build_worker(
             kube.check_ready,
             kube.probe,
             fleet.place,
+            fleet.dry_place,
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
@@ -148,6 +149,7 @@ def build_fleet_worker(
         workflows=[FleetWorkflow],
         activities=[
             fleet.place,
+            fleet.dry_place,
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,

@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.contracts.activity_names import (
+        FLEET_DRY_PLACE,
         FLEET_PLACE,
         FLEET_RELEASE,
     )
@@ -36,7 +37,12 @@ with workflow.unsafe.imports_passed_through():
         PlaceResponse,
         ReleaseRequest,
     )
-    from modelfleet.contracts.status import DeploymentStatus, ReplicaProgress
+    from modelfleet.contracts.status import (
+        DeploymentStatus,
+        ReplicaPhase,
+        ReplicaProgress,
+        ReplicaStep,
+    )
     from modelfleet.contracts.wire import WireModel
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.facts import ClusterFacts
@@ -48,6 +54,12 @@ with workflow.unsafe.imports_passed_through():
 
 FLEET_TIMEOUT = timedelta(seconds=30)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
+# A placement that has not been answered in this long fails with the last error, instead of
+# retrying forever; the pass ends saying why and the next resync asks again.
+FLEET_TOTAL = timedelta(minutes=3)
+# A replica told to tear down gets this long to finish; then its workflow is cancelled (which
+# cancels its current activity and compensates), and after as long again it is given up on.
+TEARDOWN_GRACE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
 PATCH_PHASE_ON_PROGRESS = "publish-phase-on-replica-progress"
@@ -58,6 +70,16 @@ PATCH_ROLL_FOLLOWS_SPEC = "rollout-roll-follows-spec"
 # Never continue-as-new while deleting: the delete Update waits for the replicas to go, so
 # waiting for it to finish before continuing-as-new never ended.
 PATCH_NO_CAN_WHILE_DELETING = "rollout-no-continue-as-new-while-deleting"
+# A change never removes a serving replica before its replacement is Ready (issue 16): a new
+# template is placed dry first and held back when it fits nowhere, in-place replacements are
+# placed dry first, and a failed replacement rolls back to the last good template. This adds a
+# ``fleet.dry_place`` activity before some placements and changes which teardowns happen, so
+# histories recorded before it keep the old decisions (``rollout.Policy.guard_changes``).
+PATCH_GUARD_CHANGES = "rollout-guard-changes"
+# A teardown wait is bounded (a timer), and past it the replica's workflow is cancelled. Before,
+# the deployment waited with no timeout for a replica that checked for teardown only between
+# steps, so a delete could block for the whole progress deadline or forever.
+PATCH_BOUNDED_TEARDOWN = "rollout-bounded-teardown"
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -75,6 +97,7 @@ class DeploymentWorkflow:
         # Rendering settings per cluster from the Fleet's answers. Not carried across
         # continue-as-new: every replica start follows a placement answer in the same run.
         self._facts: dict[str, ClusterFacts] = {}
+        self._policy = rollout.Policy()
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -166,20 +189,23 @@ class DeploymentWorkflow:
                 search.NAME.value_set(md.name),
             ]
         )
-        policy = rollout.Policy(roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC))
+        policy = rollout.Policy(
+            roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC),
+            guard_changes=workflow.patched(PATCH_GUARD_CHANGES),
+        )
+        self._policy = policy
         while True:
             self._state, action = rollout.next_action(self._state, workflow.now(), policy)
             if isinstance(action, rollout.Rest):
                 await self._rest(action)
             elif isinstance(action, rollout.Place):
                 await self._place(action)
+            elif isinstance(action, rollout.DryPlace):
+                await self._dry_place(action)
             elif isinstance(action, rollout.StartReplica):
                 await self._start_replica(action)
             elif isinstance(action, rollout.SignalTeardown):
-                handle = workflow.get_external_workflow_handle(
-                    replica_id(self._state.spec.namespace, action.name)
-                )
-                await handle.signal("teardown")
+                await self._signal_teardown(action.name)
             elif isinstance(action, rollout.Forget):
                 # Release first: a replica leaves the status only once its capacity is free.
                 await self._release([action.name])
@@ -203,11 +229,53 @@ class DeploymentWorkflow:
                 timeout=action.timeout,
                 timeout_summary="periodic resync",
             )
-        self._state = rollout.woke(self._state, workflow.now())
+        self._state = rollout.woke(self._state, workflow.now(), self._policy)
 
     async def _wait(self, action: rollout.Wait) -> None:
-        await workflow.wait_condition(
-            lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
+        if action.until != "done" or not workflow.patched(PATCH_BOUNDED_TEARDOWN):
+            await workflow.wait_condition(
+                lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
+            )
+            return
+        handle = workflow.get_external_workflow_handle(
+            replica_id(self._state.spec.namespace, action.name)
+        )
+        for last in (False, True):
+            try:
+                await workflow.wait_condition(
+                    lambda: rollout.wait_over(self._state, action),
+                    timeout=TEARDOWN_GRACE,
+                    timeout_summary=action.summary,
+                )
+                return
+            except TimeoutError:
+                if last:
+                    # Gone silent: give it up rather than hold the deployment (its own cleanup
+                    # timeout bounds what it still does).
+                    self._gone(action.name, "teardown did not finish in time; given up")
+                    return
+                # Cancelling the replica cancels its current activity; it compensates.
+                with contextlib.suppress(ApplicationError):
+                    await handle.cancel()
+
+    async def _signal_teardown(self, name: str) -> None:
+        handle = workflow.get_external_workflow_handle(replica_id(self._state.spec.namespace, name))
+        try:
+            await handle.signal("teardown")
+        except ApplicationError:
+            # Its workflow already ended (the signal target is gone): nothing left to wait for.
+            self._gone(name, "its workflow had already ended")
+
+    def _gone(self, name: str, reason: str) -> None:
+        self._state = rollout.progressed(
+            self._state,
+            ReplicaProgress(
+                name=name,
+                phase=ReplicaPhase.TERMINATED,
+                step=ReplicaStep.DONE,
+                reason=reason,
+                at=workflow.now(),
+            ),
         )
 
     async def _maybe_continue_as_new(self) -> None:
@@ -228,16 +296,41 @@ class DeploymentWorkflow:
             request_id=f"{info.workflow_id}/{info.run_id}/{action.sequence}",
             now=workflow.now(),
         )
-        response: PlaceResponse = await workflow.execute_activity(
-            FLEET_PLACE,
-            request,
-            result_type=PlaceResponse,
-            summary=f"place {action.desired} replica(s)",
-            start_to_close_timeout=FLEET_TIMEOUT,
-            retry_policy=FLEET_RETRY,
-        )
+        try:
+            response: PlaceResponse = await workflow.execute_activity(
+                FLEET_PLACE,
+                request,
+                result_type=PlaceResponse,
+                summary=f"place {action.desired} replica(s)",
+                start_to_close_timeout=FLEET_TIMEOUT,
+                schedule_to_close_timeout=FLEET_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError as exc:
+            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            return
         self._facts.update(response.facts)
         self._state = rollout.placed(self._state, response)
+
+    async def _dry_place(self, action: rollout.DryPlace) -> None:
+        request = rollout.dry_place_request(
+            self._state, action, request_id="dry", now=workflow.now()
+        )
+        try:
+            response: PlaceResponse = await workflow.execute_activity(
+                FLEET_DRY_PLACE,
+                request,
+                result_type=PlaceResponse,
+                summary=f"check where {action.desired} replica(s) of the new template would go",
+                start_to_close_timeout=FLEET_TIMEOUT,
+                schedule_to_close_timeout=FLEET_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError as exc:
+            # Unknown is not "fits": nothing serving is touched until the Fleet answers.
+            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            return
+        self._state = rollout.dry_placed(self._state, response)
 
     async def _release(self, names: list[str]) -> None:
         await workflow.execute_activity(
@@ -273,8 +366,21 @@ class DeploymentWorkflow:
                 return
             except WorkflowAlreadyStartedError:
                 if attempt == START_ATTEMPTS - 1:
-                    raise
+                    break
                 await workflow.sleep(timedelta(seconds=1), summary=f"{replica.name} still closing")
+        child_id = replica_id(replica.namespace, replica.name)
+        # Never fail the deployment for it: the replica counts as failed, the next pass reaps
+        # it (releasing its capacity) and places again.
+        self._state = rollout.progressed(
+            self._state,
+            ReplicaProgress(
+                name=replica.name,
+                phase=ReplicaPhase.FAILED,
+                step=ReplicaStep.DONE,
+                reason=f"could not start: workflow {child_id} is still running",
+                at=workflow.now(),
+            ),
+        )
 
     # --- reporting -------------------------------------------------------------------------
 
@@ -293,3 +399,8 @@ class DeploymentWorkflow:
             f"**{status.phase}** · {status.ready}/{status.desired} ready"
             + (f"\n\n{status.summary}" if status.summary else "")
         )
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.__cause__ or exc
+    return str(cause) or type(cause).__name__

@@ -18,7 +18,8 @@ scheduler it runs is a pure function.
 from __future__ import annotations
 
 import contextlib
-from collections import deque
+from collections import ChainMap, deque
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,11 +29,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
+    from modelfleet.api.deployments import ModelReplica
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
+        DryPlaceRequest,
         FleetStats,
         PlacementCheck,
         PlaceRequest,
@@ -60,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         live_snapshot,
         place_in_fleet,
     )
+    from modelfleet.scheduling.selector_errors import selector_errors
     from modelfleet.scheduling.snapshot import FleetSnapshot
     from modelfleet.workflows import search
     from modelfleet.workflows.fleet_book import FleetBook, replica_key
@@ -328,11 +332,7 @@ class FleetWorkflow:
                 self._answered[request.request_id] = (at, answer)
             return answer
         now = workflow.now()
-        stale = {
-            name
-            for name, rec in self._clusters.items()
-            if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
-        }
+        stale = self._stale(now)
         response = self._place(request, gone=stale)
         owner = (request.deployment.namespace, request.deployment.name)
         if response.placed:
@@ -360,14 +360,45 @@ class FleetWorkflow:
         )
         return response
 
-    def _place(self, request: PlaceRequest, *, gone: set[str]) -> PlaceResponse:
+    def _stale(self, now: datetime) -> set[str]:
+        """Clusters NotReady past their grace: left out of the fleet for placement."""
+        return {
+            name
+            for name, rec in self._clusters.items()
+            if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
+        }
+
+    def _place(
+        self, request: PlaceRequest, *, gone: set[str], without: frozenset[str] = frozenset()
+    ) -> PlaceResponse:
+        """The scheduler's answer for ``request``, booking nothing. ``without`` (book keys of
+        this deployment's replicas) are left out as if released: a dry placement's question."""
         deployment = request.deployment
-        ours = self._book.replicas_of((deployment.namespace, deployment.name))
+        every = self._book.replicas_of((deployment.namespace, deployment.name))
         desired = request.desired
-        room = self._limits.max_replicas - len(self._book) + len(ours)
+        room = self._limits.max_replicas - len(self._book) + len(every)
         if desired > room and self._compact:
             # The size guard: past it the continue-as-new input would approach 2 MiB.
             desired = max(room, 0)
+        by_cluster: Mapping[str, Collection[ModelReplica]] = self._book.by_cluster
+        ledger_cache = self._ledger_cache
+        if without:
+            ours = [r for r in every if replica_key(r.namespace, r.name) not in without]
+            # Clusters holding a left-out replica are charged without it, and never from or
+            # into the Fleet's cache: a private copy of the rest keeps this call read-only.
+            touched = {
+                r.spec.cluster_name for r in every if replica_key(r.namespace, r.name) in without
+            }
+            by_cluster = ChainMap(
+                {
+                    c: [self._book.replica(k) for k in self._book.keys_on(c) if k not in without]
+                    for c in touched
+                },
+                self._book.by_cluster,  # type: ignore[arg-type]
+            )
+            ledger_cache = {c: p for c, p in self._ledger_cache.items() if c not in touched}
+        else:
+            ours = every
         placement = place_in_fleet(
             deployment,
             desired=desired,
@@ -381,8 +412,8 @@ class FleetWorkflow:
             },
             evaluator=_EVALUATOR,
             snapshot=self._live_snapshot(gone),
-            indexed=(ours, self._book.by_cluster),
-            ledger_cache=self._ledger_cache,
+            indexed=(ours, by_cluster),
+            ledger_cache=ledger_cache,
         )
         on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
         summary = placement.summary
@@ -419,6 +450,38 @@ class FleetWorkflow:
         self._answered[request_id] = (workflow.now(), response)
         while len(self._answered) > MAX_REMEMBERED_REQUESTS:
             self._answered.pop(next(iter(self._answered)))
+
+    @workflow.update
+    def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
+        """Where ``request``'s replicas would go, with its replicas in ``without`` not counted:
+        a rollout asks before it removes anything that serves. Read-only: nothing is booked,
+        remembered or logged as a decision (an Update, not a query, so it is ordered after the
+        placements and releases sent before it)."""
+        stale = self._stale(workflow.now())
+        namespace = request.deployment.namespace
+        placement = self._place(
+            request,
+            gone=stale,
+            without=frozenset(replica_key(namespace, n) for n in request.without),
+        )
+        rejections = dict(placement.rejections)
+        if not placement.placed:
+            # A selector that fails at evaluation looks like one that does not match; say so.
+            specs = {n: r.spec for n, r in self._clusters.items() if n not in stale}
+            for name, why in selector_errors(
+                request.deployment, self._classes, specs, _EVALUATOR
+            ).items():
+                rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
+        return PlaceResponse(
+            placed=placement.placed,
+            conditions=placement.conditions,
+            rejections=rejections,
+            summary=placement.summary,
+        )
+
+    @dry_place.validator
+    def _check_dry_place(self, request: DryPlaceRequest) -> None:
+        self._check_place(request)
 
     @workflow.update
     def release(self, request: ReleaseRequest) -> int:

@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.naming import LABEL_REPLICA
     from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_CHECK_READY,
@@ -60,6 +61,13 @@ API_RETRY = RetryPolicy(
     non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
 )
 CLEANUP_TIMEOUT = timedelta(minutes=10)
+# A teardown during the rollout cancels the step in progress (its activity) instead of waiting
+# for it to end: before, a replica checked for teardown only between steps, so a delete could
+# wait out a whole readiness wait (the progress deadline, 30 minutes by default).
+PATCH_TEARDOWN_CANCELS_ROLLOUT = "replica-teardown-cancels-rollout"
+# A replica that fails ends its workflow as Failed (after compensating), so Temporal's own
+# failure views count it; before, it completed with a FAILED result.
+PATCH_FAILS_AS_FAILED = "replica-fails-as-failed"
 HEALTH_INTERVAL = timedelta(seconds=30)
 # Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
 # when it stops serving. Histories recorded before have no such activities.
@@ -93,6 +101,8 @@ class ReplicaWorkflow:
         self._reason = ""
         self._teardown = False
         self._published = False
+        # References of every object a step applied (from kube.apply's answer), in order.
+        self._applied: list[ObjectRef] = list(arg.applied)
 
     @workflow.signal
     def teardown(self) -> None:
@@ -113,7 +123,14 @@ class ReplicaWorkflow:
                 search.CLUSTERS.value_set([r.spec.cluster_name]),
             ]
         )
-        rendered = render_replica(r, arg.facts)
+        try:
+            rendered = render_replica(r, arg.facts)
+        except Exception as exc:
+            # A renderer bug must not fail the workflow task over and over: nothing was applied
+            # yet, so report and end as Failed.
+            reason = f"could not render the replica: {exc}"
+            await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
+            raise ApplicationError(reason, type="RenderFailed", non_retryable=True) from exc
         # Objects this replica owns, whether or not a step got far enough to record them:
         # compensation deletes by what was rendered, so a half-applied step leaves nothing.
         owned = [
@@ -124,24 +141,56 @@ class ReplicaWorkflow:
         ]
         if arg.serving_since is None:
             try:
-                await self._roll_out(rendered)
+                if workflow.patched(PATCH_TEARDOWN_CANCELS_ROLLOUT):
+                    await self._roll_out_unless_torn_down(rendered)
+                else:
+                    await self._roll_out(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
                 reason = _reason(exc)
-                await self._compensate(owned, reason)
                 if isinstance(exc, asyncio.CancelledError):
+                    # Cancelled is not failed: clean up, then end as Cancelled.
+                    await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
                     raise
+                if self._teardown and isinstance(exc, RolloutFailedError):
+                    await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
+                    return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
+                await self._compensate(owned, reason)
+                if workflow.patched(PATCH_FAILS_AS_FAILED):
+                    raise ApplicationError(
+                        reason, type="ReplicaFailed", non_retryable=True
+                    ) from None
                 return ReplicaResult(name=r.name, phase=ReplicaPhase.FAILED, reason=reason)
             serving_since = workflow.now()
         else:
             serving_since = arg.serving_since
             await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        await self._watch_health(rendered, serving_since)
+        try:
+            await self._watch_health(rendered, serving_since)
+        except asyncio.CancelledError:
+            # Cancelled while serving: remove what it runs, then end as Cancelled.
+            await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
+            await self._delete(owned)
+            await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
+            raise
         await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
         await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
         return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
 
     # --- the saga --------------------------------------------------------------------------
+
+    async def _roll_out_unless_torn_down(self, rendered: RenderedReplica) -> None:
+        """The rollout, cancelled (its current activity with it) as soon as a teardown comes."""
+        task = asyncio.ensure_future(self._roll_out(rendered))
+        try:
+            await workflow.wait_condition(lambda: task.done() or self._teardown)
+        except asyncio.CancelledError:
+            await _cancelled(task)
+            raise
+        if not task.done():
+            await _cancelled(task)
+            raise RolloutFailedError("torn down before it became ready")
+        await task
 
     async def _roll_out(self, rendered: RenderedReplica) -> None:
         deadline = workflow.now() + timedelta(seconds=self._input.progress_deadline_seconds)
@@ -164,8 +213,9 @@ class ReplicaWorkflow:
         self, step: str, manifests: list[dict[str, object]], deadline: datetime
     ) -> None:
         remaining = max(deadline - workflow.now(), timedelta(seconds=5))
-        # What was applied needs no record here: compensation deletes by the render.
-        await workflow.execute_activity(
+        # Recorded so that compensation and teardown delete what was applied, not only what
+        # today's render names (a renderer change that renames an object must not orphan it).
+        result: ApplyResult = await workflow.execute_activity(
             KUBE_APPLY,
             ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
             result_type=ApplyResult,
@@ -174,6 +224,11 @@ class ReplicaWorkflow:
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
         )
+        known = {_key(r) for r in self._applied}
+        # The workload namespace is shared by the deployment's replicas: never this one's.
+        self._applied += [
+            r for r in result.applied if r.kind != "Namespace" and _key(r) not in known
+        ]
 
     async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
         if not rules:
@@ -195,18 +250,27 @@ class ReplicaWorkflow:
         if not result.ready:
             raise RolloutFailedError(result.reason)
 
-    async def _compensate(self, owned: list[ObjectRef], reason: str) -> None:
-        await self._set(ReplicaPhase.FAILED, ReplicaStep.COMPENSATING, reason)
+    async def _compensate(
+        self, owned: list[ObjectRef], reason: str, phase: ReplicaPhase = ReplicaPhase.FAILED
+    ) -> None:
+        await self._set(phase, ReplicaStep.COMPENSATING, reason)
         await self._delete(owned)
-        await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
+        await self._set(phase, ReplicaStep.DONE, reason)
 
     async def _delete(self, owned: list[ObjectRef]) -> None:
-        # Reverse apply order: routing first, the gangs next, claims last.
-        refs = list(reversed(owned))
+        # Reverse apply order: routing first, the gangs next, claims last; objects applied that
+        # the render no longer names go first; then a sweep by the replica's label.
+        rendered = {_key(r) for r in owned}
+        stray = [r for r in reversed(self._applied) if _key(r) not in rendered]
+        refs = stray + list(reversed(owned))
         try:
             await workflow.execute_activity(
                 KUBE_DELETE,
-                DeleteRequest(cluster=self._replica.spec.cluster_name, objects=refs),
+                DeleteRequest(
+                    cluster=self._replica.spec.cluster_name,
+                    objects=refs,
+                    sweep_labels={LABEL_REPLICA: self._replica.name},
+                ),
                 result_type=DeleteResult,
                 start_to_close_timeout=timedelta(seconds=120),
                 schedule_to_close_timeout=CLEANUP_TIMEOUT,
@@ -227,7 +291,9 @@ class ReplicaWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
-                    self._input.model_copy(update={"serving_since": serving_since})
+                    self._input.model_copy(
+                        update={"serving_since": serving_since, "applied": self._applied}
+                    )
                 )
             try:
                 await workflow.wait_condition(lambda: self._teardown, timeout=interval)
@@ -324,6 +390,16 @@ class ReplicaWorkflow:
             workflow.logger.warning("endpoint of %s not updated: %s", r.name, _reason(exc))
             return
         self._published = serving
+
+
+async def _cancelled(task: asyncio.Future[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ActivityError, RolloutFailedError):
+        await task
+
+
+def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
+    return (ref.api_version, ref.kind, ref.namespace or "", ref.name)
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,0 +1,183 @@
+"""The nine bad changes of issue 16, each applied to a Ready two-replica deployment on the real
+Temporal dev server and the simulated quickstart fleet, while a watcher checks continuously
+that no serving replica is ever deleted (its status stays Ready, its Deployment object stays
+on its cluster). Each change is rejected, blocked or rolled back with the reason in the
+status, and restoring the good spec leaves every replica as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import pytest
+from integration_support import Stack, deployment
+from temporalio.client import WorkflowUpdateFailedError
+
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.naming import LABEL_REPLICA
+from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.sim.faults import FaultConfig
+from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
+from modelfleet.workflows.ids import deployment_id
+
+NS = "bad-changes"
+GPU_20GI = ["h100-east", "l4-dev"]
+GPU = 'device.capacity["gpu.nvidia.com"]'
+ATTR = 'device.attributes["gpu.nvidia.com"]'
+
+
+def good() -> ModelDeployment:
+    md = deployment("m", NS, replicas=2)
+    # Surge only: with no room to surge the change is blocked rather than replaced in place.
+    md.spec.strategy.max_unavailable = 0
+    md.spec.strategy.progress_deadline_seconds = 10
+    return md
+
+
+def with_selector(cel: str) -> ModelDeployment:
+    md = good()
+    selector = md.spec.template.spec.engines[0].members[0].node_selector
+    assert selector is not None
+    selector.devices[0].selectors[0].cel = cel
+    return md
+
+
+def with_image(image: str) -> ModelDeployment:
+    md = good()
+    md.spec.template.spec.engines[0].members[0].template.spec.containers[0].image = image
+    return md
+
+
+def with_cluster_selector() -> ModelDeployment:
+    doc = good().to_wire()
+    doc["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": {"region": "mars"}}
+    return type(good()).model_validate(doc)
+
+
+def blocked(*words: str) -> Callable[[DeploymentStatus], bool]:
+    def check(s: DeploymentStatus) -> bool:
+        return any(c.type == "RolloutBlocked" for c in s.conditions) and all(
+            w in s.summary for w in words
+        )
+
+    return check
+
+
+class Watcher:
+    """Polls the status and every serving replica's Deployment object until stopped and
+    records any moment one of them is not there."""
+
+    def __init__(self, stack: Stack, serving: dict[str, str]) -> None:
+        self.stack, self.serving = stack, serving
+        self.violations: list[str] = []
+        self.looks = 0
+
+    async def run(self) -> None:
+        while True:
+            status = await self.stack.status(NS, "m")
+            phases = {r.name: r.phase for r in status.replicas}
+            for name, cluster in self.serving.items():
+                if phases.get(name) is not ReplicaPhase.READY:
+                    self.violations.append(f"{name} is {phases.get(name)} in the status")
+                kinds = {
+                    o["kind"]
+                    for o in self.stack.objects_of(NS, cluster)
+                    if o["metadata"]["labels"].get(LABEL_REPLICA) == name
+                }
+                if "Deployment" not in kinds:
+                    self.violations.append(f"{name}'s Deployment is gone from {cluster}")
+            self.looks += 1
+            await asyncio.sleep(0.1)
+
+
+async def test_nine_bad_changes_never_remove_a_serving_replica(stack: Stack) -> None:
+    try:
+        await _nine_bad_changes(stack)
+    finally:
+        # The stack is shared by the modules after this one: free the two GPU pools it holds.
+        handle = stack.client.get_workflow_handle(deployment_id(NS, "m"))
+        await handle.execute_update(DeploymentWorkflow.delete)
+        await asyncio.wait_for(handle.result(), 60)
+
+
+async def _nine_bad_changes(stack: Stack) -> None:
+    await apply_resource(stack.client, good())
+    ready = await stack.wait_status(
+        NS, "m", lambda s: s.ready == 2 and all(r.phase is ReplicaPhase.READY for r in s.replicas)
+    )
+    serving = {r.name: r.cluster for r in ready.replicas}
+    handle = stack.client.get_workflow_handle(deployment_id(NS, "m"))
+    watcher = Watcher(stack, serving)
+    watch = asyncio.create_task(watcher.run())
+    seen: dict[str, str] = {}
+    try:
+        # 1, 2: rejected up front.
+        with pytest.raises(WorkflowUpdateFailedError) as info:
+            await handle.execute_update(DeploymentWorkflow.apply, with_selector(f"{GPU}.memory >="))
+        seen["cel syntax"] = str(info.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as info:
+            await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=11))
+        seen["replicas out of range"] = str(info.value.cause)
+
+        # 3-8: blocked at the dry placement, in the scheduler's words.
+        cases = {
+            "string vs int": (with_selector(f"{ATTR}.productName > 5"), "fails to evaluate"),
+            "int vs quantity": (with_selector(f"{GPU}.memory > 5"), "fails to evaluate"),
+            "division by zero": (
+                with_selector(f'{GPU}.memory.compareTo(quantity("1Gi")) / 0 >= 0'),
+                "division by zero",
+            ),
+            "type error": (with_selector(f"{ATTR}.productName + 1 == 2"), "type error"),
+            "no cluster matches": (with_cluster_selector(), "no cluster matches"),
+            "no pool satisfies": (
+                with_selector(f'{GPU}.memory.compareTo(quantity("4000Gi")) >= 0'),
+                "no pool satisfies",
+            ),
+        }
+        for name, (md, words) in cases.items():
+            await handle.execute_update(DeploymentWorkflow.apply, md)
+            status = await stack.wait_status(NS, "m", blocked("change blocked", words), 30)
+            seen[name] = status.summary
+            await _restore(stack, handle, serving)
+
+        # 9: an image that never becomes ready: the surge replica fails, the change rolls back.
+        for cluster in GPU_20GI:
+            stack.fleet.set_faults(cluster, FaultConfig(never_ready=[f"mf-{NS}/*"]))
+        try:
+            await handle.execute_update(DeploymentWorkflow.apply, with_image("vllm/broken:1"))
+            status = await stack.wait_status(
+                NS, "m", blocked("rolled back to the last good template"), 90
+            )
+            seen["never ready"] = status.summary
+        finally:
+            for cluster in GPU_20GI:
+                stack.fleet.set_faults(cluster, FaultConfig())
+        await _restore(stack, handle, serving)
+    finally:
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+    assert watcher.violations == []
+    assert watcher.looks > 20
+    assert "invalid CEL selector" in seen["cel syntax"]
+    assert "between 0 and 10" in seen["replicas out of range"]
+    assert "ImagePullBackOff" in seen["never ready"]
+    final = await stack.status(NS, "m")
+    assert {r.name: r.cluster for r in final.replicas} == serving
+
+
+async def _restore(stack: Stack, handle: object, serving: dict[str, str]) -> None:
+    await handle.execute_update(DeploymentWorkflow.apply, good())  # type: ignore[attr-defined]
+    status = await stack.wait_status(
+        NS,
+        "m",
+        lambda s: (
+            not any(c.type == "RolloutBlocked" for c in s.conditions)
+            and s.phase == "Ready"
+            and {r.name: r.cluster for r in s.replicas} == serving
+        ),
+        60,
+    )
+    assert status.ready == 2
