@@ -33,9 +33,9 @@ from modelfleet.cli.resources import (
     fleet_view,
     is_running,
 )
-from modelfleet.contracts.status import ClusterRecord, FleetView
+from modelfleet.contracts.status import FleetView
 from modelfleet.rollout.state import template_hash
-from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
+from modelfleet.scheduling.fleet_placement import live_snapshot
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.workflows.ids import deployment_id
 
@@ -213,16 +213,5 @@ def live_plan(live: LiveFleet, deployment: ModelDeployment, extra: list[Resource
     classes and clusters (plus classes in the same apply), with every live replica counted."""
     classes = dict(live.classes)
     classes.update({r.name: r for r in extra if isinstance(r, InferenceClass)})
-    clusters = {c.spec.name: _observed(c) for c in live.view.clusters}
+    clusters = {c.spec.name: c.observed() for c in live.view.clusters}
     return place(deployment, live_snapshot(classes, clusters), live.view.replicas)
-
-
-def _observed(record: ClusterRecord) -> ObservedCluster:
-    """The Fleet's record of a cluster as its placement sees it (as the Fleet workflow does)."""
-    return ObservedCluster(
-        spec=record.spec,
-        ready=record.ready,
-        gateway_address=record.gateway_address,
-        ready_nodes={pool: seen.ready_nodes for pool, seen in record.observed_pools.items()},
-        draining=record.draining,
-    )

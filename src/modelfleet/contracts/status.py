@@ -18,6 +18,7 @@ from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
+from modelfleet.scheduling.fleet_placement import ObservedCluster
 
 
 class ReplicaPhase(StrEnum):
@@ -92,6 +93,16 @@ class ClusterRecord(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
+
+    def observed(self) -> ObservedCluster:
+        """The record as placement sees it (the Fleet and `apply --dry-run` alike)."""
+        return ObservedCluster(
+            spec=self.spec,
+            ready=self.ready,
+            gateway_address=self.gateway_address,
+            ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
+            draining=self.draining,
+        )
 
 
 class Decision(WireModel):

@@ -11,6 +11,11 @@ growing its state towards Temporal's 2 MiB payload limit. The scheduler snapshot
 cached on it) is kept between placements and dropped only when a class, a cluster's spec or a
 scheduling-relevant part of its report changes. It runs on its own task queue. See docs/fleet.md.
 
+One piece on purpose (over 500 lines): a workflow's handlers are methods of one class sharing
+its state; the pure parts (the book, compact state, placement) already live in
+:mod:`modelfleet.workflows.fleet_book`, :mod:`modelfleet.contracts.fleet_state` and
+:mod:`modelfleet.scheduling.fleet_placement`.
+
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
 scheduler it runs is a pure function.
 """
@@ -59,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.scheduling.fill import LedgerCache
     from modelfleet.scheduling.fleet_placement import (
-        ObservedCluster,
         live_snapshot,
         place_in_fleet,
     )
@@ -222,7 +226,7 @@ class FleetWorkflow:
         if self._snapshot is None or frozen != self._snapshot_gone:
             self._snapshot = live_snapshot(
                 self._classes,
-                {name: _observed(record) for name, record in self._clusters.items()},
+                {name: record.observed() for name, record in self._clusters.items()},
                 gone=frozen,
             )
             self._snapshot_gone = frozen
@@ -281,7 +285,7 @@ class FleetWorkflow:
         record = self._clusters.get(report.name)
         if record is None:
             return  # removed meanwhile; the report is stale
-        before = _observed(record)
+        before = record.observed()
         if report.draining and not record.draining:
             record.draining = True
             self._cluster_changed(report.name)
@@ -296,7 +300,7 @@ class FleetWorkflow:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
             record.not_ready_since = workflow.now()
-        if _observed(record) != before:
+        if record.observed() != before:
             self._cluster_changed(report.name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
@@ -568,14 +572,4 @@ def _trimmed(decision: Decision) -> Decision:
             "placed": names(decision.placed),
             "victims": names(decision.victims),
         }
-    )
-
-
-def _observed(record: ClusterRecord) -> ObservedCluster:
-    return ObservedCluster(
-        spec=record.spec,
-        ready=record.ready,
-        gateway_address=record.gateway_address,
-        ready_nodes={pool: seen.ready_nodes for pool, seen in record.observed_pools.items()},
-        draining=record.draining,
     )
