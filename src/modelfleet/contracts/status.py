@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -18,7 +19,9 @@ from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
-from modelfleet.scheduling.fleet_placement import ObservedCluster
+
+if TYPE_CHECKING:
+    from modelfleet.scheduling.fleet_placement import ObservedCluster
 
 
 class ReplicaPhase(StrEnum):
@@ -96,6 +99,10 @@ class ClusterRecord(WireModel):
 
     def observed(self) -> ObservedCluster:
         """The record as placement sees it (the Fleet and `apply --dry-run` alike)."""
+        # Imported here: the placement module loads the CEL runtime, which touches the locale at
+        # import; status models are imported inside workflow sandboxes that must not do that.
+        from modelfleet.scheduling.fleet_placement import ObservedCluster
+
         return ObservedCluster(
             spec=self.spec,
             ready=self.ready,
