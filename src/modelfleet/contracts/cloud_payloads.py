@@ -8,6 +8,7 @@ kubeconfigs are made and kept on the worker (see ``modelfleet.adapters.cloud_con
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import Field
@@ -131,9 +132,22 @@ class CreatedRef(WireModel):
     name: str
 
 
+class ClusterStep(WireModel):
+    """One step of bringing a cluster up (a cloud create or delete, the kubeconfig, the serving
+    stack), with when it ran: what ``describe cluster`` and ``rollout status`` show."""
+
+    name: str
+    started: datetime
+    finished: datetime | None = None
+    # Why it failed ("" when it succeeded or still runs).
+    error: str = ""
+
+
 class ProvisioningState(WireModel):
     """What provisioning created so far; carried in the workflow input across continue-as-new."""
 
     cloud: CloudCluster | None = None
     created: list[CreatedRef] = []
     provisioned: bool = False
+    # The steps so far, oldest first (bounded: see workflows/cluster_steps.py).
+    steps: list[ClusterStep] = []

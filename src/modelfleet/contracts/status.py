@@ -17,6 +17,7 @@ from pydantic import Field
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Condition
+from modelfleet.contracts.cloud_payloads import ClusterStep
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
 
@@ -137,6 +138,17 @@ class DecisionQuery(WireModel):
     limit: int = 20
 
 
+class StackPiece(WireModel):
+    """One serving-stack component as a cluster's workflow last verified it."""
+
+    name: str
+    version: str
+    api_version: str
+    # None: not verified yet.
+    served: bool | None = None
+    problem: str = ""
+
+
 class ClusterStatus(WireModel):
     name: str
     phase: str
@@ -146,3 +158,8 @@ class ClusterStatus(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     failed_probes: int = 0
     last_probe: datetime | None = None
+    # The step running now ("" when none is), and every step so far with its times.
+    step: str = ""
+    steps: list[ClusterStep] = Field(default_factory=list)
+    # The serving stack's pinned components and whether the cluster serves each.
+    stack: list[StackPiece] = Field(default_factory=list)

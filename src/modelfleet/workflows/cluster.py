@@ -36,12 +36,13 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         ProbeResult,
     )
+    from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
-    from modelfleet.workflows import search
+    from modelfleet.workflows import cluster_steps, search
     from modelfleet.workflows.cluster_provisioning import Provisioner, ProvisioningFailedError
-    from modelfleet.workflows.cluster_stack import stack_reason, verify_and_install
+    from modelfleet.workflows.cluster_stack import stack_pieces, stack_reason, verify_and_install
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -86,6 +87,7 @@ class ClusterWorkflow:
         self._kubeconfig_at: datetime | None = None
         self._stack_ok = False
         self._stack_enabled = False
+        self._stack_report: StackReport | None = None
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -225,17 +227,23 @@ class ClusterWorkflow:
     async def _check_stack(self) -> bool:
         """Verify the serving stack; install what is missing; keep the cluster out of placement
         (NotReady, the missing pieces named) until every piece is served. True when it is."""
+        steps = self._provisioning.steps
+        cluster_steps.begin(steps, "verify the serving stack")
         try:
             report = await verify_and_install(self._spec.name, self._probe_request().kubeconfig)
         except ActivityError as exc:
             # Unverified is not ready: the next probe tries again.
             self._ready = False
             self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            cluster_steps.end(steps, self._reason)
             return False
+        self._stack_report = report
         if not report.missing:
             self._stack_ok = True
+            cluster_steps.end(steps)
             return True
         self._ready, self._reason = False, stack_reason(report)
+        cluster_steps.end(steps, self._reason)
         return False
 
     async def _refresh_kubeconfig(self) -> None:
@@ -382,4 +390,7 @@ class ClusterWorkflow:
             observed_pools=self._pools,
             failed_probes=self._failed,
             last_probe=self._last_probe,
+            step=cluster_steps.current(self._provisioning.steps),
+            steps=list(self._provisioning.steps),
+            stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
         )

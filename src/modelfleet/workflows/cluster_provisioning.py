@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         error_type,
     )
     from modelfleet.contracts.cloud_payloads import CloudErrorReason as Reason
+    from modelfleet.workflows import cluster_steps
     from modelfleet.workflows.cluster_plan import cloud_cluster, needed_classes, plan_pools
 
 
@@ -117,7 +118,17 @@ class Provisioner:
         self.steps = STEPS[spec.spec.cluster.source]
         self.deadline = deadline
         self.heartbeat = heartbeat
-        self.step = "planning"
+        self._step = "planning"
+
+    @property
+    def step(self) -> str:
+        return self._step
+
+    @step.setter
+    def step(self, name: str) -> None:
+        # Every step is logged with its times too (describe and rollout status show them).
+        self._step = name
+        cluster_steps.begin(self.state.steps, name)
 
     def _cloud(self) -> CloudCluster:
         if self.state.cloud is None:
@@ -164,6 +175,7 @@ class Provisioner:
             )
         except ActivityError as exc:
             reason = describe(exc)
+            cluster_steps.end(self.state.steps, reason)
             if self._not_ours(exc):
                 # Someone else's cluster of that name: never delete it.
                 self.state.created = [r for r in self.state.created if r.kind != "cluster"]
@@ -172,7 +184,8 @@ class Provisioner:
                 reason += f"; cleanup incomplete: {'; '.join(problems)}"
             raise ProvisioningFailedError(self.step, reason) from None
         self.state.provisioned = True
-        self.step = "provisioned"
+        self._step = "provisioned"
+        cluster_steps.end(self.state.steps)
 
     async def refresh_kubeconfig(self) -> str | None:
         """Write the kubeconfig again with a fresh token; the problem, if any."""
@@ -235,6 +248,7 @@ class Provisioner:
                     cloud,
                     f"delete cluster {ref.name}",
                 )
+            cluster_steps.begin(self.state.steps, what)
             try:
                 await workflow.execute_activity(
                     activity,
@@ -247,6 +261,8 @@ class Provisioner:
                 )
             except ActivityError as exc:
                 problems.append(f"{what}: {describe(exc)}")
+                cluster_steps.end(self.state.steps, describe(exc))
                 continue
+            cluster_steps.end(self.state.steps)
             self.state.created.remove(ref)
         return problems

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         StackReport,
         StackRequest,
     )
+    from modelfleet.contracts.status import StackPiece
 
 STACK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -58,3 +59,19 @@ def stack_reason(report: StackReport) -> str:
         why = report.problems.get(component.name)
         pieces.append(f"{component}{f': {why}' if why else ''}")
     return "ServingStackMissing: " + "; ".join(pieces)
+
+
+def stack_pieces(report: StackReport | None) -> list[StackPiece]:
+    """Every pinned component with whether the last check found it served (None: not checked
+    yet), for the cluster's status."""
+    missing = {c.name for c in report.missing} if report is not None else set()
+    return [
+        StackPiece(
+            name=c.name,
+            version=c.version,
+            api_version=c.api_version,
+            served=None if report is None else c.name not in missing,
+            problem=report.problems.get(c.name, "") if report is not None else "",
+        )
+        for c in DEFAULT_STACK
+    ]
