@@ -47,6 +47,12 @@ _ERRORS: dict[ErrorKind, tuple[int, str, str]] = {
     ErrorKind.UNAVAILABLE: (503, "ServiceUnavailableException", "Service is unavailable"),
     ErrorKind.THROTTLED: (429, "ThrottlingException", "Rate exceeded"),
     ErrorKind.INVALID: (400, "InvalidParameterException", "Invalid parameter in the request"),
+    ErrorKind.STOCKOUT: (500, "ServerException", "Insufficient capacity; try again later"),
+    ErrorKind.BAD_MACHINE_TYPE: (
+        400,
+        "InvalidParameterException",
+        "The instance type is not supported in the requested Availability Zones",
+    ),
 }
 # How an operation-stage failure reads in the node group's health.
 _HEALTH: dict[ErrorKind, tuple[str, str]] = {
@@ -60,6 +66,15 @@ _HEALTH: dict[ErrorKind, tuple[str, str]] = {
     ErrorKind.UNAVAILABLE: ("InsufficientFreeAddresses", "Subnet has insufficient addresses"),
     ErrorKind.CONFLICT: ("InstanceLimitExceeded", "Instance limit exceeded"),
     ErrorKind.THROTTLED: ("InternalFailure", "Internal failure"),
+    ErrorKind.STOCKOUT: (
+        "AsgInstanceLaunchFailures",
+        "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do "
+        "not have sufficient capacity of the instance type in the Availability Zone you requested",
+    ),
+    ErrorKind.BAD_MACHINE_TYPE: (
+        "Ec2InstanceTypeDoesNotExist",
+        "The instance type of the node group does not exist in the Availability Zone",
+    ),
 }
 _FAKE_CA = (
     "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbXVsYXRlZAotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="

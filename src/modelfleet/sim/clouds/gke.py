@@ -40,7 +40,11 @@ _ERRORS: dict[ErrorKind, tuple[int, str, int, str]] = {
     ErrorKind.UNAVAILABLE: (503, "UNAVAILABLE", 14, "backendError"),
     ErrorKind.THROTTLED: (429, "RESOURCE_EXHAUSTED", 8, "rateLimitExceeded"),
     ErrorKind.INVALID: (400, "INVALID_ARGUMENT", 3, "badRequest"),
+    ErrorKind.STOCKOUT: (503, "UNAVAILABLE", 14, "backendError"),
+    ErrorKind.BAD_MACHINE_TYPE: (400, "INVALID_ARGUMENT", 3, "badRequest"),
 }
+# At the operation stage a stockout ends the operation RESOURCE_EXHAUSTED, as GKE reports it.
+_OPERATION_CODES: dict[ErrorKind, int] = {ErrorKind.STOCKOUT: 8}
 _MESSAGES: dict[ErrorKind, str] = {
     ErrorKind.QUOTA: "Insufficient regional quota to satisfy request: resource "
     '"NVIDIA_H100_GPUS": request requires more than the available quota',
@@ -49,6 +53,10 @@ _MESSAGES: dict[ErrorKind, str] = {
     ErrorKind.UNAVAILABLE: "The service is currently unavailable.",
     ErrorKind.THROTTLED: "Quota exceeded for quota metric 'Write requests' (rate limit)",
     ErrorKind.INVALID: "Invalid argument in the request",
+    ErrorKind.STOCKOUT: "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources "
+    "available to fulfill the request. Try a different zone, or try again later.",
+    ErrorKind.BAD_MACHINE_TYPE: "Invalid value for field 'nodePool.config.machineType': the "
+    "machine type does not exist in the requested zones.",
 }
 
 
@@ -217,7 +225,7 @@ class FakeGKE:
         if op.end:
             out["endTime"] = op.end
         if op.error is not None:
-            _, _, number, _ = _ERRORS[op.error]
+            number = _OPERATION_CODES.get(op.error, _ERRORS[op.error][2])
             out["error"] = {"code": number, "message": _MESSAGES[op.error]}
             out["statusMessage"] = _MESSAGES[op.error]
         return out
