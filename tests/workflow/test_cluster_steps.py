@@ -27,7 +27,8 @@ async def test_a_provisioned_cluster_reports_each_step_with_its_times(
     assert settled.step == ""
     # Each step starts when the one before it ended.
     for before, after in zip(settled.steps, settled.steps[1:], strict=False):
-        assert before.finished is not None and after.started >= before.finished
+        assert before.finished is not None
+        assert after.started >= before.finished
     assert [(p.name, p.version, p.served) for p in settled.stack] == [
         (c.name, c.version, True) for c in DEFAULT_STACK
     ]

@@ -218,8 +218,10 @@ def print_cloud_settings(clouds: SimulatedClouds) -> None:
     how to make them fail."""
     console.print("Simulated clouds: GKE " + clouds.gke_url + "  EKS " + clouds.eks_url)
     console.print("Point a worker at them (then `modelfleet worker`):")
-    for key, value in clouds.worker_env().items():
-        # Simulated stand-ins, not credentials: the fakes accept nothing else.
+    # Simulated stand-ins, not credentials: the fakes accept nothing else. The fakes finish an
+    # operation in a few polls, so a short poll interval keeps provisioning quick.
+    settings = {**clouds.worker_env(), "MODELFLEET_CLOUD_POLL_SECONDS": "1"}
+    for key, value in settings.items():
         print(f"  export {key}={value}")
     console.print(
         "Cloud errors: modelfleet sim faults --cloud gke --fail stockout --target POOL",

@@ -197,29 +197,28 @@ def faults(
 ) -> None:
     """Change (or, with no options, show) the faults of one simulated cluster, or with
     ``--cloud`` make the simulated GKE or EKS fail (quota, stockout, bad machine type...)."""
+    kube_options = (
+        error_rate,
+        throttle_rate,
+        retry_after,
+        latency_ms,
+        dark,
+        never_ready,
+        crash_after_ready,
+        deny_access,
+    )
+    # The command line is checked before anything is read or asked.
+    if cloud is not None and (cluster is not None or any(o is not None for o in kube_options)):
+        raise UsageError("--cloud changes a cloud's faults: give no CLUSTER and no cluster options")
+    if cloud is None and fail is not None:
+        raise UsageError("--fail is a cloud error: add --cloud gke or --cloud eks")
+    if cloud is None and cluster is None:
+        raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks")
     found = _find_state_dir(state_dir)
     state = _read_state(found)
     if cloud is not None:
-        kube_options = (
-            error_rate,
-            throttle_rate,
-            retry_after,
-            latency_ms,
-            dark,
-            never_ready,
-            crash_after_ready,
-            deny_access,
-        )
-        if cluster is not None or any(o is not None for o in kube_options):
-            raise UsageError(
-                "--cloud changes a cloud's faults: give no CLUSTER and no cluster options"
-            )
         _cloud_faults(state, str(found / STATE_FILE), cloud, fail, on, target, times, when, reset)
         raise typer.Exit(EXIT_OK)
-    if cluster is None:
-        raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks")
-    if fail is not None:
-        raise UsageError("--fail is a cloud error: add --cloud gke or --cloud eks")
     url = f"{state['base_url']}/_admin/clusters/{cluster}/faults"
     changes: dict[str, Any] = {}
     if error_rate is not None:
