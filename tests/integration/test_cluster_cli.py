@@ -1,0 +1,71 @@
+"""The cluster verbs as a user runs them (the ``modelfleet`` command in a subprocess, stdout a
+pipe) against the real dev server, a worker and the simulated clouds: ``rollout status
+cluster/NAME`` follows a GKE provisioning step by step to Ready, ``get clusters`` shows it, a
+stockout injected with ``sim faults --cloud`` makes the next one fail and roll back (exit 1, the
+reason printed), and ``delete cluster`` removes them from the cloud."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
+from test_cli_kubectl import run
+
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.sim import write_state
+
+
+@pytest_asyncio.fixture(scope="module")
+async def cloud_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CloudStack]:
+    async with cloud_environment(tmp_path_factory.mktemp("cluster-cli")) as stack:
+        yield stack
+
+
+async def test_rollout_status_follows_a_gke_cluster_and_get_clusters_shows_it(
+    cloud_stack: CloudStack,
+) -> None:
+    address = cloud_stack.client.service_client.config.target_host
+    await apply_resource(cloud_stack.client, renamed(CLUSTERS["gke-central"], "gke-cli"))
+    code, out, err = await run(address, "rollout", "status", "cluster/gke-cli", "--timeout", "90")
+    assert code == 0, out + err
+    assert "workflows/cluster%2Fgke-cli" in out
+    done = [line.split("(")[0].split() for line in out.splitlines() if "done" in line]
+    assert done == [
+        ["done", "create", "cluster", "gke-cli"],
+        ["done", "create", "node", "pool", "gpu-h100"],
+        ["done", "write", "kubeconfig", "on", "the", "worker"],
+        ["done", "verify", "the", "serving", "stack"],
+    ]
+    assert out.rstrip().endswith("cluster gke-cli is Ready: probe ok")
+
+    code, out, err = await run(address, "get", "clusters", "gke-cli")
+    assert code == 0, err
+    header, row = (line.split() for line in out.splitlines())
+    assert header == ["NAME", "SOURCE", "PHASE", "STEP", "POOLS", "FREE", "AGE"]
+    assert row[:8] == ["gke-cli", "GKE", "Ready", "-", "gpu-h100", "1/1", "8/8", "gpu"]
+
+    # A stockout on the next pool creation, injected as a user would into this fleet's clouds.
+    state = cloud_stack.state_dir / "sim-state"
+    write_state(cloud_stack.fleet, state / "sim.json", cloud_stack.clouds)
+    code, out, err = await run(
+        address, "sim", "faults", "--state-dir", str(state), "--cloud", "gke", "--fail", "stockout"
+    )
+    assert code == 0, err
+    await apply_resource(cloud_stack.client, renamed(CLUSTERS["gke-central"], "gke-cli-out"))
+    code, out, err = await run(address, "rollout", "status", "cluster/gke-cli-out")
+    assert code == 1, out + err
+    assert "failed  create node pool gpu-h100" in out
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in out
+    assert "done    delete cluster gke-cli-out" in out
+    assert "provisioning failed and was rolled back" in out
+    assert "gke-cli-out" not in cloud_stack.clouds.gke.cluster_names()
+    code, out, _ = await run(address, "get", "clusters", "gke-cli-out", "-o", "wide")
+    assert "create node pool gpu-h100 (failed)" in out
+
+    code, out, err = await run(address, "delete", "cluster", "gke-cli", "gke-cli-out")
+    assert code == 0, out + err
+    assert "gke-cli" not in cloud_stack.clouds.gke.cluster_names()
+    code, out, err = await run(address, "get", "clusters")
+    assert "gke-cli" not in out
