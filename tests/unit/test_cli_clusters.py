@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.api.meta import Condition
 from modelfleet.cli import cluster_view
 from modelfleet.cli.cluster_rollout import StepPrinter, cluster_target, judge
 from modelfleet.cli.clusters import cluster_resource
@@ -119,8 +120,8 @@ def test_a_ready_cluster_shows_pools_free_devices_and_a_missing_stack_piece(
     page = capsys.readouterr().out
     assert "create cluster eks-east" in page
     assert "9.0s" in page
-    assert "2 nodes, gpu x8, efa x16 per node" in page
-    assert "1/2 nodes ready, 8 gpu, 16 efa" in page
+    assert "2 nodes, gpu x8 (memory 140Gi), efa x16 per node" in page
+    assert "1/2 nodes ready; counted: 8 gpu, 16 efa" in page
     assert "Gateway API Inference Extension" in page
     assert "missing: HTTP 404" in page
     assert "ServingStack=False" in page
@@ -218,3 +219,35 @@ def test_plan_names_a_pool_whose_class_is_missing(tmp_path: Path) -> None:
     result = runner.invoke(app, ["plan", "-f", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "cannot plan nodePools[gpu-h100]: InferenceClass gke-a3-highgpu-8g" in result.output
+
+
+def test_published_devices_and_typed_conditions_are_shown_when_the_worker_reports_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A worker that publishes ResourceSlice devices per pool and keeps typed conditions (a
+    newer status than this one) is shown as it reports, not as the class declares."""
+
+    class NewerStatus(ClusterStatus):
+        conditions: list[Condition] = []
+
+    spec = CLUSTERS["gke-central"]
+    status = NewerStatus(
+        name=spec.name,
+        phase="NotReady",
+        ready=False,
+        reason="AccessDenied",
+        observed_pools={"gpu-h100": PoolObservation(nodes=1, ready_nodes=1)},
+        conditions=[
+            Condition(type="AccessGranted", status="False", reason="Denied", message="list nodes")
+        ],
+    )
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    types = [(c["type"], c["status"]) for c in item.status["conditions"]]
+    assert types == [("Ready", "False"), ("AccessGranted", "False")]
+    item.status["pools"][0]["publishedDevices"] = [
+        {"driver": "gpu.nvidia.com", "count": 8, "capacity": {"memory": {"value": "81559Mi"}}}
+    ]
+    cluster_view.describe_cluster(item, "http://ui/cluster", T0)
+    page = capsys.readouterr().out
+    assert "1/1 node ready, gpu.nvidia.com x8 (memory 81559Mi) per node" in page
+    assert "AccessGranted=False (Denied) list nodes" in page

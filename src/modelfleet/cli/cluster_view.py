@@ -137,7 +137,7 @@ def describe_cluster(item: Fetched, workflow_url: str, now: datetime) -> None:
     print_table(
         ["POOL", "CLASS", "DECLARED", "PUBLISHED", "FREE"],
         [_pool_row(p) for p in status.get("pools", [])],
-        flexible=("DECLARED",),
+        flexible=("DECLARED", "PUBLISHED"),
     )
     stack = status.get("stack") or []
     if stack:
@@ -173,20 +173,42 @@ def _source(spec: dict[str, Any]) -> str:
     return source
 
 
+def _capacity(capacity: dict[str, Any] | None) -> str:
+    """``(memory 81559Mi)`` from a capacity map (values may be ``{"value": ...}``)."""
+    if not capacity:
+        return ""
+    parts = [f"{k} {v.get('value', '') if isinstance(v, dict) else v}" for k, v in capacity.items()]
+    return f" ({', '.join(parts)})"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
 def _pool_row(pool: dict[str, Any]) -> list[str]:
     devices = pool.get("declaredDevices")
     per_node = (
-        ", ".join(f"{d['name']} x{d['count']}" for d in devices) if devices else "class missing"
+        ", ".join(f"{d['name']} x{d['count']}{_capacity(d.get('capacity'))}" for d in devices)
+        if devices
+        else "class missing"
     )
-    declared = f"{pool.get('declaredNodes', 0)} nodes, {per_node} per node"
+    declared = f"{_nodes(int(pool.get('declaredNodes', 0)))}, {per_node} per node"
     nodes = pool.get("nodes")
     if nodes is None:
         published = "nothing reported yet"
     else:
+        published = f"{pool.get('readyNodes', 0)}/{_nodes(int(nodes))} ready"
+        slices = pool.get("publishedDevices")
+        if slices:
+            # What the ResourceSlices say per node, which placement matches selectors against.
+            shown = ", ".join(
+                f"{d.get('driver', '')} x{d.get('count', 0)}{_capacity(d.get('capacity'))}"
+                for d in slices
+            )
+            published += f", {shown} per node"
         totals = ", ".join(f"{d['total']} {d['name']}" for d in pool.get("devices", []))
-        published = f"{pool.get('readyNodes', 0)}/{nodes} nodes ready" + (
-            f", {totals}" if totals else ""
-        )
+        if totals:
+            published += f"; counted: {totals}"
     free = ", ".join(f"{d['free']}/{d['total']} {d['name']}" for d in pool.get("devices", []))
     return [pool["name"], pool.get("className", ""), declared, published, free or "-"]
 

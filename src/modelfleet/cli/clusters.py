@@ -80,6 +80,8 @@ def cluster_resource(
     for pool in spec.spec.node_pools:
         seen = observed.get(pool.name)
         klass = classes.get(pool.class_name)
+        # What the pool's ResourceSlices publish per node, when the worker reports it.
+        published = seen.model_dump(mode="json", by_alias=True).get("devices") if seen else None
         pools.append(
             {
                 "name": pool.name,
@@ -88,10 +90,19 @@ def cluster_resource(
                 "nodes": seen.nodes if seen else None,
                 "readyNodes": seen.ready_nodes if seen else None,
                 "declaredDevices": (
-                    [{"name": d.name, "count": d.count} for d in klass.spec.devices]
+                    [
+                        {
+                            "name": d.name,
+                            "driver": d.driver,
+                            "count": d.count,
+                            "capacity": {k: c.value for k, c in d.capacity.items()},
+                        }
+                        for d in klass.spec.devices
+                    ]
                     if klass is not None
                     else None
                 ),
+                "publishedDevices": published,
                 "devices": [
                     {"name": c.device, "free": c.free, "total": c.total}
                     for c in (free or {}).get(pool.name, [])
@@ -130,8 +141,9 @@ def _record_phase(record: ClusterRecord) -> str:
 
 
 def conditions(record: ClusterRecord, status: ClusterStatus | None) -> list[dict[str, str]]:
-    """Ready (from the last probe), ServingStack (from the last check), and Provisioned for
-    GKE/EKS clusters (from the step log), each with a reason a person can act on."""
+    """Ready (from the last probe), then the workflow's own typed conditions when it reports
+    them, else ServingStack (from the last check) and Provisioned for GKE/EKS clusters (from
+    the step log), each with a reason a person can act on."""
     ready = record.ready if status is None else status.ready
     reason = record.reason if status is None else status.reason
     out = [
@@ -144,6 +156,12 @@ def conditions(record: ClusterRecord, status: ClusterStatus | None) -> list[dict
     ]
     if status is None:
         return out
+    # Workers that keep typed conditions in the status say it best (older ones do not).
+    typed = status.model_dump(mode="json", by_alias=True).get("conditions")
+    if typed:
+        return out + [
+            {k: str(c.get(k, "")) for k in ("type", "status", "reason", "message")} for c in typed
+        ]
     if status.stack and any(p.served is not None for p in status.stack):
         missing = [p for p in status.stack if p.served is False]
         out.append(
