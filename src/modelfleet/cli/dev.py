@@ -80,8 +80,11 @@ def _banner(env: DevEnvironment) -> None:
     console.print("[bold]Simulated fleet[/]")
     # Whole paths even in a pipe or a log file: the kubeconfig paths are meant to be copied.
     print_table(["CLUSTER", "POOLS", "KUBECONFIG"], rows, flexible=("POOLS",))
+    # The UI address too: the CLI's workflow links (rollout status, describe) point there.
+    ui = f" MODELFLEET_TEMPORAL_UI={env.server.ui_url}" if env.server.ui_url else ""
     console.print(
-        f"Point the CLI at it: [bold]export MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}[/]",
+        "Point the CLI at it: [bold]export "
+        f"MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}{ui}[/]",
         soft_wrap=True,
     )
 
