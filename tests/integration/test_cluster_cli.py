@@ -2,7 +2,8 @@
 pipe) against the real dev server, a worker and the simulated clouds: ``rollout status
 cluster/NAME`` follows a GKE provisioning step by step to Ready, ``get clusters`` shows it, a
 stockout injected with ``sim faults --cloud`` makes the next one fail and roll back (exit 1, the
-reason printed), and ``delete cluster`` removes them from the cloud."""
+reason printed), and ``delete cluster`` removes them from the cloud; a cluster a replica runs on is
+only deleted with ``--force``, which drains it first."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
+from integration_support import deployment, wait_for
 from test_cli_kubectl import run
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.sim import write_state
+from modelfleet.contracts.status import DeploymentStatus
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.ids import deployment_id
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -69,3 +74,38 @@ async def test_rollout_status_follows_a_gke_cluster_and_get_clusters_shows_it(
     assert "gke-cli" not in cloud_stack.clouds.gke.cluster_names()
     code, out, err = await run(address, "get", "clusters")
     assert "gke-cli" not in out
+
+
+async def test_delete_cluster_refuses_while_replicas_run_and_force_drains_it(
+    cloud_stack: CloudStack,
+) -> None:
+    address = cloud_stack.client.service_client.config.target_host
+    await apply_resource(cloud_stack.client, renamed(CLUSTERS["gke-central"], "gke-busy"))
+    code, out, err = await run(address, "rollout", "status", "cluster/gke-busy", "--timeout", "90")
+    assert code == 0, out + err
+    await apply_resource(cloud_stack.client, deployment("on-busy", "busy-team", memory="70Gi"))
+    handle = cloud_stack.client.get_workflow_handle(deployment_id("busy-team", "on-busy"))
+
+    async def placed() -> str | None:
+        status: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+        return status.replicas[0].name if status.ready == 1 else None
+
+    replica = await wait_for(placed, 90, "busy-team/on-busy to be Ready on gke-busy")
+    code, out, err = await run(address, "get", "clusters", "gke-busy")
+    assert "7/8 gpu" in out
+
+    code, out, err = await run(address, "delete", "cluster", "gke-busy")
+    assert code == 1, out + err
+    assert f"still runs 1 replica(s): busy-team/{replica}" in err
+    assert "--force" in err
+    assert "gke-busy" in cloud_stack.clouds.gke.cluster_names()
+
+    # Nowhere else to go: the drain removes the replica, then the cluster is torn down.
+    code, out, err = await run(address, "delete", "cluster", "gke-busy", "--force")
+    assert code == 0, out + err
+    assert f"draining gke-busy: 1 replica(s) will be re-placed: busy-team/{replica}" in out
+    assert "inferencecluster.modelfleet.dev/gke-busy deleted" in out
+    assert "gke-busy" not in cloud_stack.clouds.gke.cluster_names()
+    after: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
+    assert all(r.cluster != "gke-busy" for r in after.replicas)
+    await handle.execute_update(DeploymentWorkflow.delete)
