@@ -140,6 +140,14 @@ def test_rollout_status_of_a_cluster_stops_at_ready_or_failed_and_says_why() -> 
     gone = judge(base, running_now=False)
     assert gone is not None
     assert not gone.ok
+    waiting = base.model_copy(
+        update={"reason": "WaitingForClasses: nodePools[gpu]: InferenceClass x is not in the fleet"}
+    )
+    assert judge(waiting, True, elapsed=1.0) is None
+    stuck = judge(waiting, True, elapsed=30.0)
+    assert stuck is not None
+    assert not stuck.ok
+    assert "InferenceClass x is not in the fleet" in stuck.message
 
 
 def test_rollout_status_tells_a_cluster_from_a_deployment() -> None:

@@ -27,6 +27,9 @@ from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.ids import cluster_id
 
 POLL_SECONDS = 0.5
+# A cluster waiting for classes it names waits for a person: after this long following it, say
+# so instead of watching on (the workflow keeps waiting and continues once they are applied).
+WAITING_GRACE_SECONDS = 10.0
 
 
 def cluster_target(args: list[str]) -> str | None:
@@ -44,7 +47,7 @@ class Verdict:
     message: str
 
 
-def judge(status: ClusterStatus, running_now: bool) -> Verdict | None:
+def judge(status: ClusterStatus, running_now: bool, elapsed: float = 0.0) -> Verdict | None:
     """Whether following the cluster is over, and how; None while it is still coming up."""
     if not running_now:
         return Verdict(False, "the cluster's workflow is no longer running (was it deleted?)")
@@ -54,6 +57,12 @@ def judge(status: ClusterStatus, running_now: bool) -> Verdict | None:
         return Verdict(False, f"provisioning failed and was rolled back: {status.reason}")
     if status.phase in ("Deleting", "Draining"):
         return Verdict(False, f"the cluster is being deleted: {status.reason}")
+    if status.reason.startswith("WaitingForClasses") and elapsed > WAITING_GRACE_SECONDS:
+        return Verdict(
+            False,
+            f"provisioning cannot start: {status.reason}; apply the classes (the cluster "
+            "continues by itself once they are in the fleet)",
+        )
     return None
 
 
@@ -102,7 +111,7 @@ async def follow_cluster(client: Client, name: str, limit_seconds: float) -> boo
             console.print(escape(line), soft_wrap=True)
             last_line = line
         printer.show(status.steps, datetime.now().astimezone())
-        verdict = judge(status, running_now)
+        verdict = judge(status, running_now, time.monotonic() - started)
         if verdict is None and time.monotonic() - started > limit_seconds:
             verdict = Verdict(False, f"gave up after {limit_seconds:g}s (--timeout): {line}")
         if verdict is None:
