@@ -66,18 +66,27 @@ def _readings(
                 note=proposal.note,
             )
         )
-    if obs.current == 0 and obs.waiting_at_gateway is not None:
-        waiting = obs.waiting_at_gateway
-        readings.append(
-            MetricReading(
-                metric=GATEWAY_METRIC,
-                target=0,
-                value=waiting,
-                proposal=1 if waiting > 0 else 0,
-                note="requests waiting for a first replica" if waiting > 0 else "no requests",
-            )
-        )
+    if obs.current == 0 and (obs.waiting_at_gateway is not None or obs.gateway_note):
+        readings.append(_gateway_reading(obs.waiting_at_gateway, obs.gateway_note))
     return readings
+
+
+def _gateway_reading(waiting: float | None, where: str) -> MetricReading:
+    """The scale-from-zero trigger: any request held at the gateway asks for one replica."""
+    if waiting is None:
+        return MetricReading(metric=GATEWAY_METRIC, target=0, note=where or "unknown")
+    at = f" at {where}" if where else ""
+    return MetricReading(
+        metric=GATEWAY_METRIC,
+        target=0,
+        value=waiting,
+        proposal=1 if waiting > 0 else 0,
+        note=(
+            f"scale from zero: {waiting:g} request(s) waiting{at}"
+            if waiting > 0
+            else f"no request waiting{at}"
+        ),
+    )
 
 
 def decide(
