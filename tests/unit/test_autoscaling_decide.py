@@ -458,6 +458,18 @@ def test_a_fleet_shortfall_stops_further_scale_up_but_not_scale_down() -> None:
     assert "FleetShortfall: only 2 of 4" in short.reason
     down = once(spec(behavior=NO_WINDOWS), obs(4, [10, 10], scheduled=2))
     assert down.applied == 1
+    assert "FleetShortfall: only 2 of 4 replicas are placed" in down.reason
+
+
+def test_a_fleet_shortfall_is_reported_while_the_rate_policy_holds_the_count() -> None:
+    driver = Driver(spec(), current=1)
+    assert driver.tick(0, 10**5).applied == 5  # max(1 + 4, 1 * 2)
+    # Next decision, inside the scale-up period: the policy holds 5, and only 3 are placed.
+    o = obs(5, [10**5] * 3, at=T0 + timedelta(seconds=5), scheduled=3)
+    held, _ = decide(driver.spec, o, driver.history)
+    assert held.applied == 5
+    assert "ScaleUpLimit" in held.reason
+    assert held.reason.endswith("FleetShortfall: only 3 of 5 replicas are placed")
 
 
 def test_decision_keeps_why_each_replica_could_not_be_read() -> None:

@@ -146,14 +146,14 @@ def decide(
 
     desired = stabilize(history, obs.at, current, recommended, up, down)
     limited = limit_rate(history, obs.at, current, desired, minimum, maximum, up, down)
-    if obs.scheduled is not None and obs.scheduled < current and limited.replicas > current:
-        # The fleet has not placed what was already asked for: asking for more only queues
-        # more unplaceable replicas. The shortfall is reported; the next decision looks again.
-        limited = Limited(
-            current,
-            f"FleetShortfall: only {obs.scheduled} of {current} replicas are placed; "
-            "not asking for more",
-        )
+    shortfall = ""
+    if obs.scheduled is not None and obs.scheduled < current:
+        shortfall = f"FleetShortfall: only {obs.scheduled} of {current} replicas are placed"
+        if limited.replicas > current:
+            # The fleet has not placed what was already asked for: asking for more only queues
+            # more unplaceable replicas. The next decision looks again.
+            limited = Limited(current, f"{shortfall}; not asking for more")
+            shortfall = ""
     winner = max(usable, key=lambda r: r.proposal if r.proposal is not None else -1)
     parts = [f"{winner.metric} asks for {recommended} ({winner.note})"]
     if desired != recommended:
@@ -161,6 +161,9 @@ def decide(
         parts.append(f"{window} stabilisation holds {desired}")
     if limited.reason != "DesiredWithinRange":
         parts.append(limited.reason)
+    if shortfall:
+        # Reported on every decision while it lasts, whatever else bounds the count.
+        parts.append(shortfall)
     if broken:
         parts.append("unread: " + ", ".join(r.metric for r in broken))
     verb = (
