@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = [
+    "CLIENT_TIMEOUT_HEADER",
     "MAX_WAIT_SECONDS",
     "WAITING_METRIC",
-    "CLIENT_TIMEOUT_HEADER",
     "WAIT_HEADER",
     "RouteKey",
     "WaitingRequests",
