@@ -1,8 +1,11 @@
 """Autoscaling on engine load end to end, on the real dev server and worker and the simulated
 quickstart fleet: a ModelService in front of a ModelDeployment, the load generator sending OpenAI
 requests through the service address, and a ModelAutoscaler reading the engines' ``/metrics``
-through the simulated API server's proxy. Every claim is checked from the autoscaler's decision
-log and the deployment's status; waits are on conditions (bounded), never on time."""
+through the simulated API server's proxy. Also scale from zero (an ``openai`` request held at
+the gateway brings the first replica and gets its answer) and a fleet shortfall (an autoscaler
+wanting more H200 replicas than the fleet holds, driven by a PromQL total from a small
+Prometheus stand-in the test serves). Every claim is checked from the autoscaler's decision log
+and the deployment's status; waits are on conditions (bounded), never on time."""
 
 from __future__ import annotations
 

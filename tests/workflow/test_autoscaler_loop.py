@@ -1,7 +1,7 @@
 """The ModelAutoscaler loop on the time-skipping server, with activity doubles standing in for the
-deployment (its replicas and the ``scale`` Update) and for the engines' load. Every assertion is
-about what the autoscaler did to the deployment and what its decision log says.
-(End-to-end scaling against simulated engines is a follow-up, once engines export load.)"""
+deployment (its replicas and the ``scale`` Update), the engines' load and the requests waiting
+at the gateway. Every assertion is about what the autoscaler did to the deployment and what its
+decision log says. (End to end against the simulated fleet: tests/integration.)"""
 
 from __future__ import annotations
 
