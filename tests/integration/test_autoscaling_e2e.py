@@ -306,12 +306,16 @@ async def test_a_request_to_a_service_at_zero_replicas_gets_the_first_replica_an
 ) -> None:
     ns, name = "autoscale-zero", "zero"
     await apply_resource(stack.client, deployment(name, ns, replicas=0))
-    await _serve(stack, ns, name)
-    address = await _in_rotation(stack, ns, name, 0)
     await apply_resource(stack.client, _autoscaler(ns, name, minimum=0, maximum=2, down_window=300))
     log = Log(stack, ns, name)
+    # No service in front of it yet: nothing can wait for it, and the decision says so.
+    alone = await log.after(0, lambda d: True, "a first decision")
+    assert (alone.current, alone.applied) == (0, 0)
+    assert "gateway:requests_waiting: no ModelService routes to this deployment" in alone.reason
+    await _serve(stack, ns, name)
+    address = await _in_rotation(stack, ns, name, 0)
     # The autoscaler found the service and read the gateway: nothing waits, it stays at zero.
-    idle = await log.after(0, lambda d: _gateway_reading(d) == 0, "a decision reading 0 waiting")
+    idle = await log.after(1, lambda d: _gateway_reading(d) == 0, "a decision reading 0 waiting")
     assert (idle.current, idle.applied) == (0, 0)
     assert "no request waiting at gateway modelfleet-system/inference-gateway" in idle.reason
 
