@@ -86,6 +86,7 @@ class FakeDeployment:
     # Requests held at the gateway for the deployment's services (None: cannot be told).
     waiting: float | None = 0.0
     gateway_reads: list[GatewayWaitingRequest] = field(default_factory=list)
+    gateway_broken: bool = False
 
     def replicas(self) -> list[TargetReplica]:
         placed = min(self.desired, self.capacity)
@@ -121,6 +122,8 @@ class FakeDeployment:
     @activity.defn(name=AUTOSCALER_GATEWAY_WAITING)
     async def gateway_waiting(self, request: GatewayWaitingRequest) -> GatewayWaitingResult:
         self.gateway_reads.append(request)
+        if self.gateway_broken:
+            raise RuntimeError("worker lost its kubeconfigs")
         if self.waiting is None:
             return GatewayWaitingResult(note="no InferenceGateway is applied")
         return GatewayWaitingResult(waiting=self.waiting, services=["svc"], note="gw on east")
@@ -325,6 +328,22 @@ async def test_requests_waiting_at_the_gateway_bring_the_first_replica(start: An
     asked = len(fake.gateway_reads)
     await run.advance(45)
     assert len(fake.gateway_reads) == asked
+
+
+async def test_a_failing_gateway_read_holds_at_zero_and_says_why(start: Any) -> None:
+    fake = FakeDeployment(desired=0, total=0, gateway_broken=True)
+    run = await start(fake, manifest(minReplicas=0))
+    await run.advance(20)
+    assert fake.scales == []
+    [first, *_] = await run.log()
+    assert first.applied == 0
+    assert "gateway:requests_waiting: reading the gateway failed" in first.reason
+    assert "worker lost its kubeconfigs" in first.reason
+    assert (await run.status()).problem == ""  # the loop goes on: one interval, one decision
+    fake.gateway_broken = False
+    fake.waiting = 1
+    await run.advance(15)
+    assert fake.scales == [1]
 
 
 async def test_continue_as_new_keeps_the_log_and_history(start: Any) -> None:
