@@ -84,6 +84,10 @@ class DeploymentStatus(WireModel):
     rejections: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
     deleting: bool = False
+    # ``rollout pause``d: no new template is rolled out until resumed.
+    paused: bool = False
+    # When the deployment was created (kept across the workflow's continue-as-new).
+    created: datetime | None = None
 
 
 class ClusterRecord(WireModel):
