@@ -185,6 +185,9 @@ class DeploymentState(WireModel):
     revisions: list[Revision] = []
     log: list[LogEntry] = []
     noted: str = ""
+    # Continue-as-new after this many passes in a run even if the server does not suggest it
+    # (0: only when it does). Tests set it to exercise what a continue-as-new carries.
+    passes_per_run: int = 0
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:

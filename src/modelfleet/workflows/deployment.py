@@ -105,6 +105,7 @@ class DeploymentWorkflow:
         # continue-as-new: every replica start follows a placement answer in the same run.
         self._facts: dict[str, ClusterFacts] = {}
         self._policy = rollout.Policy()
+        self._passes = 0  # passes ended in this run
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -319,7 +320,10 @@ class DeploymentWorkflow:
         )
 
     async def _maybe_continue_as_new(self) -> None:
-        if not workflow.info().is_continue_as_new_suggested() or self._state.dirty:
+        self._passes += 1
+        per_run = self._state.passes_per_run
+        due = bool(per_run) and self._passes >= per_run
+        if not (workflow.info().is_continue_as_new_suggested() or due) or self._state.dirty:
             return
         if self._state.deleting and workflow.patched(PATCH_NO_CAN_WHILE_DELETING):
             return
