@@ -13,6 +13,7 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
+from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_text
@@ -20,7 +21,6 @@ from modelfleet.api.meta import Condition
 from modelfleet.cli import columns, output
 from modelfleet.cli.errors import UsageError
 from modelfleet.cli.manifests import as_document, deployment_resource
-from modelfleet import rollout
 from modelfleet.cli.revisions import undo_spec
 from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
