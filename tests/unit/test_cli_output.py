@@ -249,6 +249,10 @@ def test_an_unplaceable_deployment_ends_with_the_schedulers_reasons() -> None:
     assert not verdict.ok
     assert "0 of 2 replicas placed" in verdict.message
     assert "h200-west: untolerated taint" in verdict.message
+    # A verdict of a pass that finished for this generation needs no grace.
+    current = judge(s.model_copy(update={"observed_generation": 1}), True, 0.0)
+    assert current is not None
+    assert current.message == verdict.message
 
 
 def test_a_failed_replica_with_nothing_in_flight_fails_the_rollout_with_its_reason() -> None:

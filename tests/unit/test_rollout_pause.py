@@ -162,9 +162,12 @@ def test_a_deployment_the_scheduler_cannot_place_is_pending_with_its_reasons() -
         type="ReplicasScheduled", status="False", reason="InsufficientCapacity", message=why
     )
     state = rollout.placed(state, PlaceResponse(conditions=[unplaced], summary=why))
+    assert rollout.report(state).observed_generation == 0  # the pass is not over yet
+    state, _ = rollout.next_action(state, T0)  # nothing to roll: the pass ends
     report = rollout.report(state)
     assert report.phase == "Pending"
     assert report.summary == why
+    assert report.observed_generation == report.generation
     # One replica serving and one that fits nowhere: not Pending, and not Progressing either.
     serving_one = state.model_copy(update={"replicas": {"a": status(OLD, "a", "east")}})
     assert rollout.report(serving_one).phase == "Degraded"

@@ -102,7 +102,9 @@ def judge(status: DeploymentStatus, running_now: bool, elapsed: float) -> Verdic
         reasons = "; ".join(f"{r.name} on {r.cluster}: {r.reason or 'failed'}" for r in failed)
         return Verdict(False, f"rollout failed: {reasons}")
     unplaced = any(c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions)
-    if unplaced and not in_flight and elapsed > UNSCHEDULABLE_GRACE_SECONDS:
+    # The scheduler's answer is for this generation: no need to give it a moment.
+    current = status.observed_generation >= status.generation
+    if unplaced and not in_flight and (current or elapsed > UNSCHEDULABLE_GRACE_SECONDS):
         placed = f"{status.scheduled} of {status.desired} replicas placed"
         why = scheduler_reasons(status)
         return Verdict(False, f"cannot place the deployment ({placed}):\n{why}")

@@ -88,6 +88,9 @@ class DeploymentStatus(WireModel):
     paused: bool = False
     # When the deployment was created (kept across the workflow's continue-as-new).
     created: datetime | None = None
+    # The generation the last finished reconcile pass (and the scheduler's answer in the
+    # conditions, rejections and summary) was for.
+    observed_generation: int = 0
 
 
 class ClusterRecord(WireModel):

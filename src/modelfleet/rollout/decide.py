@@ -86,6 +86,8 @@ def next_action(
             if s.stage is Stage.DELETE:
                 return s, Finish()
             s.stage = Stage.REST
+            if not s.dirty:  # no change arrived during the pass: its verdict is current
+                s.observed = s.generation
             return s, EndPass()
         action = _step(s, now, policy)
         if action is not None:

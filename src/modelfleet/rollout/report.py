@@ -18,11 +18,14 @@ def report(state: DeploymentState) -> DeploymentStatus:
         # Scaled to zero is a state the user asked for, not a failure.
         reason, message = "ScaledToZero", "scaled to 0 replicas: nothing to run"
     else:
-        reason = (
-            "AllReplicasReady"
-            if ready >= desired
-            else ("NoReplicasScheduled" if not replicas else "ModelStarting")
-        )
+        if ready >= desired:
+            reason = "AllReplicasReady"
+        elif not replicas:
+            reason = "NoReplicasScheduled"
+        elif any(r.phase is not ReplicaPhase.READY for r in replicas):
+            reason = "ModelStarting"
+        else:  # the rest could not be placed: ReplicasScheduled says why
+            reason = "ReplicasUnscheduled"
         message = f"{ready} of {desired} ready"
     conditions.append(
         Condition(
@@ -91,4 +94,5 @@ def report(state: DeploymentState) -> DeploymentStatus:
         deleting=state.deleting,
         paused=state.paused,
         created=state.created,
+        observed_generation=state.observed,
     )

@@ -188,6 +188,8 @@ class DeploymentState(WireModel):
     # Continue-as-new after this many passes in a run even if the server does not suggest it
     # (0: only when it does). Tests set it to exercise what a continue-as-new carries.
     passes_per_run: int = 0
+    # The generation the last finished pass (and so its verdict) was for; 0: none yet.
+    observed: int = 0
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:
