@@ -33,7 +33,7 @@ def test_a_paused_deployment_takes_a_new_template_but_rolls_nothing() -> None:
     report = rollout.report(driver.state)
     assert report.phase == "Paused"
     assert report.paused
-    assert report.updated == 2  # both run the template in effect, the pinned one
+    assert report.updated == 0  # neither runs the spec's template yet (kubectl's count)
     [paused] = [c for c in report.conditions if c.type == "Progressing"]
     assert (paused.status, paused.reason) == ("Unknown", "DeploymentPaused")
     assert driver.state.spec == NEW  # the spec is the user's; only the roll waits

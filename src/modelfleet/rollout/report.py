@@ -10,6 +10,7 @@ from modelfleet.rollout.state import DeploymentState, effective_spec, template_h
 
 def report(state: DeploymentState) -> DeploymentStatus:
     current = template_hash(effective_spec(state))
+    spec_hash = template_hash(state.spec)
     replicas = [state.replicas[k] for k in sorted(state.replicas)]
     ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
     desired = state.spec.spec.replicas
@@ -85,7 +86,10 @@ def report(state: DeploymentState) -> DeploymentStatus:
         desired=desired,
         scheduled=len(replicas),
         ready=ready,
-        updated=sum(1 for r in replicas if r.template_hash == current),
+        # Paused, as kubectl counts it: up to date is the spec's template, not the pinned one.
+        updated=sum(
+            1 for r in replicas if r.template_hash == (spec_hash if state.paused else current)
+        ),
         phase=phase,
         conditions=conditions,
         replicas=replicas,
