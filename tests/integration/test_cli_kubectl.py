@@ -1,8 +1,9 @@
 """The ``modelfleet`` command as a kubectl user drives it, against the real dev server and the
-simulated fleet: pipes keep whole names, ``get -o yaml | apply -f -`` round-trips for every kind,
-apply says created/configured/unchanged, ``diff`` and ``apply --dry-run`` change nothing,
-``rollout status`` is honest about 0 replicas and about what cannot be placed (Pending, with
-the scheduler's reasons), rollout history, pause, resume and undo, bad scale signals are ignored with a reason, and no worker is reported in seconds.
+simulated fleet: pipes keep whole names, ``get -o yaml | apply -f -`` round-trips for every
+kind, apply says created/configured/unchanged, ``diff`` and ``apply --dry-run`` change nothing,
+``rollout status`` is honest about 0 replicas and about what cannot be placed (Pending, with the
+scheduler's reasons), rollout history, pause, resume and undo, bad scale signals are ignored
+with a reason, and no worker is reported in seconds.
 
 The CLI runs as a subprocess (stdout is a pipe, as in ``| cat``), asynchronously: the worker
 answering its queries runs on this test's event loop.
