@@ -191,6 +191,7 @@ _COLOURS = {
     "Degraded": "yellow",
     "NotReady": "red",
     "Pending": "yellow",
+    "Paused": "yellow",
 }
 
 
