@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
-from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.adapters.cloud_config import CloudSettings, key_file_project
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -299,3 +299,42 @@ def test_cloud_faults_are_injected_over_http_on_both_fakes(
         env.run(acts.eks_create_cluster, eks_cluster)
     assert caught.value.type == "CloudPermissionDenied"
     assert httpx.get(f"{sim.clouds.gke_url}/_admin/faults").json() == []
+
+
+def test_gke_project_comes_from_the_credentials_profile_when_the_recipe_has_none(
+    sim: ThreadedClouds, acts: CloudActivities, tmp_path: Path
+) -> None:
+    c, _ = _plan("gke-central", "gke-noproj")
+    c = c.model_copy(update={"project": None})
+    env = ActivityEnvironment()
+    # Neither the recipe nor the profile names one: a permanent error saying where to set it.
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.gke_create_cluster, c)
+    assert caught.value.type == "CloudInvalidArgument"
+    assert caught.value.non_retryable
+    assert "set spec.cluster.gke.project" in caught.value.message
+    assert "profile 'default'" in caught.value.message
+    assert "gke-noproj" not in sim.clouds.gke.cluster_names()
+    # The worker's profile names it: the cluster is created in that project.
+    with_project = CloudActivities(
+        CloudSettings(**{**acts.settings.__dict__, "gke_project": "profile-project"})
+    )
+    try:
+        assert env.run(with_project.gke_create_cluster, c).created
+        assert any(
+            project == "profile-project" and name == "gke-noproj"
+            for project, _, name in sim.clouds.gke.clusters
+        )
+        env.run(with_project.gke_delete_cluster, c)
+    finally:
+        with_project.close()
+    assert "gke-noproj" not in sim.clouds.gke.cluster_names()
+
+
+def test_a_service_account_key_names_its_project(tmp_path: Path) -> None:
+    assert key_file_project(tmp_path, "team") is None
+    (tmp_path / "gcp").mkdir()
+    (tmp_path / "gcp" / "team.json").write_text('{"type": "service_account", "project_id": "p-1"}')
+    assert key_file_project(tmp_path, "team") == "p-1"
+    (tmp_path / "gcp" / "team.json").write_text("not json")
+    assert key_file_project(tmp_path, "team") is None
