@@ -146,3 +146,5 @@ class ClusterStatus(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     failed_probes: int = 0
     last_probe: datetime | None = None
+    # Typed conditions (Reachable, Provisioned, AccessGranted, ServingStack), type order.
+    conditions: list[Condition] = Field(default_factory=list)

@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.clusters import ClusterSource, InferenceCluster
     from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.meta import Condition
     from modelfleet.api.rules import validate
     from modelfleet.contracts.activity_names import (
         FLEET_PUBLISH_CLUSTER,
@@ -58,6 +59,9 @@ PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
 PATCH_PROVISION = "provision-cloud-clusters"
 # Existing and provisioned clusters verify (and install) the serving stack once reachable.
 PATCH_STACK = "verify-serving-stack"
+# Condition types of a cluster's status, in the order they are shown.
+REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
+CONDITION_TYPES = (REACHABLE, PROVISIONED, ACCESS, STACK)
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -86,6 +90,8 @@ class ClusterWorkflow:
         self._kubeconfig_at: datetime | None = None
         self._stack_ok = False
         self._stack_enabled = False
+        # Kept per type; derived from what the run did, so they add no history events.
+        self._conditions: dict[str, Condition] = {}
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
@@ -212,6 +218,9 @@ class ClusterWorkflow:
                 await prov.provision(plans)
             except ProvisioningFailedError as failed:
                 self._failed_provisioning = True
+                self._condition(
+                    PROVISIONED, "False", "ProvisioningFailed", f"{failed.step}: {failed.reason}"
+                )
                 self._set_phase(
                     "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
                 )
@@ -220,6 +229,7 @@ class ClusterWorkflow:
                 await workflow.wait_condition(lambda: self._deleting or self._changed)
                 continue
             self._reason = "provisioned; waiting for the first probe"
+            self._condition(PROVISIONED, "True", "Provisioned", f"{len(plans)} pool(s) created")
         self._changed = True
 
     async def _check_stack(self) -> bool:
@@ -231,12 +241,25 @@ class ClusterWorkflow:
             # Unverified is not ready: the next probe tries again.
             self._ready = False
             self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            self._condition(STACK, "Unknown", "ServingStackUnverified", str(exc.__cause__ or exc))
             return False
         if not report.missing:
             self._stack_ok = True
+            self._condition(STACK, "True", "ServingStackReady", "every component is served")
             return True
         self._ready, self._reason = False, stack_reason(report)
+        self._condition(
+            STACK,
+            "False",
+            "ServingStackMissing",
+            self._reason.removeprefix("ServingStackMissing: "),
+        )
         return False
+
+    def _condition(self, type_: str, status: str, reason: str, message: str) -> None:
+        self._conditions[type_] = Condition.model_validate(
+            {"type": type_, "status": status, "reason": reason, "message": message}
+        )
 
     async def _refresh_kubeconfig(self) -> None:
         """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
@@ -322,6 +345,10 @@ class ClusterWorkflow:
             result = ProbeResult(reachable=False, reason=str(cause))
         self._last_probe = workflow.now()
         if result.reachable:
+            self._condition(REACHABLE, "True", "ProbeSucceeded", result.reason)
+        else:
+            self._condition(REACHABLE, "False", "ProbeFailed", result.reason)
+        if result.reachable:
             self._failed = 0
             missing = [p.name for p in self._spec.spec.node_pools if p.name not in result.pools]
             self._gateway = result.gateway_address
@@ -382,4 +409,5 @@ class ClusterWorkflow:
             observed_pools=self._pools,
             failed_probes=self._failed,
             last_probe=self._last_probe,
+            conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
         )
