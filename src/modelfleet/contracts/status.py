@@ -109,6 +109,11 @@ class ClusterRecord(WireModel):
             gateway_address=self.gateway_address,
             ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
             draining=self.draining,
+            devices={
+                pool: seen.devices
+                for pool, seen in self.observed_pools.items()
+                if seen.devices is not None
+            },
         )
 
 
