@@ -43,7 +43,14 @@ from modelfleet.contracts.cloud_payloads import (
 )
 from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
-from modelfleet.contracts.stack_payloads import KUBE_VERIFY_STACK, StackReport, StackRequest
+from modelfleet.contracts.stack_payloads import (
+    KUBE_CHECK_ACCESS,
+    KUBE_VERIFY_STACK,
+    AccessReport,
+    AccessRequest,
+    StackReport,
+    StackRequest,
+)
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.workflows.cluster import ClusterWorkflow
@@ -71,6 +78,8 @@ class FakeCloud:
     fail_pool: str | None = None
     fail_type: str = "CloudQuotaExceeded"
     transient_failures: int = 0
+    # What the cluster's credentials may not do (SelfSubjectAccessReview answers).
+    denied: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     pools: list[PoolRequest] = field(default_factory=list)
     reports: list[ClusterReport] = field(default_factory=list)
@@ -128,6 +137,12 @@ class FakeCloud:
     async def replicas_on(self, cluster: str) -> list[str]:
         return []
 
+    @activity.defn(name=KUBE_CHECK_ACCESS)
+    async def check_access(self, request: AccessRequest) -> AccessReport:
+        asked = {name for need in request.needs for name in need.names()}
+        self.calls.append("access review")
+        return AccessReport(denied=[d for d in self.denied if d in asked])
+
     def activities(self) -> list[object]:
         out: list[object] = [
             self.classes,
@@ -135,6 +150,7 @@ class FakeCloud:
             self.publish,
             self.replicas_on,
             self.verify_stack,
+            self.check_access,
         ]
         for names, fns in (
             (
@@ -207,6 +223,7 @@ async def test_gke_saga_creates_cluster_then_each_pool_then_kubeconfig(
     assert plan.labels == {"modelfleet.dev/pool": "gpu-h100"}
     # Delete deprovisions what it created, newest first.
     assert cloud.calls[4:] == [
+        "access review",
         "delete pool gpu-h100-b",
         "delete pool gpu-h100",
         "delete cluster gke-central",
@@ -267,5 +284,47 @@ async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
         await time_skipping_env.sleep(timedelta(minutes=25))
         # Written at provisioning, then again every ten minutes of probing.
         assert cloud.calls.count("kubeconfig") >= 3
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+
+
+async def test_missing_rbac_keeps_the_cluster_out_with_a_condition_until_granted(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud(
+        denied=["delete deployments.apps", "patch leaderworkersets.leaderworkerset.x-k8s.io"]
+    )
+    spec = CLUSTERS["gke-central"]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        while not any(r.reason.startswith("AccessDenied") for r in cloud.reports):
+            await time_skipping_env.sleep(timedelta(seconds=5))
+        status = await handle.query(ClusterWorkflow.status)
+        assert not status.ready
+        access = next(c for c in status.conditions if c.type == "AccessGranted")
+        assert (access.status, access.reason) == ("False", "AccessDenied")
+        assert access.message == (
+            "the cluster's credentials may not: delete deployments.apps, "
+            "patch leaderworkersets.leaderworkerset.x-k8s.io"
+        )
+        assert not any(r.ready for r in cloud.reports), "no placement before RBAC is granted"
+        # Granted: the next probe reviews again and the cluster becomes Ready.
+        cloud.denied.clear()
+        await cloud.settled.wait()
+        status = await handle.query(ClusterWorkflow.status)
+        access = next(c for c in status.conditions if c.type == "AccessGranted")
+        assert (status.phase, access.status) == ("Ready", "True")
         await handle.execute_update(ClusterWorkflow.delete)
         await handle.result()

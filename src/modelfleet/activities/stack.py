@@ -1,6 +1,7 @@
 """Serving-stack activities: verify by discovery that a cluster serves every kind the renderer
 emits, and install the missing pieces by server-side applying their pinned manifests from the
-worker's stack source (``MODELFLEET_STACK_SOURCE``). Thin: adapters do the I/O.
+worker's stack source (``MODELFLEET_STACK_SOURCE``); and check with SelfSubjectAccessReviews
+that the cluster's credentials may do what modelfleet does there. Thin: adapters do the I/O.
 
 Synchronous activities; the worker runs them on a thread pool.
 """
@@ -17,8 +18,11 @@ from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
 from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
 from modelfleet.contracts.stack_payloads import (
+    KUBE_CHECK_ACCESS,
     KUBE_INSTALL_STACK,
     KUBE_VERIFY_STACK,
+    AccessReport,
+    AccessRequest,
     StackComponent,
     StackReport,
     StackRequest,
@@ -75,3 +79,18 @@ class StackActivities:
             except KubeError as exc:
                 raise to_temporal(exc) from None
         return StackReport(missing=missing, problems=problems)
+
+    @activity.defn(name=KUBE_CHECK_ACCESS)
+    def check_access(self, request: AccessRequest) -> AccessReport:
+        """One SelfSubjectAccessReview per verb and resource; what is denied."""
+        denied: list[str] = []
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
+            try:
+                for need in request.needs:
+                    for verb, name in zip(need.verbs, need.names(), strict=True):
+                        allowed, _ = cluster.can_i(verb, need.group, need.resource)
+                        if not allowed:
+                            denied.append(name)
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+        return AccessReport(denied=denied)

@@ -125,6 +125,7 @@ def build_worker(
             catalog.classes,
             stack.verify,
             stack.install,
+            stack.check_access,
             *cloud.all(),
             fleet.placement_current,
         ],

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.workflows import search
     from modelfleet.workflows.cluster_provisioning import Provisioner, ProvisioningFailedError
-    from modelfleet.workflows.cluster_stack import stack_reason, verify_and_install
+    from modelfleet.workflows.cluster_stack import review_access, stack_reason, verify_and_install
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -62,6 +62,9 @@ PATCH_STACK = "verify-serving-stack"
 # Condition types of a cluster's status, in the order they are shown.
 REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
 CONDITION_TYPES = (REACHABLE, PROVISIONED, ACCESS, STACK)
+# Reachable clusters are checked (SelfSubjectAccessReview per verb and resource) for the RBAC
+# the worker needs before they take placements; runs recorded before the check replay without.
+PATCH_ACCESS = "review-cluster-access"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -90,6 +93,8 @@ class ClusterWorkflow:
         self._kubeconfig_at: datetime | None = None
         self._stack_ok = False
         self._stack_enabled = False
+        self._access_ok = False
+        self._access_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
 
@@ -125,6 +130,7 @@ class ClusterWorkflow:
         # Runs recorded before the serving-stack check have no such activities: they replay
         # without it (and are Ready on a probe alone, as they were).
         self._stack_enabled = workflow.patched(PATCH_STACK)
+        self._access_enabled = workflow.patched(PATCH_ACCESS)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -256,6 +262,25 @@ class ClusterWorkflow:
         )
         return False
 
+    async def _check_access(self) -> bool:
+        """Review the RBAC the worker needs; keep the cluster out of placement, the missing
+        verbs and resources named, until the credentials may do all of it. True when they may."""
+        try:
+            denied = await review_access(self._spec.name, self._probe_request().kubeconfig)
+        except ActivityError as exc:
+            self._ready = False
+            self._reason = f"AccessUnverified: {exc.__cause__ or exc}"
+            self._condition(ACCESS, "Unknown", "AccessUnverified", str(exc.__cause__ or exc))
+            return False
+        if not denied:
+            self._access_ok = True
+            self._condition(ACCESS, "True", "AccessGranted", "every verb modelfleet uses")
+            return True
+        message = "the cluster's credentials may not: " + ", ".join(denied)
+        self._ready, self._reason = False, f"AccessDenied: {message}"
+        self._condition(ACCESS, "False", "AccessDenied", message)
+        return False
+
     def _condition(self, type_: str, status: str, reason: str, message: str) -> None:
         self._conditions[type_] = Condition.model_validate(
             {"type": type_, "status": status, "reason": reason, "message": message}
@@ -355,6 +380,8 @@ class ClusterWorkflow:
             self._pools = dict(result.pools)
             if result.gateway_address is None:
                 self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+            elif self._access_enabled and not self._access_ok and not await self._check_access():
+                pass  # not placeable: the review said what is missing
             elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
                 pass  # not placeable: the check said why
             else:
