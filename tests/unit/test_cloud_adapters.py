@@ -338,3 +338,52 @@ def test_a_service_account_key_names_its_project(tmp_path: Path) -> None:
     assert key_file_project(tmp_path, "team") == "p-1"
     (tmp_path / "gcp" / "team.json").write_text("not json")
     assert key_file_project(tmp_path, "team") is None
+
+
+def _gpu_nodes(sim: ThreadedClouds, cluster: str, pool: str) -> int:
+    return len([n for n in _nodes(sim, cluster) if f"{cluster}-{pool}-" in str(n["metadata"])])
+
+
+def test_gke_pools_resize_and_change_bounds_through_the_sdk(
+    sim: ThreadedClouds, acts: CloudActivities
+) -> None:
+    c, (plan,) = _plan("gke-central", "gke-r")
+    env = ActivityEnvironment()
+    env.run(acts.gke_create_cluster, c)
+    env.run(acts.gke_create_node_pool, PoolRequest(cluster=c, pool=plan))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.name, shape.min_node_count, shape.max_node_count) == ("gpu-h100", 0, 4)
+    # New autoscaling bounds: the pool keeps its nodes, within the bounds.
+    wider = plan.model_copy(update={"min_node_count": 2, "max_node_count": 6})
+    env.run(acts.gke_update_node_pool, PoolRequest(cluster=c, pool=wider))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.min_node_count, shape.max_node_count) == (2, 6)
+    assert _gpu_nodes(sim, "gke-r", "gpu-h100") == 2  # raised to the new minimum
+    # A fixed size: autoscaling off, then the pool resized.
+    fixed = plan.model_copy(
+        update={"min_node_count": None, "max_node_count": None, "node_count": 3}
+    )
+    env.run(acts.gke_update_node_pool, PoolRequest(cluster=c, pool=fixed))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.min_node_count, shape.max_node_count) == (None, None)
+    assert _gpu_nodes(sim, "gke-r", "gpu-h100") == 3
+    assert "setNodePoolSize gpu-h100" in sim.clouds.gke.calls
+    env.run(acts.gke_delete_cluster, c)
+
+
+def test_eks_nodegroups_resize_through_the_sdk(sim: ThreadedClouds, acts: CloudActivities) -> None:
+    c, (plan,) = _plan("eks-east", "eks-r")
+    env = ActivityEnvironment()
+    env.run(acts.eks_create_cluster, c)
+    env.run(acts.eks_create_nodegroup, PoolRequest(cluster=c, pool=plan))
+    (shape,) = env.run(acts.eks_list_nodegroups, c)
+    assert (shape.node_count, shape.min_node_count, shape.max_node_count) == (2, 2, 2)
+    bigger = plan.model_copy(update={"node_count": 3, "max_node_count": None})
+    env.run(acts.eks_update_nodegroup, PoolRequest(cluster=c, pool=bigger))
+    (shape,) = env.run(acts.eks_list_nodegroups, c)
+    assert (shape.node_count, shape.min_node_count, shape.max_node_count) == (3, 3, 3)
+    assert _gpu_nodes(sim, "eks-r", "gpu-h200") == 3
+    smaller = plan.model_copy(update={"node_count": 1, "max_node_count": None})
+    env.run(acts.eks_update_nodegroup, PoolRequest(cluster=c, pool=smaller))
+    assert _gpu_nodes(sim, "eks-r", "gpu-h200") == 1
+    env.run(acts.eks_delete_cluster, c)

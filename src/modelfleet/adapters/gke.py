@@ -38,6 +38,7 @@ from modelfleet.contracts.cloud_payloads import (
     CloudCluster,
     CloudErrorReason,
     PoolPlan,
+    PoolShape,
 )
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -292,6 +293,42 @@ class GKE:
                 return None
             raise
         return str(container_v1.NodePool.Status(found.status).name)
+
+    def shapes(self, c: CloudCluster) -> list[PoolShape]:
+        """Every node pool but the system one. GKE reports no live size on a node pool: a
+        fixed pool's count is the one it was created or last resized with, as the API has it."""
+        found = self._call(c, "list_node_pools", parent=self._name(c))
+        out = []
+        for pool in found.node_pools:
+            if pool.name == SYSTEM_POOL:
+                continue
+            scaling = pool.autoscaling
+            autoscaled = bool(scaling and scaling.enabled)
+            out.append(
+                PoolShape(
+                    name=pool.name,
+                    node_count=pool.initial_node_count,
+                    min_node_count=scaling.min_node_count if autoscaled else None,
+                    max_node_count=scaling.max_node_count if autoscaled else None,
+                )
+            )
+        return out
+
+    def set_autoscaling(self, c: CloudCluster, plan: PoolPlan) -> str:
+        """Start setting the pool's autoscaling to the plan's (off when it has no max)."""
+        wanted = node_pool(plan).autoscaling or container_v1.NodePoolAutoscaling(enabled=False)
+        request = container_v1.SetNodePoolAutoscalingRequest(
+            name=f"{self._name(c)}/nodePools/{plan.name}", autoscaling=wanted
+        )
+        op = self._call(c, "set_node_pool_autoscaling", request=request)
+        return str(op.name)
+
+    def set_size(self, c: CloudCluster, plan: PoolPlan) -> str:
+        request = container_v1.SetNodePoolSizeRequest(
+            name=f"{self._name(c)}/nodePools/{plan.name}", node_count=plan.node_count
+        )
+        op = self._call(c, "set_node_pool_size", request=request)
+        return str(op.name)
 
     def delete_node_pool(self, c: CloudCluster, pool: str) -> str | None:
         try:

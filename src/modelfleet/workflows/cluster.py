@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.clusters import ClusterSource, InferenceCluster
@@ -41,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
     from modelfleet.workflows import search
+    from modelfleet.workflows.cluster_plan import removal_refused, removed_pools
+    from modelfleet.workflows.cluster_pools import reconcile_pools, replicas_by_pool
     from modelfleet.workflows.cluster_provisioning import Provisioner, ProvisioningFailedError
     from modelfleet.workflows.cluster_stack import review_access, stack_reason, verify_and_install
 
@@ -61,10 +64,14 @@ PATCH_PROVISION = "provision-cloud-clusters"
 PATCH_STACK = "verify-serving-stack"
 # Condition types of a cluster's status, in the order they are shown.
 REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
-CONDITION_TYPES = (REACHABLE, PROVISIONED, ACCESS, STACK)
+POOLS = "NodePools"
+CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
 # Reachable clusters are checked (SelfSubjectAccessReview per verb and resource) for the RBAC
 # the worker needs before they take placements; runs recorded before the check replay without.
 PATCH_ACCESS = "review-cluster-access"
+# A changed nodePools[] is reconciled on the cloud (pools created, resized, deleted) and removing
+# a pool that still runs replicas is refused; runs recorded before replay without either.
+PATCH_POOL_CHANGES = "reconcile-node-pools"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -95,12 +102,19 @@ class ClusterWorkflow:
         self._stack_enabled = False
         self._access_ok = False
         self._access_enabled = False
+        self._pools_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
         if spec.to_wire() != self._spec.to_wire():
+            removed = removed_pools(self._spec, spec)
+            if removed and self._pools_enabled:
+                # The Fleet knows which replicas run on which pool; a pool still in use stays.
+                refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
+                if refused is not None:
+                    raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
             self._spec = spec
             self._changed = True
             self._probe_now = True
@@ -131,6 +145,7 @@ class ClusterWorkflow:
         # without it (and are Ready on a probe alone, as they were).
         self._stack_enabled = workflow.patched(PATCH_STACK)
         self._access_enabled = workflow.patched(PATCH_ACCESS)
+        self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -165,6 +180,12 @@ class ClusterWorkflow:
                 self._published = self._observation()
             self._changed = False
             self._probe_now = False
+            if (
+                self._pools_enabled
+                and self._provisioning.provisioned
+                and self._provisioning.pools_applied != self._declared_pools()
+            ):
+                await self._reconcile_pools()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
@@ -235,6 +256,7 @@ class ClusterWorkflow:
                 await workflow.wait_condition(lambda: self._deleting or self._changed)
                 continue
             self._reason = "provisioned; waiting for the first probe"
+            self._provisioning.pools_applied = self._declared_pools()
             self._condition(PROVISIONED, "True", "Provisioned", f"{len(plans)} pool(s) created")
         self._changed = True
 
@@ -261,6 +283,19 @@ class ClusterWorkflow:
             self._reason.removeprefix("ServingStackMissing: "),
         )
         return False
+
+    def _declared_pools(self) -> list[dict[str, Any]]:
+        return [p.model_dump(mode="json", by_alias=True) for p in self._spec.spec.node_pools]
+
+    async def _reconcile_pools(self) -> None:
+        """Make the cloud's pools match nodePools[]; a failure is shown as the NodePools
+        condition and retried on the next probe."""
+        declared = self._declared_pools()
+        status, reason, message = await reconcile_pools(self._spec, self._provisioning)
+        self._condition(POOLS, status, reason, message)
+        if status == "True":
+            self._provisioning.pools_applied = declared
+            self._probe_now = True
 
     async def _check_access(self) -> bool:
         """Review the RBAC the worker needs; keep the cluster out of placement, the missing
