@@ -295,8 +295,8 @@ class GKE:
         return str(container_v1.NodePool.Status(found.status).name)
 
     def shapes(self, c: CloudCluster) -> list[PoolShape]:
-        """Every node pool but the system one. GKE reports no live size on a node pool: a
-        fixed pool's count is the one it was created or last resized with, as the API has it."""
+        """Every node pool but the system one. GKE reports no live size on a node pool: the
+        count is the one it was created with (the workflow counts registered nodes instead)."""
         found = self._call(c, "list_node_pools", parent=self._name(c))
         out = []
         for pool in found.node_pools:

@@ -291,7 +291,8 @@ class ClusterWorkflow:
         """Make the cloud's pools match nodePools[]; a failure is shown as the NodePools
         condition and retried on the next probe."""
         declared = self._declared_pools()
-        status, reason, message = await reconcile_pools(self._spec, self._provisioning)
+        nodes = {pool: seen.nodes for pool, seen in self._pools.items()}
+        status, reason, message = await reconcile_pools(self._spec, self._provisioning, nodes)
         self._condition(POOLS, status, reason, message)
         if status == "True":
             self._provisioning.pools_applied = declared

@@ -7,13 +7,14 @@ Deterministic orchestration only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.api.clusters import InferenceCluster
+    from modelfleet.api.clusters import ClusterSource, InferenceCluster
     from modelfleet.contracts.activity_names import FLEET_REPLICAS_BY_POOL
     from modelfleet.contracts.cloud_payloads import ProvisioningState
     from modelfleet.workflows.cluster_plan import diff_pools, removal_refused
@@ -32,14 +33,25 @@ async def replicas_by_pool(cluster: str) -> dict[str, list[str]]:
     return found
 
 
-async def reconcile_pools(spec: InferenceCluster, state: ProvisioningState) -> tuple[str, str, str]:
-    """Carry out the pool changes; the NodePools condition's (status, reason, message)."""
+async def reconcile_pools(
+    spec: InferenceCluster, state: ProvisioningState, nodes: Mapping[str, int]
+) -> tuple[str, str, str]:
+    """Carry out the pool changes; the NodePools condition's (status, reason, message).
+    ``nodes``: the nodes per pool the cluster's last probe saw registered."""
     prov = Provisioner(spec, state, timedelta(hours=1))
     plans, problems = prov.plan(await prov.classes())
     if problems:
         return "False", "WaitingForClasses", "; ".join(problems)
     try:
-        changes = diff_pools(spec.spec.cluster.source, plans, await prov.list_pools(), prov.ours())
+        observed = await prov.list_pools()
+        if spec.spec.cluster.source is ClusterSource.GKE:
+            # A GKE node pool reports the size it was created with, never its resizes: the
+            # nodes the cluster has registered are the size a fixed pool really has.
+            observed = [
+                s.model_copy(update={"node_count": nodes[s.name]}) if s.name in nodes else s
+                for s in observed
+            ]
+        changes = diff_pools(spec.spec.cluster.source, plans, observed, prov.ours())
         if changes.delete:
             refused = removal_refused(changes.delete, await replicas_by_pool(spec.name))
             if refused is not None:
