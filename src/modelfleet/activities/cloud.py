@@ -194,7 +194,9 @@ class CloudActivities:
 
     @activity.defn(name=GKE_KUBECONFIG)
     def gke_write_kubeconfig(self, c: CloudCluster) -> None:
-        """Mint a token and write the cluster's kubeconfig into the credentials directory."""
+        """Mint a token and write the cluster's kubeconfig into the credentials directory
+        (atomically: a worker killed midway leaves the previous file or none, never half)."""
+        activity.heartbeat()
         _guarded(lambda: self.gke.write_kubeconfig(c))
 
     # -- EKS ------------------------------------------------------------------------------
@@ -292,6 +294,7 @@ class CloudActivities:
 
     @activity.defn(name=EKS_KUBECONFIG)
     def eks_write_kubeconfig(self, c: CloudCluster) -> None:
+        activity.heartbeat()
         _guarded(lambda: self.eks.write_kubeconfig(c))
 
     def all(self) -> list[Callable[..., object]]:

@@ -175,6 +175,8 @@ class Provisioner:
                 self.steps.kubeconfig,
                 cloud,
                 start_to_close_timeout=timedelta(minutes=2),
+                # A worker that dies while writing it is noticed this soon, not in 2 minutes.
+                heartbeat_timeout=self.heartbeat,
                 retry_policy=CLOUD_RETRY,
                 summary=self.step,
             )

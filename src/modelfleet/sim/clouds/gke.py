@@ -21,6 +21,7 @@ loopback port; all state is in memory.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -105,6 +106,9 @@ class FakeGKE:
         self.clusters: dict[tuple[str, str, str], _Cluster] = {}
         self.operations: dict[str, _Operation] = {}
         self.calls: list[str] = []
+        # Calls ("getCluster NAME") held until their event is set: a test's way to have a
+        # worker die while it waits on the cloud.
+        self.stall: dict[str, asyncio.Event] = {}
         self._ids = itertools.count(1)
 
     # -- inspection (tests) -----------------------------------------------------------------
@@ -345,7 +349,11 @@ class FakeGKE:
         return {**entry.body, "nodePools": list(entry.pools.values())}
 
     async def _get_cluster(self, request: web.Request) -> web.StreamResponse:
-        self.calls.append(f"getCluster {request.match_info['cluster']}")
+        call = f"getCluster {request.match_info['cluster']}"
+        self.calls.append(call)
+        gate = self.stall.get(call)
+        if gate is not None:
+            await gate.wait()
         return web.json_response(self._cluster_json(self._cluster(request)))
 
     async def _list_clusters(self, request: web.Request) -> web.StreamResponse:
