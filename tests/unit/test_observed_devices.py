@@ -21,7 +21,7 @@ from modelfleet.contracts.fleet_state import cluster_entry, cluster_record
 from modelfleet.contracts.kube_payloads import DeviceGroup, PoolObservation, ProbeRequest
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.scheduling.fleet_placement import place_in_fleet
-from modelfleet.scheduling.observed_devices import published_devices
+from modelfleet.scheduling.observed_devices import device_differences, published_devices
 from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.simulated_fleet import create_with_status
@@ -194,3 +194,14 @@ def test_the_fleet_keeps_observed_devices_across_continue_as_new() -> None:
     again = cluster_record(entry, {entry.layout: layout} if entry.layout else {})
     assert again.observed_pools == record.observed_pools
     assert again.observed() == record.observed()
+
+
+def test_the_differences_from_the_class_are_spelled_out_for_describe() -> None:
+    published = published_devices(CLASS.spec.devices, [_observed()])
+    assert device_differences(CLASS.spec.devices, published) == [
+        "gpu memory: class 80Gi, hardware 81559Mi",
+        "gpu architecture: class Hopper, hardware -",
+        f"gpu productName: class NVIDIA H100, hardware {REAL_PRODUCT}",
+    ]
+    assert device_differences(CLASS.spec.devices, CLASS.spec.devices) == []
+    assert device_differences(CLASS.spec.devices, []) == ["gpu: class 8, hardware none published"]

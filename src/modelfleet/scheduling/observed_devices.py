@@ -62,3 +62,41 @@ def published_devices(
             )
         )
     return out
+
+
+def _shown(value: DeviceAttribute) -> str:
+    found = [v for v in (value.string, value.version, value.bool, value.int) if v is not None]
+    return str(found[0]) if found else ""
+
+
+def device_differences(
+    declared: Sequence[ClassDevice], published: Sequence[ClassDevice]
+) -> list[str]:
+    """Where ``published`` (see :func:`published_devices`) differs from the class, one line each
+    (``gpu memory: class 80Gi, hardware 81559Mi``), for ``describe cluster``."""
+    seen = {d.name: d for d in published}
+    out: list[str] = []
+    for device in declared:
+        if device.claim is not DeviceClaim.DRA:
+            continue
+        real = seen.get(device.name)
+        if real is None:
+            out.append(f"{device.name}: class {device.count}, hardware none published")
+            continue
+        if real.count != device.count:
+            out.append(f"{device.name} count: class {device.count}, hardware {real.count}")
+        for key in sorted(set(device.capacity) | set(real.capacity)):
+            want, have = device.capacity.get(key), real.capacity.get(key)
+            if (want and want.value) != (have and have.value):
+                out.append(
+                    f"{device.name} {key}: class {want.value if want else '-'}, "
+                    f"hardware {have.value if have else '-'}"
+                )
+        for key in sorted(set(device.attributes) | set(real.attributes)):
+            a, b = device.attributes.get(key), real.attributes.get(key)
+            if a != b:
+                out.append(
+                    f"{device.name} {key}: class {_shown(a) if a else '-'}, "
+                    f"hardware {_shown(b) if b else '-'}"
+                )
+    return out

@@ -105,6 +105,9 @@ class ClusterWorkflow:
         self._pools_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
+        if self._provisioning.provisioned:
+            # Carried across continue-as-new: provisioned by an earlier run.
+            self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
