@@ -206,6 +206,7 @@ _COLOURS = {
     "Degraded": "yellow",
     "NotReady": "red",
     "Pending": "yellow",
+    "Paused": "yellow",
 }
 
 

@@ -114,7 +114,7 @@ def build_worker(
             fleet.publish_cluster,
             fleet.replicas_on,
             fleet.replicas_by_pool,
-            *(scaler.target, scaler.read_metrics, scaler.scale),
+            *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
             serving.publish_replica,
             serving.withdraw,
             serving.watch,
