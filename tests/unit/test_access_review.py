@@ -4,11 +4,13 @@ worker uses, through the product's Kubernetes adapter, against the simulated API
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.kube_ops import KubeconfigStore
 from modelfleet.activities.stack import StackActivities
@@ -47,16 +49,40 @@ def test_the_review_names_every_denied_verb_and_resource(
     name = _cluster(srv, tmp_path)
     activities = StackActivities(KubeconfigStore(tmp_path))
     request = AccessRequest(cluster=name, needs=REQUIRED_ACCESS)
-    assert activities.check_access(request).denied == []
+    env = ActivityEnvironment()
+    assert env.run(activities.check_access, request).denied == []
     srv.call(
         srv.target.set_faults,
         name,
         {"deny_access": ["* leaderworkersets.leaderworkerset.x-k8s.io", "list nodes"]},
     )
-    assert activities.check_access(request).denied == [
+    assert env.run(activities.check_access, request).denied == [
         "list nodes",
         "get leaderworkersets.leaderworkerset.x-k8s.io",
         "list leaderworkersets.leaderworkerset.x-k8s.io",
         "patch leaderworkersets.leaderworkerset.x-k8s.io",
         "delete leaderworkersets.leaderworkerset.x-k8s.io",
+    ]
+
+
+def test_a_retried_review_resumes_after_the_last_heartbeat(
+    srv: LoopThread[FleetApiServer], tmp_path: Path
+) -> None:
+    name = _cluster(srv, tmp_path)
+    srv.call(srv.target.set_faults, name, {"deny_access": ["list nodes", "delete services"]})
+    activities = StackActivities(KubeconfigStore(tmp_path))
+    request = AccessRequest(cluster=name, needs=REQUIRED_ACCESS)
+    beats: list[tuple[object, ...]] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+    assert env.run(activities.check_access, request).denied == ["list nodes", "delete services"]
+    total = sum(len(n.verbs) for n in REQUIRED_ACCESS)
+    assert beats[-1] == (total, ["list nodes", "delete services"])
+    # A retry after the first denial was recorded: "list nodes" is not asked again, and the
+    # rest are (an attempt from the start would report it twice otherwise).
+    resumed = ActivityEnvironment()
+    resumed.info = dataclasses.replace(resumed.info, heartbeat_details=[1, ["list nodes"]])
+    assert resumed.run(activities.check_access, request).denied == [
+        "list nodes",
+        "delete services",
     ]

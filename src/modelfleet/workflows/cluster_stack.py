@@ -64,7 +64,13 @@ async def review_access(cluster: str, kubeconfig: KubeconfigRef | None) -> list[
         AccessRequest(cluster=cluster, kubeconfig=kubeconfig, needs=list(REQUIRED_ACCESS)),
         result_type=AccessReport,
         start_to_close_timeout=timedelta(seconds=60),
-        retry_policy=STACK_RETRY,
+        heartbeat_timeout=timedelta(seconds=30),
+        # Each attempt resumes where the last stopped (heartbeat), so more attempts pay off.
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=10),
+            maximum_attempts=10,
+        ),
         summary="review RBAC (SelfSubjectAccessReview)",
     )
     return report.denied
