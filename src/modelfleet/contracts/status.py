@@ -117,6 +117,11 @@ class ClusterRecord(WireModel):
             gateway_address=self.gateway_address,
             ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
             draining=self.draining,
+            devices={
+                pool: seen.devices
+                for pool, seen in self.observed_pools.items()
+                if seen.devices is not None
+            },
         )
 
 
@@ -170,3 +175,5 @@ class ClusterStatus(WireModel):
     steps: list[ClusterStep] = Field(default_factory=list)
     # The serving stack's pinned components and whether the cluster serves each.
     stack: list[StackPiece] = Field(default_factory=list)
+    # Typed conditions (Reachable, Provisioned, AccessGranted, ServingStack), type order.
+    conditions: list[Condition] = Field(default_factory=list)

@@ -1,6 +1,7 @@
-"""The serving-stack step of the InferenceCluster workflow: verify by discovery that the cluster
-serves what the renderer emits, install what is missing from pinned manifests, and say what is
-still missing. Deterministic orchestration only; the activities do the I/O.
+"""The serving-stack step of the InferenceCluster workflow: review that the cluster's credentials
+may do what modelfleet does there, verify by discovery that the cluster serves what the renderer
+emits, install what is missing from pinned manifests, and say what is still missing.
+Deterministic orchestration only; the activities do the I/O.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.kube_payloads import KubeconfigRef
     from modelfleet.contracts.stack_payloads import (
         DEFAULT_STACK,
+        KUBE_CHECK_ACCESS,
         KUBE_INSTALL_STACK,
         KUBE_VERIFY_STACK,
+        REQUIRED_ACCESS,
+        AccessReport,
+        AccessRequest,
         StackReport,
         StackRequest,
     )
@@ -51,6 +56,25 @@ async def verify_and_install(cluster: str, kubeconfig: KubeconfigRef | None) -> 
         summary=f"install {missing}",
     )
     return installed
+
+
+async def review_access(cluster: str, kubeconfig: KubeconfigRef | None) -> list[str]:
+    """What the cluster's credentials may not do of what modelfleet does there."""
+    report: AccessReport = await workflow.execute_activity(
+        KUBE_CHECK_ACCESS,
+        AccessRequest(cluster=cluster, kubeconfig=kubeconfig, needs=list(REQUIRED_ACCESS)),
+        result_type=AccessReport,
+        start_to_close_timeout=timedelta(seconds=60),
+        heartbeat_timeout=timedelta(seconds=30),
+        # Each attempt resumes where the last stopped (heartbeat), so more attempts pay off.
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=10),
+            maximum_attempts=10,
+        ),
+        summary="review RBAC (SelfSubjectAccessReview)",
+    )
+    return report.denied
 
 
 def stack_reason(report: StackReport) -> str:
