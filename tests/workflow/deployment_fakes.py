@@ -15,6 +15,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
+    FLEET_PLACEMENT_CURRENT,
     FLEET_RELEASE,
     KUBE_APPLY,
     KUBE_CHECK_READY,
@@ -23,6 +24,7 @@ from modelfleet.contracts.activity_names import (
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
+    PlacementCheck,
     PlaceRequest,
     PlaceResponse,
     ReleaseRequest,
@@ -124,6 +126,11 @@ class FakeFleet:
     # Images that fit nowhere (a dry placement of them places nothing).
     unplaceable: set[str] = field(default_factory=set)
     dry_requests: list[DryPlaceRequest] = field(default_factory=list)
+    # The Fleet's change version (bumped by each placement) and the answer to "is my placement
+    # current?" checks, which are recorded.
+    version: int = 0
+    current: bool = True
+    checks: list[PlacementCheck] = field(default_factory=list)
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
@@ -146,7 +153,13 @@ class FakeFleet:
             self.names.append(name)
             placed.append(replica_of(md, name, free[0], self.made))
         self.peak = max(self.peak, len(self.ledger))
-        return PlaceResponse(placed=placed, victims=victims)
+        self.version += 1
+        return PlaceResponse(placed=placed, victims=victims, version=self.version)
+
+    @activity.defn(name=FLEET_PLACEMENT_CURRENT)
+    async def placement_current(self, check: PlacementCheck) -> bool:
+        self.checks.append(check)
+        return self.current and check.version == self.version
 
     @activity.defn(name=FLEET_DRY_PLACE)
     async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:

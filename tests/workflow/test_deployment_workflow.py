@@ -80,6 +80,7 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             fleet.place,
             fleet.dry_place,
             fleet.release,
+            fleet.placement_current,
             clusters.apply,
             clusters.wait_ready,
             clusters.check_ready,
@@ -106,6 +107,24 @@ def ready(n: int, image_hash: str | None = None) -> Callable[[DeploymentStatus],
         )
 
     return check
+
+
+async def test_a_resync_with_nothing_changed_sends_no_placement(harness: Harness) -> None:
+    handle = await harness.start(2)
+    await harness.wait_status(handle, ready(2), "2 ready")
+    placed = len(harness.fleet.requests)
+    # Three periodic resyncs (60 s each): each asks the Fleet by query, none places.
+    await harness.env.sleep(timedelta(seconds=185))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.checks) >= 3
+    assert {c.version for c in harness.fleet.checks} == {harness.fleet.version}
+    assert len(harness.fleet.requests) == placed
+    # Something changed in the Fleet: the next resync places again.
+    harness.fleet.current = False
+    await harness.env.sleep(timedelta(seconds=65))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.requests) == placed + 1
+    assert harness.fleet.requests[-1].desired == 2
 
 
 async def test_scale_up_by_update_and_down_by_signal(harness: Harness) -> None:

@@ -5,7 +5,8 @@ Steps: ensure namespace -> stage ResourceClaimTemplates -> create gangs -> wait 
 readiness -> wire routing -> wait for the endpoint picker -> Ready. Each step is an activity;
 retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
 deadline or cancellation the steps already taken are undone in reverse order, and the parent
-deployment is told why. Progress is reported to the parent by signal.
+deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
+Failed and when it is done; the step in progress is read by the ``progress`` query.
 
 Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
 """
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
+    from modelfleet.rollout.progress import parent_needs
     from modelfleet.workflows import search
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
@@ -72,6 +74,13 @@ HEALTH_INTERVAL = timedelta(seconds=30)
 # Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
 # when it stops serving. Histories recorded before have no such activities.
 PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
+# Rollout work per replica (issue 11): the parent deployment is signalled only when what it
+# decides or reports changes (Ready, Degraded, Failed, Done), not on every step (it read 7
+# signals per replica, each a workflow task on both sides); the steps in between are read by
+# the ``progress`` query (``describe`` and ``rollout status`` do). ModelfleetPhase is upserted
+# only when its value changes (it was rewritten as Progressing five times). Histories recorded
+# before hold a signal and an upsert per step.
+PATCH_QUIET_PROGRESS = "replica-quiet-progress"
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
@@ -101,6 +110,9 @@ class ReplicaWorkflow:
         self._reason = ""
         self._teardown = False
         self._published = False
+        # What the parent and the visibility store were last told (PATCH_QUIET_PROGRESS).
+        self._told: ReplicaProgress | None = None
+        self._phase_upserted: ReplicaPhase | None = None
         # References of every object a step applied (from kube.apply's answer), in order.
         self._applied: list[ObjectRef] = list(arg.applied)
 
@@ -343,13 +355,19 @@ class ReplicaWorkflow:
 
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         self._phase, self._step, self._reason = phase, step, reason
-        workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+        quiet = workflow.patched(PATCH_QUIET_PROGRESS)
+        if not quiet or phase is not self._phase_upserted:
+            workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+            self._phase_upserted = phase
         detail = f"**{phase.value}** · step `{step.value}`" + (f"\n\n{reason}" if reason else "")
         workflow.set_current_details(detail)
-        parent = workflow.get_external_workflow_handle(self._input.parent_id)
-        # The deployment may be gone; then there is nobody to tell.
-        with contextlib.suppress(ApplicationError):
-            await parent.signal("replica_progress", self._progress())
+        progress = self._progress()
+        if not quiet or parent_needs(progress, self._told):
+            parent = workflow.get_external_workflow_handle(self._input.parent_id)
+            # The deployment may be gone; then there is nobody to tell.
+            with contextlib.suppress(ApplicationError):
+                await parent.signal("replica_progress", progress)
+            self._told = progress
         if workflow.patched(PATCH_PUBLISH_ENDPOINT):
             await self._sync_endpoint(phase)
 
