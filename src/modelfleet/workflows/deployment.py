@@ -93,6 +93,10 @@ PATCH_PAUSE = "rollout-pause"
 # placement Update (issue 11: every deployment's 60 s resync was an Update on the one Fleet).
 # Histories recorded before place on every resync (``rollout.Policy.skip_current``).
 PATCH_SKIP_CURRENT = "rollout-resync-skips-current-placement"
+# ModelfleetPhase and ModelfleetClusters are upserted only when their values change (issue 11:
+# a deployment rewrote both on every replica report and every pass, ~20 upserts per
+# deployment of 2 replicas). Histories recorded before hold an upsert per publication.
+PATCH_QUIET_PUBLISH = "rollout-publish-on-change"
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -113,6 +117,8 @@ class DeploymentWorkflow:
         self._facts: dict[str, ClusterFacts] = {}
         self._policy = rollout.Policy()
         self._passes = 0  # passes ended in this run
+        # The search attribute values last upserted (PATCH_QUIET_PUBLISH).
+        self._upserted: tuple[str, list[str]] | None = None
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -459,12 +465,12 @@ class DeploymentWorkflow:
 
     def _publish(self) -> None:
         status = self._status()
-        workflow.upsert_search_attributes(
-            [
-                search.PHASE.value_set(status.phase),
-                search.CLUSTERS.value_set(sorted({r.cluster for r in status.replicas})),
-            ]
-        )
+        values = (status.phase, sorted({r.cluster for r in status.replicas}))
+        if values != self._upserted or not workflow.patched(PATCH_QUIET_PUBLISH):
+            workflow.upsert_search_attributes(
+                [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
+            )
+            self._upserted = values
         workflow.set_current_details(
             f"**{status.phase}** · {status.ready}/{status.desired} ready"
             + (f"\n\n{status.summary}" if status.summary else "")
