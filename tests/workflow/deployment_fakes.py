@@ -20,6 +20,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
@@ -199,6 +200,11 @@ class FakeClusters:
                 self.images[request.cluster] = image
                 self.events.append(f"apply {request.cluster} {image}")
         return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
+
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
+        return await self.wait_ready(request)
 
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:

@@ -84,6 +84,7 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             fleet.placement_current,
             clusters.apply,
             clusters.wait_ready,
+            clusters.poll_ready,
             clusters.check_ready,
             clusters.delete,
         ],

@@ -20,6 +20,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
@@ -93,6 +94,11 @@ class FakeCluster:
         self.applied.extend(refs)
         return ApplyResult(applied=refs)
 
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
+        return await self.wait_ready(request)
+
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
         self.calls.append("wait:" + ",".join(r.kind for r in request.rules))
@@ -163,6 +169,7 @@ async def _run(
         activities=[
             fake.apply,
             fake.wait_ready,
+            fake.poll_ready,
             fake.check_ready,
             fake.delete,
             fake.publish,

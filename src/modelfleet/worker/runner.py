@@ -106,6 +106,7 @@ def build_worker(
             kube.apply,
             kube.delete,
             kube.wait_ready,
+            kube.poll_ready,
             kube.check_ready,
             kube.probe,
             fleet.place,

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         KUBE_APPLY,
         KUBE_CHECK_READY,
         KUBE_DELETE,
+        KUBE_POLL_READY,
         KUBE_WAIT_READY,
     )
     from modelfleet.contracts.kube_payloads import (
@@ -81,6 +82,18 @@ PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
 # only when its value changes (it was rewritten as Progressing five times). Histories recorded
 # before hold a signal and an upsert per step.
 PATCH_QUIET_PROGRESS = "replica-quiet-progress"
+# Readiness waits (up to the progress deadline, 30 minutes by default) poll with short
+# ``kube.poll_ready`` attempts that Temporal retries, instead of one ``kube.wait_ready``
+# activity that held a worker slot (and thread) the whole time: 32 replicas loading a model
+# took every slot probes, placements and applies need (issue 11). Histories recorded before
+# schedule ``kube.wait_ready``.
+PATCH_POLL_READY = "replica-poll-readiness"
+POLL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
+    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+)
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
@@ -248,7 +261,23 @@ class ReplicaWorkflow:
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
             raise RolloutFailedError(f"progress deadline passed before {what}")
-        result: ReadyResult = await workflow.execute_activity(
+        if workflow.patched(PATCH_POLL_READY):
+            # The last attempt starts at or after the deadline and fails with the reason.
+            result: ReadyResult = await workflow.execute_activity(
+                KUBE_POLL_READY,
+                WaitReadyRequest(
+                    cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
+                ),
+                result_type=ReadyResult,
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=remaining + timedelta(seconds=90),
+                retry_policy=POLL_RETRY,
+                summary=f"wait for {what}",
+            )
+            if not result.ready:
+                raise RolloutFailedError(result.reason)
+            return
+        result = await workflow.execute_activity(
             KUBE_WAIT_READY,
             WaitReadyRequest(
                 cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
