@@ -271,14 +271,18 @@ async def quiet(rec: Recorder) -> None:
 
     async def checked() -> bool | None:
         events = (await handle.fetch_history()).events
-        kinds = [
-            e.activity_task_scheduled_event_attributes.activity_type.name
-            for e in events
+        checks = [
+            i
+            for i, e in enumerate(events)
             if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name
+            == "fleet.placement_current"
         ]
-        # The check was answered and the pass it belongs to ended (a later task completed).
-        last = events[-1].HasField("workflow_task_completed_event_attributes")
-        return True if "fleet.placement_current" in kinds and last else None
+        # The check was answered and its pass ended: the next rest's timer started after it.
+        rested = checks and any(
+            e.HasField("timer_started_event_attributes") for e in events[checks[0] :]
+        )
+        return True if rested else None
 
     await wait_for(checked, 120, "a periodic resync that checked its placement")
     scenario = "a one-replica rollout to Ready, then a resync that found its placement current"
