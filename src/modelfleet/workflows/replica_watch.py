@@ -60,6 +60,9 @@ CHECK_RETRY = RetryPolicy(
     maximum_attempts=4,
     non_retryable_error_types=["PermanentKubeError"],
 )
+# While a repair is in progress the replica checks its health this often (when its interval is
+# longer), so that it reports Ready again soon after the cluster does.
+REPAIR_POLL = timedelta(seconds=5)
 # Longest activity summary the repair step writes (the reasons of many objects are cut).
 _SUMMARY_LIMIT = 400
 # Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
@@ -129,8 +132,9 @@ class ReplicaWatch:
                         }
                     )
                 )
+            wait = interval if self._repair_deadline is None else min(interval, REPAIR_POLL)
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self._teardown, timeout=interval)
+                await workflow.wait_condition(lambda: self._teardown, timeout=wait)
             if self._teardown:
                 return
             if over_time:
