@@ -10,13 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from placement_builders import existing
 
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_drift import Drift, DriftKind, compare, differences, repair_reason
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.kinds import parse_resource
 from modelfleet.contracts.kube_payloads import DriftRequest
+from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.rendering.replica_manifests import render_replica
 from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
 from modelfleet.sim.loop_thread import LoopThread
+from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 
 def _deployment(name: str = "m-engine", replicas: int = 1) -> dict[str, Any]:
@@ -176,3 +185,51 @@ def test_drift_activity_sees_deletion_and_foreign_changes_but_not_defaults(
     for d in found:
         kube.apply(manifests[d.index])
     assert activities.drift(request).drifted == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _examples(*files: str) -> list[Any]:
+    return [
+        parse_resource(doc)
+        for name in files
+        for doc in yaml.safe_load_all((EXAMPLES / name).read_text())
+        if doc
+    ]
+
+
+def test_every_example_as_rendered_and_applied_shows_no_drift(tmp_path: Path) -> None:
+    """What the renderer produces, once the simulated cluster has stored and defaulted it and its
+    controllers have written status, compares as applied: a serving replica never repairs
+    (re-applies) in a loop. Every example deployment, as a replica on h200-west."""
+    fleet_docs = _examples("quickstart/classes.yaml", "quickstart/clusters.yaml")
+    classes = [d for d in fleet_docs if isinstance(d, InferenceClass)]
+    clusters = [d for d in fleet_docs if isinstance(d, InferenceCluster)]
+    deployments = [
+        d
+        for d in _examples(
+            "quickstart/qwen3-8b.yaml",
+            "frontier/qwen3-coder-gang.yaml",
+            "frontier/kimi-k2-pd.yaml",
+            "frontier/gemma3-variants.yaml",
+        )
+        if isinstance(d, ModelDeployment)
+    ]
+    assert len(deployments) >= 4
+    with SimulatedFleet.start_in_thread(
+        classes, clusters, state_dir=tmp_path, startup_seconds=0
+    ) as running:
+        fleet = running.target
+        activities = KubeActivities(KubeconfigStore(fleet.kubeconfig_dir))
+        with KubeCluster(fleet.kubeconfig("h200-west"), request_timeout=5.0) as kube:
+            for dep in deployments:
+                replica = existing(dep, "h200-west", 0, "gpu-h200", name=f"{dep.name}-x")
+                rendered = render_replica(replica, ClusterFacts())
+                manifests = [m for s in rendered.steps for m in s.manifests]
+                for manifest in manifests:
+                    kube.apply(manifest)
+                running.run(fleet.settle(10))
+                request = DriftRequest(cluster="h200-west", manifests=manifests)
+                assert activities.drift(request).drifted == [], dep.name
+        activities.close()
