@@ -6,6 +6,7 @@ re-exported here for existing importers."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -13,13 +14,13 @@ import yaml
 from rich.markup import escape
 
 from modelfleet.autoscaling.records import Decision as AutoscalerDecision
+from modelfleet.cli.cluster_view import describe_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.get import NsOption, get, require_one
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import (
     autoscaler_status,
-    cluster_status,
     connect_with_worker,
     deployment_status,
     fetch,
@@ -40,13 +41,15 @@ from modelfleet.cli.targets import (
     resolve_namespace,
     single_target,
 )
-from modelfleet.contracts.status import Decision, DecisionQuery
+from modelfleet.rollout import LogEntry
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.ids import cluster_id, deployment_id, replica_id
 
 __all__ = ["describe", "get", "rollout_status", "watch_rollout"]
+
+RECENT_DECISIONS = 10
 
 
 def describe(
@@ -74,15 +77,14 @@ def describe(
             _accepted(item)
         elif target.kind == "ModelDeployment":
             status = await deployment_status(client, ns.name, name)
-            decisions: list[Decision] = await query(
-                client.get_workflow_handle(FLEET_ID),
-                FleetWorkflow.decisions,
-                DecisionQuery(namespace=ns.name, deployment=name, limit=5),
-                what="the Fleet workflow",
+            decisions: list[LogEntry] = await query(
+                client.get_workflow_handle(deployment_id(ns.name, name)),
+                DeploymentWorkflow.decisions,
+                what=f"ModelDeployment {ns.name}/{name}",
             )
-            _deployment(s, ns, name, status, decisions)
+            _deployment(s, ns, name, status, decisions[-RECENT_DECISIONS:])
         elif target.kind == "InferenceCluster":
-            _cluster(s, name, await cluster_status(client, name))
+            describe_cluster(item, s.workflow_url(cluster_id(name)), datetime.now(UTC))
         elif target.kind == "InferenceClass":
             _class(item)
         elif target.kind == "ModelService":
@@ -106,11 +108,12 @@ def describe(
 
 
 def _deployment(
-    s: TemporalSettings, ns: Namespace, name: str, status: Any, decisions: list[Decision]
+    s: TemporalSettings, ns: Namespace, name: str, status: Any, decisions: list[LogEntry]
 ) -> None:
     console.print(
         f"[bold]ModelDeployment {ns.name}/{name}[/]  phase {status.phase}, "
         f"{status.ready}/{status.desired} ready, generation {status.generation}"
+        + (", rollout paused" if status.paused else "")
     )
     console.print(f"Workflow: {s.workflow_url(deployment_id(ns.name, name))}")
     console.print("\n[bold]Conditions[/]")
@@ -126,26 +129,11 @@ def _deployment(
         for cluster, reason in sorted(status.rejections.items()):
             console.print(f"  {cluster}: {escape(reason)}")
     console.print("\n[bold]Recent decisions[/]")
+    # Only what changed something: placements, removals (with why), verdicts, pauses.
     for d in decisions:
-        console.print(
-            f"  {d.at:%H:%M:%S} desired {d.desired}: placed "
-            f"{', '.join(d.placed) or '-'}; removed {', '.join(d.victims) or '-'}"
-            + (f"; {escape(d.summary)}" if d.summary else "")
-        )
+        console.print(f"  {d.at:%H:%M:%S} {escape(d.message)}")
     if not decisions:
         console.print("  none")
-
-
-def _cluster(s: TemporalSettings, name: str, cstatus: Any) -> None:
-    console.print(
-        f"[bold]InferenceCluster {name}[/]  {cstatus.phase}: {escape(cstatus.reason or '')}"
-    )
-    console.print(f"Workflow: {s.workflow_url(cluster_id(name))}")
-    console.print(
-        f"Gateway: {cstatus.gateway_address or '-'}   failed probes: {cstatus.failed_probes}"
-    )
-    for pool, obs in sorted(cstatus.observed_pools.items()):
-        console.print(f"  pool {pool}: {obs.ready_nodes}/{obs.nodes} nodes ready")
 
 
 def _class(item: Fetched) -> None:
