@@ -6,8 +6,8 @@ A step "in progress" is a double that does not answer until the test lets it: it
 event, without heartbeats. Its workflow closes while it still runs, and the time-skipping server
 then never skips time again (it holds time still while an activity runs, and a completion the
 closed workflow no longer takes never releases it): that is how a heartbeating double hung the
-shared server's tests before. So these tests run on a server of their own, and need no time to
-skip: the delete is carried out in real time."""
+shared server's tests before. Each test has a server of its own (``time_skipping_env``), and
+needs no time to skip: the delete is carried out in real time."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import pytest
 import pytest_asyncio
-from conftest import start_time_skipping_env
 from deployment_fakes import FakeClusters, FakeFleet
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
@@ -72,21 +71,12 @@ class StallingClusters(FakeClusters):
         return await super().wait_ready(request)
 
 
-@pytest_asyncio.fixture(scope="module")
-async def own_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await start_time_skipping_env()
-    try:
-        yield env
-    finally:
-        await env.shutdown()
-
-
 @pytest_asyncio.fixture
-async def stalling(own_env: WorkflowEnvironment) -> AsyncIterator[Harness]:
+async def stalling(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harness]:
     fleet, clusters = FakeFleet(clusters=list(CLUSTERS)), StallingClusters()
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(
-        own_env.client,
+        time_skipping_env.client,
         task_queue=queue,
         workflows=[DeploymentWorkflow, ReplicaWorkflow],
         activities=[
@@ -102,7 +92,7 @@ async def stalling(own_env: WorkflowEnvironment) -> AsyncIterator[Harness]:
             clusters.delete,
         ],
     ):
-        harness = Harness(own_env, fleet, clusters, queue, [])
+        harness = Harness(time_skipping_env, fleet, clusters, queue, [])
         try:
             yield harness
         finally:
@@ -111,7 +101,7 @@ async def stalling(own_env: WorkflowEnvironment) -> AsyncIterator[Harness]:
             ids = harness.deployments + [replica_id("ml", n) for n in fleet.names]
             for workflow_id in ids:
                 with contextlib.suppress(RPCError):
-                    await own_env.client.get_workflow_handle(workflow_id).terminate()
+                    await time_skipping_env.client.get_workflow_handle(workflow_id).terminate()
 
 
 @pytest.mark.parametrize("step", range(len(STEPS)), ids=[f"{i}-{s}" for i, s in enumerate(STEPS)])
