@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaWatch,
         RolloutFailedError,
         applied_key,
+        details,
         reason_of,
     )
 
@@ -297,8 +298,7 @@ class ReplicaWorkflow(ReplicaWatch):
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         self._phase, self._step, self._reason = phase, step, reason
         workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
-        detail = f"**{phase.value}** · step `{step.value}`" + (f"\n\n{reason}" if reason else "")
-        workflow.set_current_details(detail)
+        workflow.set_current_details(details(phase, step, reason))
         parent = workflow.get_external_workflow_handle(self._input.parent_id)
         # The deployment may be gone; then there is nobody to tell.
         with contextlib.suppress(ApplicationError):

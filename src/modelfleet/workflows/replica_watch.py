@@ -182,6 +182,9 @@ class ReplicaWatch:
             workflow.set_current_details(
                 f"**{self._phase.value}** · health unknown: {reason_of(exc)}"
             )
+        else:
+            # (Not a command: the UI's details only, back from "health unknown".)
+            workflow.set_current_details(details(self._phase, ReplicaStep.SERVING, self._reason))
         verdict = replica_health.after_check(
             result, self._failed_checks, self._input.degraded_after_checks
         )
@@ -278,6 +281,11 @@ class ReplicaWatch:
         ):
             # The publication at Ready failed (directory or Fleet unreachable): try again.
             await self._sync_endpoint(self._phase)
+
+
+def details(phase: ReplicaPhase, step: ReplicaStep, reason: str) -> str:
+    """The workflow's current details in the Temporal UI."""
+    return f"**{phase.value}** · step `{step.value}`" + (f"\n\n{reason}" if reason else "")
 
 
 def applied_key(ref: ObjectRef) -> tuple[str, str, str, str]:
