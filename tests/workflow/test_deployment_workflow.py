@@ -91,6 +91,9 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             clusters.apply,
             clusters.wait_ready,
             clusters.check_ready,
+            clusters.drift,
+            clusters.publish,
+            clusters.withdraw,
             clusters.delete,
         ],
     ):
