@@ -17,6 +17,7 @@ KUBE_CHECK_READY = "kube.check_ready"
 # the progress deadline (issue 11).
 KUBE_POLL_READY = "kube.poll_ready"
 KUBE_PROBE = "kube.probe"
+KUBE_DRIFT = "kube.drift"
 FLEET_PLACE = "fleet.place"
 FLEET_RELEASE = "fleet.release"
 FLEET_DRY_PLACE = "fleet.dry_place"

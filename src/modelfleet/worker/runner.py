@@ -109,6 +109,7 @@ def build_worker(
             kube.wait_ready,
             kube.poll_ready,
             kube.check_ready,
+            kube.drift,
             kube.probe,
             fleet.place,
             fleet.dry_place,
