@@ -5,6 +5,7 @@ cloud faults ``sim faults --cloud`` sends, and ``plan`` on GKE/EKS clusters."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -224,6 +225,12 @@ def test_plan_shows_what_each_cloud_cluster_would_create_and_cost() -> None:
     at_max = estimate("GKE", [("gpu-h100", "a3-highgpu-8g", 4)])
     assert by_name["gke-central"]["hourlyCostAtMax"] == round(at_max.known, 2)
     assert by_name["eks-east"]["pools"][0]["nodes"] == 2
+    # The EKS example's class sets its own price; the GKE one's falls back to the table.
+    eks_pool = by_name["eks-east"]["pools"][0]
+    assert (eks_pool["hourlyPerNode"], eks_pool["priceSource"]) == (43.26, "class")
+    assert by_name["gke-central"]["pools"][0]["priceSource"] == "estimate"
+    assert re.search(r"43\.26\s+86\.52\s+class", out)
+    assert "estimate, 2026-11-23" in out
 
 
 def test_plan_names_a_pool_whose_class_is_missing(tmp_path: Path) -> None:
