@@ -325,8 +325,10 @@ def test_an_unreachable_cluster_shows_its_nodes_as_unknown(
         ],
     )
     item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    free = {"gpu-h200": [DeviceCount("gpu", 16, 16)]}
+    item = cluster_resource(ClusterRecord(spec=spec), status, free, CLASSES, T0)
     row = _plain(cluster_view.cells(item, "5m", wide=True))
-    assert row[2:5] == ["NotReady", "-", "gpu-h200 ?/2"]
+    assert row[2:6] == ["NotReady", "-", "gpu-h200 ?/2", "?/16 gpu"]
     assert row[-1] == reason
     cluster_view.describe_cluster(item, "http://ui/cluster", T0)
     page = capsys.readouterr().out

@@ -35,7 +35,7 @@ def cells(item: Fetched, age: str, wide: bool) -> list[str]:
         coloured(str(status.get("phase", ""))),
         escape(step_cell(status)),
         ", ".join(pool_cell(p, status.get("reachable")) for p in status.get("pools", [])) or "-",
-        free_cell(status.get("pools", [])),
+        free_cell(status.get("pools", []), status.get("reachable")),
         age,
     ]
     if wide:
@@ -69,16 +69,22 @@ def pool_cell(pool: dict[str, Any], reachable: bool | None = None) -> str:
     return f"{pool['name']} {shown}/{total}"
 
 
-def free_cell(pools: list[dict[str, Any]]) -> str:
+def free_cell(pools: list[dict[str, Any]], reachable: bool | None = None) -> str:
     """``<free>/<total> <device>`` per device kind, summed over the pools; ``-`` before the
-    cluster has reported any nodes."""
+    cluster has reported any nodes; ``?/<total>`` while it does not answer its probes."""
     totals: dict[str, list[int]] = {}
     for pool in pools:
         for d in pool.get("devices", []):
             acc = totals.setdefault(d["name"], [0, 0])
             acc[0] += int(d["free"])
             acc[1] += int(d["total"])
-    return ", ".join(f"{free}/{total} {name}" for name, (free, total) in totals.items()) or "-"
+    return (
+        ", ".join(
+            f"{'?' if reachable is False else free}/{total} {name}"
+            for name, (free, total) in totals.items()
+        )
+        or "-"
+    )
 
 
 def duration(started: datetime, finished: datetime | None, now: datetime) -> str:
