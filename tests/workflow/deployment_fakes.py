@@ -19,6 +19,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_DRIFT,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
@@ -33,9 +34,17 @@ from modelfleet.contracts.kube_payloads import (
     ApplyResult,
     DeleteRequest,
     DeleteResult,
+    DriftRequest,
+    DriftResult,
     ObjectRef,
     ReadyResult,
     WaitReadyRequest,
+)
+from modelfleet.contracts.serving_payloads import (
+    ENDPOINTS_PUBLISH_REPLICA,
+    ENDPOINTS_WITHDRAW,
+    EndpointKey,
+    ReplicaEndpointRequest,
 )
 
 ANY_GPU = {
@@ -201,6 +210,20 @@ class FakeClusters:
     @activity.defn(name=KUBE_CHECK_READY)
     async def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
         return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_DRIFT)
+    async def drift(self, request: DriftRequest) -> DriftResult:
+        """Everything stands as applied (a serving replica's resync finds nothing to repair)."""
+        return DriftResult()
+
+    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
+    async def publish(self, request: ReplicaEndpointRequest) -> None:
+        """The endpoint directory takes it (an unregistered activity, retried meanwhile, keeps
+        the time-skipping server from skipping time)."""
+
+    @activity.defn(name=ENDPOINTS_WITHDRAW)
+    async def withdraw(self, key: EndpointKey) -> bool:
+        return True
 
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:

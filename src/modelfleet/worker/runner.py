@@ -107,6 +107,7 @@ def build_worker(
             kube.delete,
             kube.wait_ready,
             kube.check_ready,
+            kube.drift,
             kube.probe,
             fleet.place,
             fleet.dry_place,
