@@ -11,12 +11,15 @@ cluster's double also fails its probes, so the reason a dark cluster shows is ch
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from temporalio import activity
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from test_service import Doubles, _service
@@ -40,6 +43,9 @@ from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+# The workflow's start time and the server's record of it are two reads of the test server's
+# clock; on a loaded machine they can be a few hundred ms apart.
+START_SLACK = timedelta(seconds=1)
 SERVING_STACK = {
     "apiVersion": "infrastructure.modelplane.ai/v1alpha1",
     "kind": "ServingStack",
@@ -49,6 +55,21 @@ SERVING_STACK = {
         "secrets": [{"type": "Kubeconfig", "name": "kc", "key": "kubeconfig", "namespace": "ns"}],
     },
 }
+
+
+T = TypeVar("T")
+
+
+async def _ask(query: Callable[[], Awaitable[T]]) -> T:
+    """A query, asked again when the worker could not answer it in time (an RPC timeout, or the
+    SDK's deadlock detector on a starved CPU): that says nothing about the workflow's state."""
+    for _ in range(4):
+        try:
+            return await query()
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            if "TMPRL1101" not in str(exc) and "Timeout expired" not in str(exc):
+                raise
+    return await query()
 
 
 def _l4_dev() -> InferenceCluster:
@@ -82,7 +103,7 @@ class DarkCluster:
 
 
 async def _status(handle: WorkflowHandle[ClusterWorkflow, ClusterStatus]) -> ClusterStatus:
-    result: ClusterStatus = await handle.query(ClusterWorkflow.status)
+    result: ClusterStatus = await _ask(lambda: handle.query(ClusterWorkflow.status))
     return result
 
 
@@ -108,7 +129,7 @@ async def test_a_cluster_keeps_its_creation_time_and_a_dark_one_says_why(
         started = (await fresh.describe()).start_time
         created = (await _status(fresh)).created
         assert created is not None
-        assert abs(created - started) < timedelta(milliseconds=50)
+        assert abs(created - started) < START_SLACK
         await fresh.terminate()
 
         # As continue-as-new starts the next run: the carried time, not this run's start.
@@ -154,16 +175,16 @@ async def test_an_accepted_document_keeps_its_creation_time(
             task_queue=queue,
         )
         started = (await fresh.describe()).start_time
-        status: AcceptedStatus = await fresh.query(AcceptedResourceWorkflow.status)
+        status: AcceptedStatus = await _ask(lambda: fresh.query(AcceptedResourceWorkflow.status))
         assert status.created is not None
-        assert abs(status.created - started) < timedelta(milliseconds=50)
+        assert abs(status.created - started) < START_SLACK
         carried = await env.client.start_workflow(
             AcceptedResourceWorkflow.run,
             AcceptedInput(document=SERVING_STACK, created=CREATED),
             id=f"accepted/carried-{uuid.uuid4()}",
             task_queue=queue,
         )
-        status = await carried.query(AcceptedResourceWorkflow.status)
+        status = await _ask(lambda: carried.query(AcceptedResourceWorkflow.status))
         assert status.created == CREATED
         await fresh.terminate()
         await carried.terminate()
@@ -191,7 +212,7 @@ async def test_the_endpoint_directory_keeps_when_it_first_saw_each_endpoint(
         await directory.execute_update(
             EndpointDirectoryWorkflow.put, _record("new", "http://10.0.0.2/v1")
         )
-        first = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
+        first = await _ask(lambda: directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml"))
         await env.sleep(timedelta(minutes=5))
         # Re-published (a moved replica): the URL changes, the creation time does not.
         await directory.execute_update(
@@ -200,7 +221,7 @@ async def test_the_endpoint_directory_keeps_when_it_first_saw_each_endpoint(
         await directory.execute_update(
             EndpointDirectoryWorkflow.put, _record("new", "http://10.0.0.2/v1")
         )
-        later = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
+        later = await _ask(lambda: directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml"))
         await directory.terminate()
     by_name = {e.name: e for e in later}
     assert by_name["old"].created == CREATED
@@ -240,16 +261,16 @@ async def test_a_service_keeps_its_creation_time(time_skipping_env: WorkflowEnvi
             task_queue=queue,
         )
         started = (await fresh.describe()).start_time
-        status: ServiceStatus = await fresh.query(ServiceWorkflow.status)
+        status: ServiceStatus = await _ask(lambda: fresh.query(ServiceWorkflow.status))
         assert status.created is not None
-        assert abs(status.created - started) < timedelta(milliseconds=50)
+        assert abs(status.created - started) < START_SLACK
         carried = await env.client.start_workflow(
             ServiceWorkflow.run,
             ServiceInput(spec=spec, created=CREATED),
             id=f"service/ml/carried-{uuid.uuid4()}",
             task_queue=queue,
         )
-        status = await carried.query(ServiceWorkflow.status)
+        status = await _ask(lambda: carried.query(ServiceWorkflow.status))
         assert status.created == CREATED
         for handle in (fresh, carried, directory):
             await handle.terminate()
