@@ -322,7 +322,7 @@ async def _services(client: Client, namespace: str | None, wanted: set[str]) -> 
         spec: ModelService = await query(
             client.get_workflow_handle(w.id), ServiceWorkflow.spec, what=f"ModelService {ns}/{name}"
         )
-        out.append(service_resource(spec, status, w.start_time))
+        out.append(service_resource(spec, status, status.created or w.start_time))
     return out
 
 
@@ -336,7 +336,7 @@ async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) 
             AutoscalerWorkflow.spec,
             what=f"ModelAutoscaler {ns}/{name}",
         )
-        out.append(autoscaler_resource(spec, status, w.start_time))
+        out.append(autoscaler_resource(spec, status, status.created or w.start_time))
     return out
 
 
@@ -377,7 +377,7 @@ async def _accepted(
     client: Client, kind: str, namespace: str | None, wanted: set[str]
 ) -> list[Fetched]:
     runs = await _accepted_runs(client, kind, namespace, wanted)
-    return [accepted_resource(status, w.start_time) for status, w in runs]
+    return [accepted_resource(status, status.created or w.start_time) for status, w in runs]
 
 
 async def _directory(client: Client, name: str, args: tuple[Any, ...], result_type: Any) -> Any:
