@@ -422,6 +422,68 @@ class KubeCluster:
         )
         return status != 404
 
+    def pod_log(
+        self, name: str, namespace: str, *, container: str | None = None, tail_lines: int = 20
+    ) -> str:
+        """The last ``tail_lines`` lines a pod's container printed ("" when it has none yet)."""
+        res = self._resource("v1", "Pod")
+        query: builtins.list[tuple[str, Any]] = [("tailLines", tail_lines)]
+        if container:
+            query.append(("container", container))
+        try:
+            status, data = self._request_text(
+                f"read log of {_identity('Pod', name, namespace)}",
+                res.path(namespace, name) + "/log",
+                query,
+            )
+        except PermanentKubeError as exc:
+            if exc.status == 400:
+                return ""  # the container has not started yet
+            raise
+        return data if status != 404 else ""
+
+    def _request_text(
+        self, operation: str, path: str, query: builtins.list[tuple[str, Any]]
+    ) -> tuple[int, str]:
+        """A GET whose answer is plain text (pod logs); errors as in ``_request``."""
+        headers = {"Accept": "text/plain, application/json"}
+        try:
+            request = self._client.param_serialize(
+                "GET",
+                path,
+                query_params=query,
+                header_params=headers,
+                auth_settings=["BearerToken"],
+            )
+            response = self._client.call_api(*request, _request_timeout=self._timeout)
+            data = response.read()
+        except ApiException as exc:
+            if exc.status:
+                raise error_from_response(
+                    operation=f"{operation} on {self.server}",
+                    status=int(exc.status),
+                    body=exc.body,
+                    headers=exc.headers,
+                    secrets=self._secrets(),
+                ) from None
+            raise PermanentKubeError(
+                f"{operation} on {self.server}: TLS or client error before a response",
+                reason="TLSError",
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise error_from_transport(f"{operation} on {self.server}", exc) from None
+        status = int(response.status)
+        if 200 <= status <= 299 or status == 404:
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+            return status, text
+        raise error_from_response(
+            operation=f"{operation} on {self.server}",
+            status=status,
+            body=data,
+            headers=dict(response.headers or {}),
+            secrets=self._secrets(),
+        )
+
     def readiness(self, rule: ReadinessRule) -> Readiness:
         """Whether the rule's condition is True; if not, why, in the pods' words."""
         obj = self.get(rule.api_version, rule.kind, rule.name, rule.namespace)

@@ -39,14 +39,17 @@ from modelfleet.cli.targets import (
     resource_name,
     single_target,
 )
+from modelfleet.contracts.cache_payloads import DeleteCache
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
+from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import (
     FLEET_ID,
     accepted_id,
+    cache_id,
     cluster_id,
     deployment_id,
     service_id,
@@ -59,6 +62,8 @@ DELETE_ORDER = {
     "ModelService": 1,
     "ModelEndpoint": 2,
     "ModelDeployment": 3,
+    # After deployments: a volume still mounted by one is kept (unless --force).
+    "ModelCache": 4,
     "InferenceCluster": 4,
     "InferenceClass": 5,
     # Held without action: nothing depends on them.
@@ -153,6 +158,7 @@ def _workflow_id(d: Doomed) -> str | None:
         "ModelDeployment": deployment_id,
         "ModelService": service_id,
         "ModelAutoscaler": autoscaler_id,
+        "ModelCache": cache_id,
     }
     ids = namespaced.get(d.kind)
     return ids(d.namespace, d.name) if ids is not None else None
@@ -172,7 +178,7 @@ async def _exists(client: Client, d: Doomed) -> bool:
     return False
 
 
-async def _delete(client: Client, d: Doomed, wait: bool) -> None:
+async def _delete(client: Client, d: Doomed, wait: bool, force: bool = False) -> None:
     if d.held:
         handle = client.get_workflow_handle(d.accepted_id)
         await delete_entity(handle, AcceptedResourceWorkflow.delete, wait=wait)
@@ -192,6 +198,11 @@ async def _delete(client: Client, d: Doomed, wait: bool) -> None:
     elif d.kind == "ModelAutoscaler":
         handle = client.get_workflow_handle(autoscaler_id(d.namespace, d.name))
         await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
+    elif d.kind == "ModelCache":
+        handle = client.get_workflow_handle(cache_id(d.namespace, d.name))
+        await handle.execute_update(CacheWorkflow.delete, DeleteCache(force=force))
+        if wait:
+            await handle.result()
     else:
         await client.get_workflow_handle(FLEET_ID).execute_update(
             FleetWorkflow.remove_class, d.name
@@ -214,6 +225,12 @@ def delete(
         bool, typer.Option("--ignore-not-found", help="Absent resources are not an error.")
     ] = False,
     wait: Annotated[bool, typer.Option(help="Wait until everything is torn down.")] = True,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="ModelCache: remove its volumes even where a workload mounts them."
+        ),
+    ] = False,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
@@ -250,7 +267,7 @@ def delete(
                     failures += 1
                 continue
             try:
-                await _delete(client, d, wait)
+                await _delete(client, d, wait, force)
             except WorkflowUpdateFailedError as exc:
                 err_console.print(f"[red]error[/]: {d.ref}: {rejection_reason(exc)}")
                 failures += 1

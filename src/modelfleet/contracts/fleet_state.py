@@ -62,6 +62,7 @@ class ClusterEntry(WireModel):
     observed: dict[str, tuple[int, int]] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
+    caches: dict[str, str] = Field(default_factory=dict)
 
 
 class DeploymentRows(WireModel):
@@ -96,6 +97,7 @@ def cluster_entry(record: ClusterRecord) -> tuple[ClusterEntry, str, list[Any]]:
         observed={p: (o.nodes, o.ready_nodes) for p, o in record.observed_pools.items()},
         not_ready_since=record.not_ready_since,
         draining=record.draining,
+        caches=dict(record.caches),
     )
     return entry, key, layout
 
@@ -117,6 +119,7 @@ def cluster_record(entry: ClusterEntry, layouts: dict[str, list[Any]]) -> Cluste
         },
         not_ready_since=entry.not_ready_since,
         draining=entry.draining,
+        caches=dict(entry.caches),
     )
 
 

@@ -96,6 +96,9 @@ class ClusterRecord(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
+    # ModelCaches by ``<namespace>/<name>``: how each stands here (``Ready``, ``Hydrating 40%``,
+    # ``Failed: ...``), as its ModelCache workflow last reported. Absent: not staged here.
+    caches: dict[str, str] = Field(default_factory=dict)
 
     def observed(self) -> ObservedCluster:
         """The record as placement sees it (the Fleet and `apply --dry-run` alike)."""
@@ -109,6 +112,7 @@ class ClusterRecord(WireModel):
             gateway_address=self.gateway_address,
             ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
             draining=self.draining,
+            caches=dict(self.caches),
         )
 
 

@@ -4,8 +4,9 @@ observed) into a scheduler snapshot and runs :func:`~modelfleet.scheduling.place
 
 Live capacity is what each cluster's workflow observed (ready nodes per pool, never more than
 declared), falling back to the declared capacity until a cluster has been probed. A draining
-cluster repels and evicts like a NoExecute taint. Clusters NotReady past their grace period are
-left out, so their replicas are re-placed elsewhere.
+cluster repels and evicts like a NoExecute taint. A deployment that references a ModelCache gets
+new replicas only where that cache is Ready (as the cache's workflow reported it). Clusters
+NotReady past their grace period are left out, so their replicas are re-placed elsewhere.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
 workflow. The caller maps its own payloads onto these types; this module knows no activity or
@@ -45,6 +46,8 @@ class ObservedCluster:
     ready_nodes: Mapping[str, int] = field(default_factory=dict)
     # Being deleted: its replicas move elsewhere, or are removed with nowhere else to go.
     draining: bool = False
+    # ModelCaches staged here by ``<namespace>/<name>`` and how each stands (``Ready``, ...).
+    caches: Mapping[str, str] = field(default_factory=dict)
 
 
 def live_snapshot(
@@ -92,6 +95,7 @@ def live_snapshot(
                 ready=cluster.ready,
                 gateway_address=cluster.gateway_address,
                 pools=pools,
+                caches=dict(cluster.caches),
             )
         )
     return snapshot

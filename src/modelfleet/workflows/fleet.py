@@ -38,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
+    from modelfleet.contracts.cache_payloads import READY as CACHE_READY
+    from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
         DryPlaceRequest,
@@ -311,6 +313,37 @@ class FleetWorkflow:
             # A deployment that is gone has nothing to move.
             with contextlib.suppress(ApplicationError):
                 await handle.signal("resync")
+
+    @workflow.update
+    async def report_cache(self, report: CacheReport) -> None:
+        """Where a ModelCache stands on each cluster (a cluster left out: not staged there).
+        New placements of deployments referencing it go only where it is Ready; when it turns
+        Ready somewhere, deployments of its namespace that were short of room are told to try
+        again. New in the ModelCache change: older histories never call it, so no patch."""
+        key = f"{report.namespace}/{report.name}"
+        became_ready = False
+        for name, record in self._clusters.items():
+            state = report.clusters.get(name)
+            if record.caches.get(key) == state:
+                continue
+            if state is None:
+                del record.caches[key]
+            else:
+                became_ready = became_ready or state == CACHE_READY
+                record.caches[key] = state
+            self._cluster_changed(name)
+        if became_ready:
+            for namespace, deployment in sorted(self._short):
+                if namespace != report.namespace:
+                    continue
+                handle = workflow.get_external_workflow_handle(deployment_id(namespace, deployment))
+                with contextlib.suppress(ApplicationError):
+                    await handle.signal("resync")
+
+    @workflow.query
+    def clusters(self) -> list[ClusterRecord]:
+        """Every cluster record (no replicas): what a ModelCache needs to choose its clusters."""
+        return [self._clusters[k] for k in sorted(self._clusters)]
 
     @workflow.query
     def replicas_on(self, cluster: str) -> list[str]:
