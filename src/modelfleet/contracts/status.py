@@ -36,6 +36,7 @@ class ReplicaPhase(StrEnum):
 
 class ReplicaStep(StrEnum):
     PLACED = "placed"
+    MODEL_CACHE = "wait-model-cache"
     NAMESPACE = "ensure-namespace"
     CLAIMS = "stage-claims"
     WORKLOADS = "create-gangs"

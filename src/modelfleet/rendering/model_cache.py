@@ -29,7 +29,6 @@ from modelfleet.api.naming import (
     child_name,
     short_hash,
 )
-from modelfleet.rendering.context import sorted_map
 
 CACHE_MOUNT_PATH = "/mnt/models"
 CACHE_VOLUME = "model-cache"
@@ -93,14 +92,13 @@ def cache_bytes(cache: ModelCache) -> int:
 
 
 def cache_labels(cache: ModelCache, cluster: str) -> dict[str, str]:
-    return sorted_map(
-        {
-            LABEL_MODEL_CACHE: cache.name,
-            LABEL_NAMESPACE: cache.namespace,
-            LABEL_CLUSTER: cluster,
-            LABEL_MANAGED_BY: MANAGED_BY,
-        }
-    )
+    labels = {
+        LABEL_MODEL_CACHE: cache.name,
+        LABEL_NAMESPACE: cache.namespace,
+        LABEL_CLUSTER: cluster,
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }
+    return {key: labels[key] for key in sorted(labels)}
 
 
 def render_claim(
