@@ -154,10 +154,10 @@ class CacheInput(WireModel):
     deleting: bool = False
     force: bool = False
     # Seconds between two looks while something hydrates, and while all is settled.
-    busy_poll_seconds: float = 5.0
+    busy_poll_seconds: float = 3.0
     idle_poll_seconds: float = 60.0
     # First retry delay after a failed download; doubles per failure up to ``max_retry_seconds``.
-    retry_seconds: float = 10.0
+    retry_seconds: float = 5.0
     max_retry_seconds: float = 600.0
 
 
