@@ -100,6 +100,7 @@ class CacheWorkflow:
         # What the Fleet was last told; None: tell it (again) on the next pass.
         self._reported: dict[str, str] | None = None
         self._reason = ""
+        self._attributes: tuple[str, tuple[str, ...]] | None = None
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -337,12 +338,16 @@ class CacheWorkflow:
 
     def _show(self) -> None:
         phase, ready = overall(list(self._clusters.values()), deleting=self._deleting)
-        workflow.upsert_search_attributes(
-            [
-                search.PHASE.value_set(phase),
-                search.CLUSTERS.value_set(sorted(self._clusters)),
-            ]
-        )
+        attributes = (phase, tuple(sorted(self._clusters)))
+        if attributes != self._attributes:
+            # An upsert is an event in history: only when something findable changed.
+            self._attributes = attributes
+            workflow.upsert_search_attributes(
+                [
+                    search.PHASE.value_set(phase),
+                    search.CLUSTERS.value_set(list(attributes[1])),
+                ]
+            )
         lines = [f"**{phase}** · {ready}/{len(self._clusters)} clusters Ready"]
         lines += [f"- {name}: {s.summary()}" for name, s in sorted(self._clusters.items())]
         if self._reason:
