@@ -186,10 +186,12 @@ class CacheWorkflow:
         )
 
     async def _pass(self) -> None:
+        # One spec for the whole pass, even if an apply lands while its activities run.
+        cache = self._cache
         try:
             targets: list[CacheTarget] = await workflow.execute_activity(
                 CACHE_TARGETS,
-                self._cache.namespace,
+                cache.namespace,
                 result_type=list[CacheTarget],
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=FLEET_RETRY,
@@ -200,18 +202,18 @@ class CacheWorkflow:
             self._show()
             return
         self._reason = ""
-        wanted = {} if self._deleting else {t.cluster: t for t in targets_for(self._cache, targets)}
+        wanted = {} if self._deleting else {t.cluster: t for t in targets_for(cache, targets)}
         known = {t.cluster: t for t in targets}
         for name in list(self._clusters):
             if name not in known:
                 # The cluster left the fleet: nothing left there to talk to or clean.
                 del self._clusters[name]
         names = sorted((set(self._clusters) | set(wanted)) & set(known))
-        await asyncio.gather(*(self._step(n, known[n], n in wanted) for n in names))
+        await asyncio.gather(*(self._step(cache, n, known[n], n in wanted) for n in names))
         await self._report()
         self._show()
 
-    async def _step(self, name: str, target: CacheTarget, wanted: bool) -> None:
+    async def _step(self, cache: ModelCache, name: str, target: CacheTarget, wanted: bool) -> None:
         state = self._clusters.get(name)
         if state is None:
             state = self._clusters[name] = ClusterCache(cluster=name, namespace=target.namespace)
@@ -220,13 +222,13 @@ class CacheWorkflow:
                 update={"message": "cluster not ready; waiting for it"}
             )
             return
-        digest = source_digest(self._cache)
+        digest = source_digest(cache)
         objects = CacheObjects(
             cluster=name,
             namespace=state.namespace or target.namespace,
-            claim=claim_name(self._cache.namespace, self._cache.name),
-            job=job_name(self._cache.namespace, self._cache.name, digest),
-            secret=auth_secret_name(self._cache.namespace, self._cache.name),
+            claim=claim_name(cache.namespace, cache.name),
+            job=job_name(cache.namespace, cache.name, digest),
+            secret=auth_secret_name(cache.namespace, cache.name),
         )
         try:
             obs: CacheObservation = await workflow.execute_activity(
@@ -244,19 +246,18 @@ class CacheWorkflow:
             return
         now = workflow.now()
         if wanted:
-            want = Want(digest=digest, job=objects.job, bytes_total=cache_bytes(self._cache))
+            want = Want(digest=digest, job=objects.job, bytes_total=cache_bytes(cache))
             retry = StagingRetry(self._input.retry_seconds, self._input.max_retry_seconds)
             plan = plan_cluster(state, obs, want, now, retry)
         else:
             plan = plan_removal(state, obs, now, force=self._force)
-        self._clusters[name] = await self._carry_out(plan, objects, target)
+        self._clusters[name] = await self._carry_out(cache, plan, objects, target)
         if plan.gone:
             del self._clusters[name]
 
     async def _carry_out(
-        self, plan: ClusterPlan, objects: CacheObjects, target: CacheTarget
+        self, cache: ModelCache, plan: ClusterPlan, objects: CacheObjects, target: CacheTarget
     ) -> ClusterCache:
-        cache = self._cache
         state = plan.state
         acts = set(plan.acts)
         where = {"cluster": objects.cluster, "namespace": objects.namespace}
