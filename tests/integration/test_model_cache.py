@@ -19,7 +19,9 @@ from integration_support import wait_for
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
+from modelfleet.cli import columns
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.resources import fetch
 from modelfleet.contracts.cache_payloads import CacheStatus, DeleteCache, cache_id
 from modelfleet.rendering.model_cache import auth_secret_name, claim_name
 from modelfleet.sim.simulated_fleet import SimulatedFleet
@@ -181,6 +183,15 @@ async def test_a_cache_hydrates_through_a_crash_and_a_failure_and_gates_its_depl
 
         staged = await _wait_cache(env, lambda s: s.phase == "Staged", 90, "staged on both")
         assert staged.ready == staged.total == 2
+        # What `get modelcaches` reads and shows.
+        (listed,) = await fetch(env.temporal, "ModelCache", NS)
+        row = columns.row(listed, wide=False, all_namespaces=False)
+        assert row[2] == "2/2"
+        assert f"{FAILING}: Ready" in row[4]
+        assert f"{SLOW}: Ready" in row[4]
+        # The token is in no workflow history.
+        history = await env.temporal.get_workflow_handle(cache_id(NS, "coder")).fetch_history()
+        assert TOKEN not in history.to_json()
         final = await env.wait_status(NS, "coder", all_ready(2), 90, "Ready on the cache")
         # Wherever the cache turned Ready first gets them: never where it is not staged.
         placed_on = {r.cluster for r in final.replicas}
