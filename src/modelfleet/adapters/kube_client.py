@@ -195,10 +195,12 @@ class KubeCluster:
         content_type: str = "application/json",
         apply: bool = False,
         absent_ok: bool = False,
+        text: bool = False,
     ) -> tuple[int, Any]:
         """(status, decoded JSON) of a 2xx response, or of a 404 when ``absent_ok``; any other
-        outcome raises KubeError."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        outcome raises KubeError. With ``text`` the body is returned as text (pod logs)."""
+        accept = "text/plain, application/json" if text else "application/json"
+        headers = {"Accept": accept, "Content-Type": content_type}
         try:
             request = self._client.param_serialize(
                 method,
@@ -240,6 +242,8 @@ class KubeCluster:
                 reason="CredentialsUnavailable",
             ) from None
         status = int(response.status)
+        if text and 200 <= status <= 299:
+            return status, data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         if 200 <= status <= 299 or (status == 404 and absent_ok):
             try:
                 decoded = json.loads(data) if data else {}
@@ -431,58 +435,19 @@ class KubeCluster:
         if container:
             query.append(("container", container))
         try:
-            status, data = self._request_text(
+            status, text = self._request(
                 f"read log of {_identity('Pod', name, namespace)}",
+                "GET",
                 res.path(namespace, name) + "/log",
-                query,
+                query=query,
+                absent_ok=True,
+                text=True,
             )
         except PermanentKubeError as exc:
             if exc.status == 400:
                 return ""  # the container has not started yet
             raise
-        return data if status != 404 else ""
-
-    def _request_text(
-        self, operation: str, path: str, query: builtins.list[tuple[str, Any]]
-    ) -> tuple[int, str]:
-        """A GET whose answer is plain text (pod logs); errors as in ``_request``."""
-        headers = {"Accept": "text/plain, application/json"}
-        try:
-            request = self._client.param_serialize(
-                "GET",
-                path,
-                query_params=query,
-                header_params=headers,
-                auth_settings=["BearerToken"],
-            )
-            response = self._client.call_api(*request, _request_timeout=self._timeout)
-            data = response.read()
-        except ApiException as exc:
-            if exc.status:
-                raise error_from_response(
-                    operation=f"{operation} on {self.server}",
-                    status=int(exc.status),
-                    body=exc.body,
-                    headers=exc.headers,
-                    secrets=self._secrets(),
-                ) from None
-            raise PermanentKubeError(
-                f"{operation} on {self.server}: TLS or client error before a response",
-                reason="TLSError",
-            ) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise error_from_transport(f"{operation} on {self.server}", exc) from None
-        status = int(response.status)
-        if 200 <= status <= 299 or status == 404:
-            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
-            return status, text
-        raise error_from_response(
-            operation=f"{operation} on {self.server}",
-            status=status,
-            body=data,
-            headers=dict(response.headers or {}),
-            secrets=self._secrets(),
-        )
+        return str(text) if status != 404 else ""
 
     def readiness(self, rule: ReadinessRule) -> Readiness:
         """Whether the rule's condition is True; if not, why, in the pods' words."""
