@@ -69,13 +69,14 @@ class ClusterCache(WireModel):
             return 0
         return min(100, self.bytes_done * 100 // self.bytes_total)
 
-    def summary(self) -> str:
+    def summary(self, step: int = 1) -> str:
         """``Ready``, ``Hydrating 40%``, ``Pending: <why>``, ``Failed: <why>``: the words the
-        Fleet repeats in a placement rejection and a replica in its wait step."""
+        Fleet repeats in a placement rejection and a replica in its wait step. ``step`` rounds
+        the percentage down (what the Fleet is told changes less often)."""
         if self.phase is CachePhase.READY:
             return READY
         if self.phase is CachePhase.HYDRATING:
-            return f"Hydrating {self.percent}%"
+            return f"Hydrating {self.percent // step * step}%"
         return f"{self.phase.value}: {self.message}" if self.message else self.phase.value
 
 

@@ -83,6 +83,9 @@ KUBE_RETRY = RetryPolicy(
     non_retryable_error_types=["PermanentKubeError", "MissingSecret", "MissingCredentials"],
 )
 FLEET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Progress goes to the Fleet in steps of this many percent: each report is a Fleet Update that
+# refreshes its scheduler snapshot, and placement only needs Ready or not (plus a fair reason).
+REPORT_STEP = 10
 # Continue-as-new well before Temporal's limits: a pass adds a few events per cluster.
 MAX_HISTORY_EVENTS = 4000
 
@@ -317,7 +320,7 @@ class CacheWorkflow:
     async def _report(self, *, force: bool = False) -> None:
         """Tell the Fleet where the cache is Ready (and how it stands elsewhere), on change."""
         states = {} if self._deleting else self._clusters
-        clusters = {name: states[name].summary() for name in sorted(states)}
+        clusters = {name: states[name].summary(REPORT_STEP) for name in sorted(states)}
         if clusters == self._reported and not force:
             return
         try:
