@@ -1,27 +1,36 @@
 """Autoscaling on engine load end to end, on the real dev server and worker and the simulated
 quickstart fleet: a ModelService in front of a ModelDeployment, the load generator sending OpenAI
 requests through the service address, and a ModelAutoscaler reading the engines' ``/metrics``
-through the simulated API server's proxy. Every claim is checked from the autoscaler's decision
-log and the deployment's status; waits are on conditions (bounded), never on time."""
+through the simulated API server's proxy. Also scale from zero (an ``openai`` request held at
+the gateway brings the first replica and gets its answer) and a fleet shortfall (an autoscaler
+wanting more H200 replicas than the fleet holds, driven by a PromQL total from a small
+Prometheus stand-in the test serves). Every claim is checked from the autoscaler's decision log
+and the deployment's status; waits are on conditions (bounded), never on time."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from integration_support import Stack, delete_deployment, deployment, wait_for
+import openai
+from aiohttp import web
+from integration_support import Stack, delete_deployment, deployment, h200_deployment, wait_for
 from typer.testing import CliRunner
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import ModelService
+from modelfleet.autoscaling.decide import GATEWAY_METRIC
 from modelfleet.autoscaling.records import AutoscalerStatus, Decision
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.main import app
 from modelfleet.cli.serving import delete_serving
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.sim.load import LoadReport, LoadSpec, run_load
+from modelfleet.sim.serving.backend_wait import WAIT_HEADER
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.ids import service_id
 from modelfleet.workflows.service import ServiceWorkflow
@@ -47,8 +56,15 @@ def heavy(address: str, rps: float, duration: float) -> LoadSpec:
 
 
 def _autoscaler(
-    ns: str, name: str, *, minimum: int, maximum: int, down_window: int
+    ns: str,
+    name: str,
+    *,
+    minimum: int,
+    maximum: int,
+    down_window: int,
+    metric: dict[str, Any] | None = None,
 ) -> ModelAutoscaler:
+    engine = {"type": "Engine", "engine": {"name": WAITING, "target": {"averageValue": 4}}}
     resource = parse_resource(
         {
             "apiVersion": "modelfleet.dev/v1alpha1",
@@ -59,9 +75,7 @@ def _autoscaler(
                 "minReplicas": minimum,
                 "maxReplicas": maximum,
                 "intervalSeconds": INTERVAL,
-                "metrics": [
-                    {"type": "Engine", "engine": {"name": WAITING, "target": {"averageValue": 4}}}
-                ],
+                "metrics": [metric or engine],
                 "behavior": {"scaleDown": {"stabilizationWindowSeconds": down_window}},
             },
         }
@@ -280,4 +294,146 @@ async def test_an_unreadable_replica_follows_hpa_and_a_manual_scale_is_overridde
     assert final.deleting
     await log.handle.result()
     await delete_serving(stack.client, "ModelService", ns, name, wait=True)
+    await delete_deployment(stack, ns, name)
+
+
+def _gateway_reading(d: Decision) -> float | None:
+    return next((m.value for m in d.metrics if m.metric == GATEWAY_METRIC), None)
+
+
+async def test_a_request_to_a_service_at_zero_replicas_gets_the_first_replica_and_an_answer(
+    stack: Stack,
+) -> None:
+    ns, name = "autoscale-zero", "zero"
+    await apply_resource(stack.client, deployment(name, ns, replicas=0))
+    await apply_resource(stack.client, _autoscaler(ns, name, minimum=0, maximum=2, down_window=300))
+    log = Log(stack, ns, name)
+    # No service in front of it yet: nothing can wait for it, and the decision says so.
+    alone = await log.after(0, lambda d: True, "a first decision")
+    assert (alone.current, alone.applied) == (0, 0)
+    assert "gateway:requests_waiting: no ModelService routes to this deployment" in alone.reason
+    await _serve(stack, ns, name)
+    address = await _in_rotation(stack, ns, name, 0)
+    # The autoscaler found the service and read the gateway: nothing waits, it stays at zero.
+    idle = await log.after(1, lambda d: _gateway_reading(d) == 0, "a decision reading 0 waiting")
+    assert (idle.current, idle.applied) == (0, 0)
+    assert "no request waiting at gateway modelfleet-system/inference-gateway" in idle.reason
+
+    # The client sets how long it waits; the gateway holds the request that long at most.
+    client = openai.AsyncOpenAI(
+        base_url=f"{address}/v1",
+        api_key="none",
+        max_retries=0,
+        timeout=90,
+        default_headers={WAIT_HEADER: "90"},
+    )
+    answer = await client.chat.completions.create(
+        model="qwen", messages=[{"role": "user", "content": "wake up"}], max_tokens=4
+    )
+    assert answer.choices[0].message.content
+    assert answer.usage is not None
+    assert answer.usage.completion_tokens == 4
+
+    decisions = await log.all()
+    woke = [d for d in decisions if d.current == 0 and d.applied == 1]
+    assert len(woke) == 1, [(d.current, d.applied, d.reason) for d in decisions]
+    assert "scale from zero: 1 request(s) waiting at gateway" in woke[0].reason
+    assert woke[0].outcome == "scaled to 1"
+    status = await stack.status(ns, name)
+    assert (status.desired, status.ready) == (1, 1)
+
+    final: AutoscalerStatus = await log.handle.execute_update(AutoscalerWorkflow.delete)
+    assert final.deleting
+    await log.handle.result()
+    await delete_serving(stack.client, "ModelService", ns, name, wait=True)
+    await delete_deployment(stack, ns, name)
+
+
+@contextlib.asynccontextmanager
+async def prometheus(total: float) -> AsyncIterator[str]:
+    """A Prometheus server's query API answering every instant query with ``total``."""
+
+    async def query(request: web.Request) -> web.Response:
+        result = [{"metric": {}, "value": [0, str(total)]}]
+        data = {"resultType": "vector", "result": result}
+        return web.json_response({"status": "success", "data": data})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_wanting_more_than_the_fleet_holds_reports_the_shortfall_without_chasing_it(
+    stack: Stack,
+) -> None:
+    ns, name = "autoscale-short", "short"
+    # A whole H200 node per replica: h200-west holds 4 of them, and nothing else can.
+    await apply_resource(stack.client, h200_deployment(name, ns, replicas=1))
+    await stack.wait_status(ns, name, lambda s: s.ready == 1)
+    async with prometheus(total=100) as url:
+        metric = {
+            "type": "Prometheus",
+            "prometheus": {"url": url, "query": "sum(queue)", "target": {"averageValue": 10}},
+        }
+        await apply_resource(
+            stack.client,
+            _autoscaler(ns, name, minimum=1, maximum=8, down_window=300, metric=metric),
+        )
+        log = Log(stack, ns, name)
+        # The query asks for 10; the scale-up policy allows 1 -> 5 in one step (max is 8).
+        scaled = await log.after(0, lambda d: d.applied > d.current, "the scale-up")
+        assert (scaled.current, scaled.recommended, scaled.applied) == (1, 10, 5)
+        placed = await stack.wait_status(
+            ns, name, lambda s: s.desired == 5 and 1 < s.scheduled < 5 and s.ready == s.scheduled
+        )
+        # Then it keeps deciding every interval, reports the shortfall and asks for no more.
+        start = len(await log.all())
+        await log.after(start + 2, lambda d: True, "three decisions after placing")
+        later = (await log.all())[start:]
+        assert len(later) >= 3
+        assert all(d.recommended == 10 and d.applied == d.current == 5 for d in later), later
+        assert all(
+            f"FleetShortfall: only {placed.scheduled} of 5 replicas are placed" in d.reason
+            for d in later
+        ), [d.reason for d in later]
+        decisions = await log.all()
+        scales = [d for d in decisions if d.applied != d.current]
+        assert len(scales) == 1  # one scale request over the whole run: no hot loop
+        # Decisions come one per interval, never faster.
+        gaps = [(b.at - a.at).total_seconds() for a, b in itertools.pairwise(later)]
+        assert min(gaps) >= INTERVAL - 0.5, gaps
+
+        status: AutoscalerStatus = await log.handle.query(AutoscalerWorkflow.status)
+        assert status.last_decision is not None
+        assert "FleetShortfall" in status.last_decision.reason
+        described = await asyncio.to_thread(
+            CliRunner().invoke,
+            app,
+            [
+                "describe",
+                "autoscaler",
+                name,
+                "-n",
+                ns,
+                "--address",
+                stack.env.settings.address,
+            ],
+        )
+        assert described.exit_code == 0, described.output
+        assert "FleetShortfall" in described.output
+    # The deployment keeps what fits running, nothing more.
+    after = await stack.status(ns, name)
+    assert after.ready == placed.scheduled < after.desired
+
+    final: AutoscalerStatus = await log.handle.execute_update(AutoscalerWorkflow.delete)
+    assert final.deleting
+    await log.handle.result()
     await delete_deployment(stack, ns, name)

@@ -1,8 +1,9 @@
 """The ``modelfleet`` command as a kubectl user drives it, against the real dev server and the
-simulated fleet: pipes keep whole names, ``get -o yaml | apply -f -`` round-trips for every kind,
-apply says created/configured/unchanged, ``diff`` and ``apply --dry-run`` change nothing,
-``rollout status`` is honest about 0 replicas and about what cannot be placed, rollout history
-and undo, bad scale signals are ignored with a reason, and no worker is reported in seconds.
+simulated fleet: pipes keep whole names, ``get -o yaml | apply -f -`` round-trips for every
+kind, apply says created/configured/unchanged, ``diff`` and ``apply --dry-run`` change nothing,
+``rollout status`` is honest about 0 replicas and about what cannot be placed (Pending, with the
+scheduler's reasons), rollout history, pause, resume and undo, bad scale signals are ignored
+with a reason, and no worker is reported in seconds.
 
 The CLI runs as a subprocess (stdout is a pipe, as in ``| cat``), asynchronously: the worker
 answering its queries runs on this test's event loop.
@@ -185,6 +186,18 @@ async def test_apply_verdicts_diff_and_dry_run_and_rollout_history_undo(
     code, out, _ = await run(address, "rollout", "history", "deployment/dd", "-n", ns)
     rows = [line.split() for line in out.splitlines()[2:]]
     assert [(r[0], r[3]) for r in rows] == [("1", "created"), ("2", "apply")]
+
+    # Paused: get says so, undo is refused (as kubectl does) until resumed.
+    code, out, _ = await run(address, "rollout", "pause", "deployment/dd", "-n", ns)
+    assert (code, out.strip()) == (0, "modeldeployment.modelfleet.dev/dd paused")
+    code, out, _ = await run(address, "get", "md", "dd", "-n", ns)
+    assert out.splitlines()[1].split()[3] == "Paused"
+    code, _, err = await run(address, "rollout", "undo", "dd", "-n", ns)
+    assert code == 1
+    assert "resume it first" in err
+    code, out, _ = await run(address, "rollout", "resume", "dd", "-n", ns)
+    assert (code, out.strip()) == (0, "modeldeployment.modelfleet.dev/dd resumed")
+
     code, out, _ = await run(address, "rollout", "undo", "dd", "-n", ns)
     assert code == 0
     assert "rolled back" in out
@@ -220,6 +233,10 @@ async def test_rollout_status_is_honest_about_zero_replicas_and_what_cannot_be_p
     assert "cannot place the deployment (0 of 1 replicas placed)" in out
     assert "no pool satisfies device 'gpu'" in out
     assert "h100-east:" in out
+    code, out, _ = await run(address, "get", "md", "huge", "-n", ns, "-o", "wide")
+    row = out.splitlines()[1]
+    assert row.split()[3] == "Pending"
+    assert "no pool satisfies device 'gpu'" in row
 
     code, _, err = await run(address, "rollout", "status", "huge")
     assert code == 1

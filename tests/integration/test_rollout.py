@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 
 import pytest
@@ -200,3 +201,7 @@ async def test_cli_get_and_describe_show_clusters_pools_and_steps(stack: Stack) 
     assert "ReplicasScheduled=True" in described
     assert "serving" in described
     assert "Recent decisions" in described
+    # The deployment's own log: what changed (its one replica placed), no per-resync no-ops.
+    decisions = described.split("Recent decisions", 1)[1].strip().splitlines()
+    assert len(decisions) == 1, decisions
+    assert re.search(r"placed m-\S+ on \S+", decisions[0]), decisions

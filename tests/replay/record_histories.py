@@ -14,6 +14,9 @@ history it fetched against the current workflow code, and only then writes them 
 * rollback: every workload of the namespace never becomes ready, so the replica misses its
   progress deadline and is compensated (the failed ModelReplica, and its deployment after it
   reaped the failure);
+* paused: a one-replica deployment paused, given a new image and scaled to 2 while paused
+  (both replicas on the old image), then resumed and rolled to the new image (the deployment;
+  ``--only paused`` records just this one, to add it beside the committed goldens);
 * accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
   through its address), then the service deleted and the deployment deleted (the replica
@@ -147,6 +150,30 @@ async def roll(rec: Recorder) -> None:
     await rec.record("roll-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
 
 
+async def paused(rec: Recorder) -> None:
+    ns = "replay-paused"
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    await rec.wait_status(ns, ready(1), "Ready at 1")
+    handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+    await handle.execute_update(DeploymentWorkflow.pause)
+    changed = deployment("m", ns, replicas=1, image="vllm/vllm-openai:v0.24.0")
+    await apply_resource(rec.client, changed)
+    await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=2))
+    held = await rec.wait_status(
+        ns, lambda s: s.ready == 2 and s.phase == "Paused", "2 ready while paused"
+    )
+    assert held.updated == 0, held  # both on the template in effect when paused
+    await handle.execute_update(DeploymentWorkflow.resume)
+    await rec.wait_status(
+        ns, lambda s: ready(2)(s) and s.updated == 2, "every replica on the new image"
+    )
+    scenario = (
+        "paused, given a new image and scaled 1 -> 2 while paused, resumed and rolled "
+        "(recorded with the rollout-pause patch)"
+    )
+    await rec.record("paused-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+
+
 async def rollback(rec: Recorder) -> None:
     ns = "replay-rollback"
     for cluster in rec.env.fleet.cluster_names:
@@ -232,7 +259,10 @@ async def serving(rec: Recorder) -> None:
     await rec.record("serving-endpoints.json", ENDPOINTS_ID, "EndpointDirectory", scenario)
 
 
-async def record_all() -> Recorder:
+SCENARIOS = {"rollout": rollout, "scale": scale, "roll": roll, "paused": paused}
+
+
+async def record_all(only: str | None = None) -> Recorder:
     with tempfile.TemporaryDirectory(prefix="modelfleet-record-") as tmp:
         async with dev_environment(
             Path(tmp),
@@ -250,9 +280,13 @@ async def record_all() -> Recorder:
 
             await wait_for(clusters_ready, 60, "every cluster Ready")
             print("recording (dev server at", env.settings.address + ")")
+            if only is not None:
+                await SCENARIOS[only](rec)
+                return await _replayed(rec)
             await rollout(rec)
             await scale(rec)
             await roll(rec)
+            await paused(rec)
             await rollback(rec)
             await serving(rec)
             await accepted(rec)
@@ -261,6 +295,10 @@ async def record_all() -> Recorder:
             await rec.record(
                 "cluster-l4-dev.json", cluster_id("l4-dev"), "InferenceCluster", scenario
             )
+    return await _replayed(rec)
+
+
+async def _replayed(rec: Recorder) -> Recorder:
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     for filename, history in rec.histories.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -269,23 +307,32 @@ async def record_all() -> Recorder:
     return rec
 
 
-def write(rec: Recorder, out: Path) -> None:
+def write(rec: Recorder, out: Path, *, add: bool = False) -> None:
+    """Replace every golden in ``out``, or with ``add`` write the recorded ones beside them."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("*.json"):
-        stale.unlink()
+    index_file = out / "index.json"
+    recorded = rec.recorded
+    if add:
+        recorded = {**json.loads(index_file.read_text()), **recorded}
+    else:
+        for stale in out.glob("*.json"):
+            stale.unlink()
     for filename, history in rec.histories.items():
         document = json.loads(history.to_json())
         (out / filename).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    index = json.dumps(rec.recorded, indent=2, sort_keys=True) + "\n"
-    (out / "index.json").write_text(index)
+    index = json.dumps(recorded, indent=2, sort_keys=True) + "\n"
+    index_file.write_text(index)
     print(f"wrote {len(rec.histories)} histories and index.json to {out}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--only", choices=sorted(SCENARIOS), help="record one scenario, added beside the others"
+    )
     args = parser.parse_args()
-    write(asyncio.run(record_all()), args.out)
+    write(asyncio.run(record_all(args.only)), args.out, add=args.only is not None)
 
 
 if __name__ == "__main__":

@@ -171,6 +171,37 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     assert {"kube.probe", "fleet.publish_cluster"} <= set(activities(cluster))
 
 
+def patches(history: WorkflowHistory) -> set[str]:
+    """The patch IDs a history's markers record."""
+    out = set()
+    for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED):
+        for payload in e.marker_recorded_event_attributes.details["patch-data"].payloads:
+            out.add(json.loads(payload.data)["id"])
+    return out
+
+
+def test_the_paused_golden_held_the_new_image_until_resumed() -> None:
+    paused = load("paused-deployment.json")
+    assert {"pause", "resume", "scale", "apply"} <= updates(paused)
+    assert "rollout-pause" in patches(paused)
+    # Started: the first replica, the scale-up while paused (old image), then after the resume
+    # two replacements, each before the replica it replaces was told to tear down.
+    children = [
+        e.start_child_workflow_execution_initiated_event_attributes
+        for e in of_type(paused, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+    ]
+    assert len(children) == 4
+    resumed_at = next(
+        e.event_id
+        for e in of_type(paused, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+        if e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        == "resume"
+    )
+    starts = of_type(paused, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+    assert [e.event_id > resumed_at for e in starts] == [False, False, True, True]
+    assert commands(paused).count("teardown") == 2
+
+
 @workflow.defn(name="ModelReplica", sandboxed=False)
 class ReplicaWithAnUnpatchedTimer(ReplicaWorkflow):
     """A careless change: a timer before the saga, without ``workflow.patched``."""

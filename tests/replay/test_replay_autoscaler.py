@@ -1,7 +1,8 @@
 """Golden ModelAutoscaler histories (``autoscaler/``, recorded by
 ``record_autoscaler_histories.py``) replay against the current workflow code without
 non-determinism, and cover what the loop does: decisions with reads and scales, continue-as-new,
-a spec change and delete. A failure means a change would break running autoscalers: guard it
+a spec change and delete; and scale from zero (the gateway read, behind its patch marker, and
+the first replica). A failure means a change would break running autoscalers: guard it
 with ``workflow.patched``; never re-record to silence it."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.autoscaler import PATCH_SCALE_FROM_ZERO
 
 HISTORIES = Path(__file__).resolve().parent / "autoscaler"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())
@@ -60,3 +62,20 @@ def test_goldens_cover_the_loop() -> None:
     }
     assert updates == {"apply", "delete"}
     assert last.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+
+
+def test_scale_from_zero_golden_reads_the_gateway_behind_its_patch() -> None:
+    history = load("scale-from-zero.json")
+    done = activities(history)
+    assert "autoscaler.gateway_waiting" in done
+    # The gateway is read at zero only: the scale to the first replica ends those reads.
+    assert done.index("autoscaler.scale") > done.index("autoscaler.gateway_waiting")
+    assert "autoscaler.gateway_waiting" not in done[done.index("autoscaler.scale") :]
+    markers = [
+        e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert any(PATCH_SCALE_FROM_ZERO.encode() in m for m in markers)
+    # The loop's goldens predate the patch: they replay (above) without ever reading it.
+    assert "autoscaler.gateway_waiting" not in activities(load("first-run.json"))

@@ -274,6 +274,30 @@ def test_scale_from_zero_on_requests_waiting_at_the_gateway() -> None:
     assert "nothing asks for one" in unknown.reason
 
 
+def test_scale_from_zero_says_so_and_where_the_requests_wait() -> None:
+    s = spec(minimum=0)
+    first = once(s, obs(0, [], waiting_at_gateway=2, gateway_note="gateway gw/ns on east"))
+    assert first.applied == 1
+    assert first.reason.startswith("scale 0 -> 1: gateway:requests_waiting asks for 1")
+    assert "scale from zero: 2 request(s) waiting at gateway gw/ns on east" in first.reason
+    idle = once(s, obs(0, [], waiting_at_gateway=0, gateway_note="gateway gw/ns on east"))
+    assert idle.applied == 0
+    assert "no request waiting at gateway gw/ns on east" in idle.reason
+
+
+def test_scale_from_zero_unknown_gateway_holds_at_zero_and_says_why() -> None:
+    s = spec(minimum=0)
+    d = once(s, obs(0, [], gateway_note="no ModelService routes to this deployment"))
+    assert d.applied == 0
+    assert "nothing asks for one" in d.reason
+    assert "gateway:requests_waiting: no ModelService routes to this deployment" in d.reason
+    [reading] = [r for r in d.metrics if r.metric == GATEWAY_METRIC]
+    assert reading.proposal is None
+    # Not consulted once the target has replicas: engine load decides.
+    busy = once(s, obs(2, [400, 400], waiting_at_gateway=50, gateway_note="x"))
+    assert all(r.metric != GATEWAY_METRIC for r in busy.metrics)
+
+
 def test_scale_from_zero_gets_one_replica_even_with_percent_only_policies() -> None:
     s = spec(
         minimum=0,
@@ -434,6 +458,18 @@ def test_a_fleet_shortfall_stops_further_scale_up_but_not_scale_down() -> None:
     assert "FleetShortfall: only 2 of 4" in short.reason
     down = once(spec(behavior=NO_WINDOWS), obs(4, [10, 10], scheduled=2))
     assert down.applied == 1
+    assert "FleetShortfall: only 2 of 4 replicas are placed" in down.reason
+
+
+def test_a_fleet_shortfall_is_reported_while_the_rate_policy_holds_the_count() -> None:
+    driver = Driver(spec(), current=1)
+    assert driver.tick(0, 10**5).applied == 5  # max(1 + 4, 1 * 2)
+    # Next decision, inside the scale-up period: the policy holds 5, and only 3 are placed.
+    o = obs(5, [10**5] * 3, at=T0 + timedelta(seconds=5), scheduled=3)
+    held, _ = decide(driver.spec, o, driver.history)
+    assert held.applied == 5
+    assert "ScaleUpLimit" in held.reason
+    assert held.reason.endswith("FleetShortfall: only 3 of 5 replicas are placed")
 
 
 def test_decision_keeps_why_each_replica_could_not_be_read() -> None:

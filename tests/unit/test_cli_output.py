@@ -13,6 +13,7 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
+from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_text
@@ -20,11 +21,12 @@ from modelfleet.api.meta import Condition
 from modelfleet.cli import columns, output
 from modelfleet.cli.errors import UsageError
 from modelfleet.cli.manifests import as_document, deployment_resource
-from modelfleet.cli.revisions import Change, revisions, undo_spec
+from modelfleet.cli.revisions import undo_spec
 from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
 from modelfleet.cli.targets import Target, parse_targets, resolve_namespace, resource_name
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
+from modelfleet.rollout import DeploymentState
 from modelfleet.workflows.signal_payloads import scale_replicas
 
 QWEN = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
@@ -203,14 +205,10 @@ def test_deployment_message_column_prefers_the_schedulers_words() -> None:
 def test_history_has_a_revision_per_template_and_undo_restores_the_previous_one() -> None:
     at = datetime(2026, 11, 23, tzinfo=UTC)
     v1, v2 = qwen(2), qwen(2, image="vllm/vllm-openai:v0.24.0")
-    history = revisions(
-        [
-            Change(at, "created", spec=v1),
-            Change(at, "scale", replicas=3),
-            Change(at, "scale signal", replicas=99),  # ignored by the workflow too
-            Change(at, "apply", spec=v2),
-        ]
-    )
+    state = rollout.started(DeploymentState(spec=v1), at)
+    state = rollout.scaled(state, 3, at)
+    state = rollout.applied(state, v2, at)
+    history = state.revisions
     assert [(r.number, r.cause, r.replicas) for r in history] == [
         (1, "created", 3),
         (2, "apply", 2),
@@ -222,6 +220,13 @@ def test_history_has_a_revision_per_template_and_undo_restores_the_previous_one(
         undo_spec(history, v2, 7)
     with pytest.raises(ValueError, match="no previous revision"):
         undo_spec(history[:1], v1, None)
+
+
+def test_a_paused_rollout_ends_saying_how_to_resume_it() -> None:
+    verdict = judge(status(paused=True, phase="Paused", ready=2, updated=2), True, 0.0)
+    assert verdict is not None
+    assert not verdict.ok
+    assert "rollout resume deployment/qwen3-8b -n ml-team" in verdict.message
 
 
 def test_zero_desired_replicas_is_a_finished_rollout() -> None:
@@ -244,6 +249,10 @@ def test_an_unplaceable_deployment_ends_with_the_schedulers_reasons() -> None:
     assert not verdict.ok
     assert "0 of 2 replicas placed" in verdict.message
     assert "h200-west: untolerated taint" in verdict.message
+    # A verdict of a pass that finished for this generation needs no grace.
+    current = judge(s.model_copy(update={"observed_generation": 1}), True, 0.0)
+    assert current is not None
+    assert current.message == verdict.message
 
 
 def test_a_failed_replica_with_nothing_in_flight_fails_the_rollout_with_its_reason() -> None:

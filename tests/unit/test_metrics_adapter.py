@@ -14,6 +14,7 @@ from metrics_fakes import NS, TOKEN, Served, pod, serve, vllm_text, write_kubeco
 from modelfleet.adapters.metrics import (
     KubeMetricsReader,
     MetricsError,
+    labelled_sum,
     parse_samples,
     prometheus_query,
 )
@@ -41,6 +42,32 @@ def test_parse_samples_sums_label_sets_and_skips_other_families() -> None:
     assert values["vllm:gpu_cache_usage_perc"] == pytest.approx(0.62)
     assert values["vllm:prompt_tokens_total"] == 12345.0
     assert "absent:metric" not in values
+
+
+GATEWAY_TEXT = """\
+# HELP gateway_requests_waiting_for_backend Requests held at the gateway.
+# TYPE gateway_requests_waiting_for_backend gauge
+gateway_requests_waiting_for_backend{namespace="mf-ml",route="ms-a",service="a"} 2.0
+gateway_requests_waiting_for_backend{namespace="mf-ml",route="ms-b",service="b"} 3.0
+gateway_requests_waiting_for_backend{namespace="mf-ml",route="ms-c",service="c"} 0.0
+gateway_requests_waiting_for_backend{namespace="mf-other",route="ms-a",service="a"} 5.0
+# HELP gateway_requests_held_total Requests the gateway held for a backend.
+# TYPE gateway_requests_held_total counter
+gateway_requests_held_total{namespace="mf-ml",route="ms-a",service="a"} 9.0
+"""
+
+
+def test_labelled_sum_adds_only_the_series_asked_for() -> None:
+    gauge = "gateway_requests_waiting_for_backend"
+    ml = {"namespace": {"mf-ml"}}
+    assert labelled_sum(GATEWAY_TEXT, gauge, {**ml, "service": {"a", "b"}}) == 5.0
+    # Another namespace's service of the same name is not counted.
+    assert labelled_sum(GATEWAY_TEXT, gauge, {**ml, "service": {"a"}}) == 2.0
+    # A series at 0 is 0; no series at all is None ("never seen").
+    assert labelled_sum(GATEWAY_TEXT, gauge, {**ml, "service": {"c"}}) == 0.0
+    assert labelled_sum(GATEWAY_TEXT, gauge, {**ml, "service": {"zzz"}}) is None
+    with pytest.raises(MetricsError, match="not Prometheus text"):
+        labelled_sum("<html>502</html>\n", gauge, ml)
 
 
 def test_parse_samples_rejects_what_is_not_prometheus_text() -> None:

@@ -28,6 +28,7 @@ from modelfleet.rendering.gateway_address import gateway_authority
 from modelfleet.rendering.replica_manifests import RenderedReplica, render_replica
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.serving.backend_wait import (
+    CLIENT_TIMEOUT_HEADER,
     MAX_WAIT_SECONDS,
     WAIT_HEADER,
     WAITING_METRIC,
@@ -50,6 +51,12 @@ def test_the_wait_header_is_parsed_and_capped() -> None:
     assert requested_wait({WAIT_HEADER: "99999"}) == MAX_WAIT_SECONDS
     for bad in ("-1", "0", "soon", "nan", "inf"):
         assert requested_wait({WAIT_HEADER: bad}) == 0.0
+    # Never held past the client's own read timeout (the OpenAI SDKs send it) ...
+    assert requested_wait({WAIT_HEADER: "60", CLIENT_TIMEOUT_HEADER: "20.0"}) == 20.0
+    assert requested_wait({WAIT_HEADER: "5", CLIENT_TIMEOUT_HEADER: "20.0"}) == 5.0
+    assert requested_wait({WAIT_HEADER: "5", CLIENT_TIMEOUT_HEADER: "none"}) == 5.0
+    # ... and the client's timeout alone does not opt in.
+    assert requested_wait({CLIENT_TIMEOUT_HEADER: "600"}) == 0.0
 
 
 def test_metrics_keep_a_series_per_route_ever_held() -> None:

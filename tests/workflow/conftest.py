@@ -1,5 +1,11 @@
-"""The time-skipping Temporal test server, once per session, with modelfleet's search
-attributes registered."""
+"""The time-skipping Temporal test server, a fresh one per test, with modelfleet's search
+attributes registered.
+
+Per test, not per session: the test server keeps time skipping locked while anything it tracks
+is in flight (an activity whose workflow was terminated under it, a timer of a run with no
+worker), and a shared server then runs every later test's sleeps in real time until they time
+out. Seen on a loaded machine: one stall made six later tests in other modules fail. A server
+starts in about 0.2 s, so isolation costs seconds per suite."""
 
 from __future__ import annotations
 
@@ -40,7 +46,7 @@ async def start_time_skipping_env() -> WorkflowEnvironment:
     return env
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await start_time_skipping_env()
     try:

@@ -1,7 +1,7 @@
 """The ModelAutoscaler loop on the time-skipping server, with activity doubles standing in for the
-deployment (its replicas and the ``scale`` Update) and for the engines' load. Every assertion is
-about what the autoscaler did to the deployment and what its decision log says.
-(End-to-end scaling against simulated engines is a follow-up, once engines export load.)"""
+deployment (its replicas and the ``scale`` Update), the engines' load and the requests waiting
+at the gateway. Every assertion is about what the autoscaler did to the deployment and what its
+decision log says. (End to end against the simulated fleet: tests/integration.)"""
 
 from __future__ import annotations
 
@@ -30,11 +30,14 @@ from modelfleet.cli import output
 from modelfleet.cli.autoscaler import fetch, plot_history
 from modelfleet.cli.main import app
 from modelfleet.contracts.activity_names import (
+    AUTOSCALER_GATEWAY_WAITING,
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
 )
 from modelfleet.contracts.autoscaler_payloads import (
+    GatewayWaitingRequest,
+    GatewayWaitingResult,
     ReadMetricsRequest,
     ReadMetricsResult,
     ReplicaLoad,
@@ -80,6 +83,10 @@ class FakeDeployment:
     scales: list[int] = field(default_factory=list)
     requests: set[str] = field(default_factory=set)
     targets: list[str] = field(default_factory=list)
+    # Requests held at the gateway for the deployment's services (None: cannot be told).
+    waiting: float | None = 0.0
+    gateway_reads: list[GatewayWaitingRequest] = field(default_factory=list)
+    gateway_broken: bool = False
 
     def replicas(self) -> list[TargetReplica]:
         placed = min(self.desired, self.capacity)
@@ -111,6 +118,15 @@ class FakeDeployment:
                 for r in ready
             ]
         )
+
+    @activity.defn(name=AUTOSCALER_GATEWAY_WAITING)
+    async def gateway_waiting(self, request: GatewayWaitingRequest) -> GatewayWaitingResult:
+        self.gateway_reads.append(request)
+        if self.gateway_broken:
+            raise RuntimeError("worker lost its kubeconfigs")
+        if self.waiting is None:
+            return GatewayWaitingResult(note="no InferenceGateway is applied")
+        return GatewayWaitingResult(waiting=self.waiting, services=["svc"], note="gw on east")
 
     @activity.defn(name=AUTOSCALER_SCALE)
     async def scale(self, request: ScaleTargetRequest) -> ScaleTargetResult:
@@ -159,7 +175,7 @@ async def start(
             time_skipping_env.client,
             task_queue=queue,
             workflows=[AutoscalerWorkflow],
-            activities=[fake.target, fake.read_metrics, fake.scale],
+            activities=[fake.target, fake.read_metrics, fake.scale, fake.gateway_waiting],
         )
         workers.append(worker)
         await worker.__aenter__()
@@ -282,6 +298,52 @@ async def test_capacity_shortfall_is_reported_not_chased(start: Any) -> None:
     log = await run.log()
     assert sum(1 for d in log if "FleetShortfall" in d.reason) >= 5
     assert len(log) <= 10  # one decision per interval, never a hot loop
+
+
+async def test_requests_waiting_at_the_gateway_bring_the_first_replica(start: Any) -> None:
+    fake = FakeDeployment(desired=0, total=0, waiting=None)
+    run = await start(fake, manifest(minReplicas=0))
+    await run.advance(20)
+    assert fake.desired == 0
+    unknown = (await run.log())[-1]
+    assert "no InferenceGateway is applied" in unknown.reason
+    fake.waiting = 0
+    await run.advance(15)
+    assert fake.desired == 0
+    assert "no request waiting at gw on east" in (await run.log())[-1].reason
+    reads = len(fake.gateway_reads)
+    fake.waiting = 2  # a client's request is held at the gateway
+    await run.advance(15)
+    assert fake.scales == [1]
+    woke = next(d for d in await run.log() if d.applied == 1)
+    assert woke.current == 0
+    assert "scale from zero: 2 request(s) waiting at gw on east" in woke.reason
+    assert woke.outcome == "scaled to 1"
+    [request] = fake.gateway_reads[reads : reads + 1]
+    assert (request.namespace, request.deployment) == ("ml", "qwen")
+    assert request.deployment_workflow_id == "deployment/ml/qwen"
+    assert "'ModelService'" in request.services_query
+    assert "'ml'" in request.services_query
+    # With a replica the gateway is not read any more: engine load decides.
+    asked = len(fake.gateway_reads)
+    await run.advance(45)
+    assert len(fake.gateway_reads) == asked
+
+
+async def test_a_failing_gateway_read_holds_at_zero_and_says_why(start: Any) -> None:
+    fake = FakeDeployment(desired=0, total=0, gateway_broken=True)
+    run = await start(fake, manifest(minReplicas=0))
+    await run.advance(20)
+    assert fake.scales == []
+    [first, *_] = await run.log()
+    assert first.applied == 0
+    assert "gateway:requests_waiting: reading the gateway failed" in first.reason
+    assert "worker lost its kubeconfigs" in first.reason
+    assert (await run.status()).problem == ""  # the loop goes on: one interval, one decision
+    fake.gateway_broken = False
+    fake.waiting = 1
+    await run.advance(15)
+    assert fake.scales == [1]
 
 
 async def test_continue_as_new_keeps_the_log_and_history(start: Any) -> None:

@@ -1,7 +1,8 @@
 """The ModelDeployment workflow on the time-skipping server, with its real ModelReplica children
 and activity doubles for the Fleet and the clusters: scale up and down, a template change rolled
-with surge, and a failed replica re-placed away from its cluster. (Integration tests run the same
-workflows against the dev server and the simulated fleet.)"""
+with surge, a failed replica re-placed away from its cluster, rollout pause and resume, and what a
+continue-as-new carries (revisions, creation time, decision log, pause). (Integration tests run
+the same workflows against the dev server and the simulated fleet.)"""
 
 from __future__ import annotations
 
@@ -36,12 +37,17 @@ class Harness:
     queue: str
     deployments: list[str]
 
-    async def start(self, replicas: int, *, image: str = "vllm:1") -> Handle:
+    async def start(
+        self, replicas: int, *, image: str = "vllm:1", passes_per_run: int = 0
+    ) -> Handle:
         name = f"m{uuid.uuid4().hex[:8]}"
         self.deployments.append(deployment_id("ml", name))
         return await self.env.client.start_workflow(
             DeploymentWorkflow.run,
-            DeploymentInput(spec=deployment(name, replicas=replicas, image=image)),
+            DeploymentInput(
+                spec=deployment(name, replicas=replicas, image=image),
+                passes_per_run=passes_per_run,
+            ),
             id=deployment_id("ml", name),
             task_queue=self.queue,
         )
@@ -159,3 +165,68 @@ async def test_a_failed_replica_is_re_placed_away_from_its_cluster(harness: Harn
     retry = harness.fleet.requests[-1]
     assert retry.avoid_clusters == ["east"]
     assert "ImagePullBackOff" in retry.avoid_reasons["east"]
+
+
+async def test_pause_holds_a_new_template_while_scale_works_and_resume_rolls_it(
+    harness: Harness,
+) -> None:
+    handle = await harness.start(1)
+    before = await harness.wait_status(handle, ready(1), "1 ready on the old image")
+    paused = await handle.execute_update(DeploymentWorkflow.pause)
+    assert (paused.phase, paused.paused) == ("Paused", True)
+
+    md = deployment(before.name, replicas=1, image="vllm:2")
+    await handle.execute_update(DeploymentWorkflow.apply, md)
+    await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=2))
+    old = template_hash(deployment(before.name, replicas=1, image="vllm:1"))
+    scaled = await harness.wait_status(
+        handle,
+        lambda s: s.ready == 2 and all(r.template_hash == old for r in s.replicas),
+        "2 ready, both on the old image",
+    )
+    assert scaled.phase == "Paused"
+    # Let resyncs pass: nothing is rolled while paused.
+    await harness.env.sleep(timedelta(minutes=3))
+    assert not [e for e in harness.clusters.events if e.endswith("vllm:2")]
+
+    resumed = await handle.execute_update(DeploymentWorkflow.resume)
+    assert not resumed.paused
+    md.spec.replicas = 2
+    await harness.wait_status(handle, ready(2, template_hash(md)), "2 ready on vllm:2")
+    log = [e.message for e in await handle.query(DeploymentWorkflow.decisions)]
+    assert "rollout paused" in log
+    assert "rollout resumed" in log
+    assert any(m.startswith("removing") and "replaced" in m for m in log)
+
+
+async def test_continue_as_new_keeps_revisions_creation_time_log_and_pause(
+    harness: Harness,
+) -> None:
+    handle = await harness.start(1, passes_per_run=2)
+    first = await handle.describe()
+    status = await harness.wait_status(handle, ready(1), "1 ready")
+    md = deployment(status.name, replicas=1, image="vllm:2")
+    await handle.execute_update(DeploymentWorkflow.apply, md)
+    await harness.wait_status(handle, ready(1, template_hash(md)), "1 ready on vllm:2")
+    await handle.execute_update(DeploymentWorkflow.pause)
+    before_log = await handle.query(DeploymentWorkflow.decisions)
+    # Resyncs end passes; every second one continues-as-new.
+    await harness.env.sleep(timedelta(minutes=5))
+    latest = await harness.env.client.get_workflow_handle(handle.id).describe()
+    assert latest.run_id != first.run_id
+
+    later = harness.env.client.get_workflow_handle(handle.id)
+    revisions = await later.query(DeploymentWorkflow.revisions)
+    assert [(r.number, r.cause, r.template) for r in revisions] == [
+        (1, "created", template_hash(deployment(status.name, replicas=1))),
+        (2, "apply", template_hash(md)),
+    ]
+    now = await later.query(DeploymentWorkflow.status)
+    # The first run's start (the workflow's clock and the server's record agree to the ms).
+    assert now.created is not None
+    assert abs(now.created - first.start_time) < timedelta(milliseconds=50)
+    assert now.created < latest.start_time - timedelta(minutes=1)
+    assert now.paused
+    assert now.phase == "Paused"
+    after_log = await later.query(DeploymentWorkflow.decisions)
+    assert after_log[: len(before_log)] == before_log

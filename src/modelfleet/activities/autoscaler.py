@@ -1,6 +1,7 @@
 """ModelAutoscaler activities: read the target deployment's replicas (its workflow's ``status``
 query), read each Ready replica's engine load and the configured PromQL totals (the metrics
-adapter), and send the ``scale`` Update to the deployment.
+adapter), read the requests waiting at the fleet's gateway for the ModelServices that would route
+to the deployment (scale from zero), and send the ``scale`` Update to the deployment.
 
 Side effects: Temporal client calls and the metrics adapter's HTTP reads. Per-replica failures
 are data, not errors: a replica whose load cannot be read comes back without values (HPA's
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Mapping
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -19,14 +21,30 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from modelfleet.activities.kube_ops import KubeconfigStore
-from modelfleet.adapters.metrics import KubeMetricsReader, MetricsError, prometheus_query
-from modelfleet.api.naming import workload_namespace
+from modelfleet.adapters.metrics import (
+    KubeMetricsReader,
+    MetricsError,
+    labelled_sum,
+    prometheus_query,
+)
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.naming import (
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
+    LABEL_NAMESPACE,
+    LABEL_REPLICA_INDEX,
+    workload_namespace,
+)
+from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.contracts.activity_names import (
+    AUTOSCALER_GATEWAY_WAITING,
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
 )
 from modelfleet.contracts.autoscaler_payloads import (
+    GatewayWaitingRequest,
+    GatewayWaitingResult,
     ReadMetricsRequest,
     ReadMetricsResult,
     ReplicaLoad,
@@ -36,11 +54,42 @@ from modelfleet.contracts.autoscaler_payloads import (
     TargetRequest,
     TargetState,
 )
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, LABEL_REGION
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 
 # Replicas that are going away are not part of the target, as HPA ignores deleted or failed pods.
 _GONE = (ReplicaPhase.TERMINATING, ReplicaPhase.TERMINATED, ReplicaPhase.FAILED)
 MAX_CONCURRENT_SCRAPES = 16
+# The gauge the gateway exports per route and ModelService while it holds requests that have no
+# Ready backend (an activator's count), and the port name of the gateway's metrics Service: the
+# Service named like the Gateway, in its namespace, read through the API server's proxy.
+GATEWAY_WAITING_METRIC = "gateway_requests_waiting_for_backend"
+GATEWAY_METRICS_PORT = "metrics"
+# Endpoint labels that depend on where a replica lands: a selector on them may match the first
+# replica, whichever cluster it gets, so they do not rule a service out.
+_PLACEMENT_LABELS = frozenset({LABEL_CLUSTER, LABEL_REGION, LABEL_REPLICA_INDEX})
+# Services of one namespace asked per read (a bound on the activity's work).
+MAX_SERVICES = 200
+
+
+def endpoint_labels(deployment: ModelDeployment) -> dict[str, str]:
+    """The labels every endpoint a replica of ``deployment`` publishes will carry, whatever
+    cluster it lands on (template labels, then the managed ones, as replicas are stamped)."""
+    labels = dict(deployment.spec.template.metadata.labels)
+    labels[LABEL_DEPLOYMENT] = deployment.name
+    labels[LABEL_NAMESPACE] = deployment.namespace
+    return labels
+
+
+def would_route(service: ModelService, labels: Mapping[str, str]) -> bool:
+    """Whether one of the service's selectors would take an endpoint with ``labels`` (labels
+    that depend on placement may take any value)."""
+    return any(
+        all(
+            k in _PLACEMENT_LABELS or labels.get(k) == v for k, v in e.selector.match_labels.items()
+        )
+        for e in service.spec.endpoints
+    )
 
 
 def _failure_reason(exc: WorkflowUpdateFailedError) -> str:
@@ -147,3 +196,58 @@ class AutoscalerActivities:
                 return ScaleTargetResult(accepted=False, reason="the ModelDeployment is gone")
             raise
         return ScaleTargetResult(accepted=True, desired=status.desired)
+
+    @activity.defn(name=AUTOSCALER_GATEWAY_WAITING)
+    async def gateway_waiting(self, request: GatewayWaitingRequest) -> GatewayWaitingResult:
+        """Requests held at the gateway for the services that would route to the deployment.
+        Anything that cannot be told comes back as ``waiting=None`` with the reason (the
+        decision then has no scale-from-zero trigger this time), never as a failure."""
+        try:
+            deployment: ModelDeployment = await self._client.get_workflow_handle(
+                request.deployment_workflow_id
+            ).query("spec", result_type=ModelDeployment)
+        except RPCError as exc:
+            return GatewayWaitingResult(note=f"cannot read the ModelDeployment: {exc.message}")
+        labels = endpoint_labels(deployment)
+        services: list[str] = []
+        async for run in self._client.list_workflows(request.services_query, limit=MAX_SERVICES):
+            try:
+                spec: ModelService = await self._client.get_workflow_handle(run.id).query(
+                    "spec", result_type=ModelService
+                )
+            except RPCError:
+                continue  # ended since it was listed
+            if spec.namespace == request.namespace and would_route(spec, labels):
+                services.append(spec.name)
+        services.sort()
+        if not services:
+            return GatewayWaitingResult(note="no ModelService routes to this deployment")
+        try:
+            gateway: InferenceGateway | None = await self._client.get_workflow_handle(
+                ENDPOINTS_ID
+            ).query("gateway", result_type=InferenceGateway | None)  # type: ignore[arg-type]
+        except RPCError as exc:
+            return GatewayWaitingResult(
+                services=services, note=f"cannot read the InferenceGateway: {exc.message}"
+            )
+        if gateway is None:
+            return GatewayWaitingResult(services=services, note="no InferenceGateway is applied")
+        where = f"gateway {gateway.spec.gateway_namespace}/{gateway.spec.gateway_name}"
+        try:
+            async with KubeMetricsReader(self._kubeconfigs.path(gateway.spec.cluster)) as reader:
+                text = await reader.scrape_service(
+                    gateway.spec.gateway_namespace,
+                    gateway.spec.gateway_name,
+                    GATEWAY_METRICS_PORT,
+                )
+            waiting = labelled_sum(
+                text,
+                GATEWAY_WAITING_METRIC,
+                {"namespace": {workload_namespace(request.namespace)}, "service": set(services)},
+            )
+        except (ApplicationError, MetricsError) as exc:
+            return GatewayWaitingResult(services=services, note=f"{where}: {exc}")
+        # No series yet: the gateway has never held a request for these services.
+        return GatewayWaitingResult(
+            waiting=waiting or 0.0, services=services, note=f"{where} on {gateway.spec.cluster}"
+        )

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import ssl
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -32,6 +32,7 @@ __all__ = [
     "KubeMetricsReader",
     "MetricsError",
     "PodTarget",
+    "labelled_sum",
     "parse_samples",
     "prometheus_query",
 ]
@@ -68,6 +69,24 @@ def parse_samples(text: str, names: Iterable[str]) -> dict[str, float]:
     except ValueError as exc:
         raise MetricsError(f"not Prometheus text: {exc}", retryable=False) from None
     return found
+
+
+def labelled_sum(text: str, name: str, labels: Mapping[str, Collection[str]]) -> float | None:
+    """The sum of the samples of ``name`` whose every label in ``labels`` has one of the given
+    values (a gateway's per-route gauge, read for a few services); None when no sample matches,
+    which tells "never seen" from a series at 0. Raises MetricsError when the text does not
+    parse."""
+    total: float | None = None
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name != name or math.isnan(sample.value):
+                    continue
+                if all(sample.labels.get(k) in allowed for k, allowed in labels.items()):
+                    total = (total or 0.0) + float(sample.value)
+    except ValueError as exc:
+        raise MetricsError(f"not Prometheus text: {exc}", retryable=False) from None
+    return total
 
 
 def _safe(url: str) -> str:

@@ -66,18 +66,27 @@ def _readings(
                 note=proposal.note,
             )
         )
-    if obs.current == 0 and obs.waiting_at_gateway is not None:
-        waiting = obs.waiting_at_gateway
-        readings.append(
-            MetricReading(
-                metric=GATEWAY_METRIC,
-                target=0,
-                value=waiting,
-                proposal=1 if waiting > 0 else 0,
-                note="requests waiting for a first replica" if waiting > 0 else "no requests",
-            )
-        )
+    if obs.current == 0 and (obs.waiting_at_gateway is not None or obs.gateway_note):
+        readings.append(_gateway_reading(obs.waiting_at_gateway, obs.gateway_note))
     return readings
+
+
+def _gateway_reading(waiting: float | None, where: str) -> MetricReading:
+    """The scale-from-zero trigger: any request held at the gateway asks for one replica."""
+    if waiting is None:
+        return MetricReading(metric=GATEWAY_METRIC, target=0, note=where or "unknown")
+    at = f" at {where}" if where else ""
+    return MetricReading(
+        metric=GATEWAY_METRIC,
+        target=0,
+        value=waiting,
+        proposal=1 if waiting > 0 else 0,
+        note=(
+            f"scale from zero: {waiting:g} request(s) waiting{at}"
+            if waiting > 0
+            else f"no request waiting{at}"
+        ),
+    )
 
 
 def decide(
@@ -137,14 +146,14 @@ def decide(
 
     desired = stabilize(history, obs.at, current, recommended, up, down)
     limited = limit_rate(history, obs.at, current, desired, minimum, maximum, up, down)
-    if obs.scheduled is not None and obs.scheduled < current and limited.replicas > current:
-        # The fleet has not placed what was already asked for: asking for more only queues
-        # more unplaceable replicas. The shortfall is reported; the next decision looks again.
-        limited = Limited(
-            current,
-            f"FleetShortfall: only {obs.scheduled} of {current} replicas are placed; "
-            "not asking for more",
-        )
+    shortfall = ""
+    if obs.scheduled is not None and obs.scheduled < current:
+        shortfall = f"FleetShortfall: only {obs.scheduled} of {current} replicas are placed"
+        if limited.replicas > current:
+            # The fleet has not placed what was already asked for: asking for more only queues
+            # more unplaceable replicas. The next decision looks again.
+            limited = Limited(current, f"{shortfall}; not asking for more")
+            shortfall = ""
     winner = max(usable, key=lambda r: r.proposal if r.proposal is not None else -1)
     parts = [f"{winner.metric} asks for {recommended} ({winner.note})"]
     if desired != recommended:
@@ -152,6 +161,9 @@ def decide(
         parts.append(f"{window} stabilisation holds {desired}")
     if limited.reason != "DesiredWithinRange":
         parts.append(limited.reason)
+    if shortfall:
+        # Reported on every decision while it lasts, whatever else bounds the count.
+        parts.append(shortfall)
     if broken:
         parts.append("unread: " + ", ".join(r.metric for r in broken))
     verb = (

@@ -28,6 +28,8 @@ class Observation(WireModel):
     # Requests waiting at the gateway for the target's service: the scale-from-zero trigger.
     # None when unknown (no gateway metric configured or readable).
     waiting_at_gateway: float | None = None
+    # Why ``waiting_at_gateway`` is unknown, or where it was read ("" when not asked).
+    gateway_note: str = ""
 
 
 class Recommendation(WireModel):

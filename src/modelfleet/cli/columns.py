@@ -247,6 +247,7 @@ _COLOURS = {
     "Degraded": "yellow",
     "NotReady": "red",
     "Pending": "yellow",
+    "Paused": "yellow",
 }
 
 

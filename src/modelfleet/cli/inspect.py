@@ -42,13 +42,15 @@ from modelfleet.cli.targets import (
     single_target,
 )
 from modelfleet.contracts.cache_payloads import cache_id
-from modelfleet.contracts.status import Decision, DecisionQuery
+from modelfleet.rollout import LogEntry
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
+from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.workflows.ids import cluster_id, deployment_id, replica_id
 
 __all__ = ["describe", "get", "rollout_status", "watch_rollout"]
+
+RECENT_DECISIONS = 10
 
 
 def describe(
@@ -76,13 +78,12 @@ def describe(
             _accepted(item)
         elif target.kind == "ModelDeployment":
             status = await deployment_status(client, ns.name, name)
-            decisions: list[Decision] = await query(
-                client.get_workflow_handle(FLEET_ID),
-                FleetWorkflow.decisions,
-                DecisionQuery(namespace=ns.name, deployment=name, limit=5),
-                what="the Fleet workflow",
+            decisions: list[LogEntry] = await query(
+                client.get_workflow_handle(deployment_id(ns.name, name)),
+                DeploymentWorkflow.decisions,
+                what=f"ModelDeployment {ns.name}/{name}",
             )
-            _deployment(s, ns, name, status, decisions)
+            _deployment(s, ns, name, status, decisions[-RECENT_DECISIONS:])
         elif target.kind == "InferenceCluster":
             _cluster(s, name, await cluster_status(client, name))
         elif target.kind == "InferenceClass":
@@ -110,11 +111,12 @@ def describe(
 
 
 def _deployment(
-    s: TemporalSettings, ns: Namespace, name: str, status: Any, decisions: list[Decision]
+    s: TemporalSettings, ns: Namespace, name: str, status: Any, decisions: list[LogEntry]
 ) -> None:
     console.print(
         f"[bold]ModelDeployment {ns.name}/{name}[/]  phase {status.phase}, "
         f"{status.ready}/{status.desired} ready, generation {status.generation}"
+        + (", rollout paused" if status.paused else "")
     )
     console.print(f"Workflow: {s.workflow_url(deployment_id(ns.name, name))}")
     console.print("\n[bold]Conditions[/]")
@@ -130,12 +132,9 @@ def _deployment(
         for cluster, reason in sorted(status.rejections.items()):
             console.print(f"  {cluster}: {escape(reason)}")
     console.print("\n[bold]Recent decisions[/]")
+    # Only what changed something: placements, removals (with why), verdicts, pauses.
     for d in decisions:
-        console.print(
-            f"  {d.at:%H:%M:%S} desired {d.desired}: placed "
-            f"{', '.join(d.placed) or '-'}; removed {', '.join(d.victims) or '-'}"
-            + (f"; {escape(d.summary)}" if d.summary else "")
-        )
+        console.print(f"  {d.at:%H:%M:%S} {escape(d.message)}")
     if not decisions:
         console.print("  none")
 

@@ -227,7 +227,9 @@ async def _deployments(client: Client, namespace: str | None, wanted: set[str]) 
         _, ns, dname = w.id.split("/", 2)
         status = await deployment_status(client, ns, dname)
         spec = await deployment_spec(client, ns, dname)
-        out.append(deployment_resource(spec, status, w.start_time))
+        # The workflow keeps its creation time across continue-as-new; this run's start is
+        # only the creation time for a deployment that never continued.
+        out.append(deployment_resource(spec, status, status.created or w.start_time))
     return out
 
 

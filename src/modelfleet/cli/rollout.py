@@ -1,10 +1,11 @@
 """``modelfleet rollout status|history|undo|restart|pause|resume`` for ModelDeployments.
 
 ``status`` follows a rollout and ends honestly: 0 desired replicas is success, and a deployment
-the scheduler cannot place ends with the scheduler's reasons rather than a bare exit code.
-``undo`` and ``restart`` are ``apply`` updates with an older template or a restart annotation,
-which the workflow already rolls replica by replica. ``pause``/``resume`` need workflow support
-that does not exist yet and say so.
+the scheduler cannot place (or a paused one) ends with the reasons rather than a bare exit code.
+``history`` reads the revisions the workflow keeps (across continue-as-new). ``undo`` and
+``restart`` are ``apply`` updates with an older template or a restart annotation, which the
+workflow rolls replica by replica; as kubectl, both refuse a paused deployment. ``pause`` and
+``resume`` are the workflow's Updates of the same names.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from modelfleet.api.deployments import ModelDeployment
@@ -38,19 +38,15 @@ from modelfleet.cli.resources import (
     deployment_spec,
     deployment_status,
     is_running,
+    query,
 )
-from modelfleet.cli.revisions import Change, Revision, revisions, undo_spec
+from modelfleet.cli.revisions import undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.rollout import Revision
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.deployment import (
-    MAX_REPLICAS,
-    DeploymentInput,
-    DeploymentWorkflow,
-    ScaleRequest,
-)
+from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.ids import deployment_id
-from modelfleet.workflows.signal_payloads import scale_replicas
 
 # A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
 # after we started watching is reported with the scheduler's reasons instead of watched on.
@@ -88,6 +84,13 @@ def judge(status: DeploymentStatus, running_now: bool, elapsed: float) -> Verdic
         return Verdict(False, "the deployment's workflow is no longer running (was it deleted?)")
     if status.desired == 0 and not status.replicas:
         return Verdict(True, "scaled to 0 replicas: nothing to run")
+    if status.paused:
+        # Nothing more rolls until it is resumed: waiting would only run into --timeout.
+        return Verdict(
+            False,
+            f"rollout paused ({status.ready}/{status.desired} ready): resume it with "
+            f"`modelfleet rollout resume deployment/{status.name} -n {status.namespace}`",
+        )
     if status.phase == "Ready":
         return Verdict(True, f"every replica is Ready ({status.ready}/{status.desired})")
     in_flight = any(
@@ -99,7 +102,9 @@ def judge(status: DeploymentStatus, running_now: bool, elapsed: float) -> Verdic
         reasons = "; ".join(f"{r.name} on {r.cluster}: {r.reason or 'failed'}" for r in failed)
         return Verdict(False, f"rollout failed: {reasons}")
     unplaced = any(c.type == "ReplicasScheduled" and c.status == "False" for c in status.conditions)
-    if unplaced and not in_flight and elapsed > UNSCHEDULABLE_GRACE_SECONDS:
+    # The scheduler's answer is for this generation: no need to give it a moment.
+    current = status.observed_generation >= status.generation
+    if unplaced and not in_flight and (current or elapsed > UNSCHEDULABLE_GRACE_SECONDS):
         placed = f"{status.scheduled} of {status.desired} replicas placed"
         why = scheduler_reasons(status)
         return Verdict(False, f"cannot place the deployment ({placed}):\n{why}")
@@ -226,33 +231,13 @@ def rollout_status(
 
 
 async def fetch_history(client: Client, namespace: str, name: str) -> list[Revision]:
-    """Revisions from the current run's start input, accepted updates and scale signals."""
-    handle = client.get_workflow_handle(deployment_id(namespace, name))
-    convert = client.data_converter
-    changes: list[Change] = []
-    async for event in handle.fetch_history_events():
-        at = event.event_time.ToDatetime(tzinfo=UTC)
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            [arg] = await convert.decode(payloads, [DeploymentInput])
-            changes.append(Change(at, "created", spec=arg.spec))
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-            update, payloads = request.input.name, request.input.args.payloads
-            if update == "apply":
-                [spec] = await convert.decode(payloads, [ModelDeployment])
-                changes.append(Change(at, "apply", spec=spec))
-            elif update == "scale":
-                [req] = await convert.decode(payloads, [ScaleRequest])
-                changes.append(Change(at, "scale", replicas=req.replicas))
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-            attrs = event.workflow_execution_signaled_event_attributes
-            if attrs.signal_name == "scale":
-                [value] = await convert.decode(attrs.input.payloads, [Any])
-                replicas = scale_replicas(value, MAX_REPLICAS)
-                if isinstance(replicas, int):  # an invalid signal changed nothing
-                    changes.append(Change(at, "scale signal", replicas=replicas))
-    return revisions(changes)
+    """The revisions the deployment's workflow keeps, oldest first."""
+    revisions: list[Revision] = await query(
+        client.get_workflow_handle(deployment_id(namespace, name)),
+        DeploymentWorkflow.revisions,
+        what=f"ModelDeployment {namespace}/{name}",
+    )
+    return revisions
 
 
 @rollout_app.command("history")
@@ -265,7 +250,7 @@ def rollout_history(
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Revisions of a deployment's replica template (from the workflow's current run)."""
+    """Revisions of a deployment's replica template (the last ten)."""
     name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> list[Revision]:
@@ -276,7 +261,8 @@ def rollout_history(
     if revision is not None:
         chosen = [r for r in history if r.number == revision]
         if not chosen:
-            raise UsageError(f"revision {revision} not found (have {len(history)})")
+            kept = f"{history[0].number}..{history[-1].number}" if history else "none"
+            raise UsageError(f"revision {revision} not found (revisions kept: {kept})")
         import yaml
 
         print(yaml.safe_dump(chosen[0].spec.spec.template.to_wire(), sort_keys=False), end="")
@@ -316,6 +302,7 @@ def rollout_undo(
 
     async def go() -> None:
         client = await _open_deployment(s, ns, name)
+        await _refuse_paused(client, ns.name, name, "roll back", "undo")
         history = await fetch_history(client, ns.name, name)
         current = await deployment_spec(client, ns.name, name)
         try:
@@ -340,6 +327,7 @@ def rollout_restart(
 
     async def go() -> None:
         client = await _open_deployment(s, ns, name)
+        await _refuse_paused(client, ns.name, name, "restart", "restart")
         spec = (await deployment_spec(client, ns.name, name)).model_copy(deep=True)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         spec.spec.template.metadata.annotations[RESTART_ANNOTATION] = stamp
@@ -349,22 +337,57 @@ def rollout_restart(
     run_async(go)
 
 
-def _unsupported(verb: str) -> None:
-    raise CliError(
-        f"rollout {verb} needs support in the ModelDeployment workflow (a paused flag that "
-        "stops rolling new templates), which it does not have yet; nothing was changed"
-    )
+async def _refuse_paused(client: Client, namespace: str, name: str, what: str, verb: str) -> None:
+    """kubectl refuses to roll back or restart a paused deployment: the change would only wait."""
+    if (await deployment_status(client, namespace, name)).paused:
+        raise CliError(
+            f"cannot {what} paused deployment {namespace}/{name}: resume it first with "
+            f"`modelfleet rollout resume deployment/{name} -n {namespace}`, then {verb} again"
+        )
+
+
+def _set_paused(
+    args: list[str],
+    namespace: str | None,
+    address: str | None,
+    temporal_namespace: str | None,
+    pause: bool,
+) -> None:
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
+
+    async def go() -> bool:
+        client = await _open_deployment(s, ns, name)
+        before = (await deployment_status(client, ns.name, name)).paused
+        if before is not pause:
+            handle = client.get_workflow_handle(deployment_id(ns.name, name))
+            update = DeploymentWorkflow.pause if pause else DeploymentWorkflow.resume
+            await handle.execute_update(update)
+        return before is not pause
+
+    changed = run_async(go)
+    verb = "paused" if pause else "resumed"
+    # kubectl's words when nothing changes: "already paused" / "is not paused".
+    state = verb if changed else ("already paused" if pause else "is not paused")
+    console.print(f"modeldeployment.modelfleet.dev/{name} {state}")
 
 
 @rollout_app.command("pause")
-def rollout_pause(args: DeploymentArgument, namespace: NsOption = None) -> None:
-    """Not available yet: needs workflow support."""
-    deployment_name(args)
-    _unsupported("pause")
+def rollout_pause(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Start no new roll of the template (replicas keep running, scale still works)."""
+    _set_paused(args, namespace, address, temporal_namespace, True)
 
 
 @rollout_app.command("resume")
-def rollout_resume(args: DeploymentArgument, namespace: NsOption = None) -> None:
-    """Not available yet: needs workflow support."""
-    deployment_name(args)
-    _unsupported("resume")
+def rollout_resume(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Roll out the template a paused deployment was given meanwhile."""
+    _set_paused(args, namespace, address, temporal_namespace, False)

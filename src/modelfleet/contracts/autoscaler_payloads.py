@@ -82,3 +82,25 @@ class ScaleTargetResult(WireModel):
     accepted: bool
     desired: int = 0
     reason: str = ""
+
+
+class GatewayWaitingRequest(WireModel):
+    """Ask how many requests wait at the fleet's gateway for the ModelServices that would
+    route to the target deployment (scale from zero)."""
+
+    namespace: str
+    deployment: str
+    # The deployment's workflow (its ``spec`` query gives the labels its endpoints will carry).
+    deployment_workflow_id: str
+    # A visibility query for the namespace's running ModelService workflows (search attribute
+    # names belong to the workflows layer, so the caller writes it).
+    services_query: str
+
+
+class GatewayWaitingResult(WireModel):
+    # Requests held at the gateway for those services; None when it could not be told.
+    waiting: float | None = None
+    # The ModelServices whose selectors would take the deployment's replicas.
+    services: list[str] = Field(default_factory=list)
+    # Why ``waiting`` is None, or where it was read.
+    note: str = ""

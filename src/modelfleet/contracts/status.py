@@ -85,6 +85,13 @@ class DeploymentStatus(WireModel):
     rejections: dict[str, str] = Field(default_factory=dict)
     summary: str = ""
     deleting: bool = False
+    # ``rollout pause``d: no new template is rolled out until resumed.
+    paused: bool = False
+    # When the deployment was created (kept across the workflow's continue-as-new).
+    created: datetime | None = None
+    # The generation the last finished reconcile pass (and the scheduler's answer in the
+    # conditions, rejections and summary) was for.
+    observed_generation: int = 0
 
 
 class ClusterRecord(WireModel):

@@ -39,6 +39,7 @@ from modelfleet.rollout.state import (
     Start,
     TearDown,
     effective_spec,
+    note,
     template_hash,
 )
 from modelfleet.rollout.state import DryPlace as DryPlaceOp
@@ -76,6 +77,7 @@ def next_action(
     asks again: the returned state already counts the action as under way."""
     s = state.model_copy(deep=True)
     while True:
+        _note_summary(s, now)
         if s.stage is Stage.REST:
             if not s.deleting:
                 return s, Rest(timeout=RESYNC_INTERVAL)
@@ -84,10 +86,20 @@ def next_action(
             if s.stage is Stage.DELETE:
                 return s, Finish()
             s.stage = Stage.REST
+            if not s.dirty:  # no change arrived during the pass: its verdict is current
+                s.observed = s.generation
             return s, EndPass()
         action = _step(s, now, policy)
         if action is not None:
             return s, action
+
+
+def _note_summary(s: DeploymentState, now: datetime) -> None:
+    """Log a new verdict (cannot place, blocked, held back, paused) once, not every pass."""
+    if s.summary != s.noted:
+        if s.summary:
+            note(s, now, s.summary)
+        s.noted = s.summary
 
 
 def rest_over(state: DeploymentState) -> bool:
@@ -115,8 +127,9 @@ def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> De
 
 def _needs_gate(s: DeploymentState) -> bool:
     target = template_hash(s.spec)
-    # No last good template: nothing to fall back on. The last good one: it is proven to run.
-    if s.last_good is None or target in (s.held, s.checked, template_hash(s.last_good)):
+    # Paused: no roll starts, so nothing to check. No last good template: nothing to fall back
+    # on. The last good one: it is proven to run.
+    if s.paused or s.last_good is None or target in (s.held, s.checked, template_hash(s.last_good)):
         return False
     return any(
         r.phase is ReplicaPhase.READY and r.template_hash != target for r in s.replicas.values()
@@ -151,7 +164,7 @@ def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
             return DryPlace(desired=max(s.spec.spec.replicas, 1), without=sorted(s.replicas))
         return DryPlace(desired=len(s.replicas), without=[op.old])
     if isinstance(op, TearDown):
-        return _teardown(s, op)
+        return _teardown(s, op, now)
     if isinstance(op, Start):
         s.ops.pop(0)
         return _start(s, op, now)
@@ -175,11 +188,12 @@ def _reap(s: DeploymentState, op: Reap, now: datetime) -> Action | None:
     if status.phase is ReplicaPhase.FAILED:
         s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
         s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
+        note(s, now, f"removed failed {name} on {status.cluster} (avoided for a while)")
     op.after = name
     return Forget(name=name)
 
 
-def _teardown(s: DeploymentState, op: TearDown) -> Action:
+def _teardown(s: DeploymentState, op: TearDown, now: datetime) -> Action:
     status = s.replicas.get(op.name)
     if op.signalled:
         if status is not None and status.step is not ReplicaStep.DONE:
@@ -191,6 +205,7 @@ def _teardown(s: DeploymentState, op: TearDown) -> Action:
             op.reason,
         )
         op.signalled = True
+        note(s, now, f"removing {op.name} on {status.cluster}: {op.reason}")
         return SignalTeardown(name=op.name)
     # Gone, finished, or done tearing down: only its capacity is left to release.
     s.ops.pop(0)
@@ -210,6 +225,7 @@ def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
         pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
         updated=now,
     )
+    note(s, now, f"placed {replica.name} on {replica.spec.cluster_name}")
     return StartReplica(
         replica=replica,
         progress_deadline_seconds=s.spec.spec.strategy.progress_deadline_seconds,
@@ -263,7 +279,8 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
         # rolls to the new template.
         s.ops.pop(0)
         return
-    if s.deleting:
+    if s.deleting or s.paused:
+        # Paused: what is under way finishes, no further replica is rolled (kubectl's pause).
         s.ops.pop(0)
         return
     old = _next_outdated(s.replicas.values(), op.target)

@@ -28,12 +28,29 @@ from modelfleet.rollout.state import (
     Start,
     TearDown,
     effective_spec,
+    note,
+    record_revision,
     template_hash,
 )
 from modelfleet.rollout.state import DryPlace as DryPlaceOp
 
 
-def applied(state: DeploymentState, spec: ModelDeployment) -> DeploymentState:
+def started(state: DeploymentState, at: datetime) -> DeploymentState:
+    """A run begins at ``at``: the first run records the creation time and revision 1; a run
+    continued from an input without them (an older worker's) starts keeping them now."""
+    if state.created is not None and state.revisions:
+        return state
+    s = state.model_copy(deep=True)
+    if s.created is None:
+        s.created = at
+    if not s.revisions:
+        record_revision(s, at, "created" if s.generation == 1 else "running when history began")
+    return s
+
+
+def applied(
+    state: DeploymentState, spec: ModelDeployment, at: datetime | None = None, cause: str = "apply"
+) -> DeploymentState:
     """A new spec (already validated); the same spec again changes nothing.
 
     A deployment that has Ready replicas of its current template but no ``last_good`` yet
@@ -47,17 +64,42 @@ def applied(state: DeploymentState, spec: ModelDeployment) -> DeploymentState:
         for r in state.replicas.values()
     ):
         update["last_good"] = effective_spec(state)
-    return state.model_copy(update=update)
+    s = state.model_copy(update=update)
+    record_revision(s, at, cause)
+    return s
 
 
-def scaled(state: DeploymentState, replicas: int) -> DeploymentState:
+def scaled(
+    state: DeploymentState, replicas: int, at: datetime | None = None, cause: str = "scale"
+) -> DeploymentState:
     if replicas == state.spec.spec.replicas:
         return state
     spec = state.spec.model_copy(deep=True)
     spec.spec.replicas = replicas
-    return state.model_copy(
-        update={"spec": spec, "generation": state.generation + 1, "dirty": True}
-    )
+    s = state.model_copy(update={"spec": spec, "generation": state.generation + 1, "dirty": True})
+    record_revision(s, at, cause)
+    return s
+
+
+def paused(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout pause``: no new roll starts and new replicas keep the template in effect now;
+    a replacement under way finishes. Pausing a paused deployment changes nothing."""
+    if state.paused:
+        return state
+    s = state.model_copy(deep=True)
+    s.paused, s.pinned = True, effective_spec(state).model_copy(deep=True)
+    note(s, at, "rollout paused")
+    return s
+
+
+def resumed(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout resume``: the next pass rolls to the spec's template."""
+    if not state.paused:
+        return state
+    s = state.model_copy(deep=True)
+    s.paused, s.pinned, s.dirty = False, None, True
+    note(s, at, "rollout resumed")
+    return s
 
 
 def deleted(state: DeploymentState) -> DeploymentState:

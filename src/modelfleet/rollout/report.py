@@ -10,18 +10,30 @@ from modelfleet.rollout.state import DeploymentState, effective_spec, template_h
 
 def report(state: DeploymentState) -> DeploymentStatus:
     current = template_hash(effective_spec(state))
+    spec_hash = template_hash(state.spec)
     replicas = [state.replicas[k] for k in sorted(state.replicas)]
     ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
     desired = state.spec.spec.replicas
     conditions = list(state.conditions)
+    if desired == 0:
+        # Scaled to zero is a state the user asked for, not a failure.
+        reason, message = "ScaledToZero", "scaled to 0 replicas: nothing to run"
+    else:
+        if ready >= desired:
+            reason = "AllReplicasReady"
+        elif not replicas:
+            reason = "NoReplicasScheduled"
+        elif any(r.phase is not ReplicaPhase.READY for r in replicas):
+            reason = "ModelStarting"
+        else:  # the rest could not be placed: ReplicasScheduled says why
+            reason = "ReplicasUnscheduled"
+        message = f"{ready} of {desired} ready"
     conditions.append(
         Condition(
             type="ReplicasReady",
-            status="True" if ready >= desired and desired > 0 else "False",
-            reason="AllReplicasReady"
-            if ready >= desired
-            else ("NoReplicasScheduled" if not replicas else "ModelStarting"),
-            message=f"{ready} of {desired} ready",
+            status="True" if ready >= desired else "False",
+            reason=reason,
+            message=message,
         )
     )
     held = bool(state.held) and state.held == template_hash(state.spec)
@@ -38,11 +50,32 @@ def report(state: DeploymentState) -> DeploymentStatus:
                 message=state.held_reason,
             )
         )
+    if state.paused:
+        # kubectl's condition for a paused deployment.
+        conditions.append(
+            Condition(
+                type="Progressing",
+                status="Unknown",
+                reason="DeploymentPaused",
+                message="rollout paused: no new template is rolled out until it is resumed",
+            )
+        )
+    unplaceable = len(replicas) < desired and any(
+        c.type == "ReplicasScheduled" and c.status == "False" for c in state.conditions
+    )
     if state.deleting:
         phase = "Deleting"
+    elif state.paused:
+        phase = "Paused"
     elif ready >= desired and all(r.template_hash == current for r in replicas):
         phase = "Ready"
     elif any(r.phase is ReplicaPhase.FAILED for r in replicas):
+        phase = "Degraded"
+    elif unplaceable and ready == 0:
+        # The scheduler found no room: nothing is on its way, as a Pod the scheduler cannot
+        # place is Pending. The summary (MESSAGE) carries the scheduler's reasons.
+        phase = "Pending"
+    elif unplaceable:
         phase = "Degraded"
     else:
         phase = "Progressing"
@@ -53,11 +86,17 @@ def report(state: DeploymentState) -> DeploymentStatus:
         desired=desired,
         scheduled=len(replicas),
         ready=ready,
-        updated=sum(1 for r in replicas if r.template_hash == current),
+        # Paused, as kubectl counts it: up to date is the spec's template, not the pinned one.
+        updated=sum(
+            1 for r in replicas if r.template_hash == (spec_hash if state.paused else current)
+        ),
         phase=phase,
         conditions=conditions,
         replicas=replicas,
         rejections=state.rejections,
         summary=summary,
         deleting=state.deleting,
+        paused=state.paused,
+        created=state.created,
+        observed_generation=state.observed,
     )

@@ -113,6 +113,32 @@ class Roll(WireModel):
     max_unavailable: int = 0
 
 
+# Bounded, carried across continue-as-new: kubectl's default revisionHistoryLimit, and enough
+# decision-log lines for ``describe`` to say what the deployment did lately.
+REVISION_LIMIT = 10
+LOG_LIMIT = 20
+
+
+class Revision(WireModel):
+    """One replica template the deployment was given, as ``rollout history`` lists it: a new
+    template is a new revision, scaling updates the replica count of the current one."""
+
+    number: int
+    at: datetime | None = None
+    cause: str
+    template: str  # template hash
+    replicas: int
+    spec: ModelDeployment
+
+
+class LogEntry(WireModel):
+    """A decision that changed something (a replica placed or removed, a change held back, a
+    pause), for ``describe``."""
+
+    at: datetime
+    message: str
+
+
 Op = Annotated[
     Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll, Field(discriminator="op")
 ]
@@ -148,13 +174,63 @@ class DeploymentState(WireModel):
     held_reason: str = ""
     # The template hash whose dry placement last succeeded, so a roll checks once per change.
     checked: str = ""
+    # ``rollout pause``: no new roll starts; new replicas (a scale-up) run ``pinned``'s
+    # template, the one in effect when the pause began, until ``rollout resume``.
+    paused: bool = False
+    pinned: ModelDeployment | None = None
+    # When the deployment was created (its first run's start), kept across continue-as-new.
+    created: datetime | None = None
+    # The last ``REVISION_LIMIT`` revisions and ``LOG_LIMIT`` decisions, kept across
+    # continue-as-new; ``noted`` is the last summary logged, so a verdict is logged once.
+    revisions: list[Revision] = []
+    log: list[LogEntry] = []
+    noted: str = ""
+    # Continue-as-new after this many passes in a run even if the server does not suggest it
+    # (0: only when it does). Tests set it to exercise what a continue-as-new carries.
+    passes_per_run: int = 0
+    # The generation the last finished pass (and so its verdict) was for; 0: none yet.
+    observed: int = 0
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:
     """What the deployment runs now: the spec, or with a held-back template the spec with the
-    last good template in its place (replica count, strategy and the rest stay the user's)."""
+    last good template in its place (replica count, strategy and the rest stay the user's);
+    paused, the template in effect when the pause began."""
+    if state.paused and state.pinned is not None:
+        return _with_template(state.spec, state.pinned)
     if not state.held or state.last_good is None or template_hash(state.spec) != state.held:
         return state.spec
-    spec = state.spec.model_copy(deep=True)
-    spec.spec.template = state.last_good.spec.template.model_copy(deep=True)
-    return spec
+    return _with_template(state.spec, state.last_good)
+
+
+def _with_template(spec: ModelDeployment, source: ModelDeployment) -> ModelDeployment:
+    if template_hash(spec) == template_hash(source):
+        return spec
+    out = spec.model_copy(deep=True)
+    out.spec.template = source.spec.template.model_copy(deep=True)
+    return out
+
+
+def note(state: DeploymentState, at: datetime, message: str) -> None:
+    """Append to the decision log (in place: for functions working on their own copy)."""
+    state.log = [*state.log, LogEntry(at=at, message=message)][-LOG_LIMIT:]
+
+
+def record_revision(state: DeploymentState, at: datetime | None, cause: str) -> None:
+    """Record ``state.spec`` in the revisions (in place): a new revision for a new template,
+    else the current revision's replica count follows."""
+    digest = template_hash(state.spec)
+    last = state.revisions[-1] if state.revisions else None
+    if last is not None and last.template == digest:
+        updated = last.model_copy(update={"replicas": state.spec.spec.replicas, "spec": state.spec})
+        state.revisions = [*state.revisions[:-1], updated]
+        return
+    revision = Revision(
+        number=last.number + 1 if last else 1,
+        at=at,
+        cause=cause,
+        template=digest,
+        replicas=state.spec.spec.replicas,
+        spec=state.spec,
+    )
+    state.revisions = [*state.revisions, revision][-REVISION_LIMIT:]

@@ -117,7 +117,7 @@ def build_worker(
             fleet.release,
             fleet.publish_cluster,
             fleet.replicas_on,
-            *(scaler.target, scaler.read_metrics, scaler.scale),
+            *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
             serving.publish_replica,
             serving.withdraw,
             serving.watch,

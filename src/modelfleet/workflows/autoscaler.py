@@ -4,7 +4,10 @@ a ModelDeployment on engine load, the way HPA scales a Deployment.
 Every ``intervalSeconds`` it reads the target's replicas (``autoscaler.target``, the deployment's
 ``status`` query), reads each Ready replica's load (``autoscaler.read_metrics``), takes the pure
 decision (``modelfleet.autoscaling.decide``) and, when the count changes, sends the deployment's
-``scale`` Update (``autoscaler.scale``, with a deterministic update ID). Every decision, with its
+``scale`` Update (``autoscaler.scale``, with a deterministic update ID). While the target is at 0
+replicas and ``minReplicas`` is 0, it also reads the requests waiting at the fleet's gateway for
+the ModelServices that would route to the target (``autoscaler.gateway_waiting``): any such
+request gets the first replica (scale from zero). Every decision, with its
 inputs, recommendation, desired and applied counts and reason, is kept in a bounded ring and
 answered by the ``decisions`` query; the HPA history (recent recommendations and scale events)
 is kept pruned to the longest window. The loop continues as new every few hundred decisions,
@@ -38,11 +41,14 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.autoscaling.decide import decide
     from modelfleet.autoscaling.records import AutoscalerStatus, Decision, History, Observation
     from modelfleet.contracts.activity_names import (
+        AUTOSCALER_GATEWAY_WAITING,
         AUTOSCALER_READ_METRICS,
         AUTOSCALER_SCALE,
         AUTOSCALER_TARGET,
     )
     from modelfleet.contracts.autoscaler_payloads import (
+        GatewayWaitingRequest,
+        GatewayWaitingResult,
         PromQuery,
         ReadMetricsRequest,
         ReadMetricsResult,
@@ -66,6 +72,9 @@ READ_RETRY = RetryPolicy(
 )
 SCALE_TIMEOUT = timedelta(seconds=30)
 SCALE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5)
+# Scale from zero: a target at 0 replicas (minReplicas 0) gets a new activity per decision, the
+# gateway's waiting requests. Guarded so histories recorded before it replay without it.
+PATCH_SCALE_FROM_ZERO = "autoscaler-scale-from-zero-gateway"
 
 
 def autoscaler_id(namespace: str, name: str) -> str:
@@ -217,12 +226,21 @@ class AutoscalerWorkflow:
         self._problem = ""
         self._current = target.desired
         loads = await self._read(target)
+        gateway: GatewayWaitingResult | None = None
+        if (
+            target.desired == 0
+            and spec.min_replicas == 0
+            and workflow.patched(PATCH_SCALE_FROM_ZERO)
+        ):
+            gateway = await self._gateway_waiting()
         observation = Observation(
             at=workflow.now(),
             current=target.desired,
             replicas=loads.replicas,
             totals=loads.totals,
             scheduled=target.scheduled,
+            waiting_at_gateway=gateway.waiting if gateway else None,
+            gateway_note=gateway.note if gateway else "",
         )
         decision, history = decide(spec, observation, self._history)
         if self._last_applied is not None and target.desired != self._last_applied:
@@ -278,6 +296,30 @@ class AutoscalerWorkflow:
                 ],
                 totals={q.label: None for q in request.queries},
             )
+
+    async def _gateway_waiting(self) -> GatewayWaitingResult:
+        ns, name = self._spec.namespace, self._spec.spec.scale_target_ref.name
+        request = GatewayWaitingRequest(
+            namespace=ns,
+            deployment=name,
+            deployment_workflow_id=deployment_id(ns, name),
+            services_query=(
+                f"{search.KIND.name} = 'ModelService' AND {search.NAMESPACE.name} = '{ns}' "
+                "AND ExecutionStatus = 'Running'"
+            ),
+        )
+        try:
+            result: GatewayWaitingResult = await workflow.execute_activity(
+                AUTOSCALER_GATEWAY_WAITING,
+                request,
+                result_type=GatewayWaitingResult,
+                summary="read requests waiting at the gateway",
+                start_to_close_timeout=READ_TIMEOUT,
+                retry_policy=READ_RETRY,
+            )
+            return result
+        except ActivityError as exc:
+            return GatewayWaitingResult(note=f"reading the gateway failed: {exc.cause or exc}")
 
     async def _scale(self, replicas: int) -> ScaleTargetResult:
         self._sequence += 1

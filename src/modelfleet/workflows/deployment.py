@@ -8,7 +8,8 @@ state object. This workflow only asks it for the next action and carries that ou
 ``teardown`` signal to a replica, and durable waits.
 
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
-name), ``delete`` (Update), ``resync`` and ``replica_progress`` (signals), ``status`` (query).
+name), ``pause`` and ``resume`` (Updates), ``delete`` (Update), ``resync`` and
+``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
 Deterministic orchestration only.
 """
 
@@ -80,6 +81,11 @@ PATCH_GUARD_CHANGES = "rollout-guard-changes"
 # the deployment waited with no timeout for a replica that checked for teardown only between
 # steps, so a delete could block for the whole progress deadline or forever.
 PATCH_BOUNDED_TEARDOWN = "rollout-bounded-teardown"
+# ``rollout pause``/``resume`` are new Updates: no history recorded before them holds one, so
+# they change no recorded decision. The marker is written where a pause or resume first takes
+# effect in a run, so the histories that rely on pause support are recognisable (a worker or a
+# later change of pause semantics can branch on it) rather than only implied by an Update name.
+PATCH_PAUSE = "rollout-pause"
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -93,17 +99,19 @@ class ScaleRequest(WireModel):
 class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:
-        self._state = rollout.carried(arg)
+        # The first run stamps the creation time and revision 1; both are carried onwards.
+        self._state = rollout.started(rollout.carried(arg), workflow.info().start_time)
         # Rendering settings per cluster from the Fleet's answers. Not carried across
         # continue-as-new: every replica start follows a placement answer in the same run.
         self._facts: dict[str, ClusterFacts] = {}
         self._policy = rollout.Policy()
+        self._passes = 0  # passes ended in this run
 
     # --- handlers --------------------------------------------------------------------------
 
     @workflow.update
     def apply(self, spec: ModelDeployment) -> DeploymentStatus:
-        self._state = rollout.applied(self._state, spec)
+        self._state = rollout.applied(self._state, spec, workflow.now())
         return self._status()
 
     @apply.validator
@@ -119,7 +127,7 @@ class DeploymentWorkflow:
 
     @workflow.update
     def scale(self, request: ScaleRequest) -> DeploymentStatus:
-        self._state = rollout.scaled(self._state, request.replicas)
+        self._state = rollout.scaled(self._state, request.replicas, workflow.now())
         return self._status()
 
     @scale.validator
@@ -145,7 +153,30 @@ class DeploymentWorkflow:
                 "ignored scale signal: %s is being deleted", self._state.spec.ref
             )
         else:
-            self._state = rollout.scaled(self._state, wanted)
+            self._state = rollout.scaled(self._state, wanted, workflow.now(), "scale signal")
+
+    @workflow.update
+    def pause(self) -> DeploymentStatus:
+        """No new roll starts; replicas keep running and scaling still works."""
+        workflow.patched(PATCH_PAUSE)
+        self._state = rollout.paused(self._state, workflow.now())
+        return self._status()
+
+    @workflow.update
+    def resume(self) -> DeploymentStatus:
+        """The next pass rolls to the spec's template."""
+        workflow.patched(PATCH_PAUSE)
+        self._state = rollout.resumed(self._state, workflow.now())
+        return self._status()
+
+    @pause.validator
+    def _check_pause(self) -> None:
+        if self._state.deleting:
+            raise ValueError(f"{self._state.spec.ref} is being deleted")
+
+    @resume.validator
+    def _check_resume(self) -> None:
+        self._check_pause()
 
     @workflow.update
     async def delete(self) -> DeploymentStatus:
@@ -176,6 +207,16 @@ class DeploymentWorkflow:
         """The spec held now (``modelfleet get -o yaml``, ``diff``). A query only: adding it
         changes no history."""
         return self._state.spec
+
+    @workflow.query
+    def revisions(self) -> list[rollout.Revision]:
+        """The kept revisions, oldest first (``rollout history``, ``undo``). A query only."""
+        return self._state.revisions
+
+    @workflow.query
+    def decisions(self) -> list[rollout.LogEntry]:
+        """The decisions that changed something, oldest first (``describe``). A query only."""
+        return self._state.log
 
     # --- main loop: ask, then carry out ----------------------------------------------------
 
@@ -279,7 +320,10 @@ class DeploymentWorkflow:
         )
 
     async def _maybe_continue_as_new(self) -> None:
-        if not workflow.info().is_continue_as_new_suggested() or self._state.dirty:
+        self._passes += 1
+        per_run = self._state.passes_per_run
+        due = bool(per_run) and self._passes >= per_run
+        if not (workflow.info().is_continue_as_new_suggested() or due) or self._state.dirty:
             return
         if self._state.deleting and workflow.patched(PATCH_NO_CAN_WHILE_DELETING):
             return

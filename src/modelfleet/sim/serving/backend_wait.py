@@ -3,7 +3,9 @@ zero), and the gateway's own ``/metrics`` counting them per route and service, a
 (Knative's, or KEDA's HTTP add-on interceptor) does in front of a service scaled to zero.
 
 A client opts in per request with the ``x-modelfleet-wait-for-backend: <seconds>`` header
-(capped at :data:`MAX_WAIT_SECONDS`); without it the gateway answers 503 at once, as before.
+(capped at :data:`MAX_WAIT_SECONDS`, and at the client's own read timeout when it says what that
+is, as the OpenAI SDKs do in ``x-stainless-read-timeout``: a request is never held after its
+client has given up); without it the gateway answers 503 at once, as before.
 
 Development/test emulator only. Pure bookkeeping: no I/O; the plane does the waiting.
 """
@@ -17,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = [
+    "CLIENT_TIMEOUT_HEADER",
     "MAX_WAIT_SECONDS",
     "WAITING_METRIC",
     "WAIT_HEADER",
@@ -26,6 +29,7 @@ __all__ = [
 ]
 
 WAIT_HEADER = "x-modelfleet-wait-for-backend"
+CLIENT_TIMEOUT_HEADER = "x-stainless-read-timeout"
 MAX_WAIT_SECONDS = 600.0
 WAITING_METRIC = "gateway_requests_waiting_for_backend"
 _HELD = "gateway_requests_held_total"
@@ -45,16 +49,19 @@ class RouteKey:
         return f'namespace="{self.namespace}",route="{self.route}",service="{self.service}"'
 
 
-def requested_wait(headers: Mapping[str, str]) -> float:
-    """Seconds the client lets the gateway hold its request (0: do not hold)."""
-    raw = headers.get(WAIT_HEADER, "").strip()
+def _seconds(raw: str) -> float:
     try:
-        seconds = float(raw) if raw else 0.0
+        seconds = float(raw.strip()) if raw.strip() else 0.0
     except ValueError:
         return 0.0
-    if not math.isfinite(seconds) or seconds <= 0:
-        return 0.0
-    return min(seconds, MAX_WAIT_SECONDS)
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+def requested_wait(headers: Mapping[str, str]) -> float:
+    """Seconds the client lets the gateway hold its request (0: do not hold)."""
+    seconds = min(_seconds(headers.get(WAIT_HEADER, "")), MAX_WAIT_SECONDS)
+    client = _seconds(headers.get(CLIENT_TIMEOUT_HEADER, ""))
+    return min(seconds, client) if client else seconds
 
 
 class WaitingRequests:
