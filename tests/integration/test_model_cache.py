@@ -23,6 +23,7 @@ from modelfleet.cli import columns
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.resources import fetch
 from modelfleet.contracts.cache_payloads import CacheStatus, DeleteCache, cache_id
+from modelfleet.contracts.status import DeploymentStatus
 from modelfleet.rendering.model_cache import auth_secret_name, claim_name
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.workflows.cache import CacheWorkflow
@@ -160,10 +161,12 @@ async def test_a_cache_hydrates_through_a_crash_and_a_failure_and_gates_its_depl
         status = await _wait_cache(env, mid_way, 30, "progress on one, a failure on the other")
         assert {c.cluster for c in status.clusters} == {SLOW, FAILING}
         assert "attempt 1 failed" in _on(status, FAILING)
+
         # Nothing is placed while the cache is nowhere Ready, and each cluster says why.
-        blocked = await env.wait_status(
-            NS, "coder", lambda s: bool(s.rejections), 30, "placement refused with reasons"
-        )
+        def refused(s: DeploymentStatus) -> bool:
+            return "not ready on this cluster (Hydrating" in s.rejections.get(SLOW, "")
+
+        blocked = await env.wait_status(NS, "coder", refused, 30, "placement refused, saying why")
         assert blocked.replicas == []
         assert "model cache coder not staged on this cluster" in blocked.rejections[LEFT_OUT]
         assert "model cache coder not ready on this cluster" in blocked.rejections[SLOW]

@@ -1,7 +1,7 @@
 """The Fleet's ModelCache facts on the time-skipping server: a cache's per-cluster report (the
 ``report_cache`` Update) gates placement of deployments referencing it, with the cache's state
-as each cluster's reason; a cache turning Ready asks the short deployments of its namespace to
-place again; the facts survive continue-as-new (the compact cluster entry carries them)."""
+as each cluster's reason; a change asks the short deployments of its namespace to place again;
+the facts survive continue-as-new (the compact cluster entry carries them)."""
 
 from __future__ import annotations
 
@@ -84,12 +84,14 @@ async def test_cache_reports_gate_placement_and_wake_short_deployments(
             "c-0000": {f"{ns}/weights": "Hydrating 40%"},
             "c-0001": {},
         }
-        assert await sink.query(ResyncSink.count) == 0
+        # The short deployment of that namespace is asked to place again on every change.
+        assert await sink.query(ResyncSink.count) == 1
+        await fleet.execute_update(FleetWorkflow.report_cache, report)  # no change: no nudge
+        assert await sink.query(ResyncSink.count) == 1
 
         report.clusters = {"c-0000": "Hydrating 90%", "c-0001": "Ready"}
         await fleet.execute_update(FleetWorkflow.report_cache, report)
-        # The short deployment of that namespace is asked to place again.
-        assert await sink.query(ResyncSink.count) == 1
+        assert await sink.query(ResyncSink.count) == 2
         placed, _ = await place("3")
         assert placed == ["c-0001"]
 

@@ -38,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
-    from modelfleet.contracts.cache_payloads import READY as CACHE_READY
     from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
@@ -317,11 +316,13 @@ class FleetWorkflow:
     @workflow.update
     async def report_cache(self, report: CacheReport) -> None:
         """Where a ModelCache stands on each cluster (a cluster left out: not staged there).
-        New placements of deployments referencing it go only where it is Ready; when it turns
-        Ready somewhere, deployments of its namespace that were short of room are told to try
-        again. New in the ModelCache change: older histories never call it, so no patch."""
+        New placements of deployments referencing it go only where it is Ready; on a change,
+        deployments of its namespace that were short are told to place again (so they land as
+        soon as it is Ready, and meanwhile say how it stands). The cache workflow reports only
+        changes, in 10% steps. New in the ModelCache change: older histories never call it, so
+        no patch."""
         key = f"{report.namespace}/{report.name}"
-        became_ready = False
+        changed = False
         for name, record in self._clusters.items():
             state = report.clusters.get(name)
             if record.caches.get(key) == state:
@@ -329,10 +330,10 @@ class FleetWorkflow:
             if state is None:
                 del record.caches[key]
             else:
-                became_ready = became_ready or state == CACHE_READY
                 record.caches[key] = state
+            changed = True
             self._cluster_changed(name)
-        if became_ready:
+        if changed:
             for namespace, deployment in sorted(self._short):
                 if namespace != report.namespace:
                     continue
