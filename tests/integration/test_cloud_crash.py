@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import boto3
 import pytest
 import pytest_asyncio
+import yaml
 from cloud_support import CLASSES, CLUSTERS, renamed
 from crash_env import CrashEnv, register_fleet, tolerant
 from integration_support import wait_for
@@ -151,3 +152,51 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
         assert sorted(groups["nodegroups"]) == [pool, "system"]
     # The kill really interrupted the step: it finished on a retry, on the restarted worker.
     assert await _attempts(env, name, activity) >= 2
+
+
+async def test_worker_killed_while_writing_the_kubeconfig_then_restarted(
+    crash: CloudCrash,
+) -> None:
+    """The kill lands inside the kubeconfig step (its cloud read held open): on restart the step
+    is retried, the cluster is not created again, and the kubeconfig is whole."""
+    env, clouds = crash.env, crash.clouds
+    name = "crash-gke-kubeconfig"
+    spec = renamed(CLUSTERS["gke-central"], name)
+    clouds.gke.polls = 2
+    gate = asyncio.Event()
+    clouds.gke.stall[f"getCluster {name}"] = gate
+    before = len(clouds.gke.calls)
+    try:
+        await env.temporal.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec, cloud_heartbeat_seconds=3),
+            id=cluster_id(name),
+            task_queue="modelfleet",
+        )
+
+        async def in_step() -> bool | None:
+            return True if f"getCluster {name}" in clouds.gke.calls[before:] else None
+
+        await wait_for(in_step, 60, "the worker to be inside the kubeconfig step")
+        await env.kill_worker()
+        assert env.worker is not None
+        assert env.worker.returncode == -9
+    finally:
+        clouds.gke.stall.clear()
+        gate.set()
+    await env.start_worker()
+
+    async def ready() -> ClusterStatus | None:
+        status = await _status(env, name)
+        return status if status is not None and status.phase == "Ready" else None
+
+    await wait_for(ready, 120, f"{name} to be Ready after the restart")
+    assert clouds.gke.cluster_names().count(name) == 1
+    assert clouds.gke.calls[before:].count(f"createCluster {name}") == 1
+    assert clouds.gke.pool_names(name) == ["gpu-h100", "system"]
+    kubeconfig = env.credentials_dir / f"{name}.yaml"
+    doc = yaml.safe_load(kubeconfig.read_text())
+    assert doc["current-context"] == name
+    assert doc["users"][0]["user"]["token"]
+    assert not list(env.credentials_dir.glob(f"{name}*.tmp")), "no half-written file left"
+    assert await _attempts(env, name, "gke.write_kubeconfig") >= 2

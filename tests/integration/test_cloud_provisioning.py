@@ -17,9 +17,11 @@ import pytest
 import pytest_asyncio
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
 from integration_support import deployment, wait_for
+from temporalio.client import WorkflowUpdateFailedError
 from test_no_secrets import assert_absent, haystack
 
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.output import rejection_reason
 from modelfleet.contracts.status import ClusterStatus, DeploymentStatus
 from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
@@ -178,6 +180,72 @@ async def test_a_transient_503_is_retried(cloud_stack: CloudStack) -> None:
     await cloud_stack.wait_phase("gke-flaky", "Ready")
     assert cloud_stack.clouds.gke.calls.count("createNodePool gpu-h100") >= 3
     assert cloud_stack.clouds.gke.pool_names("gke-flaky") == ["gpu-h100", "system"]
+
+
+async def test_apply_adds_resizes_and_removes_pools_but_not_one_with_replicas(
+    cloud_stack: CloudStack,
+) -> None:
+    # eks-east runs on-eks and on-gke (moved there by the delete test): its pool stays.
+    eks_east = CLUSTERS["eks-east"]
+    renamed_pool = eks_east.spec.node_pools[0].model_copy(update={"name": "gpu-h200-new"})
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await apply_resource(
+            cloud_stack.client,
+            eks_east.model_copy(
+                update={"spec": eks_east.spec.model_copy(update={"node_pools": [renamed_pool]})}
+            ),
+        )
+    reason = rejection_reason(refused.value)
+    assert "pool gpu-h200 runs eks-team/" in reason
+    assert "gke-team/" in reason
+    # gke-flaky (from the test above): a fixed-size gpu-h100 of 2 nodes, and a new pool.
+    spec = renamed(CLUSTERS["gke-central"], "gke-flaky")
+    first = spec.spec.node_pools[0]
+    fixed = first.model_copy(
+        update={"node_count": 2, "min_node_count": None, "max_node_count": None}
+    )
+    extra = fixed.model_copy(update={"name": "gpu-extra", "node_count": 1})
+
+    def with_pools(*pools: Any) -> Any:
+        return spec.model_copy(
+            update={"spec": spec.spec.model_copy(update={"node_pools": list(pools)})}
+        )
+
+    async def pools_match(message: str) -> ClusterStatus | None:
+        status = await cloud_stack.cluster("gke-flaky")
+        found = [c for c in status.conditions if c.type == "NodePools"]
+        return (
+            status if found and found[0].status == "True" and found[0].message == message else None
+        )
+
+    await apply_resource(cloud_stack.client, with_pools(fixed, extra))
+    await wait_for(lambda: pools_match("created gpu-extra; resized gpu-h100"), 90, "pools changed")
+    gke = cloud_stack.clouds.gke
+    assert gke.pool_names("gke-flaky") == ["gpu-extra", "gpu-h100", "system"]
+    assert "autoscaling" not in gke.pool("gke-flaky", "gpu-h100") or not gke.pool(
+        "gke-flaky", "gpu-h100"
+    )["autoscaling"].get("enabled")
+    assert len(_nodes(cloud_stack, "gke-flaky", "gpu-h100")) == 2
+    assert len(_nodes(cloud_stack, "gke-flaky", "gpu-extra")) == 1
+
+    async def observed() -> ClusterStatus | None:
+        status = await cloud_stack.cluster("gke-flaky")
+        pools = status.observed_pools
+        ok = pools.get("gpu-h100") and pools["gpu-h100"].ready_nodes == 2 and "gpu-extra" in pools
+        return status if ok else None
+
+    await wait_for(observed, 60, "the new nodes to be published")
+    # Removed (nothing runs there): the cloud pool and its nodes go.
+    await apply_resource(cloud_stack.client, with_pools(fixed))
+    await wait_for(lambda: pools_match("deleted gpu-extra"), 90, "gpu-extra deleted")
+    assert gke.pool_names("gke-flaky") == ["gpu-h100", "system"]
+    assert _nodes(cloud_stack, "gke-flaky", "gpu-extra") == []
+    handle = cloud_stack.client.get_workflow_handle(
+        cluster_id("gke-flaky"), result_type=ClusterStatus
+    )
+    await handle.execute_update(ClusterWorkflow.delete)
+    await asyncio.wait_for(handle.result(), 120)
+    assert "gke-flaky" not in gke.cluster_names()
 
 
 async def test_no_cloud_credential_or_token_in_any_history(cloud_stack: CloudStack) -> None:

@@ -99,6 +99,13 @@ async def test_missing_crd_keeps_the_cluster_out_until_installed_from_pinned_man
     assert not status.ready
     assert "LeaderWorkerSet v0.7.0 (leaderworkerset.x-k8s.io/v1 LeaderWorkerSet)" in status.reason
     assert "HTTP 404" in status.reason
+    # The same as a typed condition, for `describe` and scripts.
+    conditions = {c.type: c for c in status.conditions}
+    stack = conditions["ServingStack"]
+    assert (stack.status, stack.reason) == ("False", "ServingStackMissing")
+    assert stack.message.startswith("LeaderWorkerSet v0.7.0 (leaderworkerset.x-k8s.io/v1")
+    assert "Gateway API" not in stack.message, "only the missing piece is named"
+    assert conditions["Reachable"].status == "True"
     view = await env.client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)
     (record,) = [c for c in view.clusters if c.spec.name == "no-lws"]
     assert not record.ready, "a cluster without its stack must not take placements"
@@ -109,6 +116,8 @@ async def test_missing_crd_keeps_the_cluster_out_until_installed_from_pinned_man
     manifest.write_text(yaml.safe_dump(LWS_CRD))
     ready = await env.wait_phase("no-lws", "Ready", limit=90)
     assert ready.reason == "probe ok"
+    stack = next(c for c in ready.conditions if c.type == "ServingStack")
+    assert (stack.status, stack.reason) == ("True", "ServingStackReady")
     crd = await env.fleet.store("no-lws").get(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from test_replay import activities, load, of_type
 
-from modelfleet.workflows.cluster import PATCH_PROVISION
+from modelfleet.workflows.cluster import PATCH_ACCESS, PATCH_POOL_CHANGES, PATCH_PROVISION
 
 
 def _patches(filename: str) -> list[str]:
@@ -60,3 +60,26 @@ def test_a_run_from_before_provisioning_keeps_its_old_branch() -> None:
     assert not [a for a in activities(history) if a.startswith(("gke.", "fleet.classes"))]
     assert _patches("unprovisioned-cluster-gke.json") == []
     assert "ProvisioningNotSupported" in str(history.events)
+
+
+def test_access_reviewed_history_is_not_ready_until_the_review_passes() -> None:
+    history = load("access-reviewed-cluster.json")
+    steps = activities(history)
+    reviews = [i for i, a in enumerate(steps) if a == "kube.check_access"]
+    assert len(reviews) >= 2, "denied first, then reviewed again on a later probe"
+    # The stack is verified only once the credentials may do everything.
+    assert steps.index("kube.verify_stack") > reviews[-1]
+    assert any(PATCH_ACCESS in p for p in _patches("access-reviewed-cluster.json"))
+    assert "AccessDenied" in str(history.events)
+
+
+def test_pools_changed_history_creates_resizes_then_deletes_the_removed_pool() -> None:
+    history = load("pools-changed-cluster-gke.json")
+    cloud = [a for a in activities(history) if a.startswith("gke.")]
+    after = cloud[cloud.index("gke.write_kubeconfig") + 1 :]
+    assert after[:3] == ["gke.list_node_pools", "gke.create_node_pool", "gke.update_node_pool"]
+    assert after[3:5] == ["gke.list_node_pools", "gke.delete_node_pool"]
+    assert after[-2:] == ["gke.delete_node_pool", "gke.delete_cluster"]
+    # Removing a pool asks the Fleet which replicas are on it, in the apply handler too.
+    assert activities(history).count("fleet.replicas_by_pool") >= 2
+    assert any(PATCH_POOL_CHANGES in p for p in _patches("pools-changed-cluster-gke.json"))

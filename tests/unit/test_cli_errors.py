@@ -78,7 +78,9 @@ BAD_ARGUMENTS = [
     (["autoscaler", "delete"], 2, "Missing argument"),
     (["autoscaler", "nope"], 2, "No such command"),
     (["rollout", "status"], 2, "Missing argument"),
-    (["rollout", "status", "cluster/x"], 2, "rollouts are of deployments"),
+    (["rollout", "history", "cluster/x"], 2, "rollouts are of deployments"),
+    (["rollout", "status", "cluster/x", "cluster/y"], 2, "exactly one resource"),
+    (["delete", "cluster"], 2, "name what to delete"),
     (["rollout", "history", "md", "a", "b"], 2, "exactly one resource"),
     (["rollout", "undo", "pods/x"], 2, "unknown kind"),
     (["rollout", "restart"], 2, "Missing argument"),
@@ -89,7 +91,11 @@ BAD_ARGUMENTS = [
     (["dev", "--fleet", "/no/such/dir"], 2, "No such file"),
     (["demo", "--fleet", "/no/such/dir"], 2, "No such file"),
     (["sim", "up", "--fleet", "/no/such/dir"], 2, "No such file"),
-    (["sim", "faults"], 2, "Missing argument"),
+    (["sim", "faults"], 2, "name the simulated CLUSTER"),
+    (["sim", "faults", "--fail", "quota"], 2, "add --cloud"),
+    (["sim", "faults", "--cloud", "aws"], 2, "Invalid value"),
+    (["sim", "faults", "x", "--cloud", "gke"], 2, "give no CLUSTER"),
+    (["sim", "faults", "--cloud", "gke", "--fail", "meteor"], 2, "Invalid value"),
     (["nope"], 2, "No such command"),
 ]
 
@@ -136,6 +142,10 @@ NO_SERVER_CALLS = [
     ["describe", "cache", "x"],
     ["delete", "cache", "x", "--ignore-not-found"],
     ["delete", "-f", CACHES],
+    ["get", "clusters", "-o", "wide"],
+    ["describe", "cluster", "x"],
+    ["delete", "cluster", "x", "--force"],
+    ["rollout", "status", "cluster/x"],
     # Modelplane's Traefik gateway is deletable by name: the fleet is asked which one it is.
     ["delete", "gateway", "default"],
 ]

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -170,3 +172,61 @@ def test_sim_faults_without_a_running_sim_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sim", "faults", "l4-dev", "--state-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "modelfleet sim up" in result.output
+
+
+def _post(url: str, body: dict[str, object], token: str) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_sim_up_runs_the_clouds_and_sim_faults_makes_them_fail(sim: SimProcess) -> None:
+    sim.wait_for("modelfleet sim ready:", READY_WITHIN)
+    state = json.loads((sim.state_dir / "sim.json").read_text())
+    gke, eks = state["clouds"]["gke"], state["clouds"]["eks"]
+    printed = "".join(sim.output)
+    assert f"export MODELFLEET_GKE_ENDPOINT={gke}" in printed
+    assert f"export MODELFLEET_EKS_ENDPOINT={eks}" in printed
+    token_file = sim.state_dir / "clouds" / "gke-token"
+    assert f"export MODELFLEET_GKE_TOKEN_FILE={token_file}" in printed
+
+    runner = CliRunner()
+    where = ["--state-dir", str(sim.state_dir)]
+    fault = ["--cloud", "gke", "--fail", "bad-machine-type", "--target", "gpu-a"]
+    result = runner.invoke(app, ["sim", "faults", *fault, *where])
+    assert result.exit_code == 0, result.output
+    (pending,) = json.loads(result.output)
+    assert pending["operation"] == "createNodePool"
+    assert pending["stage"] == "call"
+
+    # The next node pool creation named gpu-a, as the GKE SDK sends it, is refused.
+    pools = f"{gke}/v1/projects/p/locations/us-central1/clusters/c/nodePools"
+    body = {"nodePool": {"name": "gpu-a", "config": {"machineType": "a3-highgpu-8g"}}}
+    status, answer = _post(pools, body, token_file.read_text())
+    assert status == 400
+    error = answer["error"]
+    assert isinstance(error, dict)
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "machine type does not exist" in str(error["message"])
+    # Used up: the fault list is empty again, and the next call reaches the fake's own logic.
+    status, _ = _post(pools, body, token_file.read_text())
+    assert status == 404
+    shown = runner.invoke(app, ["sim", "faults", "--cloud", "gke", *where])
+    assert json.loads(shown.output) == []
+
+    result = runner.invoke(
+        app, ["sim", "faults", "--cloud", "eks", "--fail", "stockout", "--times", "2", *where]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)[0]["stage"] == "operation"
+    cleared = runner.invoke(app, ["sim", "faults", "--cloud", "eks", "--reset", *where])
+    assert json.loads(cleared.output) == []
+    assert sim.stop() == 0

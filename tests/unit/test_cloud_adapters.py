@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
-from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.adapters.cloud_config import CloudSettings, key_file_project
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
@@ -299,3 +299,91 @@ def test_cloud_faults_are_injected_over_http_on_both_fakes(
         env.run(acts.eks_create_cluster, eks_cluster)
     assert caught.value.type == "CloudPermissionDenied"
     assert httpx.get(f"{sim.clouds.gke_url}/_admin/faults").json() == []
+
+
+def test_gke_project_comes_from_the_credentials_profile_when_the_recipe_has_none(
+    sim: ThreadedClouds, acts: CloudActivities, tmp_path: Path
+) -> None:
+    c, _ = _plan("gke-central", "gke-noproj")
+    c = c.model_copy(update={"project": None})
+    env = ActivityEnvironment()
+    # Neither the recipe nor the profile names one: a permanent error saying where to set it.
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.gke_create_cluster, c)
+    assert caught.value.type == "CloudInvalidArgument"
+    assert caught.value.non_retryable
+    assert "set spec.cluster.gke.project" in caught.value.message
+    assert "profile 'default'" in caught.value.message
+    assert "gke-noproj" not in sim.clouds.gke.cluster_names()
+    # The worker's profile names it: the cluster is created in that project.
+    with_project = CloudActivities(
+        CloudSettings(**{**acts.settings.__dict__, "gke_project": "profile-project"})
+    )
+    try:
+        assert env.run(with_project.gke_create_cluster, c).created
+        assert any(
+            project == "profile-project" and name == "gke-noproj"
+            for project, _, name in sim.clouds.gke.clusters
+        )
+        env.run(with_project.gke_delete_cluster, c)
+    finally:
+        with_project.close()
+    assert "gke-noproj" not in sim.clouds.gke.cluster_names()
+
+
+def test_a_service_account_key_names_its_project(tmp_path: Path) -> None:
+    assert key_file_project(tmp_path, "team") is None
+    (tmp_path / "gcp").mkdir()
+    (tmp_path / "gcp" / "team.json").write_text('{"type": "service_account", "project_id": "p-1"}')
+    assert key_file_project(tmp_path, "team") == "p-1"
+    (tmp_path / "gcp" / "team.json").write_text("not json")
+    assert key_file_project(tmp_path, "team") is None
+
+
+def _gpu_nodes(sim: ThreadedClouds, cluster: str, pool: str) -> int:
+    return len([n for n in _nodes(sim, cluster) if f"{cluster}-{pool}-" in str(n["metadata"])])
+
+
+def test_gke_pools_resize_and_change_bounds_through_the_sdk(
+    sim: ThreadedClouds, acts: CloudActivities
+) -> None:
+    c, (plan,) = _plan("gke-central", "gke-r")
+    env = ActivityEnvironment()
+    env.run(acts.gke_create_cluster, c)
+    env.run(acts.gke_create_node_pool, PoolRequest(cluster=c, pool=plan))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.name, shape.min_node_count, shape.max_node_count) == ("gpu-h100", 0, 4)
+    # New autoscaling bounds: the pool keeps its nodes, within the bounds.
+    wider = plan.model_copy(update={"min_node_count": 2, "max_node_count": 6})
+    env.run(acts.gke_update_node_pool, PoolRequest(cluster=c, pool=wider))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.min_node_count, shape.max_node_count) == (2, 6)
+    assert _gpu_nodes(sim, "gke-r", "gpu-h100") == 2  # raised to the new minimum
+    # A fixed size: autoscaling off, then the pool resized.
+    fixed = plan.model_copy(
+        update={"min_node_count": None, "max_node_count": None, "node_count": 3}
+    )
+    env.run(acts.gke_update_node_pool, PoolRequest(cluster=c, pool=fixed))
+    (shape,) = env.run(acts.gke_list_node_pools, c)
+    assert (shape.min_node_count, shape.max_node_count) == (None, None)
+    assert _gpu_nodes(sim, "gke-r", "gpu-h100") == 3
+    assert "setNodePoolSize gpu-h100" in sim.clouds.gke.calls
+    env.run(acts.gke_delete_cluster, c)
+
+
+def test_eks_nodegroups_resize_through_the_sdk(sim: ThreadedClouds, acts: CloudActivities) -> None:
+    c, (plan,) = _plan("eks-east", "eks-r")
+    env = ActivityEnvironment()
+    env.run(acts.eks_create_cluster, c)
+    env.run(acts.eks_create_nodegroup, PoolRequest(cluster=c, pool=plan))
+    (shape,) = env.run(acts.eks_list_nodegroups, c)
+    assert (shape.node_count, shape.min_node_count, shape.max_node_count) == (2, 2, 2)
+    bigger = plan.model_copy(update={"node_count": 3, "max_node_count": None})
+    env.run(acts.eks_update_nodegroup, PoolRequest(cluster=c, pool=bigger))
+    (shape,) = env.run(acts.eks_list_nodegroups, c)
+    assert (shape.node_count, shape.min_node_count, shape.max_node_count) == (3, 3, 3)
+    assert _gpu_nodes(sim, "eks-r", "gpu-h200") == 3
+    smaller = plan.model_copy(update={"node_count": 1, "max_node_count": None})
+    env.run(acts.eks_update_nodegroup, PoolRequest(cluster=c, pool=smaller))
+    assert _gpu_nodes(sim, "eks-r", "gpu-h200") == 1
+    env.run(acts.eks_delete_cluster, c)

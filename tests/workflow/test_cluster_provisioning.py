@@ -14,7 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -22,7 +24,12 @@ from temporalio.worker import Worker
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
-from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, FLEET_REPLICAS_ON, KUBE_PROBE
+from modelfleet.contracts.activity_names import (
+    FLEET_PUBLISH_CLUSTER,
+    FLEET_REPLICAS_BY_POOL,
+    FLEET_REPLICAS_ON,
+    KUBE_PROBE,
+)
 from modelfleet.contracts.cloud_payloads import (
     EKS_CREATE_CLUSTER,
     EKS_CREATE_NODEGROUP,
@@ -35,15 +42,25 @@ from modelfleet.contracts.cloud_payloads import (
     GKE_DELETE_CLUSTER,
     GKE_DELETE_NODE_POOL,
     GKE_KUBECONFIG,
+    GKE_LIST_NODE_POOLS,
+    GKE_UPDATE_NODE_POOL,
     CloudCluster,
     CreateResult,
     DeleteOutcome,
     PoolRef,
     PoolRequest,
+    PoolShape,
 )
 from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
-from modelfleet.contracts.stack_payloads import KUBE_VERIFY_STACK, StackReport, StackRequest
+from modelfleet.contracts.stack_payloads import (
+    KUBE_CHECK_ACCESS,
+    KUBE_VERIFY_STACK,
+    AccessReport,
+    AccessRequest,
+    StackReport,
+    StackRequest,
+)
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.workflows.cluster import ClusterWorkflow
@@ -71,6 +88,12 @@ class FakeCloud:
     fail_pool: str | None = None
     fail_type: str = "CloudQuotaExceeded"
     transient_failures: int = 0
+    # What the cluster's credentials may not do (SelfSubjectAccessReview answers).
+    denied: list[str] = field(default_factory=list)
+    # Per pool, the replicas the Fleet has on it.
+    on_pools: dict[str, list[str]] = field(default_factory=dict)
+    # The pools the cloud holds (name -> last plan applied).
+    held: dict[str, PoolRequest] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     pools: list[PoolRequest] = field(default_factory=list)
     reports: list[ClusterReport] = field(default_factory=list)
@@ -95,10 +118,12 @@ class FakeCloud:
                     "Insufficient regional quota", type=self.fail_type, non_retryable=True
                 )
         self.pools.append(request)
+        self.held[request.pool.name] = request
         return CreateResult(name=request.pool.name, created=True, status="RUNNING")
 
     async def _delete_pool(self, ref: PoolRef) -> DeleteOutcome:
         self.calls.append(f"delete pool {ref.pool}")
+        self.held.pop(ref.pool, None)
         return DeleteOutcome(name=ref.pool, existed=True)
 
     async def _delete_cluster(self, c: CloudCluster) -> DeleteOutcome:
@@ -128,6 +153,39 @@ class FakeCloud:
     async def replicas_on(self, cluster: str) -> list[str]:
         return []
 
+    @activity.defn(name=FLEET_REPLICAS_BY_POOL)
+    async def replicas_by_pool(self, cluster: str) -> dict[str, list[str]]:
+        return self.on_pools
+
+    @activity.defn(name=GKE_LIST_NODE_POOLS)
+    async def list_pools(self, c: CloudCluster) -> list[PoolShape]:
+        out = []
+        for request in self.held.values():
+            plan = request.pool
+            autoscaled = plan.max_node_count is not None
+            out.append(
+                PoolShape(
+                    name=plan.name,
+                    node_count=plan.node_count,
+                    min_node_count=(plan.min_node_count or 0) if autoscaled else None,
+                    max_node_count=plan.max_node_count,
+                )
+            )
+        return out
+
+    @activity.defn(name=GKE_UPDATE_NODE_POOL)
+    async def update_pool(self, request: PoolRequest) -> CreateResult:
+        plan = request.pool
+        self.calls.append(f"resize pool {plan.name} {plan.min_node_count}-{plan.max_node_count}")
+        self.held[plan.name] = request
+        return CreateResult(name=plan.name, created=False, status="RUNNING")
+
+    @activity.defn(name=KUBE_CHECK_ACCESS)
+    async def check_access(self, request: AccessRequest) -> AccessReport:
+        asked = {name for need in request.needs for name in need.names()}
+        self.calls.append("access review")
+        return AccessReport(denied=[d for d in self.denied if d in asked])
+
     def activities(self) -> list[object]:
         out: list[object] = [
             self.classes,
@@ -135,6 +193,10 @@ class FakeCloud:
             self.publish,
             self.replicas_on,
             self.verify_stack,
+            self.check_access,
+            self.replicas_by_pool,
+            self.list_pools,
+            self.update_pool,
         ]
         for names, fns in (
             (
@@ -207,6 +269,7 @@ async def test_gke_saga_creates_cluster_then_each_pool_then_kubeconfig(
     assert plan.labels == {"modelfleet.dev/pool": "gpu-h100"}
     # Delete deprovisions what it created, newest first.
     assert cloud.calls[4:] == [
+        "access review",
         "delete pool gpu-h100-b",
         "delete pool gpu-h100",
         "delete cluster gke-central",
@@ -269,3 +332,105 @@ async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
         assert cloud.calls.count("kubeconfig") >= 3
         await handle.execute_update(ClusterWorkflow.delete)
         await handle.result()
+
+
+async def test_missing_rbac_keeps_the_cluster_out_with_a_condition_until_granted(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud(
+        denied=["delete deployments.apps", "patch leaderworkersets.leaderworkerset.x-k8s.io"]
+    )
+    spec = CLUSTERS["gke-central"]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        while not any(r.reason.startswith("AccessDenied") for r in cloud.reports):
+            await time_skipping_env.sleep(timedelta(seconds=5))
+        status = await handle.query(ClusterWorkflow.status)
+        assert not status.ready
+        access = next(c for c in status.conditions if c.type == "AccessGranted")
+        assert (access.status, access.reason) == ("False", "AccessDenied")
+        assert access.message == (
+            "the cluster's credentials may not: delete deployments.apps, "
+            "patch leaderworkersets.leaderworkerset.x-k8s.io"
+        )
+        assert not any(r.ready for r in cloud.reports), "no placement before RBAC is granted"
+        # Granted: the next probe reviews again and the cluster becomes Ready.
+        cloud.denied.clear()
+        await cloud.settled.wait()
+        status = await handle.query(ClusterWorkflow.status)
+        access = next(c for c in status.conditions if c.type == "AccessGranted")
+        assert (status.phase, access.status) == ("Ready", "True")
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+
+
+async def test_changed_pools_are_reconciled_and_a_busy_pool_is_not_removed(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud()
+    spec = CLUSTERS["gke-central"]
+    first = spec.spec.node_pools[0]
+    queue = f"tq-{uuid.uuid4()}"
+
+    def with_pools(*pools: Any) -> InferenceCluster:
+        return spec.model_copy(
+            update={"spec": spec.spec.model_copy(update={"node_pools": list(pools)})}
+        )
+
+    async def until(call: str) -> None:
+        while call not in cloud.calls:
+            await time_skipping_env.sleep(timedelta(seconds=5))
+
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settled.wait()
+        # Add a pool and widen the first one's autoscaling bounds.
+        wider = first.model_copy(update={"min_node_count": 1, "max_node_count": 8})
+        extra = first.model_copy(
+            update={"name": "extra", "max_node_count": None, "min_node_count": None}
+        )
+        await handle.execute_update(ClusterWorkflow.apply, with_pools(wider, extra))
+        await until("resize pool gpu-h100 1-8")
+        assert "create pool extra" in cloud.calls
+        status = await handle.query(ClusterWorkflow.status)
+        pools = next(c for c in status.conditions if c.type == "NodePools")
+        assert (pools.status, pools.message) == ("True", "created extra; resized gpu-h100")
+        # A pool with replicas on it cannot be removed: the update is refused, naming them.
+        cloud.on_pools = {"extra": ["ml/llama-0"]}
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(ClusterWorkflow.apply, with_pools(wider))
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError)
+        assert cause.type == "PoolInUse"
+        assert "pool extra runs ml/llama-0" in cause.message
+        assert "delete pool extra" not in cloud.calls
+        # Once it is empty, the removal goes through and the cloud pool is deleted.
+        cloud.on_pools = {}
+        await handle.execute_update(ClusterWorkflow.apply, with_pools(wider))
+        await until("delete pool extra")
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+    assert sorted(cloud.held) == []

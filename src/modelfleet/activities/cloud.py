@@ -30,11 +30,15 @@ from modelfleet.contracts.cloud_payloads import (
     EKS_DELETE_CLUSTER,
     EKS_DELETE_NODEGROUP,
     EKS_KUBECONFIG,
+    EKS_LIST_NODEGROUPS,
+    EKS_UPDATE_NODEGROUP,
     GKE_CREATE_CLUSTER,
     GKE_CREATE_NODE_POOL,
     GKE_DELETE_CLUSTER,
     GKE_DELETE_NODE_POOL,
     GKE_KUBECONFIG,
+    GKE_LIST_NODE_POOLS,
+    GKE_UPDATE_NODE_POOL,
     CloudCluster,
     CloudErrorReason,
     CreateResult,
@@ -42,6 +46,7 @@ from modelfleet.contracts.cloud_payloads import (
     PoolPlan,
     PoolRef,
     PoolRequest,
+    PoolShape,
     error_type,
 )
 
@@ -169,9 +174,29 @@ class CloudActivities:
 
         return _guarded(run)
 
+    @activity.defn(name=GKE_LIST_NODE_POOLS)
+    def gke_list_node_pools(self, c: CloudCluster) -> list[PoolShape]:
+        return _guarded(lambda: self.gke.shapes(c))
+
+    @activity.defn(name=GKE_UPDATE_NODE_POOL)
+    def gke_update_node_pool(self, request: PoolRequest) -> CreateResult:
+        """Autoscaling bounds, then (a fixed pool) the size, one operation after the other: GKE
+        runs one operation per cluster at a time. Both are idempotent, so a retry redoes them."""
+        c, plan = request.cluster, request.pool
+
+        def run() -> CreateResult:
+            self._gke_wait(c, self.gke.set_autoscaling(c, plan))
+            if plan.max_node_count is None:
+                self._gke_wait(c, self.gke.set_size(c, plan))
+            return CreateResult(name=plan.name, created=False, status="RUNNING")
+
+        return _guarded(run)
+
     @activity.defn(name=GKE_KUBECONFIG)
     def gke_write_kubeconfig(self, c: CloudCluster) -> None:
-        """Mint a token and write the cluster's kubeconfig into the credentials directory."""
+        """Mint a token and write the cluster's kubeconfig into the credentials directory
+        (atomically: a worker killed midway leaves the previous file or none, never half)."""
+        activity.heartbeat()
         _guarded(lambda: self.gke.write_kubeconfig(c))
 
     # -- EKS ------------------------------------------------------------------------------
@@ -252,8 +277,24 @@ class CloudActivities:
 
         return _guarded(run)
 
+    @activity.defn(name=EKS_LIST_NODEGROUPS)
+    def eks_list_nodegroups(self, c: CloudCluster) -> list[PoolShape]:
+        return _guarded(lambda: self.eks.shapes(c))
+
+    @activity.defn(name=EKS_UPDATE_NODEGROUP)
+    def eks_update_nodegroup(self, request: PoolRequest) -> CreateResult:
+        c, plan = request.cluster, request.pool
+
+        def run() -> CreateResult:
+            self.eks.update_scaling(c, plan)
+            self._until(plan.name, lambda: self._eks_group_active(c, plan.name))
+            return CreateResult(name=plan.name, created=False, status="ACTIVE")
+
+        return _guarded(run)
+
     @activity.defn(name=EKS_KUBECONFIG)
     def eks_write_kubeconfig(self, c: CloudCluster) -> None:
+        activity.heartbeat()
         _guarded(lambda: self.eks.write_kubeconfig(c))
 
     def all(self) -> list[Callable[..., object]]:
@@ -263,9 +304,13 @@ class CloudActivities:
             self.gke_delete_node_pool,
             self.gke_delete_cluster,
             self.gke_write_kubeconfig,
+            self.gke_list_node_pools,
+            self.gke_update_node_pool,
             self.eks_create_cluster,
             self.eks_create_nodegroup,
             self.eks_delete_nodegroup,
             self.eks_delete_cluster,
             self.eks_write_kubeconfig,
+            self.eks_list_nodegroups,
+            self.eks_update_nodegroup,
         ]

@@ -19,6 +19,7 @@ from modelfleet.contracts.activity_names import (
     FLEET_PLACEMENT_CURRENT,
     FLEET_PUBLISH_CLUSTER,
     FLEET_RELEASE,
+    FLEET_REPLICAS_BY_POOL,
     FLEET_REPLICAS_ON,
 )
 from modelfleet.contracts.fleet_payloads import (
@@ -85,6 +86,14 @@ class FleetActivities:
     async def replicas_on(self, cluster: str) -> list[str]:
         names: list[str] = await self._fleet().query("replicas_on", cluster, result_type=list[str])
         return names
+
+    @activity.defn(name=FLEET_REPLICAS_BY_POOL)
+    async def replicas_by_pool(self, cluster: str) -> dict[str, list[str]]:
+        """Per node pool of ``cluster``, the replicas on it (a query: no Fleet history)."""
+        found: dict[str, list[str]] = await self._fleet().query(
+            "replicas_by_pool", cluster, result_type=dict[str, list[str]]
+        )
+        return found
 
     @activity.defn(name=FLEET_PLACEMENT_CURRENT)
     async def placement_current(self, check: PlacementCheck) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
@@ -232,6 +233,12 @@ class KubeActivities:
             facts = request.facts or self._facts
             version = cluster.server_version()
             nodes = cluster.nodes()
+            # What the hardware reports (DRA); a cluster without the API publishes its classes.
+            slices = (
+                cluster.resource_slices()
+                if cluster.serves("resource.k8s.io/v1", "ResourceSlice")
+                else None
+            )
             gateway = cluster.get(
                 GATEWAY_API_VERSION,
                 "Gateway",
@@ -244,14 +251,20 @@ class KubeActivities:
                 raise to_temporal(exc) from None
             return ProbeResult(reachable=False, reason=str(exc))
         pools: dict[str, PoolObservation] = {}
+        counted: dict[str, list[str]] = {}
         for node in nodes:
             pool = _pool_of(node, request.facts)
             if pool is None:
                 continue
             seen = pools.setdefault(pool, PoolObservation(nodes=0, ready_nodes=0))
             seen.nodes += 1
+            counted.setdefault(pool, [])
             if node.ready and node.schedulable:
                 seen.ready_nodes += 1
+                counted[pool].append(node.name)
+        if slices is not None:
+            for pool, groups in pool_devices(counted, slices).items():
+                pools[pool].devices = groups
         address = gateway_authority(gateway) if gateway is not None else None
         elapsed = int((time.monotonic() - started) * 1000)
         return ProbeResult(

@@ -1,6 +1,7 @@
 """Serving-stack activities: verify by discovery that a cluster serves every kind the renderer
 emits, and install the missing pieces by server-side applying their pinned manifests from the
-worker's stack source (``MODELFLEET_STACK_SOURCE``). Thin: adapters do the I/O.
+worker's stack source (``MODELFLEET_STACK_SOURCE``); and check with SelfSubjectAccessReviews
+that the cluster's credentials may do what modelfleet does there. Thin: adapters do the I/O.
 
 Synchronous activities; the worker runs them on a thread pool.
 """
@@ -17,8 +18,11 @@ from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
 from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
 from modelfleet.contracts.stack_payloads import (
+    KUBE_CHECK_ACCESS,
     KUBE_INSTALL_STACK,
     KUBE_VERIFY_STACK,
+    AccessReport,
+    AccessRequest,
     StackComponent,
     StackReport,
     StackRequest,
@@ -75,3 +79,40 @@ class StackActivities:
             except KubeError as exc:
                 raise to_temporal(exc) from None
         return StackReport(missing=missing, problems=problems)
+
+    @activity.defn(name=KUBE_CHECK_ACCESS)
+    def check_access(self, request: AccessRequest) -> AccessReport:
+        """One SelfSubjectAccessReview per verb and resource; what is denied. Progress is
+        heartbeated, so a retry after a failed request resumes where it stopped instead of
+        asking every question again (a flaky API server would otherwise rarely let ~50 in a row
+        through)."""
+        checks = [
+            (need, verb, name)
+            for need in request.needs
+            for verb, name in zip(need.verbs, need.names(), strict=True)
+        ]
+        start, denied = _resumed_review()
+        with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
+            try:
+                for index in range(min(start, len(checks)), len(checks)):
+                    need, verb, name = checks[index]
+                    allowed, _ = cluster.can_i(verb, need.group, need.resource)
+                    if not allowed:
+                        denied.append(name)
+                    activity.heartbeat(index + 1, denied)
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+        return AccessReport(denied=denied)
+
+
+def _resumed_review() -> tuple[int, list[str]]:
+    """(next check, denied so far) from the previous attempt's heartbeat, or a fresh start."""
+    details = activity.info().heartbeat_details
+    if (
+        len(details) == 2
+        and type(details[0]) is int
+        and isinstance(details[1], list)
+        and all(isinstance(d, str) for d in details[1])
+    ):
+        return details[0], list(details[1])
+    return 0, []

@@ -11,6 +11,9 @@ Settings (environment variables of the worker process):
 - GKE credentials for profile ``P`` (``spec.cluster.gke.credentials.name``), first found wins:
   ``<credentials dir>/gcp/P.json`` (a service-account key), then ``MODELFLEET_GKE_TOKEN_FILE``
   (a file holding an OAuth access token), then Application Default Credentials.
+- The GKE project, when ``spec.cluster.gke.project`` is not given: the ``project_id`` of the
+  profile's service-account key, then ``MODELFLEET_GKE_PROJECT``, then the project Application
+  Default Credentials name. None of them: provisioning fails, naming the three places.
 - ``MODELFLEET_EKS_ENDPOINT``: one endpoint for EKS, EC2 and STS (default: AWS's regional ones).
 - EKS credentials for profile ``P``: the AWS shared-config profile ``P`` unless ``P`` is
   ``default``, in which case the standard chain (environment, ``~/.aws``, instance role).
@@ -22,6 +25,7 @@ Settings (environment variables of the worker process):
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,7 @@ import yaml
 
 ENV_GKE_ENDPOINT = "MODELFLEET_GKE_ENDPOINT"
 ENV_GKE_TOKEN_FILE = "MODELFLEET_GKE_TOKEN_FILE"
+ENV_GKE_PROJECT = "MODELFLEET_GKE_PROJECT"
 ENV_EKS_ENDPOINT = "MODELFLEET_EKS_ENDPOINT"
 ENV_EKS_CLUSTER_ROLE = "MODELFLEET_EKS_CLUSTER_ROLE_ARN"
 ENV_EKS_NODE_ROLE = "MODELFLEET_EKS_NODE_ROLE_ARN"
@@ -43,6 +48,7 @@ class CloudSettings:
     credentials_dir: Path
     gke_endpoint: str | None = None
     gke_token_file: Path | None = None
+    gke_project: str | None = None
     eks_endpoint: str | None = None
     eks_cluster_role: str | None = None
     eks_node_role: str | None = None
@@ -58,12 +64,40 @@ class CloudSettings:
             credentials_dir=credentials_dir,
             gke_endpoint=env.get(ENV_GKE_ENDPOINT) or None,
             gke_token_file=Path(token) if token else None,
+            gke_project=env.get(ENV_GKE_PROJECT) or None,
             eks_endpoint=env.get(ENV_EKS_ENDPOINT) or None,
             eks_cluster_role=env.get(ENV_EKS_CLUSTER_ROLE) or None,
             eks_node_role=env.get(ENV_EKS_NODE_ROLE) or None,
             eks_subnets=subnets,
             poll_seconds=float(env.get(ENV_POLL) or 10.0),
         )
+
+
+def gke_key_file(credentials_dir: Path, profile: str) -> Path:
+    return credentials_dir / "gcp" / f"{profile}.json"
+
+
+def key_file_project(credentials_dir: Path, profile: str) -> str | None:
+    """The ``project_id`` of the profile's service-account key, if it has one (read as JSON
+    only: the key's secret parts are never looked at here)."""
+    path = gke_key_file(credentials_dir, profile)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    project = doc.get("project_id") if isinstance(doc, dict) else None
+    return project if isinstance(project, str) and project else None
+
+
+def no_project_message(cluster: str, profile: str) -> str:
+    return (
+        f"cluster {cluster}: no GKE project: set spec.cluster.gke.project, or give credentials "
+        f"profile {profile!r} one (project_id in gcp/{profile}.json in the worker's credentials "
+        f"directory, {ENV_GKE_PROJECT} on the worker, or Application Default Credentials with "
+        "a project)"
+    )
 
 
 def write_token_kubeconfig(

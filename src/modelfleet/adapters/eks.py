@@ -27,11 +27,14 @@ from modelfleet.contracts.cloud_payloads import (
     CloudCluster,
     CloudErrorReason,
     PoolPlan,
+    PoolShape,
+    eks_scaling,
 )
 
 SYSTEM_NODEGROUP = "system"
 SYSTEM_INSTANCE = "m6i.xlarge"
 _EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+_SCALING = ("minSize", "maxSize", "desiredSize")
 # One EFA interface per network card (reference section 4.2); card 0 also carries IP traffic.
 _EFA_CARDS = {"p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16, "p4d.24xlarge": 4}
 _CODES = {
@@ -104,19 +107,13 @@ def nodegroup_request(
         "subnets": subnets,
         "instanceTypes": [plan.instance_type or ""],
         "amiType": plan.ami_type or "AL2023_x86_64_NVIDIA",
-        "scalingConfig": {
-            "minSize": plan.min_node_count if plan.min_node_count is not None else plan.node_count,
-            "maxSize": plan.max_node_count if plan.max_node_count is not None else plan.node_count,
-            "desiredSize": plan.node_count,
-        },
+        "scalingConfig": dict(zip(_SCALING, eks_scaling(plan), strict=True)),
         "labels": dict(plan.labels),
         "taints": [
             {"key": t.key, "value": t.value, "effect": _EFFECT[t.effect.value]} for t in plan.taints
         ],
         "tags": {OWNER_LABEL: c.owner},
     }
-    if request["scalingConfig"]["maxSize"] < 1:
-        request["scalingConfig"]["maxSize"] = 1
     if template is not None:
         # Disk size lives in the launch template once there is one (EKS rejects both).
         request["launchTemplate"] = {"name": template}
@@ -327,6 +324,41 @@ class EKS:
                 return None
             raise
         return found
+
+    def shapes(self, c: CloudCluster) -> list[PoolShape]:
+        """Every node group but the system one, with its scaling range."""
+        out = []
+        for name in self.nodegroups(c):
+            found = self.describe_nodegroup(c, name)
+            if name == SYSTEM_NODEGROUP or found is None:
+                continue
+            scaling = found.get("scalingConfig") or {}
+            out.append(
+                PoolShape(
+                    name=name,
+                    node_count=int(scaling.get("desiredSize", 0)),
+                    min_node_count=int(scaling.get("minSize", 0)),
+                    max_node_count=int(scaling.get("maxSize", 0)),
+                )
+            )
+        return out
+
+    def update_scaling(self, c: CloudCluster, plan: PoolPlan) -> None:
+        """Set the node group's scaling range (and desired size) to what the plan says."""
+        low, high, desired = eks_scaling(plan)
+        if plan.max_node_count is not None:
+            # An autoscaled group keeps the size the autoscaler chose, within the new range.
+            found = self.describe_nodegroup(c, plan.name) or {}
+            current = int((found.get("scalingConfig") or {}).get("desiredSize", desired))
+            desired = min(max(current, low), high)
+        self._call(
+            c,
+            "eks",
+            "update_nodegroup_config",
+            clusterName=c.name,
+            nodegroupName=plan.name,
+            scalingConfig={"minSize": low, "maxSize": high, "desiredSize": desired},
+        )
 
     def delete_nodegroup(self, c: CloudCluster, name: str) -> bool:
         try:

@@ -24,13 +24,21 @@ from google.cloud import container_v1
 from google.oauth2 import credentials as oauth2
 from google.oauth2 import service_account
 
-from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
+from modelfleet.adapters.cloud_config import (
+    CloudSettings,
+    gke_key_file,
+    key_file_project,
+    no_project_message,
+    server_url,
+    write_token_kubeconfig,
+)
 from modelfleet.adapters.cloud_errors import CloudError
 from modelfleet.contracts.cloud_payloads import (
     OWNER_LABEL,
     CloudCluster,
     CloudErrorReason,
     PoolPlan,
+    PoolShape,
 )
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -138,50 +146,70 @@ def system_pool() -> container_v1.NodePool:
     )
 
 
+@dataclass(frozen=True)
+class _Client:
+    client: container_v1.ClusterManagerClient
+    credentials: Credentials
+    # The project the credentials name (a key's project_id, ADC's project), if any.
+    project: str | None
+
+
 class GKE:
     """One worker's GKE access; clients are built per credentials profile and reused."""
 
     def __init__(self, settings: CloudSettings) -> None:
         self._settings = settings
-        self._clients: dict[str, tuple[container_v1.ClusterManagerClient, Credentials]] = {}
+        self._clients: dict[str, _Client] = {}
         self._lock = threading.Lock()
 
-    def _credentials(self, profile: str) -> Credentials:
-        key_file = self._settings.credentials_dir / "gcp" / f"{profile}.json"
+    def _credentials(self, profile: str) -> tuple[Credentials, str | None]:
+        """The profile's credentials and the project they name (None: they name none)."""
+        key_file = gke_key_file(self._settings.credentials_dir, profile)
         if key_file.is_file():
             creds: Credentials = service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
                 str(key_file), scopes=_SCOPES
             )
-            return creds
+            return creds, key_file_project(self._settings.credentials_dir, profile)
         if self._settings.gke_token_file is not None:
             token = self._settings.gke_token_file.read_text().strip()
-            return oauth2.Credentials(token=token)  # type: ignore[no-untyped-call]
-        found, _ = google.auth.default(scopes=_SCOPES)
-        return found
+            return oauth2.Credentials(token=token), None  # type: ignore[no-untyped-call]
+        found, project = google.auth.default(scopes=_SCOPES)
+        # The worker's own setting comes before the environment's default project.
+        return found, self._settings.gke_project or project
 
-    def _client(self, profile: str) -> tuple[container_v1.ClusterManagerClient, Credentials]:
+    def _client(self, profile: str) -> _Client:
         with self._lock:
             entry = self._clients.get(profile)
             if entry is None:
-                creds = self._credentials(profile)
+                creds, project = self._credentials(profile)
                 options = ClientOptions(api_endpoint=self._settings.gke_endpoint)
                 client = container_v1.ClusterManagerClient(
                     transport="rest", credentials=creds, client_options=options
                 )
-                entry = (client, creds)
+                entry = _Client(client, creds, project)
                 self._clients[profile] = entry
             return entry
 
     def _call(self, where: CloudCluster, method: str, **kwargs: Any) -> Any:
-        client, _ = self._client(where.credentials)
+        client = self._client(where.credentials).client
         try:
             return getattr(client, method)(retry=None, timeout=60, **kwargs)
         except gexc.GoogleAPICallError as exc:
             raise classify(exc) from None
 
-    @staticmethod
-    def _parent(c: CloudCluster) -> str:
-        return f"projects/{c.project}/locations/{c.region}"
+    def project(self, c: CloudCluster) -> str:
+        """The recipe's project, else the credentials profile's (key, worker setting, ADC)."""
+        if c.project:
+            return c.project
+        found = self._client(c.credentials).project or self._settings.gke_project
+        if not found:
+            raise CloudError(
+                CloudErrorReason.INVALID_ARGUMENT, no_project_message(c.name, c.credentials)
+            )
+        return found
+
+    def _parent(self, c: CloudCluster) -> str:
+        return f"projects/{self.project(c)}/locations/{c.region}"
 
     def _name(self, c: CloudCluster) -> str:
         return f"{self._parent(c)}/clusters/{c.name}"
@@ -266,6 +294,42 @@ class GKE:
             raise
         return str(container_v1.NodePool.Status(found.status).name)
 
+    def shapes(self, c: CloudCluster) -> list[PoolShape]:
+        """Every node pool but the system one. GKE reports no live size on a node pool: the
+        count is the one it was created with (the workflow counts registered nodes instead)."""
+        found = self._call(c, "list_node_pools", parent=self._name(c))
+        out = []
+        for pool in found.node_pools:
+            if pool.name == SYSTEM_POOL:
+                continue
+            scaling = pool.autoscaling
+            autoscaled = bool(scaling and scaling.enabled)
+            out.append(
+                PoolShape(
+                    name=pool.name,
+                    node_count=pool.initial_node_count,
+                    min_node_count=scaling.min_node_count if autoscaled else None,
+                    max_node_count=scaling.max_node_count if autoscaled else None,
+                )
+            )
+        return out
+
+    def set_autoscaling(self, c: CloudCluster, plan: PoolPlan) -> str:
+        """Start setting the pool's autoscaling to the plan's (off when it has no max)."""
+        wanted = node_pool(plan).autoscaling or container_v1.NodePoolAutoscaling(enabled=False)
+        request = container_v1.SetNodePoolAutoscalingRequest(
+            name=f"{self._name(c)}/nodePools/{plan.name}", autoscaling=wanted
+        )
+        op = self._call(c, "set_node_pool_autoscaling", request=request)
+        return str(op.name)
+
+    def set_size(self, c: CloudCluster, plan: PoolPlan) -> str:
+        request = container_v1.SetNodePoolSizeRequest(
+            name=f"{self._name(c)}/nodePools/{plan.name}", node_count=plan.node_count
+        )
+        op = self._call(c, "set_node_pool_size", request=request)
+        return str(op.name)
+
     def delete_node_pool(self, c: CloudCluster, pool: str) -> str | None:
         try:
             op = self._call(c, "delete_node_pool", name=f"{self._name(c)}/nodePools/{pool}")
@@ -294,8 +358,7 @@ class GKE:
         found = self.get_cluster(c)
         if found is None or not found["endpoint"]:
             raise CloudError(CloudErrorReason.NOT_FOUND, f"cluster {c.name} has no endpoint yet")
-        _, creds = self._client(c.credentials)
-        token = _token(creds)
+        token = _token(self._client(c.credentials).credentials)
         return write_token_kubeconfig(
             self._settings.credentials_dir,
             c.name,
@@ -306,8 +369,8 @@ class GKE:
 
     def close(self) -> None:
         with self._lock:
-            for client, _ in self._clients.values():
-                client.transport.close()  # type: ignore[no-untyped-call]
+            for entry in self._clients.values():
+                entry.client.transport.close()  # type: ignore[no-untyped-call]
             self._clients.clear()
 
 

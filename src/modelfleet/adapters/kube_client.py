@@ -484,3 +484,21 @@ class KubeCluster:
     def resource_slices(self) -> builtins.list[dict[str, Any]]:
         """Every ``resource.k8s.io/v1`` ResourceSlice (the devices DRA drivers publish)."""
         return self.list("resource.k8s.io/v1", "ResourceSlice")
+
+    def can_i(self, verb: str, group: str, resource: str) -> tuple[bool, str]:
+        """A SelfSubjectAccessReview (``kubectl auth can-i VERB RESOURCE -A``): whether this
+        client may ``verb`` ``resource`` in every namespace, and the server's reason."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource}},
+        }
+        where = f"{resource}.{group}" if group else resource
+        _, data = self._request(
+            f"review access to {verb} {where}",
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body=review,
+        )
+        status = data.get("status") or {}
+        return bool(status.get("allowed")), str(status.get("reason") or "")

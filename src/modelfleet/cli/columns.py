@@ -8,12 +8,13 @@ from typing import Any
 
 from rich.markup import escape
 
+from modelfleet.cli import cluster_view
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import human_age
 from modelfleet.cli.targets import ACCEPTED_KINDS
 
 # Columns that shrink first (with an ellipsis) when a terminal is narrow.
-FLEXIBLE = ("MESSAGE", "REASON", "POOLS", "DEVICES", "LABELS", "METRICS", "URL")
+FLEXIBLE = ("MESSAGE", "REASON", "POOLS", "DEVICES", "LABELS", "METRICS", "URL", "STEP", "FREE")
 NAMESPACED_KINDS = (
     "ModelDeployment",
     "ModelReplica",
@@ -29,7 +30,7 @@ NAMESPACED_KINDS = (
 _COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ModelDeployment": (("NAME", "READY", "UP-TO-DATE", "PHASE", "AGE"), ("CLUSTERS", "MESSAGE")),
     "ModelReplica": (("NAME", "DEPLOYMENT", "CLUSTER", "PHASE", "AGE"), ("POOLS",)),
-    "InferenceCluster": (("NAME", "SOURCE", "STATUS", "POOLS", "AGE"), ("GATEWAY", "REASON")),
+    "InferenceCluster": (cluster_view.HEADER, cluster_view.WIDE),
     "ModelService": (("NAME", "PHASE", "ADDRESS", "IN-ROTATION", "AGE"), ("GATEWAY", "MESSAGE")),
     "ModelEndpoint": (("NAME", "SOURCE", "URL", "AGE"), ("LABELS",)),
     "InferenceGateway": (("NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"), ()),
@@ -90,16 +91,7 @@ def row(
                 ", ".join(f"{e['name']}:{e['members'][0]['nodePoolName']}" for e in engines)
             )
     elif item.kind == "InferenceCluster":
-        source = (spec.get("cluster") or {}).get("source", "")
-        cells = [
-            item.name,
-            str(source),
-            _coloured_phase(str(status.get("phase", ""))),
-            ", ".join(_pool(p) for p in status.get("pools", [])),
-            age,
-        ]
-        if wide:
-            cells += [status.get("gatewayAddress") or "-", escape(str(status.get("reason", "")))]
+        cells = cluster_view.cells(item, age, wide)
     elif item.kind in ACCEPTED_KINDS:
         cells = [item.name, NOT_ACTED_UPON, escape(str(status.get("reason", ""))), age]
     elif item.kind in _OTHER_ROWS:
@@ -232,13 +224,6 @@ def deployment_message(status: dict[str, Any]) -> str:
         if c.get("status") == "False" and c.get("message") and int(status.get("desired", 0)):
             return f"{c['type']}: {c['message']}"
     return ""
-
-
-def _pool(p: dict[str, Any]) -> str:
-    ready = p.get("readyNodes")
-    nodes = p.get("nodes")
-    counts = f"{ready}/{nodes}" if ready is not None else f"x{nodes}"
-    return f"{p['name']}({p['className']} {counts})"
 
 
 _COLOURS = {

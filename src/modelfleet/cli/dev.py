@@ -80,8 +80,11 @@ def _banner(env: DevEnvironment) -> None:
     console.print("[bold]Simulated fleet[/]")
     # Whole paths even in a pipe or a log file: the kubeconfig paths are meant to be copied.
     print_table(["CLUSTER", "POOLS", "KUBECONFIG"], rows, flexible=("POOLS",))
+    # The UI address too: the CLI's workflow links (rollout status, describe) point there.
+    ui = f" MODELFLEET_TEMPORAL_UI={env.server.ui_url}" if env.server.ui_url else ""
     console.print(
-        f"Point the CLI at it: [bold]export MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}[/]",
+        "Point the CLI at it: [bold]export "
+        f"MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}{ui}[/]",
         soft_wrap=True,
     )
 
@@ -106,8 +109,16 @@ def dev(
     port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
     ui_port: Annotated[int, typer.Option(help="Temporal UI port.")] = 8233,
     startup_seconds: StartupOption = 3.0,
+    clouds: Annotated[
+        bool,
+        typer.Option(
+            "--clouds/--no-clouds",
+            help="Run the simulated GKE and EKS clouds, the worker pointed at them, so GKE and "
+            "EKS clusters can be applied (default: on).",
+        ),
+    ] = True,
 ) -> None:
-    """Start Temporal, a simulated fleet and a worker; Ctrl-C stops everything."""
+    """Start Temporal, a simulated fleet (and clouds) and a worker; Ctrl-C stops everything."""
     dev_environment = _dev_environment("modelfleet dev")
     paths = _fleet_paths(fleet)
 
@@ -115,18 +126,33 @@ def dev(
         stop = asyncio.Event()
         _install_stop(stop)
         async with dev_environment(
-            state_dir, paths, port=port, ui_port=ui_port, startup_seconds=startup_seconds
+            state_dir,
+            paths,
+            port=port,
+            ui_port=ui_port,
+            startup_seconds=startup_seconds,
+            clouds=clouds,
         ) as env:
-            # The fleet's state file, so `modelfleet sim faults CLUSTER` finds this fleet.
+            # The fleet's state file, so `modelfleet sim faults` finds this fleet and its clouds.
             sim_state = state_dir / "sim" / STATE_FILE
-            write_state(env.fleet, sim_state)
+            write_state(env.fleet, sim_state, env.clouds)
             try:
                 _banner(env)
                 console.print(
                     "Ready. Try: modelfleet apply -f examples/quickstart/qwen3-8b.yaml\n"
                     "Inject faults: modelfleet sim faults CLUSTER --state-dir "
-                    f"{state_dir / 'sim'} --error-rate 0.2"
+                    f"{state_dir / 'sim'} --error-rate 0.2",
+                    soft_wrap=True,
                 )
+                if env.clouds is not None:
+                    console.print(
+                        "Simulated GKE and EKS are up (the worker uses them): try "
+                        "modelfleet apply -f examples/provisioning/gke.yaml, then "
+                        "modelfleet rollout status cluster/gke-central\n"
+                        f"Cloud errors: modelfleet sim faults --state-dir {state_dir / 'sim'} "
+                        "--cloud gke --fail stockout",
+                        soft_wrap=True,
+                    )
                 await stop.wait()
                 console.print("stopping...")
             finally:

@@ -23,6 +23,7 @@ from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.sim import cloud_catalog
 from modelfleet.contracts.status import FleetView
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
@@ -61,7 +62,10 @@ async def dev_environment(
     ui: bool = True,
     startup_seconds: float = 2.0,
     extra_server_args: list[str] | None = None,
+    clouds: bool | None = None,
 ) -> AsyncIterator[DevEnvironment]:
+    """``clouds``: run the simulated GKE and EKS (None: only when a GKE or EKS cluster is
+    loaded)."""
     resources = load_fleet(fleet_paths)
     classes = [r for r in resources if isinstance(r, InferenceClass)]
     clusters = [r for r in resources if isinstance(r, InferenceCluster)]
@@ -84,7 +88,12 @@ async def dev_environment(
             SimulatedFleet.start(
                 classes, existing, state_dir=state_dir / "sim", startup_seconds=startup_seconds
             ) as fleet,
-            _clouds(classes, fleet, state_dir, len(existing) < len(clusters)) as clouds,
+            _clouds(
+                classes,
+                fleet,
+                state_dir,
+                clouds if clouds is not None else len(existing) < len(clusters),
+            ) as running_clouds,
         ):
             kubeconfig_dir = fleet.kubeconfig_dir
             worker_task = asyncio.create_task(run_worker(client, kubeconfig_dir, stop))
@@ -96,7 +105,7 @@ async def dev_environment(
             await _wait_published(client, {c.name for c in existing})
             try:
                 yield DevEnvironment(
-                    client, settings, server, fleet, kubeconfig_dir, resources, clouds
+                    client, settings, server, fleet, kubeconfig_dir, resources, running_clouds
                 )
             finally:
                 stop.set()
@@ -117,7 +126,8 @@ async def _clouds(
         return
     from modelfleet.sim.clouds.clouds import SimulatedClouds
 
-    clouds = await SimulatedClouds.start(classes, fleet.server, state_dir=state_dir / "clouds")
+    catalog = cloud_catalog(classes)
+    clouds = await SimulatedClouds.start(catalog, fleet.server, state_dir=state_dir / "clouds")
     os.environ.update(clouds.worker_env())
     os.environ.setdefault("MODELFLEET_CLOUD_POLL_SECONDS", "1")
     try:

@@ -6,6 +6,7 @@ re-exported here for existing importers."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +14,7 @@ import yaml
 from rich.markup import escape
 
 from modelfleet.autoscaling.records import Decision as AutoscalerDecision
+from modelfleet.cli.cluster_view import describe_cluster
 from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.get import NsOption, get, require_one
@@ -20,7 +22,6 @@ from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import (
     autoscaler_status,
-    cluster_status,
     connect_with_worker,
     deployment_status,
     fetch,
@@ -85,7 +86,7 @@ def describe(
             )
             _deployment(s, ns, name, status, decisions[-RECENT_DECISIONS:])
         elif target.kind == "InferenceCluster":
-            _cluster(s, name, await cluster_status(client, name))
+            describe_cluster(item, s.workflow_url(cluster_id(name)), datetime.now(UTC))
         elif target.kind == "InferenceClass":
             _class(item)
         elif target.kind == "ModelService":
@@ -137,18 +138,6 @@ def _deployment(
         console.print(f"  {d.at:%H:%M:%S} {escape(d.message)}")
     if not decisions:
         console.print("  none")
-
-
-def _cluster(s: TemporalSettings, name: str, cstatus: Any) -> None:
-    console.print(
-        f"[bold]InferenceCluster {name}[/]  {cstatus.phase}: {escape(cstatus.reason or '')}"
-    )
-    console.print(f"Workflow: {s.workflow_url(cluster_id(name))}")
-    console.print(
-        f"Gateway: {cstatus.gateway_address or '-'}   failed probes: {cstatus.failed_probes}"
-    )
-    for pool, obs in sorted(cstatus.observed_pools.items()):
-        console.print(f"  pool {pool}: {obs.ready_nodes}/{obs.nodes} nodes ready")
 
 
 def _class(item: Fetched) -> None:

@@ -22,7 +22,7 @@ from modelfleet.autoscaling.records import AutoscalerStatus
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.serving_payloads import ServiceStatus
-from modelfleet.contracts.status import ClusterRecord, DeploymentStatus
+from modelfleet.contracts.status import DeploymentStatus
 from modelfleet.rendering.front_door import EndpointRecord
 
 # On an endpoint a replica published (read-only, like the replica): ``apply`` skips documents
@@ -72,39 +72,6 @@ def _utc(at: datetime | None) -> str | None:
 def class_resource(cls: InferenceClass, used_by: list[str]) -> Fetched:
     manifest = _with_server_fields(cls.to_wire(), None, {"usedBy": used_by})
     return Fetched("InferenceClass", cls.name, "", manifest, None, dict(cls.metadata.labels))
-
-
-def cluster_resource(record: ClusterRecord, created: datetime | None, phase: str | None) -> Fetched:
-    spec = record.spec
-    pools = []
-    for pool in spec.spec.node_pools:
-        observed = record.observed_pools.get(pool.name)
-        pools.append(
-            {
-                "name": pool.name,
-                "className": pool.class_name,
-                "nodes": observed.nodes if observed else pool.capacity_nodes,
-                "readyNodes": observed.ready_nodes if observed else None,
-            }
-        )
-    status: dict[str, Any] = {
-        "phase": phase or ("Ready" if record.ready else "NotReady"),
-        "ready": record.ready,
-        "reason": record.reason,
-        "gatewayAddress": record.gateway_address,
-        "draining": record.draining,
-        "pools": pools,
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True" if record.ready else "False",
-                "reason": "Probed" if record.ready else "NotReady",
-                "message": record.reason,
-            }
-        ],
-    }
-    manifest = _with_server_fields(spec.to_wire(), created, status)
-    return Fetched("InferenceCluster", spec.name, "", manifest, created, dict(spec.metadata.labels))
 
 
 def deployment_resource(

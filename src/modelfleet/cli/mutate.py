@@ -11,9 +11,10 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateS
 
 from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
+from modelfleet.cli.clusters import delete_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.entities import delete_entity
-from modelfleet.cli.errors import NotFoundError, UsageError
+from modelfleet.cli.errors import CliError, NotFoundError, UsageError
 from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import (
     EXIT_FAILED,
@@ -43,7 +44,6 @@ from modelfleet.contracts.cache_payloads import DeleteCache
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
 from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import (
@@ -178,7 +178,7 @@ async def _exists(client: Client, d: Doomed) -> bool:
     return False
 
 
-async def _delete(client: Client, d: Doomed, wait: bool, force: bool = False) -> None:
+async def _delete(client: Client, d: Doomed, wait: bool, force: bool) -> None:
     if d.held:
         handle = client.get_workflow_handle(d.accepted_id)
         await delete_entity(handle, AcceptedResourceWorkflow.delete, wait=wait)
@@ -191,8 +191,7 @@ async def _delete(client: Client, d: Doomed, wait: bool, force: bool = False) ->
                 DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
             )
     elif d.kind == "InferenceCluster":
-        handle = client.get_workflow_handle(cluster_id(d.name))
-        await delete_entity(handle, ClusterWorkflow.delete, wait=wait)
+        await delete_cluster(client, d.name, force=force, wait=wait)
     elif d.kind in ("ModelService", "ModelEndpoint"):
         await delete_serving(client, d.kind, d.namespace, d.name, wait=wait)
     elif d.kind == "ModelAutoscaler":
@@ -228,14 +227,18 @@ def delete(
     force: Annotated[
         bool,
         typer.Option(
-            "--force", help="ModelCache: remove its volumes even where a workload mounts them."
+            "--force",
+            help="Delete clusters replicas still run on: drain them (the replicas are "
+            "re-placed on other clusters), then tear them down; delete ModelCaches' volumes "
+            "even where a workload still mounts them.",
         ),
     ] = False,
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Delete deployments (replicas torn down, capacity released), clusters, classes, services
-    (their route removed), endpoints or autoscalers (the deployment keeps its count)."""
+    """Delete deployments (replicas torn down, capacity released), clusters (refused while
+    replicas run on them unless --force; cloud resources deleted), classes, services (their
+    route removed), endpoints or autoscalers (the deployment keeps its count)."""
     if bool(args) == bool(files):
         raise UsageError("give either KIND NAME... / KIND/NAME... or -f FILE, not both or neither")
     ns = resolve_namespace(namespace)
@@ -270,6 +273,10 @@ def delete(
                 await _delete(client, d, wait, force)
             except WorkflowUpdateFailedError as exc:
                 err_console.print(f"[red]error[/]: {d.ref}: {rejection_reason(exc)}")
+                failures += 1
+                continue
+            except CliError as exc:  # a cluster still in use, or one not fully torn down
+                err_console.print(f"[red]error[/]: {exc.message}", soft_wrap=True)
                 failures += 1
                 continue
             console.print(f"{d.ref} deleted")

@@ -1,5 +1,6 @@
 """``modelfleet plan -f PATH...``: where the deployments in some manifests would run, computed
-offline by the same placement function the Fleet workflow uses.
+offline by the same placement function the Fleet workflow uses, and what the GKE/EKS clusters in
+them would create and cost per hour (cli/plan_clusters.py).
 
 Every cluster in the manifests is taken as Ready with its pools at ``capacity_nodes``.
 Deployments are planned in document order and each plan consumes capacity for the next, as
@@ -30,6 +31,7 @@ from modelfleet.cli.output import (
     print_structured,
     print_table,
 )
+from modelfleet.cli.plan_clusters import cluster_plan_document, plan_clusters, print_cluster_plan
 from modelfleet.cli.validate import FilesOption
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.snapshot import snapshot_from_manifests
@@ -42,16 +44,23 @@ OutputOption = Annotated[
 
 
 def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
-    """Show where each ModelDeployment would be placed, and why anything does not fit."""
+    """Show where each ModelDeployment would be placed, and why anything does not fit; what
+    each GKE/EKS cluster would create and its hourly cost estimate."""
     loaded = load_paths(files)
     if loaded.errors:
         print_manifest_errors(loaded.errors)
         raise typer.Exit(EXIT_INVALID)
     plans = plan_resources(loaded.resources)
+    clusters = plan_clusters(loaded.resources)
     if output in (OutputFormat.JSON, OutputFormat.YAML):
-        print_structured({"deployments": [plan_document(p) for p in plans]}, output)
+        document: dict[str, Any] = {"deployments": [plan_document(p) for p in plans]}
+        if clusters:
+            document["clusters"] = [cluster_plan_document(c) for c in clusters]
+        print_structured(document, output)
         return
-    if not plans:
+    for cluster in clusters:
+        print_cluster_plan(cluster)
+    if not plans and not clusters:
         console.print("No ModelDeployment in the manifests: nothing to plan.")
     for placement in plans:
         print_plan(placement)

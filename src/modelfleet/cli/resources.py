@@ -9,7 +9,7 @@ seconds instead of Temporal's own minute-long timeout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -36,7 +36,6 @@ from modelfleet.cli.manifests import (
     autoscaler_resource,
     cache_resource,
     class_resource,
-    cluster_resource,
     deployment_resource,
     endpoint_resource,
     gateway_resource,
@@ -191,7 +190,10 @@ async def fetch(
     if kind == "ModelDeployment":
         items = await _deployments(client, namespace, wanted)
     elif kind == "InferenceCluster":
-        items = await _clusters(client, wanted)
+        # Imported here: cli/clusters reads through this module's queries.
+        from modelfleet.cli.clusters import fetch_clusters
+
+        items = await fetch_clusters(client, wanted)
     elif kind == "InferenceClass":
         items = await _classes(client, wanted)
     elif kind == "ModelReplica":
@@ -230,19 +232,6 @@ async def _deployments(client: Client, namespace: str | None, wanted: set[str]) 
         # The workflow keeps its creation time across continue-as-new; this run's start is
         # only the creation time for a deployment that never continued.
         out.append(deployment_resource(spec, status, status.created or w.start_time))
-    return out
-
-
-async def _clusters(client: Client, wanted: set[str]) -> list[Fetched]:
-    view = await fleet_view(client)
-    runs = {w.id: w for w in await running(client, "InferenceCluster")}
-    out = []
-    for record in view.clusters:
-        if wanted and record.spec.name not in wanted:
-            continue
-        run = runs.get(cluster_id(record.spec.name))
-        created: datetime | None = run.start_time if run else None
-        out.append(cluster_resource(record, created, _phase(run) if run else None))
     return out
 
 

@@ -23,6 +23,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
 from modelfleet.cli.get import NsOption
@@ -219,7 +220,13 @@ def rollout_status(
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Follow a rollout until every replica is Ready (exit 0) or it cannot finish (exit 1)."""
+    """Follow a rollout until every replica is Ready (exit 0) or it cannot finish (exit 1);
+    ``cluster/NAME`` follows a cluster's provisioning until it is Ready."""
+    cluster = cluster_target(args)
+    if cluster is not None:
+        s = settings(address, temporal_namespace)
+        ok = run_async(lambda: cluster_rollout(s, cluster, timeout))
+        raise typer.Exit(EXIT_OK if ok else EXIT_FAILED)
     name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> bool:

@@ -3,11 +3,14 @@
 ``sim up`` builds a simulated fleet from InferenceClass/InferenceCluster manifests (default: the
 repository's ``examples/quickstart``), writes one kubeconfig per cluster to
 ``<state dir>/kubeconfigs/<cluster>.yaml`` (default state dir: ``.modelfleet/sim``) and a state
-file ``<state dir>/sim.json`` naming the emulator's URL, then serves until SIGINT/SIGTERM.
-``modelfleet dev`` writes the same state file for its fleet (``<dev state dir>/sim/sim.json``).
+file ``<state dir>/sim.json`` naming the emulator's URL, starts the simulated clouds (the GKE
+fake and moto behind its EKS layer; ``--no-clouds`` skips them) and prints the worker settings
+that point a worker at them, then serves until SIGINT/SIGTERM. ``modelfleet dev`` writes the
+same state file for its fleet (``<dev state dir>/sim/sim.json``).
 ``sim faults CLUSTER`` reads that state file (``--state-dir``, or by default the first of
 ``.modelfleet/sim`` and ``.modelfleet/dev/sim`` holding one) and PATCHes the cluster's faults
-through the emulator's admin endpoint.
+through the emulator's admin endpoint; ``sim faults --cloud gke|eks`` adds a cloud error to the
+fake cloud's (cli/sim_cloud_faults.py).
 
 This is development tooling: it may start the simulator (``modelfleet.sim``), write under the
 state directory and talk to the emulator's loopback admin endpoint with the standard library. It
@@ -22,8 +25,6 @@ import json
 import os
 import signal
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -42,21 +43,25 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
 )
+from modelfleet.cli.sim_cloud_faults import Cloud
+from modelfleet.cli.sim_faults import DEFAULT_STATE_DIR, STATE_FILE, faults
 from modelfleet.cli.sim_load import load_command
 
 if TYPE_CHECKING:
+    from modelfleet.sim.clouds.clouds import SimulatedClouds
     from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 __all__ = ["STATE_FILE", "sim_app", "write_state"]
 
-STATE_FILE = "sim.json"
-DEFAULT_STATE_DIR = Path(".modelfleet/sim")
-# Where `sim faults` looks without --state-dir: `sim up`'s default, then `modelfleet dev`'s fleet.
-DEFAULT_STATE_DIRS = (DEFAULT_STATE_DIR, Path(".modelfleet/dev/sim"))
 # The repository's quickstart, found from this file (src/modelfleet/cli/sim.py) or the cwd.
 _REPO_QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart"
 _CWD_QUICKSTART = Path("examples/quickstart")
-_ADMIN_TIMEOUT = 10.0
+# Classes whose machines the simulated clouds know besides the fleet's own (a real cloud knows
+# every machine type; the simulated one knows those some class describes).
+_PROVISIONING_EXAMPLES = (
+    Path("examples/provisioning"),
+    Path(__file__).resolve().parents[3] / "examples" / "provisioning",
+)
 
 sim_app = typer.Typer(
     help="Run a simulated GPU fleet (emulated Kubernetes API servers) for development.",
@@ -64,6 +69,7 @@ sim_app = typer.Typer(
 )
 
 sim_app.command("load")(load_command)  # the load generator: cli/sim_load.py
+sim_app.command("faults")(faults)  # fault injection: cli/sim_faults.py
 
 StateDirOption = Annotated[
     Path,
@@ -77,6 +83,19 @@ def _default_fleet() -> list[str]:
             return [str(candidate)]
     err_console.print("[red]error[/]: no --fleet given and examples/quickstart was not found")
     raise typer.Exit(EXIT_INVALID)
+
+
+def cloud_catalog(classes: list[InferenceClass]) -> list[InferenceClass]:
+    """The classes whose machines the simulated clouds know: ``classes``, then those of the
+    repository's examples/provisioning when it is there (a cluster applied later may use them)."""
+    known = {c.name: c for c in classes}
+    for folder in _PROVISIONING_EXAMPLES:
+        if folder.is_dir():
+            for r in load_paths([str(folder)]).resources:
+                if isinstance(r, InferenceClass):
+                    known.setdefault(r.name, r)
+            break
+    return list(known.values())
 
 
 def _load(paths: list[str]) -> tuple[list[InferenceClass], list[InferenceCluster]]:
@@ -107,10 +126,18 @@ def up(
             help="Every pod's start-up time (default: per image, e.g. 30 s for vLLM).",
         ),
     ] = None,
+    clouds: Annotated[
+        bool,
+        typer.Option(
+            "--clouds/--no-clouds", help="Also run the simulated GKE and EKS (moto) clouds."
+        ),
+    ] = True,
 ) -> None:
-    """Start a simulated fleet and serve it until interrupted (SIGINT/SIGTERM)."""
+    """Start a simulated fleet (and clouds) and serve it until interrupted (SIGINT/SIGTERM)."""
     classes, clusters = _load(fleet or _default_fleet())
-    raise typer.Exit(asyncio.run(_serve(classes, clusters, state_dir, port, startup_seconds)))
+    raise typer.Exit(
+        asyncio.run(_serve(classes, clusters, state_dir, port, startup_seconds, clouds))
+    )
 
 
 async def _serve(
@@ -119,9 +146,11 @@ async def _serve(
     state_dir: Path,
     port: int,
     startup_seconds: float | None,
+    with_clouds: bool,
 ) -> int:
     # Imported here: the emulator (aiohttp, the sim extra) is only needed by this verb.
     with sim_extra("modelfleet sim up"):
+        from modelfleet.sim.clouds.clouds import SimulatedClouds
         from modelfleet.sim.simulated_fleet import SimulatedFleet
 
     stop = asyncio.Event()
@@ -140,7 +169,12 @@ async def _serve(
         err_console.print(f"[red]error[/]: cannot start the emulator on port {port}: {exc}")
         return EXIT_FAILED
     state_path = state_dir / STATE_FILE
+    clouds: SimulatedClouds | None = None
     try:
+        if with_clouds:
+            clouds = await SimulatedClouds.start(
+                cloud_catalog(classes), sim.server, state_dir=state_dir / "clouds"
+            )
         table = Table(box=None, header_style="bold", title="Simulated fleet")
         for header in ("CLUSTER", "POOL", "CLASS", "NODES", "GPUS", "GATEWAY"):
             table.add_column(header)
@@ -159,15 +193,19 @@ async def _serve(
                     str(cluster.kubeconfig) if first else "",
                 )
                 first = False
-        write_state(sim, state_path)
+        write_state(sim, state_path, clouds)
         console.print(table)
         console.print(f"Kubeconfigs: {sim.kubeconfig_dir}  State: {state_path}")
+        if clouds is not None:
+            print_cloud_settings(clouds)
         # Scripts (and tests) wait for this exact line.
         console.print(f"modelfleet sim ready: {sim.base_url} ({len(sim.clusters)} clusters)")
         sys.stdout.flush()
         await stop.wait()
         console.print("stopping...")
     finally:
+        if clouds is not None:
+            await clouds.stop()
         await sim.stop()
         with contextlib.suppress(FileNotFoundError):
             state_path.unlink()
@@ -175,10 +213,31 @@ async def _serve(
     return EXIT_OK
 
 
-def write_state(sim: SimulatedFleet, state_path: Path) -> None:
-    """Write the state file naming ``sim``'s URL, clusters, kubeconfigs and admin endpoints
-    (``sim faults`` reads it); the caller removes it when the fleet stops."""
+def print_cloud_settings(clouds: SimulatedClouds) -> None:
+    """How to point a worker at the simulated clouds (the settings docs/clouds.md lists), and
+    how to make them fail."""
+    console.print("Simulated clouds: GKE " + clouds.gke_url + "  EKS " + clouds.eks_url)
+    console.print("Point a worker at them (then `modelfleet worker`):")
+    # Simulated stand-ins, not credentials: the fakes accept nothing else. The fakes finish an
+    # operation in a few polls, so a short poll interval keeps provisioning quick.
+    settings = {**clouds.worker_env(), "MODELFLEET_CLOUD_POLL_SECONDS": "1"}
+    for key, value in settings.items():
+        print(f"  export {key}={value}")
+    console.print(
+        "Cloud errors: modelfleet sim faults --cloud gke --fail stockout --target POOL",
+        soft_wrap=True,
+    )
+
+
+def write_state(
+    sim: SimulatedFleet, state_path: Path, clouds: SimulatedClouds | None = None
+) -> None:
+    """Write the state file naming ``sim``'s URL, clusters, kubeconfigs and admin endpoints,
+    and the simulated clouds' addresses (``sim faults`` reads it); the caller removes it when
+    the fleet stops."""
     state: dict[str, Any] = {"pid": os.getpid(), "base_url": sim.base_url, "clusters": {}}
+    if clouds is not None:
+        state["clouds"] = {Cloud.GKE.value: clouds.gke_url, Cloud.EKS.value: clouds.eks_url}
     for cluster in sim.clusters.values():
         state["clusters"][cluster.name] = {
             "server": cluster.server,
@@ -187,178 +246,3 @@ def write_state(sim: SimulatedFleet, state_path: Path) -> None:
         }
     state_path.parent.mkdir(parents=True, exist_ok=True)
     state_path.write_text(json.dumps(state, indent=2) + "\n")
-
-
-def _find_state_dir(state_dir: Path | None) -> Path:
-    if state_dir is not None:
-        return state_dir
-    for candidate in DEFAULT_STATE_DIRS:
-        if (candidate / STATE_FILE).is_file():
-            return candidate
-    err_console.print(
-        "[red]error[/]: no simulated fleet is running (no "
-        + " or ".join(str(d / STATE_FILE) for d in DEFAULT_STATE_DIRS)
-        + "); start one with `modelfleet sim up` or `modelfleet dev`, or pass --state-dir"
-    )
-    raise typer.Exit(EXIT_FAILED)
-
-
-def _read_state(state_dir: Path) -> dict[str, Any]:
-    path = state_dir / STATE_FILE
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        err_console.print(
-            f"[red]error[/]: no simulated fleet is running ({path} not found); "
-            "start one with `modelfleet sim up`"
-        )
-        raise typer.Exit(EXIT_FAILED) from None
-    except ValueError:
-        err_console.print(f"[red]error[/]: {path} is not a valid state file")
-        raise typer.Exit(EXIT_FAILED) from None
-    if not isinstance(data, dict) or not isinstance(data.get("base_url"), str):
-        err_console.print(f"[red]error[/]: {path} is not a valid state file")
-        raise typer.Exit(EXIT_FAILED)
-    return data
-
-
-def _admin(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=_ADMIN_TIMEOUT) as response:
-            result = json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            detail = str(json.loads(detail).get("message", detail))
-        err_console.print(f"[red]error[/]: the emulator refused: {exc.code} {detail}")
-        raise typer.Exit(EXIT_FAILED) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        err_console.print(
-            f"[red]error[/]: cannot reach the simulated fleet at {url} ({reason}); "
-            "is `modelfleet sim up` (or `modelfleet dev`) still running?"
-        )
-        raise typer.Exit(EXIT_FAILED) from None
-    return result if isinstance(result, dict) else {}
-
-
-@sim_app.command("faults")
-def faults(
-    cluster: Annotated[str, typer.Argument(help="The simulated cluster to change.")],
-    error_rate: Annotated[
-        float | None,
-        typer.Option("--error-rate", min=0.0, max=1.0, help="Share of requests answered 500."),
-    ] = None,
-    throttle_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--throttle-rate",
-            min=0.0,
-            max=1.0,
-            help="Share of requests answered 429 with Retry-After.",
-        ),
-    ] = None,
-    retry_after: Annotated[
-        int | None, typer.Option("--retry-after", min=0, help="Retry-After seconds on 429s.")
-    ] = None,
-    latency_ms: Annotated[
-        float | None, typer.Option("--latency-ms", min=0.0, help="Added latency per request.")
-    ] = None,
-    dark: Annotated[
-        bool | None,
-        typer.Option("--dark/--no-dark", help="Stop (or resume) answering any request."),
-    ] = None,
-    never_ready: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--never-ready",
-            help="Workload name glob (or namespace/name) whose pods never become ready "
-            "(ImagePullBackOff). Repeatable; replaces the current list.",
-        ),
-    ] = None,
-    crash_after_ready: Annotated[
-        float | None,
-        typer.Option(
-            "--crash-after-ready",
-            min=0.0,
-            help="Pods crash (CrashLoopBackOff) this many seconds after becoming ready.",
-        ),
-    ] = None,
-    reset: Annotated[
-        bool, typer.Option("--reset", help="Clear every fault before applying the options.")
-    ] = False,
-    deny_access: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--deny-access",
-            help='"VERB RESOURCE" glob that access reviews (kubectl auth can-i) deny, e.g. '
-            '"delete pods". Repeatable; replaces the current list.',
-        ),
-    ] = None,
-    download_bandwidth: Annotated[
-        float | None,
-        typer.Option(
-            "--download-mib-per-second",
-            min=0.001,
-            help="Bandwidth of model-weight downloads (ModelCache hydration Jobs), MiB/s.",
-        ),
-    ] = None,
-    fail_downloads: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--fail-downloads",
-            help="Job name glob whose download pods fail half-way (see --download-error). "
-            "Repeatable; replaces the current list.",
-        ),
-    ] = None,
-    download_error: Annotated[
-        str | None,
-        typer.Option("--download-error", help="How failing downloads fail: auth or network."),
-    ] = None,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--state-dir",
-            help="The fleet's state directory (default: .modelfleet/sim, then "
-            "modelfleet dev's .modelfleet/dev/sim).",
-        ),
-    ] = None,
-) -> None:
-    """Change (or, with no options, show) the faults of one simulated cluster."""
-    state = _read_state(_find_state_dir(state_dir))
-    url = f"{state['base_url']}/_admin/clusters/{cluster}/faults"
-    changes: dict[str, Any] = {}
-    if error_rate is not None:
-        changes["error_rate_500"] = error_rate
-    if throttle_rate is not None:
-        changes["error_rate_429"] = throttle_rate
-    if retry_after is not None:
-        changes["retry_after_seconds"] = retry_after
-    if latency_ms is not None:
-        changes["latency_seconds"] = latency_ms / 1000.0
-    if dark is not None:
-        changes["dark"] = dark
-    if never_ready is not None:
-        changes["never_ready"] = list(never_ready)
-    if crash_after_ready is not None:
-        changes["crash_after_ready_seconds"] = crash_after_ready
-    if deny_access is not None:
-        changes["deny_access"] = list(deny_access)
-    if download_bandwidth is not None:
-        changes["download_mib_per_second"] = download_bandwidth
-    if fail_downloads is not None:
-        changes["fail_downloads"] = list(fail_downloads)
-    if download_error is not None:
-        changes["download_error"] = download_error
-    if reset:
-        config = _admin("PUT", url, changes)
-    elif changes:
-        config = _admin("PATCH", url, changes)
-    else:
-        config = _admin("GET", url)
-    console.print_json(json.dumps(config))
-    raise typer.Exit(EXIT_OK)

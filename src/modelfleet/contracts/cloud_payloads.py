@@ -8,7 +8,9 @@ kubeconfigs are made and kept on the worker (see ``modelfleet.adapters.cloud_con
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field
 
@@ -26,6 +28,10 @@ EKS_CREATE_NODEGROUP = "eks.create_nodegroup"
 EKS_DELETE_NODEGROUP = "eks.delete_nodegroup"
 EKS_DELETE_CLUSTER = "eks.delete_cluster"
 EKS_KUBECONFIG = "eks.write_kubeconfig"
+GKE_LIST_NODE_POOLS = "gke.list_node_pools"
+GKE_UPDATE_NODE_POOL = "gke.update_node_pool"
+EKS_LIST_NODEGROUPS = "eks.list_nodegroups"
+EKS_UPDATE_NODEGROUP = "eks.update_nodegroup"
 FLEET_CLASSES = "fleet.classes"
 
 # The label every node of a provisioned pool carries, and the owner tag/label on cloud
@@ -100,6 +106,23 @@ class PoolPlan(WireModel):
     efa: bool = False
 
 
+class PoolShape(WireModel):
+    """A pool's size as the cloud holds it: a node count, and autoscaling bounds when the pool
+    autoscales (GKE) or its scaling range (EKS; always set there)."""
+
+    name: str
+    node_count: int
+    min_node_count: int | None = None
+    max_node_count: int | None = None
+
+
+def eks_scaling(plan: PoolPlan) -> tuple[int, int, int]:
+    """(minSize, maxSize, desiredSize) of the node group a plan says; EKS wants max >= 1."""
+    low = plan.min_node_count if plan.min_node_count is not None else plan.node_count
+    high = plan.max_node_count if plan.max_node_count is not None else plan.node_count
+    return low, max(high, 1), plan.node_count
+
+
 class PoolRequest(WireModel):
     cluster: CloudCluster
     pool: PoolPlan
@@ -131,9 +154,25 @@ class CreatedRef(WireModel):
     name: str
 
 
+class ClusterStep(WireModel):
+    """One step of bringing a cluster up (a cloud create or delete, the kubeconfig, the serving
+    stack), with when it ran: what ``describe cluster`` and ``rollout status`` show."""
+
+    name: str
+    started: datetime
+    finished: datetime | None = None
+    # Why it failed ("" when it succeeded or still runs).
+    error: str = ""
+
+
 class ProvisioningState(WireModel):
     """What provisioning created so far; carried in the workflow input across continue-as-new."""
 
     cloud: CloudCluster | None = None
     created: list[CreatedRef] = []
     provisioned: bool = False
+    # The steps so far, oldest first (bounded: see workflows/cluster_steps.py).
+    steps: list[ClusterStep] = []
+    # The nodePools[] (wire form) the cloud pools were last made to match; a spec whose pools
+    # differ is reconciled. None: as provisioned (runs from before pool changes).
+    pools_applied: list[dict[str, Any]] | None = None

@@ -38,7 +38,7 @@ from modelfleet.api.naming import (
     replica_name,
 )
 from modelfleet.contracts.fleet_payloads import PlaceResponse, ReplicaRemoval
-from modelfleet.contracts.kube_payloads import PoolObservation
+from modelfleet.contracts.kube_payloads import DeviceGroup, PoolObservation
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.wire import WireModel
 
@@ -60,6 +60,8 @@ class ClusterEntry(WireModel):
     gateway: str | None = None
     # pool -> (nodes, ready nodes) as last observed
     observed: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    # pool -> the devices its hardware reports, for the pools where they were observed
+    devices: dict[str, list[DeviceGroup]] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
     caches: dict[str, str] = Field(default_factory=dict)
@@ -95,6 +97,7 @@ def cluster_entry(record: ClusterRecord) -> tuple[ClusterEntry, str, list[Any]]:
         reason=record.reason,
         gateway=record.gateway_address,
         observed={p: (o.nodes, o.ready_nodes) for p, o in record.observed_pools.items()},
+        devices={p: o.devices for p, o in record.observed_pools.items() if o.devices is not None},
         not_ready_since=record.not_ready_since,
         draining=record.draining,
         caches=dict(record.caches),
@@ -115,7 +118,8 @@ def cluster_record(entry: ClusterEntry, layouts: dict[str, list[Any]]) -> Cluste
         reason=entry.reason,
         gateway_address=entry.gateway,
         observed_pools={
-            p: PoolObservation(nodes=n, ready_nodes=r) for p, (n, r) in entry.observed.items()
+            p: PoolObservation(nodes=n, ready_nodes=r, devices=entry.devices.get(p))
+            for p, (n, r) in entry.observed.items()
         },
         not_ready_since=entry.not_ready_since,
         draining=entry.draining,

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
+from modelfleet.api.classes import DeviceAttribute, DeviceCapacity
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.readiness import ReadinessRule
@@ -95,9 +96,23 @@ class ProbeRequest(WireModel):
     facts: ClusterFacts | None = None
 
 
+class DeviceGroup(WireModel):
+    """The devices one DRA driver publishes on each counted node of a pool, as its
+    ResourceSlices say: how many per node, and the attributes and capacity every one of them
+    reports with the same value (per-device values such as a UUID are left out)."""
+
+    driver: str
+    count: int = Field(ge=0)
+    attributes: dict[str, DeviceAttribute] = Field(default_factory=dict)
+    capacity: dict[str, DeviceCapacity] = Field(default_factory=dict)
+
+
 class PoolObservation(WireModel):
     nodes: int
     ready_nodes: int
+    # Per driver, what the pool's ready, schedulable nodes publish in ResourceSlices. None: not
+    # observed (the cluster serves no resource.k8s.io/v1, or an older worker); the class stands.
+    devices: list[DeviceGroup] | None = None
 
 
 class ProbeResult(WireModel):

@@ -15,6 +15,7 @@ from modelfleet.contracts.wire import WireModel
 
 KUBE_VERIFY_STACK = "kube.verify_stack"
 KUBE_INSTALL_STACK = "kube.install_stack"
+KUBE_CHECK_ACCESS = "kube.check_access"
 
 
 class StackComponent(WireModel):
@@ -73,3 +74,48 @@ class StackReport(WireModel):
     missing: list[StackComponent]
     # Per component name: why an install did not happen (no source, not found, ...).
     problems: dict[str, str] = {}
+
+
+class AccessNeed(WireModel):
+    """Verbs modelfleet uses on one resource of a workload cluster, in every namespace."""
+
+    group: str  # "" for the core group
+    resource: str  # the plural, as RBAC rules name it
+    verbs: list[str]
+
+    def names(self) -> list[str]:
+        where = f"{self.resource}.{self.group}" if self.group else self.resource
+        return [f"{verb} {where}" for verb in self.verbs]
+
+
+_WORKLOAD = ["get", "list", "patch", "delete"]
+# What the worker does on a cluster: probe (nodes, slices, gateway), apply and delete what the
+# renderer emits (apply is a PATCH), read readiness (pods), sweep by label (list).
+REQUIRED_ACCESS: list[AccessNeed] = [
+    AccessNeed(group="", resource="nodes", verbs=["list"]),
+    AccessNeed(group="resource.k8s.io", resource="resourceslices", verbs=["list"]),
+    AccessNeed(group="", resource="namespaces", verbs=["get", "patch"]),
+    AccessNeed(group="", resource="pods", verbs=["get", "list"]),
+    AccessNeed(group="", resource="services", verbs=_WORKLOAD),
+    AccessNeed(group="", resource="configmaps", verbs=_WORKLOAD),
+    AccessNeed(group="", resource="serviceaccounts", verbs=_WORKLOAD),
+    AccessNeed(group="apps", resource="deployments", verbs=_WORKLOAD),
+    AccessNeed(group="leaderworkerset.x-k8s.io", resource="leaderworkersets", verbs=_WORKLOAD),
+    AccessNeed(group="resource.k8s.io", resource="resourceclaimtemplates", verbs=_WORKLOAD),
+    AccessNeed(group="rbac.authorization.k8s.io", resource="roles", verbs=_WORKLOAD),
+    AccessNeed(group="rbac.authorization.k8s.io", resource="rolebindings", verbs=_WORKLOAD),
+    AccessNeed(group="inference.networking.k8s.io", resource="inferencepools", verbs=_WORKLOAD),
+    AccessNeed(group="gateway.networking.k8s.io", resource="httproutes", verbs=_WORKLOAD),
+    AccessNeed(group="gateway.networking.k8s.io", resource="gateways", verbs=["get"]),
+]
+
+
+class AccessRequest(WireModel):
+    cluster: str
+    kubeconfig: KubeconfigRef | None = None
+    needs: list[AccessNeed]
+
+
+class AccessReport(WireModel):
+    # "VERB RESOURCE[.GROUP]" the cluster's credentials may not do, in REQUIRED_ACCESS order.
+    denied: list[str] = []

@@ -17,6 +17,7 @@ from pydantic import Field
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Condition
+from modelfleet.contracts.cloud_payloads import ClusterStep
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
 
@@ -120,6 +121,11 @@ class ClusterRecord(WireModel):
             gateway_address=self.gateway_address,
             ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
             draining=self.draining,
+            devices={
+                pool: seen.devices
+                for pool, seen in self.observed_pools.items()
+                if seen.devices is not None
+            },
             caches=dict(self.caches),
         )
 
@@ -149,6 +155,17 @@ class DecisionQuery(WireModel):
     limit: int = 20
 
 
+class StackPiece(WireModel):
+    """One serving-stack component as a cluster's workflow last verified it."""
+
+    name: str
+    version: str
+    api_version: str
+    # None: not verified yet.
+    served: bool | None = None
+    problem: str = ""
+
+
 class ClusterStatus(WireModel):
     name: str
     phase: str
@@ -158,3 +175,10 @@ class ClusterStatus(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     failed_probes: int = 0
     last_probe: datetime | None = None
+    # The step running now ("" when none is), and every step so far with its times.
+    step: str = ""
+    steps: list[ClusterStep] = Field(default_factory=list)
+    # The serving stack's pinned components and whether the cluster serves each.
+    stack: list[StackPiece] = Field(default_factory=list)
+    # Typed conditions (Reachable, Provisioned, AccessGranted, ServingStack), type order.
+    conditions: list[Condition] = Field(default_factory=list)

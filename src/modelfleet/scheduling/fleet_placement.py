@@ -3,10 +3,11 @@ Update. It turns what the Fleet knows of each cluster (its spec and what its wor
 observed) into a scheduler snapshot and runs :func:`~modelfleet.scheduling.placement.place`.
 
 Live capacity is what each cluster's workflow observed (ready nodes per pool, never more than
-declared), falling back to the declared capacity until a cluster has been probed. A draining
-cluster repels and evicts like a NoExecute taint. A deployment that references a ModelCache gets
-new replicas only where that cache is Ready (as the cache's workflow reported it). Clusters
-NotReady past their grace period are left out, so their replicas are re-placed elsewhere.
+declared, with the devices their ResourceSlices report), falling back to the declared capacity
+until a cluster has been probed. A draining cluster repels and evicts like a NoExecute taint. A
+deployment that references a ModelCache gets new replicas only where that cache is Ready (as the
+cache's workflow reported it). Clusters NotReady past their grace period are left out, so their
+replicas are re-placed elsewhere.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
 workflow. The caller maps its own payloads onto these types; this module knows no activity or
@@ -24,6 +25,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import avoided_reason
 from modelfleet.scheduling.fill import LedgerCache
+from modelfleet.scheduling.observed_devices import DeviceReport, published_devices
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.snapshot import (
     ClusterSnapshot,
@@ -46,6 +48,9 @@ class ObservedCluster:
     ready_nodes: Mapping[str, int] = field(default_factory=dict)
     # Being deleted: its replicas move elsewhere, or are removed with nowhere else to go.
     draining: bool = False
+    # Per pool, the devices its hardware reports (see ``observed_devices``); pools left out
+    # are published as their class declares.
+    devices: Mapping[str, Sequence[DeviceReport]] = field(default_factory=dict)
     # ModelCaches staged here by ``<namespace>/<name>`` and how each stands (``Ready``, ...).
     caches: Mapping[str, str] = field(default_factory=dict)
 
@@ -79,7 +84,7 @@ def live_snapshot(
                     name=pool.name,
                     class_name=pool.class_name,
                     nodes=nodes,
-                    devices=list(cls.spec.devices),
+                    devices=published_devices(cls.spec.devices, cluster.devices.get(pool.name)),
                 )
             )
         taints = list(cluster.spec.spec.taints)

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.clusters import ClusterSource, InferenceCluster
     from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.meta import Condition
     from modelfleet.api.rules import validate
     from modelfleet.contracts.activity_names import (
         FLEET_PUBLISH_CLUSTER,
@@ -36,12 +38,20 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         ProbeResult,
     )
+    from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
-    from modelfleet.workflows import search
+    from modelfleet.workflows import cluster_steps, search
+    from modelfleet.workflows.cluster_plan import removal_refused, removed_pools
+    from modelfleet.workflows.cluster_pools import reconcile_pools, replicas_by_pool
     from modelfleet.workflows.cluster_provisioning import Provisioner, ProvisioningFailedError
-    from modelfleet.workflows.cluster_stack import stack_reason, verify_and_install
+    from modelfleet.workflows.cluster_stack import (
+        review_access,
+        stack_pieces,
+        stack_reason,
+        verify_and_install,
+    )
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -58,6 +68,16 @@ PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
 PATCH_PROVISION = "provision-cloud-clusters"
 # Existing and provisioned clusters verify (and install) the serving stack once reachable.
 PATCH_STACK = "verify-serving-stack"
+# Condition types of a cluster's status, in the order they are shown.
+REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
+POOLS = "NodePools"
+CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
+# Reachable clusters are checked (SelfSubjectAccessReview per verb and resource) for the RBAC
+# the worker needs before they take placements; runs recorded before the check replay without.
+PATCH_ACCESS = "review-cluster-access"
+# A changed nodePools[] is reconciled on the cloud (pools created, resized, deleted) and removing
+# a pool that still runs replicas is refused; runs recorded before replay without either.
+PATCH_POOL_CHANGES = "reconcile-node-pools"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -86,10 +106,25 @@ class ClusterWorkflow:
         self._kubeconfig_at: datetime | None = None
         self._stack_ok = False
         self._stack_enabled = False
+        self._stack_report: StackReport | None = None
+        self._access_ok = False
+        self._access_enabled = False
+        self._pools_enabled = False
+        # Kept per type; derived from what the run did, so they add no history events.
+        self._conditions: dict[str, Condition] = {}
+        if self._provisioning.provisioned:
+            # Carried across continue-as-new: provisioned by an earlier run.
+            self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
         if spec.to_wire() != self._spec.to_wire():
+            removed = removed_pools(self._spec, spec)
+            if removed and self._pools_enabled:
+                # The Fleet knows which replicas run on which pool; a pool still in use stays.
+                refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
+                if refused is not None:
+                    raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
             self._spec = spec
             self._changed = True
             self._probe_now = True
@@ -119,6 +154,8 @@ class ClusterWorkflow:
         # Runs recorded before the serving-stack check have no such activities: they replay
         # without it (and are Ready on a probe alone, as they were).
         self._stack_enabled = workflow.patched(PATCH_STACK)
+        self._access_enabled = workflow.patched(PATCH_ACCESS)
+        self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -153,6 +190,12 @@ class ClusterWorkflow:
                 self._published = self._observation()
             self._changed = False
             self._probe_now = False
+            if (
+                self._pools_enabled
+                and self._provisioning.provisioned
+                and self._provisioning.pools_applied != self._declared_pools()
+            ):
+                await self._reconcile_pools()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
@@ -212,6 +255,9 @@ class ClusterWorkflow:
                 await prov.provision(plans)
             except ProvisioningFailedError as failed:
                 self._failed_provisioning = True
+                self._condition(
+                    PROVISIONED, "False", "ProvisioningFailed", f"{failed.step}: {failed.reason}"
+                )
                 self._set_phase(
                     "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
                 )
@@ -220,23 +266,77 @@ class ClusterWorkflow:
                 await workflow.wait_condition(lambda: self._deleting or self._changed)
                 continue
             self._reason = "provisioned; waiting for the first probe"
+            self._provisioning.pools_applied = self._declared_pools()
+            self._condition(PROVISIONED, "True", "Provisioned", f"{len(plans)} pool(s) created")
         self._changed = True
 
     async def _check_stack(self) -> bool:
         """Verify the serving stack; install what is missing; keep the cluster out of placement
         (NotReady, the missing pieces named) until every piece is served. True when it is."""
+        steps = self._provisioning.steps
+        cluster_steps.begin(steps, "verify the serving stack")
         try:
             report = await verify_and_install(self._spec.name, self._probe_request().kubeconfig)
         except ActivityError as exc:
             # Unverified is not ready: the next probe tries again.
             self._ready = False
             self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            cluster_steps.end(steps, self._reason)
+            self._condition(STACK, "Unknown", "ServingStackUnverified", str(exc.__cause__ or exc))
             return False
+        self._stack_report = report
         if not report.missing:
             self._stack_ok = True
+            cluster_steps.end(steps)
+            self._condition(STACK, "True", "ServingStackReady", "every component is served")
             return True
         self._ready, self._reason = False, stack_reason(report)
+        cluster_steps.end(steps, self._reason)
+        self._condition(
+            STACK,
+            "False",
+            "ServingStackMissing",
+            self._reason.removeprefix("ServingStackMissing: "),
+        )
         return False
+
+    def _declared_pools(self) -> list[dict[str, Any]]:
+        return [p.model_dump(mode="json", by_alias=True) for p in self._spec.spec.node_pools]
+
+    async def _reconcile_pools(self) -> None:
+        """Make the cloud's pools match nodePools[]; a failure is shown as the NodePools
+        condition and retried on the next probe."""
+        declared = self._declared_pools()
+        nodes = {pool: seen.nodes for pool, seen in self._pools.items()}
+        status, reason, message = await reconcile_pools(self._spec, self._provisioning, nodes)
+        self._condition(POOLS, status, reason, message)
+        if status == "True":
+            self._provisioning.pools_applied = declared
+            self._probe_now = True
+
+    async def _check_access(self) -> bool:
+        """Review the RBAC the worker needs; keep the cluster out of placement, the missing
+        verbs and resources named, until the credentials may do all of it. True when they may."""
+        try:
+            denied = await review_access(self._spec.name, self._probe_request().kubeconfig)
+        except ActivityError as exc:
+            self._ready = False
+            self._reason = f"AccessUnverified: {exc.__cause__ or exc}"
+            self._condition(ACCESS, "Unknown", "AccessUnverified", str(exc.__cause__ or exc))
+            return False
+        if not denied:
+            self._access_ok = True
+            self._condition(ACCESS, "True", "AccessGranted", "every verb modelfleet uses")
+            return True
+        message = "the cluster's credentials may not: " + ", ".join(denied)
+        self._ready, self._reason = False, f"AccessDenied: {message}"
+        self._condition(ACCESS, "False", "AccessDenied", message)
+        return False
+
+    def _condition(self, type_: str, status: str, reason: str, message: str) -> None:
+        self._conditions[type_] = Condition.model_validate(
+            {"type": type_, "status": status, "reason": reason, "message": message}
+        )
 
     async def _refresh_kubeconfig(self) -> None:
         """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
@@ -322,12 +422,18 @@ class ClusterWorkflow:
             result = ProbeResult(reachable=False, reason=str(cause))
         self._last_probe = workflow.now()
         if result.reachable:
+            self._condition(REACHABLE, "True", "ProbeSucceeded", result.reason)
+        else:
+            self._condition(REACHABLE, "False", "ProbeFailed", result.reason)
+        if result.reachable:
             self._failed = 0
             missing = [p.name for p in self._spec.spec.node_pools if p.name not in result.pools]
             self._gateway = result.gateway_address
             self._pools = dict(result.pools)
             if result.gateway_address is None:
                 self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+            elif self._access_enabled and not self._access_ok and not await self._check_access():
+                pass  # not placeable: the review said what is missing
             elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
                 pass  # not placeable: the check said why
             else:
@@ -382,4 +488,8 @@ class ClusterWorkflow:
             observed_pools=self._pools,
             failed_probes=self._failed,
             last_probe=self._last_probe,
+            step=cluster_steps.current(self._provisioning.steps),
+            steps=list(self._provisioning.steps),
+            stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
+            conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
         )

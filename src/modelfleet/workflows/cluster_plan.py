@@ -10,12 +10,13 @@ min/max; EFA only on EKS pools whose fabric says so; a Capacity Block only on EK
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, Taint, TaintEffect
 from modelfleet.api.naming import LABEL_POOL
-from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan
+from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolShape, eks_scaling
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE)
 
@@ -112,3 +113,86 @@ def plan_pools(
         else:
             problems.append(f"{where}: source {source.value} is not provisioned")
     return plans, problems
+
+
+def desired_shape(source: ClusterSource, plan: PoolPlan) -> PoolShape:
+    """The shape the cloud reports for a pool created or updated from ``plan``."""
+    if source is ClusterSource.EKS:
+        low, high, count = eks_scaling(plan)
+        return PoolShape(name=plan.name, node_count=count, min_node_count=low, max_node_count=high)
+    autoscaled = plan.max_node_count is not None
+    return PoolShape(
+        name=plan.name,
+        node_count=plan.node_count,
+        min_node_count=(plan.min_node_count or 0) if autoscaled else None,
+        max_node_count=plan.max_node_count if autoscaled else None,
+    )
+
+
+@dataclass
+class PoolChanges:
+    """What makes the cloud's pools match the declared ones, in the order to do it."""
+
+    create: list[PoolPlan] = field(default_factory=list)
+    resize: list[PoolPlan] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.create or self.resize or self.delete)
+
+    def summary(self) -> str:
+        parts = [
+            f"{verb} {', '.join(names)}"
+            for verb, names in (
+                ("created", [p.name for p in self.create]),
+                ("resized", [p.name for p in self.resize]),
+                ("deleted", self.delete),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "no change"
+
+
+def diff_pools(
+    source: ClusterSource,
+    declared: list[PoolPlan],
+    observed: list[PoolShape],
+    ours: Collection[str],
+) -> PoolChanges:
+    """Declared vs observed pools: create the missing, resize those whose size or bounds differ
+    (an autoscaled pool's node count is the autoscaler's, so only its bounds count), delete
+    pools no longer declared, but only those this cluster created (``ours``)."""
+    seen = {shape.name: shape for shape in observed}
+    changes = PoolChanges()
+    for plan in declared:
+        have = seen.get(plan.name)
+        if have is None:
+            changes.create.append(plan)
+            continue
+        want = desired_shape(source, plan)
+        bounds = (want.min_node_count, want.max_node_count)
+        autoscaled = plan.max_node_count is not None
+        if bounds != (have.min_node_count, have.max_node_count) or (
+            not autoscaled and want.node_count != have.node_count
+        ):
+            changes.resize.append(plan)
+    names = {plan.name for plan in declared}
+    changes.delete = sorted(n for n in seen if n not in names and n in ours)
+    return changes
+
+
+def removed_pools(before: InferenceCluster, after: InferenceCluster) -> list[str]:
+    kept = {p.name for p in after.spec.node_pools}
+    return [p.name for p in before.spec.node_pools if p.name not in kept]
+
+
+def removal_refused(removed: list[str], replicas: Mapping[str, list[str]]) -> str | None:
+    """Why removing ``removed`` pools is refused (the replicas still on them), or None."""
+    busy = [(pool, sorted(replicas[pool])) for pool in removed if replicas.get(pool)]
+    if not busy:
+        return None
+    listed = "; ".join(f"pool {pool} runs {', '.join(names)}" for pool, names in busy)
+    return (
+        f"node pools cannot be removed while replicas run on them: {listed}. Scale those "
+        "deployments down or move them (a clusterSelector or nodeSelector) first"
+    )

@@ -24,12 +24,16 @@ with workflow.unsafe.imports_passed_through():
         EKS_DELETE_CLUSTER,
         EKS_DELETE_NODEGROUP,
         EKS_KUBECONFIG,
+        EKS_LIST_NODEGROUPS,
+        EKS_UPDATE_NODEGROUP,
         FLEET_CLASSES,
         GKE_CREATE_CLUSTER,
         GKE_CREATE_NODE_POOL,
         GKE_DELETE_CLUSTER,
         GKE_DELETE_NODE_POOL,
         GKE_KUBECONFIG,
+        GKE_LIST_NODE_POOLS,
+        GKE_UPDATE_NODE_POOL,
         CloudCluster,
         CreatedRef,
         CreateResult,
@@ -37,11 +41,18 @@ with workflow.unsafe.imports_passed_through():
         PoolPlan,
         PoolRef,
         PoolRequest,
+        PoolShape,
         ProvisioningState,
         error_type,
     )
     from modelfleet.contracts.cloud_payloads import CloudErrorReason as Reason
-    from modelfleet.workflows.cluster_plan import cloud_cluster, needed_classes, plan_pools
+    from modelfleet.workflows import cluster_steps
+    from modelfleet.workflows.cluster_plan import (
+        PoolChanges,
+        cloud_cluster,
+        needed_classes,
+        plan_pools,
+    )
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,8 @@ class _Steps:
     delete_cluster: str
     kubeconfig: str
     pool_word: str
+    list_pools: str
+    update_pool: str
 
 
 STEPS = {
@@ -62,6 +75,8 @@ STEPS = {
         GKE_DELETE_CLUSTER,
         GKE_KUBECONFIG,
         "node pool",
+        GKE_LIST_NODE_POOLS,
+        GKE_UPDATE_NODE_POOL,
     ),
     ClusterSource.EKS: _Steps(
         EKS_CREATE_CLUSTER,
@@ -70,6 +85,8 @@ STEPS = {
         EKS_DELETE_CLUSTER,
         EKS_KUBECONFIG,
         "node group",
+        EKS_LIST_NODEGROUPS,
+        EKS_UPDATE_NODEGROUP,
     ),
 }
 
@@ -117,7 +134,17 @@ class Provisioner:
         self.steps = STEPS[spec.spec.cluster.source]
         self.deadline = deadline
         self.heartbeat = heartbeat
-        self.step = "planning"
+        self._step = "planning"
+
+    @property
+    def step(self) -> str:
+        return self._step
+
+    @step.setter
+    def step(self, name: str) -> None:
+        # Every step is logged with its times too (describe and rollout status show them).
+        self._step = name
+        cluster_steps.begin(self.state.steps, name)
 
     def _cloud(self) -> CloudCluster:
         if self.state.cloud is None:
@@ -159,11 +186,14 @@ class Provisioner:
                 self.steps.kubeconfig,
                 cloud,
                 start_to_close_timeout=timedelta(minutes=2),
+                # A worker that dies while writing it is noticed this soon, not in 2 minutes.
+                heartbeat_timeout=self.heartbeat,
                 retry_policy=CLOUD_RETRY,
                 summary=self.step,
             )
         except ActivityError as exc:
             reason = describe(exc)
+            cluster_steps.end(self.state.steps, reason)
             if self._not_ours(exc):
                 # Someone else's cluster of that name: never delete it.
                 self.state.created = [r for r in self.state.created if r.kind != "cluster"]
@@ -172,7 +202,8 @@ class Provisioner:
                 reason += f"; cleanup incomplete: {'; '.join(problems)}"
             raise ProvisioningFailedError(self.step, reason) from None
         self.state.provisioned = True
-        self.step = "provisioned"
+        self._step = "provisioned"
+        cluster_steps.end(self.state.steps)
 
     async def refresh_kubeconfig(self) -> str | None:
         """Write the kubeconfig again with a fresh token; the problem, if any."""
@@ -215,6 +246,53 @@ class Provisioner:
         )
         return result
 
+    def ours(self) -> set[str]:
+        """The pools this cluster created (only those may be deleted when undeclared)."""
+        return {r.name for r in self.state.created if r.kind == "pool"}
+
+    async def list_pools(self) -> list[PoolShape]:
+        shapes: list[PoolShape] = await workflow.execute_activity(
+            self.steps.list_pools,
+            self._cloud(),
+            result_type=list[PoolShape],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=CLOUD_RETRY,
+            schedule_to_close_timeout=timedelta(minutes=10),
+            summary=f"list the cluster's {self.steps.pool_word}s",
+        )
+        return shapes
+
+    async def change_pools(self, changes: PoolChanges) -> None:
+        """Create, resize, then delete pools (a delete last: new capacity comes first)."""
+        cloud = self._cloud()
+        for plan in changes.create:
+            self._record("pool", plan.name)
+            await self._create(
+                self.steps.create_pool,
+                PoolRequest(cluster=cloud, pool=plan),
+                f"create {self.steps.pool_word} {plan.name}",
+            )
+        for plan in changes.resize:
+            await self._create(
+                self.steps.update_pool,
+                PoolRequest(cluster=cloud, pool=plan),
+                f"resize {self.steps.pool_word} {plan.name}",
+            )
+        for name in changes.delete:
+            await workflow.execute_activity(
+                self.steps.delete_pool,
+                PoolRef(cluster=cloud, pool=name),
+                result_type=DeleteOutcome,
+                start_to_close_timeout=STEP_TIMEOUT,
+                schedule_to_close_timeout=self.deadline,
+                heartbeat_timeout=self.heartbeat,
+                retry_policy=CLOUD_RETRY,
+                summary=f"delete {self.steps.pool_word} {name}",
+            )
+            self.state.created = [
+                r for r in self.state.created if not (r.kind == "pool" and r.name == name)
+            ]
+
     async def deprovision(self) -> list[str]:
         """Delete what this workflow created, newest first; the problems that remain."""
         cloud = self.state.cloud
@@ -235,6 +313,7 @@ class Provisioner:
                     cloud,
                     f"delete cluster {ref.name}",
                 )
+            cluster_steps.begin(self.state.steps, what)
             try:
                 await workflow.execute_activity(
                     activity,
@@ -247,6 +326,8 @@ class Provisioner:
                 )
             except ActivityError as exc:
                 problems.append(f"{what}: {describe(exc)}")
+                cluster_steps.end(self.state.steps, describe(exc))
                 continue
+            cluster_steps.end(self.state.steps)
             self.state.created.remove(ref)
         return problems

@@ -1,6 +1,7 @@
-"""The serving-stack step of the InferenceCluster workflow: verify by discovery that the cluster
-serves what the renderer emits, install what is missing from pinned manifests, and say what is
-still missing. Deterministic orchestration only; the activities do the I/O.
+"""The serving-stack step of the InferenceCluster workflow: review that the cluster's credentials
+may do what modelfleet does there, verify by discovery that the cluster serves what the renderer
+emits, install what is missing from pinned manifests, and say what is still missing.
+Deterministic orchestration only; the activities do the I/O.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.kube_payloads import KubeconfigRef
     from modelfleet.contracts.stack_payloads import (
         DEFAULT_STACK,
+        KUBE_CHECK_ACCESS,
         KUBE_INSTALL_STACK,
         KUBE_VERIFY_STACK,
+        REQUIRED_ACCESS,
+        AccessReport,
+        AccessRequest,
         StackReport,
         StackRequest,
     )
+    from modelfleet.contracts.status import StackPiece
 
 STACK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -52,9 +58,44 @@ async def verify_and_install(cluster: str, kubeconfig: KubeconfigRef | None) -> 
     return installed
 
 
+async def review_access(cluster: str, kubeconfig: KubeconfigRef | None) -> list[str]:
+    """What the cluster's credentials may not do of what modelfleet does there."""
+    report: AccessReport = await workflow.execute_activity(
+        KUBE_CHECK_ACCESS,
+        AccessRequest(cluster=cluster, kubeconfig=kubeconfig, needs=list(REQUIRED_ACCESS)),
+        result_type=AccessReport,
+        start_to_close_timeout=timedelta(seconds=60),
+        heartbeat_timeout=timedelta(seconds=30),
+        # Each attempt resumes where the last stopped (heartbeat), so more attempts pay off.
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            maximum_interval=timedelta(seconds=10),
+            maximum_attempts=10,
+        ),
+        summary="review RBAC (SelfSubjectAccessReview)",
+    )
+    return report.denied
+
+
 def stack_reason(report: StackReport) -> str:
     pieces = []
     for component in report.missing:
         why = report.problems.get(component.name)
         pieces.append(f"{component}{f': {why}' if why else ''}")
     return "ServingStackMissing: " + "; ".join(pieces)
+
+
+def stack_pieces(report: StackReport | None) -> list[StackPiece]:
+    """Every pinned component with whether the last check found it served (None: not checked
+    yet), for the cluster's status."""
+    missing = {c.name for c in report.missing} if report is not None else set()
+    return [
+        StackPiece(
+            name=c.name,
+            version=c.version,
+            api_version=c.api_version,
+            served=None if report is None else c.name not in missing,
+            problem=report.problems.get(c.name, "") if report is not None else "",
+        )
+        for c in DEFAULT_STACK
+    ]

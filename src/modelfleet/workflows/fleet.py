@@ -350,6 +350,10 @@ class FleetWorkflow:
     def replicas_on(self, cluster: str) -> list[str]:
         return sorted(self._book.keys_on(cluster))
 
+    @workflow.query
+    def replicas_by_pool(self, cluster: str) -> dict[str, list[str]]:
+        return self._book.pools_on(cluster)
+
     @workflow.update
     def remove_cluster(self, name: str) -> list[str]:
         """Forget a cluster; returns the replicas that were still placed on it."""

@@ -133,6 +133,14 @@ class FleetBook:
     def keys_on(self, cluster: str) -> Collection[str]:
         return self._by_cluster.get(cluster, {}).keys()
 
+    def pools_on(self, cluster: str) -> dict[str, list[str]]:
+        """Per node pool of ``cluster``, the replicas with a member on it."""
+        out: dict[str, list[str]] = {}
+        for key in sorted(self.keys_on(cluster)):
+            for pool in sorted(set(self._rows[key][3])):
+                out.setdefault(pool, []).append(key)
+        return out
+
     def replicas_of(self, owner: DeploymentKey) -> list[ModelReplica]:
         return [self.replica(k) for k in self._by_deployment.get(owner, {})]
 

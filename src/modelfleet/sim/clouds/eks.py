@@ -9,6 +9,7 @@ the EKS REST API only:
   rewritten to it) and the node group its Nodes and ResourceSlices, with the labels and taints
   the request asked for;
 - reports a deleted cluster / node group as DELETING for a few describes before moto's 404;
+- resizes the node group's Nodes when UpdateNodegroupConfig changes its desired size;
 - injects errors on demand (:class:`~modelfleet.sim.clouds.faults.CloudFaults`): at the call, in
   the AWS JSON error shape (``x-amzn-ErrorType`` and a ``message``), or at the operation stage,
   as a CREATE_FAILED node group (FAILED cluster) with a health issue, as EKS reports a
@@ -47,6 +48,12 @@ _ERRORS: dict[ErrorKind, tuple[int, str, str]] = {
     ErrorKind.UNAVAILABLE: (503, "ServiceUnavailableException", "Service is unavailable"),
     ErrorKind.THROTTLED: (429, "ThrottlingException", "Rate exceeded"),
     ErrorKind.INVALID: (400, "InvalidParameterException", "Invalid parameter in the request"),
+    ErrorKind.STOCKOUT: (500, "ServerException", "Insufficient capacity; try again later"),
+    ErrorKind.BAD_MACHINE_TYPE: (
+        400,
+        "InvalidParameterException",
+        "The instance type is not supported in the requested Availability Zones",
+    ),
 }
 # How an operation-stage failure reads in the node group's health.
 _HEALTH: dict[ErrorKind, tuple[str, str]] = {
@@ -60,6 +67,15 @@ _HEALTH: dict[ErrorKind, tuple[str, str]] = {
     ErrorKind.UNAVAILABLE: ("InsufficientFreeAddresses", "Subnet has insufficient addresses"),
     ErrorKind.CONFLICT: ("InstanceLimitExceeded", "Instance limit exceeded"),
     ErrorKind.THROTTLED: ("InternalFailure", "Internal failure"),
+    ErrorKind.STOCKOUT: (
+        "AsgInstanceLaunchFailures",
+        "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do "
+        "not have sufficient capacity of the instance type in the Availability Zone you requested",
+    ),
+    ErrorKind.BAD_MACHINE_TYPE: (
+        "Ec2InstanceTypeDoesNotExist",
+        "The instance type of the node group does not exist in the Availability Zone",
+    ),
 }
 _FAKE_CA = (
     "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnNpbXVsYXRlZAotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg=="
@@ -169,6 +185,10 @@ class FakeEKS:
                 await self.kube.remove_pool(key[0], key[1])
             else:
                 await self.kube.delete_cluster(key[0])
+        elif op == "UpdateNodegroupConfig":
+            scaling = json.loads(body or b"{}").get("scalingConfig") or {}
+            if "desiredSize" in scaling:
+                await self.kube.resize_pool(key[0], key[1], int(scaling["desiredSize"]))
         elif op.startswith("Describe"):
             await self._describe(key, doc)
         out_headers.pop("Content-Length", None)
@@ -254,4 +274,6 @@ def _operation(method: str, parts: list[str]) -> tuple[str | None, tuple[str, st
     if len(parts) == 4 and parts[2] == "node-groups":
         verb = {"GET": "DescribeNodegroup", "DELETE": "DeleteNodegroup"}.get(method)
         return verb, (parts[1], parts[3])
+    if len(parts) == 5 and parts[2] == "node-groups" and parts[4] == "update-config":
+        return "UpdateNodegroupConfig", (parts[1], parts[3])
     return None, None

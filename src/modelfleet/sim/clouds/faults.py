@@ -25,6 +25,12 @@ class ErrorKind(StrEnum):
     UNAVAILABLE = "unavailable"
     THROTTLED = "throttled"
     INVALID = "invalid"
+    # No machines of the type left in the zone: at the call a 5xx (clouds say "try later"),
+    # at the operation the pool fails (GKE ZONE_RESOURCE_POOL_EXHAUSTED, EKS
+    # InsufficientInstanceCapacity).
+    STOCKOUT = "stockout"
+    # The machine / instance type does not exist where it was asked for.
+    BAD_MACHINE_TYPE = "bad-machine-type"
 
 
 class FaultStage(StrEnum):

@@ -2,7 +2,8 @@
 client on its REST transport (``client_options={"api_endpoint": "http://127.0.0.1:PORT"}``).
 
 Served: ``projects/*/locations/*/clusters`` and ``.../clusters/*/nodePools`` (create, get, list,
-delete) and ``projects/*/locations/*/operations/*`` (get). Long-running operations go PENDING ->
+delete; ``:setSize`` and ``:setAutoscaling`` on a pool) and ``projects/*/locations/*/operations/*``
+(get). Long-running operations go PENDING ->
 RUNNING -> DONE over ``polls_per_operation`` reads, and only then does the resource change state
 (PROVISIONING -> RUNNING; a finished cluster gets an emulated API server, a finished node pool
 its Nodes and ResourceSlices). While a cluster has an operation in flight, another mutating call
@@ -20,6 +21,7 @@ loopback port; all state is in memory.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,7 +42,11 @@ _ERRORS: dict[ErrorKind, tuple[int, str, int, str]] = {
     ErrorKind.UNAVAILABLE: (503, "UNAVAILABLE", 14, "backendError"),
     ErrorKind.THROTTLED: (429, "RESOURCE_EXHAUSTED", 8, "rateLimitExceeded"),
     ErrorKind.INVALID: (400, "INVALID_ARGUMENT", 3, "badRequest"),
+    ErrorKind.STOCKOUT: (503, "UNAVAILABLE", 14, "backendError"),
+    ErrorKind.BAD_MACHINE_TYPE: (400, "INVALID_ARGUMENT", 3, "badRequest"),
 }
+# At the operation stage a stockout ends the operation RESOURCE_EXHAUSTED, as GKE reports it.
+_OPERATION_CODES: dict[ErrorKind, int] = {ErrorKind.STOCKOUT: 8}
 _MESSAGES: dict[ErrorKind, str] = {
     ErrorKind.QUOTA: "Insufficient regional quota to satisfy request: resource "
     '"NVIDIA_H100_GPUS": request requires more than the available quota',
@@ -49,6 +55,10 @@ _MESSAGES: dict[ErrorKind, str] = {
     ErrorKind.UNAVAILABLE: "The service is currently unavailable.",
     ErrorKind.THROTTLED: "Quota exceeded for quota metric 'Write requests' (rate limit)",
     ErrorKind.INVALID: "Invalid argument in the request",
+    ErrorKind.STOCKOUT: "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources "
+    "available to fulfill the request. Try a different zone, or try again later.",
+    ErrorKind.BAD_MACHINE_TYPE: "Invalid value for field 'nodePool.config.machineType': the "
+    "machine type does not exist in the requested zones.",
 }
 
 
@@ -81,6 +91,8 @@ class _Operation:
     error: ErrorKind | None = None
     start: str = field(default_factory=_now)
     end: str | None = None
+    # What an update operation sets (setSize's nodeCount, setAutoscaling's autoscaling).
+    change: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +114,9 @@ class FakeGKE:
         self.clusters: dict[tuple[str, str, str], _Cluster] = {}
         self.operations: dict[str, _Operation] = {}
         self.calls: list[str] = []
+        # Calls ("getCluster NAME") held until their event is set: a test's way to have a
+        # worker die while it waits on the cloud.
+        self.stall: dict[str, asyncio.Event] = {}
         self._ids = itertools.count(1)
 
     # -- inspection (tests) -----------------------------------------------------------------
@@ -134,6 +149,9 @@ class FakeGKE:
         app.router.add_get(base + "/clusters/{cluster}/nodePools", self._list_pools)
         app.router.add_get(base + "/clusters/{cluster}/nodePools/{pool}", self._get_pool)
         app.router.add_delete(base + "/clusters/{cluster}/nodePools/{pool}", self._delete_pool)
+        pool_verb = base + "/clusters/{cluster}/nodePools/{pool:[^/:]+}:"
+        app.router.add_post(pool_verb + "setSize", self._set_size)
+        app.router.add_post(pool_verb + "setAutoscaling", self._set_autoscaling)
         app.router.add_get(base + "/operations/{operation}", self._get_operation)
         app.router.add_route("*", "/_admin/faults", self._admin)
         return app
@@ -217,7 +235,7 @@ class FakeGKE:
         if op.end:
             out["endTime"] = op.end
         if op.error is not None:
-            _, _, number, _ = _ERRORS[op.error]
+            number = _OPERATION_CODES.get(op.error, _ERRORS[op.error][2])
             out["error"] = {"code": number, "message": _MESSAGES[op.error]}
             out["statusMessage"] = _MESSAGES[op.error]
         return out
@@ -253,6 +271,18 @@ class FakeGKE:
         elif op.kind == "DELETE_NODE_POOL" and op.pool is not None:
             entry.pools.pop(op.pool, None)
             await self.kube.remove_pool(op.cluster, op.pool)
+        elif op.kind == "SET_NODE_POOL_SIZE" and op.pool is not None:
+            # GKE resizes the pool's instance groups; the NodePool keeps its initialNodeCount.
+            await self.kube.resize_pool(op.cluster, op.pool, int(op.change.get("nodeCount", 0)))
+        elif op.kind == "SET_NODE_POOL_AUTOSCALING" and op.pool in entry.pools:
+            scaling = op.change.get("autoscaling") or {}
+            entry.pools[op.pool]["autoscaling"] = scaling
+            if scaling.get("enabled"):
+                # The autoscaler keeps the pool within its new bounds.
+                size = self.kube.size(op.cluster, op.pool)
+                low = int(scaling.get("minNodeCount", 0))
+                high = int(scaling.get("maxNodeCount", size))
+                await self.kube.resize_pool(op.cluster, op.pool, min(max(size, low), high))
         elif op.kind == "DELETE_CLUSTER":
             self.clusters.pop((op.project, op.location, op.cluster), None)
             await self.kube.delete_cluster(op.cluster)
@@ -327,7 +357,11 @@ class FakeGKE:
         return {**entry.body, "nodePools": list(entry.pools.values())}
 
     async def _get_cluster(self, request: web.Request) -> web.StreamResponse:
-        self.calls.append(f"getCluster {request.match_info['cluster']}")
+        call = f"getCluster {request.match_info['cluster']}"
+        self.calls.append(call)
+        gate = self.stall.get(call)
+        if gate is not None:
+            await gate.wait()
         return web.json_response(self._cluster_json(self._cluster(request)))
 
     async def _list_clusters(self, request: web.Request) -> web.StreamResponse:
@@ -387,6 +421,27 @@ class FakeGKE:
         entry.pools[pool]["status"] = "STOPPING"
         op = self._start(request, "DELETE_NODE_POOL", cluster, pool, fault)
         return web.json_response(self._op_json(op))
+
+    async def _update_pool(self, request: web.Request, kind: str, call: str) -> web.StreamResponse:
+        body = await request.json()
+        pool = request.match_info["pool"]
+        cluster = request.match_info["cluster"]
+        fault = self._fault(call, pool)
+        entry = self._cluster(request)
+        if pool not in entry.pools:
+            raise KeyError(f"nodePools/{pool}")
+        self._busy(*self._key(request))
+        op = self._start(request, kind, cluster, pool, fault)
+        op.change = dict(body)
+        return web.json_response(self._op_json(op))
+
+    async def _set_size(self, request: web.Request) -> web.StreamResponse:
+        return await self._update_pool(request, "SET_NODE_POOL_SIZE", "setNodePoolSize")
+
+    async def _set_autoscaling(self, request: web.Request) -> web.StreamResponse:
+        return await self._update_pool(
+            request, "SET_NODE_POOL_AUTOSCALING", "setNodePoolAutoscaling"
+        )
 
     async def _get_operation(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["operation"]

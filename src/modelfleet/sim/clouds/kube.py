@@ -15,8 +15,9 @@ class describes get plain CPU nodes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from modelfleet.api.classes import InferenceClass
@@ -90,6 +91,8 @@ class CloudKube:
     def __init__(self, fleet: SimulatedFleet, catalog: MachineCatalog) -> None:
         self.fleet = fleet
         self.catalog = catalog
+        # (cluster, pool) -> the pool as last asked for, so a resize keeps its nodes' shape.
+        self.pools: dict[tuple[str, str], CloudNodePool] = {}
 
     def url(self, cluster: str) -> str:
         return self.fleet.server.cluster_url(cluster)
@@ -122,6 +125,7 @@ class CloudKube:
         """Register the pool's nodes (and slices); returns the number of nodes added."""
         if cluster not in self.fleet.clusters:
             return 0
+        self.pools[(cluster, pool.name)] = pool
         store = self.fleet.store(cluster)
         klass = self.catalog.lookup(pool.machine, pool.accelerator)
         pool_label = pool.labels.get(LABEL_POOL, pool.name)
@@ -146,7 +150,27 @@ class CloudKube:
                     await store.create(piece, field_manager=_MANAGER)
         return len(layout.nodes)
 
+    def size(self, cluster: str, pool: str) -> int:
+        found = self.pools.get((cluster, pool))
+        return found.node_count if found is not None else 0
+
+    async def resize_pool(self, cluster: str, pool: str, count: int) -> None:
+        """Grow (new nodes with their slices) or shrink (the highest-numbered nodes go)."""
+        found = self.pools.get((cluster, pool))
+        if found is None or cluster not in self.fleet.clusters:
+            return
+        await self.add_pool(cluster, replace(found, node_count=count))
+        store = self.fleet.store(cluster)
+        gone = {f"{cluster}-{pool}-{i}" for i in range(count, found.node_count)}
+        for item in await store.list("resource.k8s.io/v1", "ResourceSlice"):
+            if item.get("spec", {}).get("nodeName") in gone:
+                await store.delete("resource.k8s.io/v1", "ResourceSlice", item["metadata"]["name"])
+        for node in sorted(gone):
+            with contextlib.suppress(ApiError):
+                await store.delete("v1", "Node", node)
+
     async def remove_pool(self, cluster: str, pool: str) -> None:
+        self.pools.pop((cluster, pool), None)
         if cluster not in self.fleet.clusters:
             return
         store = self.fleet.store(cluster)

@@ -1,0 +1,261 @@
+"""InferenceClusters as ``get``/``describe``/``delete`` read them: the Fleet's record (spec,
+published observation, draining) joined with the cluster workflow's own status (phase, the step
+running now, every step with its times, the serving stack) and the free devices placement would
+see, in one manifest shape (``-o yaml`` prints it; the table columns are read from it).
+
+Touches only the Temporal client (queries and visibility); the free devices come from the pure
+:mod:`modelfleet.scheduling.capacity`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.cli.errors import CliError, NotFoundError
+from modelfleet.cli.manifests import Fetched, _with_server_fields
+from modelfleet.cli.output import console
+from modelfleet.cli.resources import cluster_status, fleet_classes, fleet_view, running
+from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
+from modelfleet.scheduling.capacity import DeviceCount, free_devices
+from modelfleet.workflows.cluster import ClusterWorkflow
+from modelfleet.workflows.ids import cluster_id
+
+
+async def _status_or_none(client: Client, name: str) -> ClusterStatus | None:
+    """The workflow's status; None when it has just ended (deleted between list and query)."""
+    try:
+        return await cluster_status(client, name)
+    except NotFoundError:
+        return None
+
+
+async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
+    """Every cluster the Fleet holds (or the ``wanted`` ones), with its workflow's status."""
+    view = await fleet_view(client)
+    records = [r for r in view.clusters if not wanted or r.spec.name in wanted]
+    if not records:
+        return []
+    runs = {w.id: w for w in await running(client, "InferenceCluster")}
+    statuses = await asyncio.gather(*(_status_or_none(client, r.spec.name) for r in records))
+    classes = {c.name: c for c in await fleet_classes(client)}
+    free = _free(classes, view.clusters, view.replicas)
+    out = []
+    for record, status in zip(records, statuses, strict=True):
+        run = runs.get(cluster_id(record.spec.name))
+        created = run.start_time if run is not None else None
+        out.append(cluster_resource(record, status, free.get(record.spec.name), classes, created))
+    return out
+
+
+def _free(
+    classes: dict[str, InferenceClass],
+    records: Sequence[ClusterRecord],
+    replicas: Sequence[ModelReplica],
+) -> dict[str, dict[str, list[DeviceCount]]]:
+    # Only clusters that reported nodes: before its first observation a cluster's capacity is
+    # what it declares, which is not yet free for anyone.
+    observed = {r.spec.name: r.observed() for r in records if r.observed_pools}
+    return free_devices(classes, observed, replicas) if observed else {}
+
+
+def cluster_resource(
+    record: ClusterRecord,
+    status: ClusterStatus | None,
+    free: dict[str, list[DeviceCount]] | None,
+    classes: dict[str, InferenceClass],
+    created: datetime | None,
+) -> Fetched:
+    """The manifest of one cluster with a ``status`` that ``get``, ``describe`` and ``-o yaml``
+    share. ``status`` None (its workflow is gone): the Fleet's record alone."""
+    spec = record.spec
+    observed = status.observed_pools if status is not None else record.observed_pools
+    pools = []
+    for pool in spec.spec.node_pools:
+        seen = observed.get(pool.name)
+        klass = classes.get(pool.class_name)
+        # What the pool's ResourceSlices publish per node, when the worker reports it.
+        published = seen.model_dump(mode="json", by_alias=True).get("devices") if seen else None
+        pools.append(
+            {
+                "name": pool.name,
+                "className": pool.class_name,
+                "declaredNodes": pool.node_count,
+                "nodes": seen.nodes if seen else None,
+                "readyNodes": seen.ready_nodes if seen else None,
+                "declaredDevices": (
+                    [
+                        {
+                            "name": d.name,
+                            "driver": d.driver,
+                            "count": d.count,
+                            "capacity": {k: c.value for k, c in d.capacity.items()},
+                        }
+                        for d in klass.spec.devices
+                    ]
+                    if klass is not None
+                    else None
+                ),
+                "publishedDevices": published,
+                "devices": [
+                    {"name": c.device, "free": c.free, "total": c.total}
+                    for c in (free or {}).get(pool.name, [])
+                ],
+            }
+        )
+    body: dict[str, Any] = {
+        "source": spec.spec.cluster.source.value,
+        "phase": status.phase if status is not None else _record_phase(record),
+        "ready": record.ready if status is None else status.ready,
+        "reason": record.reason if status is None else status.reason,
+        "step": status.step if status is not None else "",
+        "gatewayAddress": record.gateway_address,
+        "draining": record.draining,
+        "pools": pools,
+        "conditions": conditions(record, status),
+    }
+    if status is not None:
+        dumped = status.model_dump(mode="json", by_alias=True, include={"steps", "stack"})
+        body["steps"] = dumped["steps"]
+        body["stack"] = dumped["stack"]
+        body["failedProbes"] = status.failed_probes
+        body["lastProbe"] = dumped_time(status.last_probe)
+    manifest = _with_server_fields(spec.to_wire(), created, body)
+    return Fetched("InferenceCluster", spec.name, "", manifest, created, dict(spec.metadata.labels))
+
+
+def dumped_time(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+def _record_phase(record: ClusterRecord) -> str:
+    if record.draining:
+        return "Draining"
+    return "Ready" if record.ready else "NotReady"
+
+
+def conditions(record: ClusterRecord, status: ClusterStatus | None) -> list[dict[str, str]]:
+    """Ready (from the last probe), then the workflow's own typed conditions when it reports
+    them, else ServingStack (from the last check) and Provisioned for GKE/EKS clusters (from
+    the step log), each with a reason a person can act on."""
+    ready = record.ready if status is None else status.ready
+    reason = record.reason if status is None else status.reason
+    out = [
+        {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "Probed" if ready else (status.phase if status else "NotReady"),
+            "message": reason,
+        }
+    ]
+    if status is None:
+        return out
+    # Workers that keep typed conditions in the status say it best (older ones do not).
+    typed = status.model_dump(mode="json", by_alias=True).get("conditions")
+    if typed:
+        return out + [
+            {k: str(c.get(k, "")) for k in ("type", "status", "reason", "message")} for c in typed
+        ]
+    if status.stack and any(p.served is not None for p in status.stack):
+        missing = [p for p in status.stack if p.served is False]
+        out.append(
+            {
+                "type": "ServingStack",
+                "status": "False" if missing else "True",
+                "reason": "ComponentsMissing" if missing else "Served",
+                "message": "; ".join(_missing(p) for p in missing)
+                or "every pinned component is served",
+            }
+        )
+    source = record.spec.spec.cluster.source.value
+    if source != "Existing" and status.steps:
+        failed = [s for s in status.steps if s.error]
+        if status.phase == "Failed" and failed:
+            first = failed[0]
+            out.append(
+                {
+                    "type": "Provisioned",
+                    "status": "False",
+                    "reason": "ProvisioningFailed",
+                    "message": f"{first.name}: {first.error}",
+                }
+            )
+        elif status.phase == "Provisioning":
+            out.append(
+                {
+                    "type": "Provisioned",
+                    "status": "False",
+                    "reason": "Provisioning",
+                    "message": status.step or status.reason,
+                }
+            )
+        else:
+            out.append(
+                {
+                    "type": "Provisioned",
+                    "status": "True",
+                    "reason": "Created",
+                    "message": f"{source} cluster and its pools were created",
+                }
+            )
+    return out
+
+
+def _missing(piece: StackPiece) -> str:
+    what = f"{piece.name} {piece.version} ({piece.api_version})"
+    return f"{what}: {piece.problem}" if piece.problem else what
+
+
+async def replicas_on(client: Client, name: str) -> list[ModelReplica]:
+    """The replicas the Fleet has placed on cluster ``name``."""
+    view = await fleet_view(client)
+    return [r for r in view.replicas if r.spec.cluster_name == name]
+
+
+async def guard_delete(client: Client, name: str, *, force: bool) -> list[ModelReplica]:
+    """Refuse to delete a cluster replicas run on unless ``force``; with ``force``, the
+    replicas the drain will move (deployments re-place them elsewhere before teardown)."""
+    on = await replicas_on(client, name)
+    if on and not force:
+        names = ", ".join(f"{r.namespace}/{r.name}" for r in on)
+        raise CliError(
+            f"inferencecluster.modelfleet.dev/{name} still runs {len(on)} replica(s): {names}; "
+            "scale or delete their deployments first, or pass --force to drain the cluster "
+            "(its replicas are re-placed on other clusters, then it is torn down)"
+        )
+    return on
+
+
+# How often a waiting ``delete`` reads the cluster's progress (a person watches it).
+DELETE_POLL_SECONDS = 1.0
+
+
+async def delete_cluster(client: Client, name: str, *, force: bool, wait: bool) -> None:
+    """Delete cluster ``name`` (refused while replicas run on it, unless ``force``: then the
+    workflow drains it first). With ``wait``, follow the drain and the teardown until the
+    workflow has ended, printing each new stage; a teardown that left cloud resources behind
+    is an error naming them."""
+    moving = await guard_delete(client, name, force=force)
+    if moving:
+        names = ", ".join(f"{r.namespace}/{r.name}" for r in moving)
+        console.print(f"draining {name}: {len(moving)} replica(s) will be re-placed: {names}")
+    handle = client.get_workflow_handle(cluster_id(name), result_type=ClusterStatus)
+    await handle.execute_update(ClusterWorkflow.delete)
+    if not wait:
+        return
+    last = ""
+    while (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
+        status = await _status_or_none(client, name)
+        if status is not None and status.reason != last:
+            last = status.reason
+            console.print(f"  {name}: {last}", soft_wrap=True, markup=False)
+        await asyncio.sleep(DELETE_POLL_SECONDS)
+    final: ClusterStatus = await handle.result()
+    if final.reason != "deleted":
+        raise CliError(f"inferencecluster.modelfleet.dev/{name}: {final.reason}")

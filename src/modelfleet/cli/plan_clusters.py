@@ -1,0 +1,181 @@
+"""``modelfleet plan`` on InferenceClusters: for each GKE or EKS cluster in the manifests, the
+pools provisioning would create (from the same pure plan the cluster workflow carries out), with
+machine types, node counts and autoscaling bounds, and an hourly cost estimate at on-demand
+list prices (:mod:`modelfleet.scheduling.pricing`). Offline: nothing is asked of a cloud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.markup import escape
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import ClusterSource, InferenceCluster
+from modelfleet.api.meta import Resource
+from modelfleet.cli.output import console, print_table
+from modelfleet.contracts.cloud_payloads import PoolPlan
+from modelfleet.scheduling.pricing import (
+    PRICES_RECORDED,
+    SYSTEM_POOLS,
+    Estimate,
+    PricedPool,
+    estimate,
+)
+from modelfleet.workflows.cluster_plan import plan_pools
+
+REGION_OF_PRICES = {"GKE": "us-central1", "EKS": "us-east-2"}
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    cluster: InferenceCluster
+    pools: list[PoolPlan]
+    problems: list[str]
+    initial: Estimate  # at the node counts provisioning starts with
+    largest: Estimate  # every autoscaled pool at its maximum
+
+    @property
+    def provider(self) -> str:
+        return self.cluster.spec.cluster.source.value
+
+    @property
+    def where(self) -> str:
+        access = self.cluster.spec.cluster
+        if access.gke is not None:
+            return f"project {access.gke.project}, region {access.gke.region}"
+        if access.eks is not None:
+            return f"region {access.eks.region}"
+        return ""
+
+
+def _machine(plan: PoolPlan) -> str:
+    return plan.machine_type or plan.instance_type or ""
+
+
+def plan_clusters(resources: Sequence[Resource]) -> list[ClusterPlan]:
+    """A plan per GKE or EKS cluster in ``resources`` (Existing clusters create nothing)."""
+    classes = {r.name: r for r in resources if isinstance(r, InferenceClass)}
+    out = []
+    for cluster in (r for r in resources if isinstance(r, InferenceCluster)):
+        if cluster.spec.cluster.source is ClusterSource.EXISTING:
+            continue
+        pools, problems = plan_pools(cluster, classes)
+        provider = cluster.spec.cluster.source.value
+        initial = estimate(provider, [(p.name, _machine(p), p.node_count) for p in pools])
+        largest = estimate(
+            provider,
+            [(p.name, _machine(p), max(p.max_node_count or 0, p.node_count)) for p in pools],
+        )
+        out.append(ClusterPlan(cluster, pools, problems, initial, largest))
+    return out
+
+
+def _accelerator(plan: PoolPlan) -> str:
+    if plan.accelerator_type:
+        return f" + {plan.accelerator_count} {plan.accelerator_type}"
+    return " + EFA" if plan.efa else ""
+
+
+def _bounds(plan: PoolPlan) -> str:
+    if plan.max_node_count is None:
+        return "-"
+    return f"{plan.min_node_count if plan.min_node_count is not None else 0}-{plan.max_node_count}"
+
+
+def _declared(plan: ClusterPlan) -> list[PricedPool]:
+    """The priced declared pools (the estimate lists the system pool first)."""
+    return list(plan.initial.pools[len(plan.initial.pools) - len(plan.pools) :])
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value < 1 else f"{value:,.2f}"
+
+
+def print_cluster_plan(plan: ClusterPlan) -> None:
+    name, provider = plan.cluster.name, plan.provider
+    console.print(f"[bold]cluster {name}: {provider} ({plan.where}) would be created[/]")
+    if plan.problems:
+        for problem in plan.problems:
+            console.print(f"  [yellow]cannot plan[/] {escape(problem)}", soft_wrap=True)
+        console.print(
+            "  (the cluster would wait in Provisioning, WaitingForClasses, until that is fixed)"
+        )
+    rows = []
+    if provider in SYSTEM_POOLS:
+        system = plan.initial.pools[0]
+        rows.append(
+            [
+                system.name,
+                "(system)",
+                system.machine,
+                str(system.nodes),
+                "1-2",
+                _money(system.hourly),
+                _money(system.total),
+            ]
+        )
+    for pool, cost in zip(plan.pools, _declared(plan), strict=True):
+        rows.append(
+            [
+                pool.name,
+                pool.class_name,
+                _machine(pool) + _accelerator(pool),
+                str(pool.node_count),
+                _bounds(pool),
+                _money(cost.hourly),
+                _money(cost.total),
+            ]
+        )
+    print_table(["POOL", "CLASS", "MACHINE", "NODES", "AUTOSCALING", "$/NODE-H", "$/H"], rows)
+    region = REGION_OF_PRICES.get(provider, "")
+    console.print(
+        f"  control plane ${plan.initial.control_plane:.2f}/h; estimated "
+        f"[bold]${plan.initial.known:,.2f}/hour[/] as created"
+        + (
+            f", up to ${plan.largest.known:,.2f}/hour with every pool at its maximum size"
+            if plan.largest.known > plan.initial.known
+            else ""
+        )
+    )
+    console.print(
+        f"  (on-demand list prices in {region} as of {PRICES_RECORDED}; no disks, network, "
+        "discounts or reservations)",
+        soft_wrap=True,
+    )
+    if plan.initial.unpriced:
+        console.print(
+            f"  [yellow]no list price for {', '.join(plan.initial.unpriced)}[/]: "
+            "not in the estimate",
+            soft_wrap=True,
+        )
+    console.print()
+
+
+def cluster_plan_document(plan: ClusterPlan) -> dict[str, Any]:
+    """The stable ``-o json|yaml`` shape of one cluster's plan."""
+    return {
+        "name": plan.cluster.name,
+        "source": plan.provider,
+        "pools": [
+            {
+                "name": p.name,
+                "className": p.class_name,
+                "machineType": _machine(p),
+                "nodes": p.node_count,
+                "minNodes": p.min_node_count,
+                "maxNodes": p.max_node_count,
+                "hourlyPerNode": cost.hourly,
+            }
+            for p, cost in zip(plan.pools, _declared(plan), strict=True)
+        ],
+        "problems": list(plan.problems),
+        "hourlyCost": round(plan.initial.known, 2),
+        "hourlyCostAtMax": round(plan.largest.known, 2),
+        "unpriced": list(plan.initial.unpriced),
+        "pricesRecorded": PRICES_RECORDED,
+    }

@@ -1,0 +1,100 @@
+"""The pure pieces behind the cluster CLI: list-price estimates (``plan`` on a cluster) and the
+free devices placement sees (``get clusters`` FREE)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelfleet.adapters import eks as eks_adapter
+from modelfleet.adapters import gke as gke_adapter
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.loading import load_paths
+from modelfleet.cli.plan import plan_resources
+from modelfleet.scheduling.capacity import free_devices, summed
+from modelfleet.scheduling.fleet_placement import ObservedCluster
+from modelfleet.scheduling.pricing import CONTROL_PLANE, SYSTEM_POOLS, estimate
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+
+
+def test_an_estimate_adds_the_system_pool_the_control_plane_and_each_pool() -> None:
+    est = estimate("GKE", [("gpu", "a3-highgpu-8g", 2)])
+    assert [(p.name, p.machine, p.nodes) for p in est.pools] == [
+        ("system", "e2-standard-4", 1),
+        ("gpu", "a3-highgpu-8g", 2),
+    ]
+    gpu = est.pools[1]
+    assert gpu.hourly is not None
+    assert gpu.total == pytest.approx(2 * gpu.hourly)
+    system = est.pools[0].total
+    assert system is not None
+    assert est.known == pytest.approx(CONTROL_PLANE["GKE"] + system + 2 * gpu.hourly)
+    assert est.unpriced == ()
+
+
+def test_an_unknown_machine_is_reported_unpriced_not_guessed() -> None:
+    est = estimate("EKS", [("a", "p9.huge", 3), ("b", "p9.huge", 1)])
+    assert est.unpriced == ("p9.huge",)
+    assert est.pools[1].total is None
+    system = est.pools[0].total
+    assert system is not None
+    assert est.known == pytest.approx(CONTROL_PLANE["EKS"] + system)
+
+
+def test_the_system_pools_priced_are_the_ones_the_adapters_create() -> None:
+    assert SYSTEM_POOLS["GKE"][1] == gke_adapter.SYSTEM_MACHINE
+    assert SYSTEM_POOLS["GKE"][2] == gke_adapter.system_pool().initial_node_count
+    assert SYSTEM_POOLS["EKS"][1] == eks_adapter.SYSTEM_INSTANCE
+
+
+def _fleet() -> tuple[dict[str, InferenceClass], list[InferenceCluster], list[ModelDeployment]]:
+    resources = load_paths([str(QUICKSTART)]).resources
+    classes = {r.name: r for r in resources if isinstance(r, InferenceClass)}
+    clusters = [r for r in resources if isinstance(r, InferenceCluster)]
+    deployments = [r for r in resources if isinstance(r, ModelDeployment)]
+    return classes, clusters, deployments
+
+
+def test_free_devices_are_what_is_left_after_the_placed_replicas() -> None:
+    classes, clusters, deployments = _fleet()
+    observed = {
+        c.name: ObservedCluster(
+            spec=c, ready=True, ready_nodes={p.name: p.capacity_nodes for p in c.spec.node_pools}
+        )
+        for c in clusters
+    }
+    idle = free_devices(classes, observed, [])
+    resources = load_paths([str(QUICKSTART)]).resources
+    (placement,) = plan_resources(resources)
+    replicas = placement.placed
+    assert replicas, "the quickstart deployment must place somewhere"
+    busy = free_devices(classes, observed, replicas)
+    for cluster in clusters:
+        before = {c.device: c for c in summed(idle[cluster.name])}
+        after = {c.device: c for c in summed(busy[cluster.name])}
+        used = sum(
+            r.count * m.pods * e.copies
+            for rep in replicas
+            if rep.spec.cluster_name == cluster.name
+            for e in rep.spec.engines
+            for m in e.members
+            for r in m.device_requests or []
+        )
+        assert before["gpu"].free == before["gpu"].total
+        assert after["gpu"].total == before["gpu"].total
+        assert after["gpu"].free == before["gpu"].total - used
+    assert deployments
+
+
+def test_a_pool_counts_only_its_ready_nodes() -> None:
+    classes, clusters, _ = _fleet()
+    cluster = clusters[0]
+    pool = cluster.spec.node_pools[0]
+    observed = {cluster.name: ObservedCluster(spec=cluster, ready=True, ready_nodes={pool.name: 1})}
+    (count,) = free_devices(classes, observed, [])[cluster.name][pool.name]
+    per_node = sum(d.count for d in classes[pool.class_name].spec.devices if d.name == count.device)
+    assert (count.free, count.total) == (per_node, per_node)
