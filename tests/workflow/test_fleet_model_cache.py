@@ -6,7 +6,10 @@ the facts survive continue-as-new (the compact cluster entry carries them)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
+import pytest_asyncio
+from conftest import start_time_skipping_env
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
@@ -20,6 +23,17 @@ from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import deployment_id
+
+
+@pytest_asyncio.fixture(scope="module")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A server of its own: after a test sends many Updates, the shared session server has been
+    seen to stop skipping time for a later test's ``env.sleep`` (see test_deployment_guard)."""
+    env = await start_time_skipping_env()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
 
 
 @workflow.defn(name="ResyncSink")
