@@ -30,8 +30,10 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
+# Two processes, one test file each at a time (--dist loadfile): the integration tests of a file
+# share one dev server + simulated fleet, built once per process.
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 test: lint typecheck contracts pytest
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
@@ -85,15 +86,32 @@ class Stack:
         return found
 
 
+def unanswered(exc: BaseException) -> bool:
+    """A query the worker could not answer in time, which says nothing about the workflow's
+    state: the RPC timed out, or the SDK's 2 s deadlock detector fired on a starved CPU (a
+    garbage collection inside the workflow thread on a loaded machine). Asked again, it answers."""
+    if isinstance(exc, WorkflowQueryFailedError):
+        return "TMPRL1101" in str(exc)
+    return isinstance(exc, RPCError) and "Timeout expired" in str(exc)
+
+
 async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
-    """Poll ``probe`` until it returns a value; fail with ``what`` after ``limit`` seconds."""
+    """Poll ``probe`` until it returns a value; fail with ``what`` after ``limit`` seconds.
+    A query left unanswered (see ``unanswered``) counts as "not yet", never as an answer."""
     deadline = time.monotonic() + limit
+    last: BaseException | None = None
     while True:
-        value = await probe()
+        try:
+            value = await probe()
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            if not unanswered(exc):
+                raise
+            value, last = None, exc
         if value is not None:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
+            detail = f" (last query unanswered: {last})" if last else ""
+            raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}{detail}")
         await asyncio.sleep(0.2)
 
 

@@ -148,8 +148,12 @@ class Log:
         self.handle = stack.client.get_workflow_handle(autoscaler_id(ns, name))
 
     async def all(self) -> list[Decision]:
-        found: list[Decision] = await self.handle.query(AutoscalerWorkflow.decisions, 120)
-        return found
+        async def probe() -> list[Decision]:
+            found: list[Decision] = await self.handle.query(AutoscalerWorkflow.decisions, 120)
+            return found
+
+        # Under load a query can go unanswered; wait_for asks again (see `unanswered`).
+        return await wait_for(probe, 60, "the decision log")
 
     async def after(self, seen: int, check: Callable[[Decision], bool], what: str) -> Decision:
         """The first decision after the first ``seen`` for which ``check`` holds."""

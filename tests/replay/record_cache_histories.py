@@ -66,6 +66,7 @@ async def _replica(env: WorkflowEnvironment) -> WorkflowHistory:
         activities=[
             cluster.apply,
             cluster.wait_ready,
+            cluster.poll_ready,
             cluster.check_ready,
             cluster.delete,
             cluster.publish,

@@ -220,3 +220,24 @@ async def test_replay_catches_an_unpatched_workflow_change() -> None:
         load("rollout-replica.json"), raise_on_replay_failure=False
     )
     assert isinstance(result.replay_failure, NondeterminismError)
+
+
+def test_drift_golden_repairs_what_was_deleted_and_says_why() -> None:
+    """``drift-replica.json`` (``record_drift_history.py``) covers the serving loop of the
+    replica-drift-repair and replica-health-over-time patches."""
+    history = load("drift-replica.json")
+    markers = {
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+    }
+    assert {"replica-drift-repair", "replica-health-over-time"} <= markers
+    names = activities(history)
+    repair = names.index("kube.drift") + 1
+    assert names[repair] == "kube.apply"
+    converter = pydantic_data_converter.payload_converter
+    summaries = [
+        str(converter.from_payload(e.user_metadata.summary, str))
+        for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    ]
+    assert "was deleted outside modelfleet: re-created" in summaries[repair]
+    assert names[-1] == "kube.delete"

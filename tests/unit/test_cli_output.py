@@ -273,6 +273,20 @@ def test_a_failed_replica_with_nothing_in_flight_fails_the_rollout_with_its_reas
     assert "no longer running" in gone.message
 
 
+def test_a_replica_under_repair_keeps_the_rollout_followed_not_failed() -> None:
+    repairing = ReplicaStatus(
+        name="r-1",
+        cluster="l4-dev",
+        index=0,
+        phase=ReplicaPhase.DEGRADED,
+        step=ReplicaStep.SERVING,
+        reason="Deployment mf-ml/r-1-vllm was deleted outside modelfleet: re-created",
+    )
+    # Recovery in progress (drift repair, failed health checks): no verdict, `rollout status`
+    # keeps following rather than exiting 1, however long it has been following.
+    assert judge(status(scheduled=1, replicas=[repairing]), True, 600.0) is None
+
+
 @pytest.mark.parametrize(
     ("payload", "wanted"),
     [(3, 3), ("4", 4), ({"replicas": 0}, 0), (10, 10)],

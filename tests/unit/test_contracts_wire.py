@@ -121,17 +121,17 @@ def test_a_newer_model_and_an_older_model_read_each_others_payloads() -> None:
     class NewerReplicaInput(ReplicaInput):
         """ReplicaInput as a later version might define it: one more field."""
 
-        drift_resync_seconds: int = 300
+        watch_jitter_seconds: int = 300
 
     replica = existing(deployment(), "a", 0)
-    newer = NewerReplicaInput(replica=replica, parent_id="p", drift_resync_seconds=60)
+    newer = NewerReplicaInput(replica=replica, parent_id="p", watch_jitter_seconds=60)
     # new writer -> old reader: the unknown field is dropped
     for value in read(to_json(newer), ReplicaInput):
         assert value == ReplicaInput(replica=replica, parent_id="p")
     # old writer -> new reader: the missing field takes its default
     old = to_json(ReplicaInput(replica=replica, parent_id="p", health_interval_seconds=5))
     for value in read(old, NewerReplicaInput):
-        assert value.drift_resync_seconds == 300
+        assert value.watch_jitter_seconds == 300
         assert value.health_interval_seconds == 5
 
 

@@ -15,14 +15,18 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
+    FLEET_PLACEMENT_CURRENT,
     FLEET_RELEASE,
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_DRIFT,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
+    PlacementCheck,
     PlaceRequest,
     PlaceResponse,
     ReleaseRequest,
@@ -33,9 +37,17 @@ from modelfleet.contracts.kube_payloads import (
     ApplyResult,
     DeleteRequest,
     DeleteResult,
+    DriftRequest,
+    DriftResult,
     ObjectRef,
     ReadyResult,
     WaitReadyRequest,
+)
+from modelfleet.contracts.serving_payloads import (
+    ENDPOINTS_PUBLISH_REPLICA,
+    ENDPOINTS_WITHDRAW,
+    EndpointKey,
+    ReplicaEndpointRequest,
 )
 
 ANY_GPU = {
@@ -124,6 +136,11 @@ class FakeFleet:
     # Images that fit nowhere (a dry placement of them places nothing).
     unplaceable: set[str] = field(default_factory=set)
     dry_requests: list[DryPlaceRequest] = field(default_factory=list)
+    # The Fleet's change version (bumped by each placement) and the answer to "is my placement
+    # current?" checks, which are recorded.
+    version: int = 0
+    current: bool = True
+    checks: list[PlacementCheck] = field(default_factory=list)
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
@@ -146,7 +163,13 @@ class FakeFleet:
             self.names.append(name)
             placed.append(replica_of(md, name, free[0], self.made))
         self.peak = max(self.peak, len(self.ledger))
-        return PlaceResponse(placed=placed, victims=victims)
+        self.version += 1
+        return PlaceResponse(placed=placed, victims=victims, version=self.version)
+
+    @activity.defn(name=FLEET_PLACEMENT_CURRENT)
+    async def placement_current(self, check: PlacementCheck) -> bool:
+        self.checks.append(check)
+        return self.current and check.version == self.version
 
     @activity.defn(name=FLEET_DRY_PLACE)
     async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
@@ -187,6 +210,11 @@ class FakeClusters:
                 self.events.append(f"apply {request.cluster} {image}")
         return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
 
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
+        return await self.wait_ready(request)
+
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
         if request.cluster in self.never_ready:
@@ -201,6 +229,20 @@ class FakeClusters:
     @activity.defn(name=KUBE_CHECK_READY)
     async def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
         return ReadyResult(ready=True, reason="all ready")
+
+    @activity.defn(name=KUBE_DRIFT)
+    async def drift(self, request: DriftRequest) -> DriftResult:
+        """Everything stands as applied (a serving replica's resync finds nothing to repair)."""
+        return DriftResult()
+
+    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
+    async def publish(self, request: ReplicaEndpointRequest) -> None:
+        """The endpoint directory takes it (an unregistered activity, retried meanwhile, keeps
+        the time-skipping server from skipping time)."""
+
+    @activity.defn(name=ENDPOINTS_WITHDRAW)
+    async def withdraw(self, key: EndpointKey) -> bool:
+        return True
 
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:

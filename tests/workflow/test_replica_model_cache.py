@@ -60,6 +60,7 @@ async def _roll_out(
         activities=[
             cluster.apply,
             cluster.wait_ready,
+            cluster.poll_ready,
             cluster.check_ready,
             cluster.delete,
             cluster.publish,
@@ -76,16 +77,20 @@ async def _roll_out(
             task_queue=queue,
         )
         handle = env.client.get_workflow_handle(wid, result_type=ReplicaResult)
+        # The replica's own view (its query, and its details in the UI) shows every step; the
+        # deployment is told only what it acts on.
         seen: list[ReplicaProgress] = []
         for _ in range(60):
-            seen = await sink.query(ProgressSink.progress)
-            if seen and seen[-1].phase is ReplicaPhase.READY:
+            progress = await handle.query(ReplicaWorkflow.progress)
+            if not seen or seen[-1] != progress.model_copy(update={"at": seen[-1].at}):
+                seen.append(progress)
+            if progress.phase is ReplicaPhase.READY:
                 break
-            await env.sleep(5)
+            await env.sleep(1)
         await handle.signal(ReplicaWorkflow.teardown)
         result = await handle.result()
         await sink.signal(ProgressSink.finish)
-        seen = await sink.result()
+        await sink.result()
     return result, seen
 
 
@@ -97,12 +102,9 @@ async def test_a_replica_waits_for_its_cache_with_progress_before_creating_anyth
     result, seen = await _roll_out(time_skipping_env, cached_replica(), cache, cluster)
     assert result.phase is ReplicaPhase.TERMINATED
     waits = [p for p in seen if p.step is ReplicaStep.MODEL_CACHE]
-    assert [p.reason for p in waits] == [
-        "model cache weights",
-        "model cache weights: Hydrating 30%",
-        "model cache weights: Hydrating 60%",
-    ]
+    assert waits, seen
     assert all(p.phase is ReplicaPhase.PROGRESSING for p in waits)
+    assert any(p.reason.startswith("model cache weights: Hydrating ") for p in waits), waits
     assert {(r.namespace, r.name, r.cluster) for r in cache.asked} == {("ml", "weights", "east")}
     # Every question came before the first object was applied.
     first_apply = next(i for i, c in enumerate(cluster.calls) if c.startswith("apply"))

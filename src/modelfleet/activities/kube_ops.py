@@ -1,4 +1,5 @@
-"""Kubernetes activities: apply, delete, wait for readiness, check readiness, probe a cluster.
+"""Kubernetes activities: apply, delete, wait for readiness, check readiness, compare what was
+applied with what the cluster holds (drift), probe a cluster.
 
 Thin by design: each resolves the cluster's kubeconfig on the worker, calls the Kubernetes
 adapter, and translates the adapter's error taxonomy into Temporal's (retryable vs not, with
@@ -16,14 +17,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
+from modelfleet.adapters.kube_drift import compare, repair_reason
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_DRIFT,
+    KUBE_POLL_READY,
     KUBE_PROBE,
     KUBE_WAIT_READY,
 )
@@ -32,6 +36,9 @@ from modelfleet.contracts.kube_payloads import (
     ApplyResult,
     DeleteRequest,
     DeleteResult,
+    DriftFound,
+    DriftRequest,
+    DriftResult,
     KubeconfigRef,
     ObjectRef,
     PoolObservation,
@@ -187,23 +194,74 @@ class KubeActivities:
             activity.heartbeat(len(request.objects), 0, 0)
         return swept
 
-    def _readiness(self, request: WaitReadyRequest) -> ReadyResult:
+    def _readiness(
+        self, request: WaitReadyRequest, *, raise_transient: bool = False
+    ) -> ReadyResult:
         cluster = self._cluster(request.cluster)
         for rule in request.rules:
             try:
                 readiness = cluster.readiness(rule)
             except KubeError as exc:
-                if not exc.retryable:
+                if raise_transient or not exc.retryable:
                     raise to_temporal(exc) from None
                 return ReadyResult(ready=False, reason=f"API error: {exc}")
             if not readiness.ready:
                 # The adapter's reason already names the object.
-                return ReadyResult(ready=False, reason=readiness.reason)
+                return ReadyResult(
+                    ready=False, reason=readiness.reason, reported=readiness.reported
+                )
         return ReadyResult(ready=True, reason="all ready")
 
     @activity.defn(name=KUBE_CHECK_READY)
     def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
-        return self._readiness(request)
+        """One health sample. An API error is raised (Temporal retries it), never answered as
+        "not ready": a failing request says nothing about the replica's health."""
+        return self._readiness(request, raise_transient=True)
+
+    @activity.defn(name=KUBE_DRIFT)
+    def drift(self, request: DriftRequest) -> DriftResult:
+        """What of the applied manifests the cluster no longer holds as applied (read-only: the
+        workflow re-applies, so the repair is its own step in the history)."""
+        cluster = self._cluster(request.cluster)
+        found: list[DriftFound] = []
+        for index, manifest in enumerate(request.manifests):
+            ref = ObjectRef.of(manifest)
+            try:
+                live = cluster.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+            except KubeError as exc:
+                raise to_temporal(exc) from None
+            drift = compare(manifest, live)
+            if drift is not None:
+                found.append(
+                    DriftFound(
+                        index=index,
+                        ref=ref,
+                        kind=drift.kind.value,
+                        reason=repair_reason(str(ref), drift),
+                    )
+                )
+        return DriftResult(drifted=found)
+
+    @activity.defn(name=KUBE_POLL_READY)
+    def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """One check of every rule. Not ready before the (absolute) deadline raises a benign
+        retryable ``NotReadyYet`` (the caller's retry policy is the poll interval), so a wait
+        of up to the progress deadline holds an activity slot only for each short check;
+        past the deadline it fails permanently with the reason."""
+        result = self._readiness(request)
+        if result.ready:
+            return result
+        if datetime.now(UTC) >= request.deadline:
+            raise ApplicationError(
+                f"not ready by the progress deadline: {result.reason}",
+                type="ReadinessDeadlineExceeded",
+                non_retryable=True,
+            )
+        raise ApplicationError(
+            f"not ready yet: {result.reason}",
+            type="NotReadyYet",
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     @activity.defn(name=KUBE_WAIT_READY)
     def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:

@@ -36,6 +36,9 @@ _MAX_PROBLEMS = 3
 class Readiness:
     ready: bool
     reason: str
+    # The object's own readiness condition is False: the cluster reports a change, which is
+    # more than one sample that found the object missing or its status not caught up yet.
+    reported: bool = False
 
 
 def is_workload(api_version: str, kind: str) -> bool:
@@ -190,6 +193,7 @@ def evaluate(
             f"(observed {observed})",
         )
     cond = _condition(obj, rule.condition)
+    reported = cond is not None and cond.get("status") == "False"
     if cond is None:
         head = f"{where} not {rule.condition}: no {rule.condition} condition reported yet"
     else:
@@ -198,9 +202,9 @@ def evaluate(
         if detail:
             head += f" ({detail})"
     if pods is None:
-        return Readiness(False, head)
+        return Readiness(False, head, reported)
     if not pods:
-        return Readiness(False, f"{head}: no pods created yet")
+        return Readiness(False, f"{head}: no pods created yet", reported)
     ready, story = _pods_story(pods)
     summary = f"{head}: {ready}/{len(pods)} pods ready"
-    return Readiness(False, f"{summary}; {story}" if story else summary)
+    return Readiness(False, f"{summary}; {story}" if story else summary, reported)

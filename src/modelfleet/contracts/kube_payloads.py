@@ -77,6 +77,9 @@ class WaitReadyRequest(WireModel):
 class ReadyResult(WireModel):
     ready: bool
     reason: str
+    # Not ready because the cluster itself says so (the object's readiness condition is False),
+    # as opposed to one sample that found it missing or not yet judged.
+    reported: bool = False
 
 
 class KubeconfigRef(WireModel):
@@ -121,3 +124,24 @@ class ProbeResult(WireModel):
     version: str = ""
     gateway_address: str | None = None
     pools: dict[str, PoolObservation] = Field(default_factory=dict)
+
+
+class DriftRequest(WireModel):
+    """Compare these manifests (as a replica applied them, in apply order) with the cluster."""
+
+    cluster: str
+    manifests: list[dict[str, Any]]
+
+
+class DriftFound(WireModel):
+    # Position in the request's manifests, so the caller re-applies exactly that manifest.
+    index: int
+    ref: ObjectRef
+    # "missing", "terminating" or "changed" (``adapters.kube_drift.DriftKind``).
+    kind: str
+    reason: str
+
+
+class DriftResult(WireModel):
+    # In the request's order; empty: everything stands as applied.
+    drifted: list[DriftFound] = []

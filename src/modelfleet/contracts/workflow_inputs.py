@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
@@ -75,6 +77,9 @@ class ClusterInput(WireModel):
     provision_deadline_seconds: int = 3600
     # How soon a cloud step whose worker died is retried (it resumes the cloud operation).
     cloud_heartbeat_seconds: int = 120
+    # When the resource was created: the first run's start, carried across continue-as-new
+    # (None in payloads from before it was carried: then this run's start stands in).
+    created: datetime | None = None
 
 
 class ReplicaInput(WireModel):
@@ -88,6 +93,15 @@ class ReplicaInput(WireModel):
     # What the rollout applied (references only), carried across continue-as-new so teardown
     # deletes what is really there even if the renderer has changed since.
     applied: list[ObjectRef] = []
+    # Drift repair: how often the replica compares what it applied with what the cluster holds
+    # when nothing else prompts it (a failed health check does at once).
+    drift_resync_seconds: int = Field(default=300, ge=1)
+    # Health over time: consecutive failed health checks before the replica is Degraded (the
+    # cluster reporting its readiness condition False counts at once; API errors never count).
+    degraded_after_checks: int = Field(default=3, ge=1)
+    # When a repair started and the replica is not Ready again yet: by when it must be, carried
+    # across continue-as-new (else it fails and is re-placed).
+    repair_deadline: datetime | None = None
 
 
 class ReplicaResult(WireModel):

@@ -93,6 +93,8 @@ class SimulatedFleet:
         self._startup = startup
         self._engines = engines or EngineProfile()
         self.clusters: dict[str, SimulatedCluster] = {}
+        # What each cluster was built from, so that it can be restarted (``restart_cluster``).
+        self._built: dict[str, tuple[InferenceCluster, Mapping[str, InferenceClass], int]] = {}
         self._stopped = False
 
     # -- construction ----------------------------------------------------------------------
@@ -171,7 +173,9 @@ class SimulatedFleet:
         faults: FaultConfig | Mapping[str, Any] | None = None,
     ) -> SimulatedCluster:
         """Add one cluster: API server, nodes, slices, serving stack, simulator, kubeconfig."""
-        index = len(self.clusters)
+        built = self._built.get(cluster.name)
+        index = built[2] if built is not None else len(self._built)
+        self._built[cluster.name] = (cluster, classes, index)
         sim_cluster = self.server.add_cluster(cluster.name, faults)
         store = sim_cluster.store
         injector = sim_cluster.faults
@@ -209,6 +213,20 @@ class SimulatedFleet:
             serving=plane,
         )
         self.clusters[cluster.name] = handle
+        return handle
+
+    async def restart_cluster(self, name: str) -> SimulatedCluster:
+        """The cluster as after a restart of the simulated fleet: stopped, then started again at
+        the same address with its infrastructure only (what ran on it is gone) and no faults.
+        Its kubeconfig is written again."""
+        cluster, classes, _ = self._built[name]
+        old = self.clusters.pop(name)
+        await old.simulator.stop()
+        await old.serving.stop()
+        self.server.proxy.detach(name)
+        self.server.remove_cluster(name)
+        handle = await self.add_cluster(cluster, classes)
+        await handle.simulator.settle(_STARTUP_SETTLE_SECONDS, timers=False)
         return handle
 
     # -- accessors -------------------------------------------------------------------------

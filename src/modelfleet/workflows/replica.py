@@ -3,10 +3,14 @@ on one cluster, then its health watch until it is torn down.
 
 Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace ->
 stage ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing ->
-wait for the endpoint picker -> Ready. Each step is an activity;
+wait for the endpoint picker -> Ready. Then it watches: health checks judged over time, and drift
+repair (what it applied compared with what the cluster holds, on a failed check and on a slow
+resync; what is missing or changed is re-applied, a step in the history that says why). Each
+step is an activity;
 retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
 deadline or cancellation the steps already taken are undone in reverse order, and the parent
-deployment is told why. Progress is reported to the parent by signal.
+deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
+Failed and when it is done; the step in progress is read by the ``progress`` query.
 
 Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
 """
@@ -25,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.naming import LABEL_REPLICA
     from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
-        KUBE_CHECK_READY,
         KUBE_DELETE,
+        KUBE_POLL_READY,
         KUBE_WAIT_READY,
     )
     from modelfleet.contracts.cache_payloads import (
@@ -57,15 +61,18 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
+    from modelfleet.rollout.progress import parent_needs
     from modelfleet.workflows import search
+    from modelfleet.workflows.replica_watch import (
+        API_RETRY,
+        PATCH_PUBLISH_ENDPOINT,
+        ReplicaWatch,
+        RolloutFailedError,
+        applied_key,
+        details,
+        reason_of,
+    )
 
-# Transient API trouble is retried with backoff; the step's own deadline bounds the total.
-API_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=20),
-    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
-)
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 # A teardown during the rollout cancels the step in progress (its activity) instead of waiting
 # for it to end: before, a replica checked for teardown only between steps, so a delete could
@@ -74,10 +81,25 @@ PATCH_TEARDOWN_CANCELS_ROLLOUT = "replica-teardown-cancels-rollout"
 # A replica that fails ends its workflow as Failed (after compensating), so Temporal's own
 # failure views count it; before, it completed with a FAILED result.
 PATCH_FAILS_AS_FAILED = "replica-fails-as-failed"
-HEALTH_INTERVAL = timedelta(seconds=30)
-# Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
-# when it stops serving. Histories recorded before have no such activities.
-PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
+# Rollout work per replica (issue 11): the parent deployment is signalled only when what it
+# decides or reports changes (Ready, Degraded, Failed, Done), not on every step (it read 7
+# signals per replica, each a workflow task on both sides); the steps in between are read by
+# the ``progress`` query (``describe`` and ``rollout status`` do). ModelfleetPhase is upserted
+# only when its value changes (it was rewritten as Progressing five times). Histories recorded
+# before hold a signal and an upsert per step.
+PATCH_QUIET_PROGRESS = "replica-quiet-progress"
+# Readiness waits (up to the progress deadline, 30 minutes by default) poll with short
+# ``kube.poll_ready`` attempts that Temporal retries, instead of one ``kube.wait_ready``
+# activity that held a worker slot (and thread) the whole time: 32 replicas loading a model
+# took every slot probes, placements and applies need (issue 11). Histories recorded before
+# schedule ``kube.wait_ready``.
+PATCH_POLL_READY = "replica-poll-readiness"
+POLL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
+    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+)
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
@@ -97,14 +119,8 @@ _STEP_NAMES = {
 }
 
 
-class RolloutFailedError(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 @workflow.defn(name="ModelReplica")
-class ReplicaWorkflow:
+class ReplicaWorkflow(ReplicaWatch):
     @workflow.init
     def __init__(self, arg: ReplicaInput) -> None:
         self._input = arg
@@ -114,8 +130,13 @@ class ReplicaWorkflow:
         self._reason = ""
         self._teardown = False
         self._published = False
+        # What the parent and the visibility store were last told (PATCH_QUIET_PROGRESS).
+        self._told: ReplicaProgress | None = None
+        self._phase_upserted: ReplicaPhase | None = None
         # References of every object a step applied (from kube.apply's answer), in order.
         self._applied: list[ObjectRef] = list(arg.applied)
+        self._failed_checks = 0
+        self._repair_deadline = arg.repair_deadline
 
     @workflow.signal
     def teardown(self) -> None:
@@ -159,7 +180,7 @@ class ReplicaWorkflow:
                 else:
                     await self._roll_out(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
-                reason = _reason(exc)
+                reason = reason_of(exc)
                 if isinstance(exc, asyncio.CancelledError):
                     # Cancelled is not failed: clean up, then end as Cancelled.
                     await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
@@ -185,6 +206,11 @@ class ReplicaWorkflow:
             await self._delete(owned)
             await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
             raise
+        except RolloutFailedError as exc:
+            # Not repaired within the progress deadline (only under PATCH_DRIFT_REPAIR): fail
+            # like a rollout that missed it, so the deployment places the replica again.
+            await self._compensate(owned, exc.reason)
+            raise ApplicationError(exc.reason, type="ReplicaFailed", non_retryable=True) from None
         await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
         await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
@@ -247,7 +273,7 @@ class ReplicaWorkflow:
                     summary=f"model cache {cache} on {r.spec.cluster_name}",
                 )
             except ActivityError as exc:
-                result = CacheReadiness(ready=False, summary=f"cannot ask: {_reason(exc)}")
+                result = CacheReadiness(ready=False, summary=f"cannot ask: {reason_of(exc)}")
             if result.ready:
                 return
             reason = f"model cache {cache}: {result.summary}"
@@ -271,10 +297,10 @@ class ReplicaWorkflow:
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
         )
-        known = {_key(r) for r in self._applied}
+        known = {applied_key(r) for r in self._applied}
         # The workload namespace is shared by the deployment's replicas: never this one's.
         self._applied += [
-            r for r in result.applied if r.kind != "Namespace" and _key(r) not in known
+            r for r in result.applied if r.kind != "Namespace" and applied_key(r) not in known
         ]
 
     async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
@@ -283,7 +309,23 @@ class ReplicaWorkflow:
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
             raise RolloutFailedError(f"progress deadline passed before {what}")
-        result: ReadyResult = await workflow.execute_activity(
+        if workflow.patched(PATCH_POLL_READY):
+            # The last attempt starts at or after the deadline and fails with the reason.
+            result: ReadyResult = await workflow.execute_activity(
+                KUBE_POLL_READY,
+                WaitReadyRequest(
+                    cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
+                ),
+                result_type=ReadyResult,
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=remaining + timedelta(seconds=90),
+                retry_policy=POLL_RETRY,
+                summary=f"wait for {what}",
+            )
+            if not result.ready:
+                raise RolloutFailedError(result.reason)
+            return
+        result = await workflow.execute_activity(
             KUBE_WAIT_READY,
             WaitReadyRequest(
                 cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
@@ -307,8 +349,8 @@ class ReplicaWorkflow:
     async def _delete(self, owned: list[ObjectRef]) -> None:
         # Reverse apply order: routing first, the gangs next, claims last; objects applied that
         # the render no longer names go first; then a sweep by the replica's label.
-        rendered = {_key(r) for r in owned}
-        stray = [r for r in reversed(self._applied) if _key(r) not in rendered]
+        rendered = {applied_key(r) for r in owned}
+        stray = [r for r in reversed(self._applied) if applied_key(r) not in rendered]
         refs = stray + list(reversed(owned))
         try:
             await workflow.execute_activity(
@@ -327,55 +369,8 @@ class ReplicaWorkflow:
         except ActivityError as exc:
             # The cluster may be gone for good; say so rather than hang the deployment.
             self._reason = (
-                f"cleanup incomplete on {self._replica.spec.cluster_name}: {_reason(exc)}"
+                f"cleanup incomplete on {self._replica.spec.cluster_name}: {reason_of(exc)}"
             )
-
-    # --- after Ready -------------------------------------------------------------------------
-
-    async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        interval = timedelta(seconds=self._input.health_interval_seconds)
-        while not self._teardown:
-            if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    self._input.model_copy(
-                        update={"serving_since": serving_since, "applied": self._applied}
-                    )
-                )
-            try:
-                await workflow.wait_condition(lambda: self._teardown, timeout=interval)
-            except TimeoutError:
-                await self._check_health(rendered)
-
-    async def _check_health(self, rendered: RenderedReplica) -> None:
-        try:
-            result: ReadyResult = await workflow.execute_activity(
-                KUBE_CHECK_READY,
-                WaitReadyRequest(
-                    cluster=self._replica.spec.cluster_name,
-                    rules=rendered.readiness,
-                    deadline=workflow.now(),
-                ),
-                result_type=ReadyResult,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=2),
-                summary="health check",
-            )
-        except ActivityError as exc:
-            result = ReadyResult(ready=False, reason=f"cluster unreachable: {_reason(exc)}")
-        if result.ready and self._phase is not ReplicaPhase.READY:
-            await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        elif not result.ready and (
-            self._phase is not ReplicaPhase.DEGRADED or self._reason != result.reason
-        ):
-            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, result.reason)
-        elif (
-            self._phase is ReplicaPhase.READY
-            and not self._published
-            and workflow.patched(PATCH_PUBLISH_ENDPOINT)
-        ):
-            # The publication at Ready failed (directory or Fleet unreachable): try again.
-            await self._sync_endpoint(self._phase)
 
     # --- reporting ---------------------------------------------------------------------------
 
@@ -390,13 +385,18 @@ class ReplicaWorkflow:
 
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         self._phase, self._step, self._reason = phase, step, reason
-        workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
-        detail = f"**{phase.value}** · step `{step.value}`" + (f"\n\n{reason}" if reason else "")
-        workflow.set_current_details(detail)
-        parent = workflow.get_external_workflow_handle(self._input.parent_id)
-        # The deployment may be gone; then there is nobody to tell.
-        with contextlib.suppress(ApplicationError):
-            await parent.signal("replica_progress", self._progress())
+        quiet = workflow.patched(PATCH_QUIET_PROGRESS)
+        if not quiet or phase is not self._phase_upserted:
+            workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+            self._phase_upserted = phase
+        workflow.set_current_details(details(phase, step, reason))
+        progress = self._progress()
+        if not quiet or parent_needs(progress, self._told):
+            parent = workflow.get_external_workflow_handle(self._input.parent_id)
+            # The deployment may be gone; then there is nobody to tell.
+            with contextlib.suppress(ApplicationError):
+                await parent.signal("replica_progress", progress)
+            self._told = progress
         if workflow.patched(PATCH_PUBLISH_ENDPOINT):
             await self._sync_endpoint(phase)
 
@@ -434,7 +434,7 @@ class ReplicaWorkflow:
                 )
         except ActivityError as exc:
             # Serving goes on; the next phase change tries again. Say why meanwhile.
-            workflow.logger.warning("endpoint of %s not updated: %s", r.name, _reason(exc))
+            workflow.logger.warning("endpoint of %s not updated: %s", r.name, reason_of(exc))
             return
         self._published = serving
 
@@ -443,16 +443,3 @@ async def _cancelled(task: asyncio.Future[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, ActivityError, RolloutFailedError):
         await task
-
-
-def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
-    return (ref.api_version, ref.kind, ref.namespace or "", ref.name)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, RolloutFailedError):
-        return exc.reason
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"
-    cause = exc.__cause__ if isinstance(exc, ActivityError) and exc.__cause__ else exc
-    return str(cause) or type(cause).__name__
