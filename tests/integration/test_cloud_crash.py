@@ -131,7 +131,7 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
         status = await _status(env, name)
         return status if status is not None and status.phase == "Ready" else None
 
-    status = await wait_for(ready, 120, f"{name} to be Ready after the restart")
+    status = await wait_for(ready, 240, f"{name} to be Ready after the restart")
     pool = spec.spec.node_pools[0].name
     assert status.observed_pools[pool].ready_nodes == spec.spec.node_pools[0].node_count
     if source == "gke":
@@ -190,7 +190,7 @@ async def test_worker_killed_while_writing_the_kubeconfig_then_restarted(
         status = await _status(env, name)
         return status if status is not None and status.phase == "Ready" else None
 
-    await wait_for(ready, 120, f"{name} to be Ready after the restart")
+    await wait_for(ready, 240, f"{name} to be Ready after the restart")
     assert clouds.gke.cluster_names().count(name) == 1
     assert clouds.gke.calls[before:].count(f"createCluster {name}") == 1
     assert clouds.gke.pool_names(name) == ["gpu-h100", "system"]
