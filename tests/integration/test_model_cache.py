@@ -24,10 +24,11 @@ from modelfleet.cli import columns
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.resources import fetch
 from modelfleet.contracts.cache_payloads import CacheStatus, DeleteCache, cache_id
-from modelfleet.contracts.status import DeploymentStatus, ReplicaStep
+from modelfleet.contracts.status import ReplicaProgress, ReplicaStep
 from modelfleet.rendering.model_cache import auth_secret_name, claim_name
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.workflows.cache import CacheWorkflow
+from modelfleet.workflows.ids import replica_id
 
 NS = "cache-it"
 WORKLOADS = f"mf-{NS}"
@@ -151,6 +152,23 @@ async def test_a_cache_hydrates_through_a_crash_and_a_failure_and_gates_its_depl
         await apply_resource(env.temporal, _cache())
         await apply_resource(env.temporal, _deployment())
 
+        # Replicas go where the cache is being staged and wait there, in their step
+        # wait-model-cache, for the weights; the left-out cluster never gets one.
+        async def waiting() -> ReplicaProgress | None:
+            status = await env.status(NS, "coder")
+            for r in status.replicas:
+                handle = env.temporal.get_workflow_handle(replica_id(NS, r.name))
+                progress: ReplicaProgress = await handle.query(
+                    "progress", result_type=ReplicaProgress
+                )
+                if progress.step is ReplicaStep.MODEL_CACHE and "Hydrating" in progress.reason:
+                    assert r.cluster in {SLOW, FAILING}
+                    return progress
+            return None
+
+        held = await wait_for(waiting, 30, "a replica waiting in wait-model-cache")
+        assert held.reason.startswith("model cache coder: Hydrating")
+
         def mid_way(s: CacheStatus) -> bool:
             slow = _on(s, SLOW)
             return (
@@ -163,17 +181,6 @@ async def test_a_cache_hydrates_through_a_crash_and_a_failure_and_gates_its_depl
         assert {c.cluster for c in status.clusters} == {SLOW, FAILING}
         assert "attempt 1 failed" in _on(status, FAILING)
 
-        # Replicas go to the hydrating cluster and wait there for the weights (the failed one
-        # takes them only while a retry hydrates; the left-out one never).
-        def waiting(s: DeploymentStatus) -> bool:
-            return any(
-                r.cluster == SLOW and r.step is ReplicaStep.MODEL_CACHE and "Hydrating" in r.reason
-                for r in s.replicas
-            )
-
-        held = await env.wait_status(NS, "coder", waiting, 30, "a replica waiting for the cache")
-        assert held.ready == 0
-        assert {r.cluster for r in held.replicas} <= {SLOW, FAILING}
         # The worker wrote the token Secret for the download (still there for the retry).
         secret = next(
             s

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from placement_builders import deployment, existing
 from test_placement_fleet import CLASSES, observed
-
-import pytest
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.scheduling.cache_rule import CacheRank, cache_rank

@@ -3,9 +3,10 @@
 For each missing replica every schedulable cluster is tried against a trial copy of its pools;
 among the clusters that fit, the one with the fewest replicas of this deployment wins, then the
 smallest name (spread, then pack); for a deployment mounting a ModelCache, clusters where the
-cache is Ready come before those where it is still being staged (``cache_rule``). Within a cluster each engine goes whole onto the first pool,
-in declared order, that satisfies every member and has room; later engines see what earlier
-ones took. The replica gets the lowest index free on its cluster.
+cache is Ready come before those where it is still being staged (``cache_rule``). Within a
+cluster each engine goes whole onto the first pool, in declared order, that satisfies every
+member and has room; later engines see what earlier ones took. The replica gets the lowest
+index free on its cluster.
 
 Trying clusters in (load, name) order and stopping at the first fit gives the same answer as
 trying them all. A cluster that failed once keeps failing for the rest of the pass (matching
