@@ -1,15 +1,18 @@
 """Placement of a deployment that references a ModelCache: new replicas go only to clusters where
-the Fleet was told the cache is Ready, every other cluster says why (the cache's state there),
-replicas already placed stay, and an offline plan (caches unknown) is not restricted."""
+the Fleet was told the cache is staged or being staged, Ready ones first; every other cluster says
+why (the cache's state there), replicas already placed stay, and an offline plan (caches unknown)
+is not restricted."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from placement_builders import deployment, existing
 from test_placement_fleet import CLASSES, observed
 
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.scheduling.cache_rule import CacheRank, cache_rank
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot, place_in_fleet
 from modelfleet.scheduling.placement import place
 from modelfleet.scheduling.snapshot import snapshot_from_manifests
@@ -25,24 +28,61 @@ def _with_caches(cluster: ObservedCluster, **caches: str) -> ObservedCluster:
     return replace(cluster, caches={f"ml-team/{k}": v for k, v in caches.items()})
 
 
-def test_new_replicas_go_only_where_the_cache_is_ready_and_the_others_say_why() -> None:
+@pytest.mark.parametrize(
+    ("state", "rank"),
+    [
+        ("Ready", CacheRank.READY),
+        ("Hydrating 40%", CacheRank.STAGING),
+        ("Hydrating 0%", CacheRank.STAGING),
+        ("Pending: creating the volume", CacheRank.STAGING),
+        ("Pending: the volume is not bound yet", CacheRank.STAGING),
+        ("Pending", CacheRank.STAGING),
+        ("Pending: StorageClass 'x' does not exist on the cluster; the volume cannot bind", None),
+        ("Failed: attempt 1 failed: 401", None),
+        ("Deleting", None),
+        (None, None),
+    ],
+)
+def test_the_cache_rule_ranks_staged_and_staging_and_refuses_the_rest(
+    state: str | None, rank: CacheRank | None
+) -> None:
+    assert cache_rank(state) == rank
+
+
+def test_new_replicas_go_where_the_cache_is_staged_or_staging_ready_first() -> None:
     dep = _cached(deployment(replicas=3))
     fleet = {
         "a": _with_caches(observed("a"), weights="Hydrating 40%"),
         "b": _with_caches(observed("b"), weights="Ready"),
         "c": observed("c"),  # the cache's selector leaves c out: nothing reported there
         "d": _with_caches(observed("d"), weights="Failed: attempt 1 failed: 401"),
+        "e": _with_caches(observed("e"), weights="Pending: the volume cannot bind"),
     }
     placement = place_in_fleet(dep, desired=3, classes=CLASSES, clusters=fleet, replicas=[])
-    assert sorted(r.spec.cluster_name for r in placement.placed) == ["b", "b"]
-    assert placement.rejections["a"] == (
-        "model cache weights not ready on this cluster (Hydrating 40%)"
-    )
-    assert placement.rejections["c"].startswith("model cache weights not staged on this cluster")
-    assert "(Failed: attempt 1 failed: 401)" in placement.rejections["d"]
-    assert "model cache weights not ready on this cluster (Hydrating 40%)" in placement.summary
+    # b (Ready) is preferred even over spreading: a is only used once b is full (it fits two).
+    assert sorted(r.spec.cluster_name for r in placement.placed) == ["a", "b", "b"]
+    assert placement.rejections == {}
     # The placed replicas carry the reference, so they mount and wait for the cache.
     assert all(r.spec.model_cache_ref is not None for r in placement.placed)
+    more = place_in_fleet(dep, desired=5, classes=CLASSES, clusters=fleet, replicas=[])
+    assert more.rejections["c"].startswith("model cache weights not staged on this cluster")
+    assert "(Failed: attempt 1 failed: 401)" in more.rejections["d"]
+    assert "cannot bind" in more.rejections["e"]
+    assert "model cache weights not ready on this cluster (Failed" in more.summary
+
+
+def test_a_ready_cluster_wins_over_a_less_loaded_staging_one() -> None:
+    dep = _cached(deployment(replicas=1))
+    fleet = {
+        "a": _with_caches(observed("a"), weights="Hydrating 90%"),
+        "z": _with_caches(observed("z"), weights="Ready"),
+    }
+    placement = place_in_fleet(dep, desired=1, classes=CLASSES, clusters=fleet, replicas=[])
+    assert [r.spec.cluster_name for r in placement.placed] == ["z"]
+    # Without a Ready cluster, a hydrating one takes the replica (it waits there for Ready).
+    fleet["z"] = _with_caches(observed("z"), weights="Failed: network reset")
+    placement = place_in_fleet(dep, desired=1, classes=CLASSES, clusters=fleet, replicas=[])
+    assert [r.spec.cluster_name for r in placement.placed] == ["a"]
 
 
 def test_another_caches_readiness_or_namespace_does_not_count() -> None:

@@ -21,6 +21,7 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.rendering.model_cache import (
     claim_name,
     parse_progress,
+    render_auth_secret,
     render_claim,
     render_job,
 )
@@ -185,3 +186,36 @@ def test_an_injected_download_failure_fails_the_job_with_the_hubs_error(
     assert "401 Client Error: Unauthorized" in log
     done, total = parse_progress(log) or (0, 0)
     assert 0 < done < total
+
+
+@pytest.mark.parametrize(
+    "uri", ["s3://models-bucket/qwen", "gs://models-bucket/qwen", "oci://ghcr.io/acme/qwen:v1"]
+)
+def test_a_uri_download_job_runs_like_a_hugging_face_one(
+    fleet: LoopThread[SimulatedFleet], uri: str
+) -> None:
+    fleet.target.set_faults(CLUSTER, {"download_mib_per_second": 2048})
+    kube = _kube(fleet)
+    cache = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelCache",
+            "metadata": {"name": "qwen", "namespace": "ml"},
+            "spec": {
+                "source": "URI",
+                "uri": {"uri": uri, "sizeGiB": 1, "authSecret": {"name": "creds"}},
+            },
+        }
+    )
+    assert isinstance(cache, ModelCache)
+    kube.apply(render_claim(cache, cluster=CLUSTER, namespace=NS, storage_class=None))
+    secret = render_auth_secret(cache, cluster=CLUSTER, namespace=NS)
+    kube.apply({**secret, "data": {"HF_TOKEN": "Y3JlZHM="}})
+    job = render_job(cache, cluster=CLUSTER, namespace=NS, with_token=True)
+    kube.apply(job)
+    name = job["metadata"]["name"]
+    done = _wait(fleet, "batch/v1", "Job", name, lambda o: _job_done(o) is not None)
+    assert _job_done(done) == "Complete"
+    (pod,) = kube.list("v1", "Pod", NS, {"batch.kubernetes.io/job-name": name})
+    log = kube.pod_log(pod["metadata"]["name"], NS, tail_lines=50)
+    assert parse_progress(log) == (1 << 30, 1 << 30)

@@ -56,6 +56,8 @@ def _model_cache(mc: ModelCache) -> Iterator[FieldError]:
     spec = mc.spec
     if spec.source is CacheSource.HUGGING_FACE and spec.hugging_face is None:
         yield FieldError(("spec", "huggingFace"), "required when source is HuggingFace")
+    if spec.source is CacheSource.URI and spec.uri is None:
+        yield FieldError(("spec", "uri"), "required when source is URI")
     selector = spec.cluster_selector
     for key, value in (selector.match_labels if selector else {}).items():
         path = ("spec", "clusterSelector", "matchLabels", key)

@@ -2,9 +2,11 @@
 
 For each missing replica every schedulable cluster is tried against a trial copy of its pools;
 among the clusters that fit, the one with the fewest replicas of this deployment wins, then the
-smallest name (spread, then pack). Within a cluster each engine goes whole onto the first pool,
-in declared order, that satisfies every member and has room; later engines see what earlier
-ones took. The replica gets the lowest index free on its cluster.
+smallest name (spread, then pack); for a deployment mounting a ModelCache, clusters where the
+cache is Ready come before those where it is still being staged (``cache_rule``). Within a
+cluster each engine goes whole onto the first pool, in declared order, that satisfies every
+member and has room; later engines see what earlier ones took. The replica gets the lowest
+index free on its cluster.
 
 Trying clusters in (load, name) order and stopping at the first fit gives the same answer as
 trying them all. A cluster that failed once keeps failing for the rest of the pass (matching
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
 from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.cache_rule import CacheRank, cache_rank
 from modelfleet.scheduling.explain import (
     NO_GATEWAY,
     NOT_READY,
@@ -35,9 +38,6 @@ from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
 from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
-
-# How a cache that is staged reads in ``ClusterSnapshot.caches`` (what the cache workflow reports).
-CACHE_READY = "Ready"
 
 # Per cluster, its pools charged with every replica on it: a caller that keeps these between
 # placements (the Fleet) drops a cluster's entry whenever a replica is added to or removed from
@@ -131,17 +131,29 @@ def static_reason(
     return _cache_problem(cluster, deployment)
 
 
-def _cache_problem(cluster: IndexedCluster, deployment: ModelDeployment) -> str | None:
-    """A deployment that mounts a ModelCache goes only where the cache is Ready: elsewhere its
-    replicas would start without weights."""
+def _cache_state(cluster: IndexedCluster, deployment: ModelDeployment) -> tuple[str, str | None]:
+    """The deployment's ModelCache and how it stands on ``cluster``; ("", None) when the
+    deployment mounts none or the snapshot does not know (an offline plan)."""
     ref = deployment.spec.template.spec.model_cache_ref
     caches = cluster.snapshot.caches
     if ref is None or caches is None:
+        return "", None
+    return ref.name, caches.get(f"{deployment.namespace}/{ref.name}")
+
+
+def _cache_problem(cluster: IndexedCluster, deployment: ModelDeployment) -> str | None:
+    """A deployment that mounts a ModelCache goes only where the cache is staged or being
+    staged (``cache_rule``): elsewhere its replicas would never get weights."""
+    cache, state = _cache_state(cluster, deployment)
+    if not cache or cache_rank(state) is not None:
         return None
-    state = caches.get(f"{deployment.namespace}/{ref.name}")
-    if state == CACHE_READY:
-        return None
-    return cache_reason(ref.name, state)
+    return cache_reason(cache, state)
+
+
+def _cache_order(cluster: IndexedCluster, deployment: ModelDeployment) -> CacheRank:
+    """Where the cache is Ready comes before where it is still being staged."""
+    cache, state = _cache_state(cluster, deployment)
+    return (cache_rank(state) or CacheRank.READY) if cache else CacheRank.READY
 
 
 def fill(
@@ -168,7 +180,7 @@ def fill(
     rejected: dict[str, str] = {}
     placed: list[NewReplica] = []
     for _ in range(missing):
-        for cluster in _by_load_then_name(fleet, load):
+        for cluster in _by_preference(fleet, load, deployment):
             if cluster.name in rejected:
                 continue
             outcome = static_reason(cluster, deployment, selected, avoid) or _try_cluster(
@@ -190,6 +202,23 @@ def fill(
             # Every cluster was tried (or ruled out) for this replica, so each has a reason.
             return FillResult(placed, {c.name: rejected[c.name] for c in fleet.clusters})
     return FillResult(placed, {})
+
+
+def _by_preference(
+    fleet: FleetIndex, load: Counter[str], deployment: ModelDeployment
+) -> Iterator[IndexedCluster]:
+    """Clusters by (load, name), except that for a deployment mounting a ModelCache those where
+    the cache is Ready all come before those where it is still being staged."""
+    if deployment.spec.template.spec.model_cache_ref is None:
+        yield from _by_load_then_name(fleet, load)
+        return
+    later: list[IndexedCluster] = []
+    for cluster in _by_load_then_name(fleet, load):
+        if _cache_order(cluster, deployment) is CacheRank.READY:
+            yield cluster
+        else:
+            later.append(cluster)
+    yield from later
 
 
 def _by_load_then_name(fleet: FleetIndex, load: Counter[str]) -> Iterator[IndexedCluster]:

@@ -5,9 +5,10 @@ observed) into a scheduler snapshot and runs :func:`~modelfleet.scheduling.place
 Live capacity is what each cluster's workflow observed (ready nodes per pool, never more than
 declared, with the devices their ResourceSlices report), falling back to the declared capacity
 until a cluster has been probed. A draining cluster repels and evicts like a NoExecute taint. A
-deployment that references a ModelCache gets new replicas only where that cache is Ready (as the
-cache's workflow reported it). Clusters NotReady past their grace period are left out, so their
-replicas are re-placed elsewhere.
+deployment that references a ModelCache gets new replicas only where that cache is staged or
+being staged, Ready clusters first (as the cache's workflow reported it; ``cache_rule``).
+Clusters NotReady past their grace period are left out, so their replicas are re-placed
+elsewhere.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
 workflow. The caller maps its own payloads onto these types; this module knows no activity or

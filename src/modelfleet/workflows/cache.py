@@ -290,8 +290,8 @@ class CacheWorkflow:
         except ActivityError as exc:
             return state.model_copy(update={"message": f"{state.message}; {_cause(exc)}"})
         if Act.APPLY_JOB in acts:
-            hf = cache.spec.hugging_face
-            auth = hf.auth_secret if hf is not None else None
+            art = cache.spec.artifact
+            auth = art.auth_secret if art is not None else None
             request = StageRequest(
                 objects=objects,
                 manifests=[render_job(cache, with_token=auth is not None, **where)],
@@ -360,13 +360,14 @@ class CacheWorkflow:
 
     def _status(self) -> CacheStatus:
         hf = self._cache.spec.hugging_face
+        art = self._cache.spec.artifact
         phase, ready = overall(list(self._clusters.values()), deleting=self._deleting)
         return CacheStatus(
             namespace=self._cache.namespace,
             name=self._cache.name,
-            repo=hf.repo if hf is not None else "",
+            repo=hf.repo if hf is not None else getattr(art, "uri", ""),
             revision=(hf.revision or "") if hf is not None else "",
-            size_gib=hf.size_gib if hf is not None else 0,
+            size_gib=art.size_gib if art is not None else 0,
             phase=phase,
             ready=ready,
             total=len(self._clusters),
