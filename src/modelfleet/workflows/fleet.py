@@ -22,6 +22,7 @@ scheduler it runs is a pure function.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import ChainMap, deque
 from collections.abc import Collection, Mapping
@@ -91,6 +92,11 @@ RETRY_WINDOW = timedelta(minutes=15)
 COMPACT_STATE_PATCH = "fleet-compact-state"
 # A cluster NotReady for longer than this loses its replicas to re-placement.
 NOT_READY_GRACE = timedelta(minutes=5)
+# The grace ends with no report (time alone changes placement), so nothing moved a NotReady
+# cluster's version then and ``placement_current`` kept answering "current" to a deployment that
+# had asked inside the grace: its replicas stayed on the dark cluster for good. From this patch
+# on a timer at each grace's end marks the cluster changed. Older histories have no such timer.
+GRACE_TIMER_PATCH = "fleet-not-ready-grace-timer"
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
@@ -106,6 +112,8 @@ class FleetWorkflow:
         state = arg.state or FleetState()
         self._limits = arg.limits
         self._compact = False  # decided by the patch marker in run()
+        self._grace_timers = False  # likewise (GRACE_TIMER_PATCH)
+        self._timers: set[asyncio.Task[None]] = set()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
         self._clusters: dict[str, ClusterRecord] = dict(state.clusters)
         self._clusters.update(
@@ -144,6 +152,14 @@ class FleetWorkflow:
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
         self._compact = workflow.patched(COMPACT_STATE_PATCH)
+        self._grace_timers = workflow.patched(GRACE_TIMER_PATCH)
+        if self._grace_timers:
+            # Graces still running when the previous run continued-as-new (its timers died
+            # with it); one already over is covered by the new run's version horizon.
+            for name in sorted(self._clusters):
+                since = self._clusters[name].not_ready_since
+                if since is not None and workflow.now() - since <= NOT_READY_GRACE:
+                    self._start_grace_timer(name, since)
         workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
         await workflow.wait_condition(self._should_continue_as_new)
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -301,8 +317,24 @@ class FleetWorkflow:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
             record.not_ready_since = workflow.now()
+            if self._grace_timers:
+                self._start_grace_timer(report.name, record.not_ready_since)
         if record.observed() != before:
             self._cluster_changed(report.name)
+
+    def _start_grace_timer(self, name: str, since: datetime) -> None:
+        task = asyncio.create_task(self._end_of_grace(name, since))
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
+    async def _end_of_grace(self, name: str, since: datetime) -> None:
+        """At the end of ``name``'s grace, if it has stayed NotReady since ``since``, mark it
+        changed: the deployments on it find their placement no longer current at their next
+        resync and are re-placed (``_stale`` leaves the cluster out from then on)."""
+        await workflow.sleep(since + NOT_READY_GRACE + timedelta(seconds=1) - workflow.now())
+        record = self._clusters.get(name)
+        if record is not None and record.not_ready_since == since:
+            self._cluster_changed(name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
         """Ask every deployment with a replica on ``cluster`` to reconcile now."""

@@ -1,0 +1,33 @@
+"""The golden of the Fleet's end-of-grace timer (``grace-fleet.json``, recorded by
+``record_grace_fleet_history.py``) holds what it is meant to guard: the patch marker, one timer
+started when the cluster went NotReady and fired at the grace's end, and a placement after it.
+(``test_replay.py`` replays it with every other golden.)"""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import EventType
+from test_replay import load, of_type, updates
+
+from modelfleet.workflows.fleet import GRACE_TIMER_PATCH, NOT_READY_GRACE
+
+
+def test_grace_golden_holds_the_patch_and_the_fired_timer() -> None:
+    history = load("grace-fleet.json")
+    markers = [
+        e.marker_recorded_event_attributes.SerializeToString()
+        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+    ]
+    assert any(GRACE_TIMER_PATCH.encode() in m for m in markers)
+    started = of_type(history, EventType.EVENT_TYPE_TIMER_STARTED)
+    assert len(started) == 1
+    timeout = started[0].timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+    assert NOT_READY_GRACE < timeout <= NOT_READY_GRACE + NOT_READY_GRACE / 60
+    assert len(of_type(history, EventType.EVENT_TYPE_TIMER_FIRED)) == 1
+    assert {"place", "report_cluster"} <= updates(history)
+    fired = next(
+        i for i, e in enumerate(history.events) if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+    )
+    assert any(
+        e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        for e in history.events[fired:]
+    )

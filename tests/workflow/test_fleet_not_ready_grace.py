@@ -1,0 +1,80 @@
+"""A cluster that stays NotReady past ``NOT_READY_GRACE`` loses its replicas to re-placement
+(issue 16, item 7), through the real Fleet workflow on the time-skipping server: inside the
+grace a deployment's placement stays current and a placement keeps its replica where it is;
+past it the placement is no longer current (the Fleet's end-of-grace timer marks the cluster
+changed, so the deployment's next resync asks again) and the same request places the replica
+on another cluster. The Fleet runs no activity, so the server skips the grace freely; the
+clock is still advanced in steps with a query between."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.contracts.fleet_payloads import ClusterReport, PlacementCheck, PlaceRequest
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+from modelfleet.workflows.fleet import NOT_READY_GRACE, FleetWorkflow
+
+STEP = timedelta(seconds=60)
+
+
+async def test_replicas_on_a_cluster_not_ready_past_its_grace_are_re_placed(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    queue = f"fleet-grace-{uuid.uuid4()}"
+    state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
+    md = one_gpu_deployment("m", "ns")
+    async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow]):
+        handle = await env.client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(state=state),
+            id=f"fleet-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def place(request_id: str) -> tuple[list[str], list[str], int]:
+            answer = await handle.execute_update(
+                FleetWorkflow.place, PlaceRequest(request_id=request_id, deployment=md, desired=1)
+            )
+            placed = [f"{r.name}@{r.spec.cluster_name}" for r in answer.placed]
+            victims = [f"{v.replica.name}@{v.replica.spec.cluster_name}" for v in answer.victims]
+            return placed, victims, answer.version
+
+        async def current(version: int) -> bool:
+            check = PlacementCheck(namespace="ns", deployment="m", version=version)
+            result: bool = await handle.query(FleetWorkflow.placement_current, check)
+            return result
+
+        first, _, _ = await place("first")
+        assert len(first) == 1
+        home = first[0].split("@")[1]
+        other = next(c for c in state.cluster_entries if c != home)
+
+        await handle.execute_update(
+            FleetWorkflow.report_cluster, ClusterReport(name=home, ready=False, reason="dark")
+        )
+        went_dark = await env.get_current_time()
+        # Inside the grace: the replica stays where it is (a blip moves nothing).
+        placed, victims, version = await place("inside")
+        assert (placed, victims) == ([], [])
+        assert await handle.query(FleetWorkflow.replicas_on, home) != []
+
+        # Inside the grace the placement stays current (nothing to ask again); one step past
+        # it, it is no longer current, so the deployment's next resync asks again. (Before the
+        # Fleet's end-of-grace timer, nothing marked the change and it stayed current.)
+        while await env.get_current_time() - went_dark < NOT_READY_GRACE:
+            assert await current(version)
+            await env.sleep(STEP)
+        await env.sleep(STEP)
+        assert not await current(version)
+        assert (await handle.query(FleetWorkflow.replicas_on, other)) == []
+        # Asking again moves the replica to the other cluster.
+        placed, victims, _ = await place("past")
+        assert [p.split("@")[1] for p in placed] == [other]
+        assert await handle.query(FleetWorkflow.replicas_on, other) != []
+        await handle.terminate()
