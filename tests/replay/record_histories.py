@@ -17,6 +17,8 @@ history it fetched against the current workflow code, and only then writes them 
 * paused: a one-replica deployment paused, given a new image and scaled to 2 while paused
   (both replicas on the old image), then resumed and rolled to the new image (the deployment;
   ``--only paused`` records just this one, to add it beside the committed goldens);
+* quiet (``--only quiet``, not in the full run): a rollout, a periodic resync that found its
+  placement current, and a failed replica, on the quiet paths of issue 11;
 * accepted: a ModelCache applied, re-applied changed and deleted (AcceptedResource);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
   through its address), then the service deleted and the deployment deleted (the replica
@@ -174,8 +176,7 @@ async def paused(rec: Recorder) -> None:
     await rec.record("paused-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
 
 
-async def rollback(rec: Recorder) -> None:
-    ns = "replay-rollback"
+async def rollback(rec: Recorder, ns: str = "replay-rollback", prefix: str = "") -> None:
     for cluster in rec.env.fleet.cluster_names:
         rec.env.fleet.update_faults(cluster, {"never_ready": [f"mf-{ns}/*"]})
     md = deployment("m", ns, replicas=1, extra={"strategy": {"progressDeadlineSeconds": 10}})
@@ -193,9 +194,11 @@ async def rollback(rec: Recorder) -> None:
     # The deployment reaps the failure (releases it) before its history is taken.
     await rec.wait_status(ns, lambda s: name not in {r.name for r in s.replicas}, "reaped")
     scenario = "a replica missed its readiness deadline and was compensated"
-    await rec.record("rollback-replica.json", replica_id(ns, name), "ModelReplica", scenario)
     await rec.record(
-        "rollback-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
+        f"{prefix}rollback-replica.json", replica_id(ns, name), "ModelReplica", scenario
+    )
+    await rec.record(
+        f"{prefix}rollback-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
     )
 
 
@@ -256,7 +259,46 @@ async def serving(rec: Recorder) -> None:
     await rec.record("serving-endpoints.json", ENDPOINTS_ID, "EndpointDirectory", scenario)
 
 
-SCENARIOS = {"rollout": rollout, "scale": scale, "roll": roll, "paused": paused}
+async def quiet(rec: Recorder) -> None:
+    """The quiet paths of issue 11 (patches replica-quiet-progress, rollout-publish-on-change,
+    rollout-resync-skips-current-placement): a one-replica rollout whose deployment then rests
+    through a periodic resync that finds its placement current (about 60 s of real time), and
+    a replica that fails and is compensated."""
+    ns = "replay-quiet"
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    status = await rec.wait_status(ns, ready(1), "Ready")
+    handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+
+    async def checked() -> bool | None:
+        events = (await handle.fetch_history()).events
+        checks = [
+            i
+            for i, e in enumerate(events)
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name
+            == "fleet.placement_current"
+        ]
+        # The check was answered and its pass ended: the next rest's timer started after it.
+        rested = checks and any(
+            e.HasField("timer_started_event_attributes") for e in events[checks[0] :]
+        )
+        return True if rested else None
+
+    await wait_for(checked, 120, "a periodic resync that checked its placement")
+    scenario = "a one-replica rollout to Ready, then a resync that found its placement current"
+    await rec.record("quiet-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+    name = status.replicas[0].name
+    await rec.record("quiet-replica.json", replica_id(ns, name), "ModelReplica", scenario)
+    await rollback(rec, "replay-quiet-rollback", "quiet-")
+
+
+SCENARIOS = {
+    "rollout": rollout,
+    "scale": scale,
+    "roll": roll,
+    "paused": paused,
+    "quiet": quiet,
+}
 
 
 async def record_all(only: str | None = None) -> Recorder:

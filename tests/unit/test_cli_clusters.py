@@ -5,13 +5,17 @@ cloud faults ``sim faults --cloud`` sends, and ``plan`` on GKE/EKS clusters."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from rich.text import Text
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState, TimeoutType
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 from typer.testing import CliRunner
 
+from modelfleet.api.classes import DeviceCapacity
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Condition
@@ -23,11 +27,12 @@ from modelfleet.cli.main import app
 from modelfleet.cli.output import console
 from modelfleet.cli.sim_cloud_faults import Cloud, CloudError, CloudStep, When, fault_body
 from modelfleet.contracts.cloud_payloads import ClusterStep
-from modelfleet.contracts.kube_payloads import PoolObservation
+from modelfleet.contracts.kube_payloads import DeviceGroup, PoolObservation
 from modelfleet.contracts.stack_payloads import DEFAULT_STACK
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount
 from modelfleet.scheduling.pricing import estimate
+from modelfleet.workflows.probe_failure import probe_failure
 
 PROVISIONING = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 _LOADED = load_paths([str(PROVISIONING)]).resources
@@ -220,6 +225,12 @@ def test_plan_shows_what_each_cloud_cluster_would_create_and_cost() -> None:
     at_max = estimate("GKE", [("gpu-h100", "a3-highgpu-8g", 4)])
     assert by_name["gke-central"]["hourlyCostAtMax"] == round(at_max.known, 2)
     assert by_name["eks-east"]["pools"][0]["nodes"] == 2
+    # The EKS example's class sets its own price; the GKE one's falls back to the table.
+    eks_pool = by_name["eks-east"]["pools"][0]
+    assert (eks_pool["hourlyPerNode"], eks_pool["priceSource"]) == (43.26, "class")
+    assert by_name["gke-central"]["pools"][0]["priceSource"] == "estimate"
+    assert re.search(r"43\.26\s+86\.52\s+class", out)
+    assert "estimate, 2026-11-23" in out
 
 
 def test_plan_names_a_pool_whose_class_is_missing(tmp_path: Path) -> None:
@@ -259,3 +270,99 @@ def test_published_devices_and_typed_conditions_are_shown_when_the_worker_report
     page = capsys.readouterr().out
     assert "1/1 node ready, gpu.nvidia.com x8 (memory 81559Mi) per node" in page
     assert "AccessGranted=False (Denied) list nodes" in page
+
+
+def test_describe_shows_where_the_hardware_differs_from_the_class(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The class and the slices disagree on a GPU's memory (80Gi declared, 81559Mi reported, or
+    the other way round): published as the slices say, and the difference is shown."""
+    spec = CLUSTERS["gke-central"]
+    klass = CLASSES[spec.spec.node_pools[0].class_name]
+    gpu = next(d for d in klass.spec.devices if d.driver == "gpu.nvidia.com")
+    declared = gpu.capacity["memory"].value
+    real = "80Gi" if declared == "81559Mi" else "81559Mi"
+    group = DeviceGroup(
+        driver=gpu.driver,
+        count=gpu.count,
+        attributes=dict(gpu.attributes),
+        capacity={"memory": DeviceCapacity(value=real)},
+    )
+    status = ClusterStatus(
+        name=spec.name,
+        phase="Ready",
+        ready=True,
+        observed_pools={"gpu-h100": PoolObservation(nodes=1, ready_nodes=1, devices=[group])},
+    )
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    assert item.status["pools"][0]["differences"] == [
+        f"{gpu.name} memory: class {declared}, hardware {real}"
+    ]
+    cluster_view.describe_cluster(item, "http://ui/cluster", T0)
+    page = capsys.readouterr().out
+    assert "Hardware differs from the class" in page
+    assert f"gpu-h100: {gpu.name} memory: class {declared}, hardware {real}" in page
+    # The same hardware as the class: nothing to show.
+    same = group.model_copy(update={"capacity": dict(gpu.capacity)})
+    status.observed_pools["gpu-h100"].devices = [same]
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    assert item.status["pools"][0]["differences"] == []
+
+
+def test_an_unreachable_cluster_shows_its_nodes_as_unknown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = CLUSTERS["eks-east"]
+    reason = "unreachable (3 probes in a row failed): KubeUnreachable: connection refused"
+    status = ClusterStatus(
+        name=spec.name,
+        phase="NotReady",
+        ready=False,
+        reason=reason,
+        observed_pools={"gpu-h200": PoolObservation(nodes=2, ready_nodes=2)},
+        conditions=[
+            Condition(type="Reachable", status="False", reason="ProbeFailed", message=reason)
+        ],
+    )
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    free = {"gpu-h200": [DeviceCount("gpu", 16, 16)]}
+    item = cluster_resource(ClusterRecord(spec=spec), status, free, CLASSES, T0)
+    row = _plain(cluster_view.cells(item, "5m", wide=True))
+    assert row[2:6] == ["NotReady", "-", "gpu-h200 ?/2", "?/16 gpu"]
+    assert row[-1] == reason
+    cluster_view.describe_cluster(item, "http://ui/cluster", T0)
+    page = capsys.readouterr().out
+    assert "node readiness is unknown" in page
+    assert "?/2 nodes ready" in page
+    # Reachable again: the counts are shown as observed.
+    status.conditions = [Condition(type="Reachable", status="True", reason="ProbeSucceeded")]
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    assert _plain(cluster_view.cells(item, "5m", wide=False))[4] == "gpu-h200 2/2"
+
+
+def test_a_failed_probe_is_explained_by_its_innermost_cause() -> None:
+    """Temporal wraps the last attempt's error in a ScheduleToClose timeout ("Not enough time to
+    schedule next retry ..."); the status says what the cluster answered instead."""
+    refused = ApplicationError("GET /version: connection refused", type="KubeUnreachable")
+    timeout = TemporalTimeout(
+        "Not enough time to schedule next retry before activity ScheduleToClose timeout",
+        type=TimeoutType.SCHEDULE_TO_CLOSE,
+        last_heartbeat_details=[],
+    )
+    timeout.__cause__ = refused
+    wrapped = ActivityError(
+        "Activity task failed",
+        scheduled_event_id=1,
+        started_event_id=2,
+        identity="w",
+        activity_type="kube.probe",
+        activity_id="1",
+        retry_state=RetryState.TIMEOUT,
+    )
+    wrapped.__cause__ = timeout
+    assert probe_failure(wrapped) == "KubeUnreachable: GET /version: connection refused"
+    hung = TemporalTimeout(
+        "activity StartToClose timeout", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]
+    )
+    timeout.__cause__ = hung
+    assert "did not answer in time" in probe_failure(wrapped)

@@ -3,6 +3,7 @@ free devices placement sees (``get clusters`` FREE)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,17 @@ from modelfleet.api.loading import load_paths
 from modelfleet.cli.plan import plan_resources
 from modelfleet.scheduling.capacity import free_devices, summed
 from modelfleet.scheduling.fleet_placement import ObservedCluster
-from modelfleet.scheduling.pricing import CONTROL_PLANE, SYSTEM_POOLS, estimate
+from modelfleet.scheduling.pricing import (
+    CONTROL_PLANE,
+    PRICES_RECORDED,
+    SYSTEM_POOLS,
+    PriceSource,
+    estimate,
+    hourly_price,
+)
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+PROVISIONING = QUICKSTART.parent / "provisioning"
 
 
 def test_an_estimate_adds_the_system_pool_the_control_plane_and_each_pool() -> None:
@@ -98,3 +107,37 @@ def test_a_pool_counts_only_its_ready_nodes() -> None:
     (count,) = free_devices(classes, observed, [])[cluster.name][pool.name]
     per_node = sum(d.count for d in classes[pool.class_name].spec.devices if d.name == count.device)
     assert (count.free, count.total) == (per_node, per_node)
+
+
+def test_a_class_price_wins_over_the_table_and_each_price_says_where_it_came_from() -> None:
+    est = estimate(
+        "EKS",
+        [("own", "p5en.48xlarge", 2), ("table", "p5en.48xlarge", 1), ("none", "p9.huge", 1)],
+        {"own": 40.0},
+    )
+    by_name = {p.name: p for p in est.pools}
+    assert (by_name["own"].hourly, by_name["own"].source) == (40.0, PriceSource.CLASS)
+    assert by_name["own"].label == "class"
+    # The table's p5en figure was never confirmed against a price list: an estimate.
+    assert by_name["table"].source is PriceSource.ESTIMATE
+    assert by_name["table"].label == f"estimate, {PRICES_RECORDED}"
+    assert by_name["system"].source is PriceSource.LIST
+    assert by_name["system"].label == f"list price, {PRICES_RECORDED}"
+    assert (by_name["none"].hourly, by_name["none"].label) == (None, "unknown")
+    assert est.unpriced == ("p9.huge",)
+    assert est.sources == (PriceSource.LIST, PriceSource.CLASS, PriceSource.ESTIMATE)
+    # A class price named after the system pool does not price it: it has no class.
+    assert estimate("EKS", [], {"system": 1.0}).pools[0].source is PriceSource.LIST
+    assert hourly_price("GKE", "e2-standard-4") == (0.134, PriceSource.LIST)
+
+
+def test_a_class_price_is_validated_and_in_the_json_schema(tmp_path: Path) -> None:
+    text = (PROVISIONING / "eks.yaml").read_text().split("---")[0]
+    assert "hourlyPrice: 43.26" in text
+    bad = tmp_path / "class.yaml"
+    bad.write_text(text.replace("hourlyPrice: 43.26", "hourlyPrice: -3"))
+    [error] = load_paths([str(bad)]).errors
+    assert error.field == "spec.provisioning.hourlyPrice"
+    assert "greater than 0" in error.reason
+    schema = json.dumps(InferenceClass.model_json_schema(by_alias=True, mode="validation"))
+    assert '"hourlyPrice"' in schema

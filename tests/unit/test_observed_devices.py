@@ -200,7 +200,7 @@ def test_the_differences_from_the_class_are_spelled_out_for_describe() -> None:
     published = published_devices(CLASS.spec.devices, [_observed()])
     assert device_differences(CLASS.spec.devices, published) == [
         "gpu memory: class 80Gi, hardware 81559Mi",
-        "gpu architecture: class Hopper, hardware -",
+        "gpu architecture: class Hopper, hardware (not reported)",
         f"gpu productName: class NVIDIA H100, hardware {REAL_PRODUCT}",
     ]
     assert device_differences(CLASS.spec.devices, CLASS.spec.devices) == []

@@ -100,3 +100,21 @@ def test_owner_comes_from_the_workflow_business_id() -> None:
     assert owner_of("cluster/east") == {"cluster": "east"}
     assert owner_of("fleet") == {}
     assert owner_of(None) == {}
+
+
+def test_a_benign_not_yet_is_not_logged_as_a_failure(caplog: pytest.LogCaptureFixture) -> None:
+    from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+    from modelfleet.worker.interceptor import _log_failure
+
+    caplog.set_level(logging.DEBUG, logger="modelfleet.activity")
+    _log_failure(
+        ApplicationError("not yet", type="NotReadyYet", category=ApplicationErrorCategory.BENIGN),
+        0.1,
+    )
+    _log_failure(ApplicationError("boom", type="X"), 0.1)
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert levels == [
+        (logging.DEBUG, "activity not done yet: not yet"),
+        (logging.WARNING, "activity failed: boom"),
+    ]

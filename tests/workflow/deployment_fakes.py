@@ -15,15 +15,18 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
+    FLEET_PLACEMENT_CURRENT,
     FLEET_RELEASE,
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_DRIFT,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
+    PlacementCheck,
     PlaceRequest,
     PlaceResponse,
     ReleaseRequest,
@@ -133,6 +136,11 @@ class FakeFleet:
     # Images that fit nowhere (a dry placement of them places nothing).
     unplaceable: set[str] = field(default_factory=set)
     dry_requests: list[DryPlaceRequest] = field(default_factory=list)
+    # The Fleet's change version (bumped by each placement) and the answer to "is my placement
+    # current?" checks, which are recorded.
+    version: int = 0
+    current: bool = True
+    checks: list[PlacementCheck] = field(default_factory=list)
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
@@ -155,7 +163,13 @@ class FakeFleet:
             self.names.append(name)
             placed.append(replica_of(md, name, free[0], self.made))
         self.peak = max(self.peak, len(self.ledger))
-        return PlaceResponse(placed=placed, victims=victims)
+        self.version += 1
+        return PlaceResponse(placed=placed, victims=victims, version=self.version)
+
+    @activity.defn(name=FLEET_PLACEMENT_CURRENT)
+    async def placement_current(self, check: PlacementCheck) -> bool:
+        self.checks.append(check)
+        return self.current and check.version == self.version
 
     @activity.defn(name=FLEET_DRY_PLACE)
     async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
@@ -195,6 +209,11 @@ class FakeClusters:
                 self.images[request.cluster] = image
                 self.events.append(f"apply {request.cluster} {image}")
         return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
+
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
+        return await self.wait_ready(request)
 
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:

@@ -85,6 +85,7 @@ async def stalling(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harn
             fleet.release,
             clusters.apply,
             clusters.wait_ready,
+            clusters.poll_ready,
             clusters.check_ready,
             clusters.drift,
             clusters.publish,

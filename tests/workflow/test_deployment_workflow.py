@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest_asyncio
 from deployment_fakes import FakeClusters, FakeFleet, deployment
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -88,8 +89,10 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             fleet.place,
             fleet.dry_place,
             fleet.release,
+            fleet.placement_current,
             clusters.apply,
             clusters.wait_ready,
+            clusters.poll_ready,
             clusters.check_ready,
             clusters.drift,
             clusters.publish,
@@ -117,6 +120,38 @@ def ready(n: int, image_hash: str | None = None) -> Callable[[DeploymentStatus],
         )
 
     return check
+
+
+async def phase_upserts(handle: Handle) -> int:
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+        and "ModelfleetPhase"
+        in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+    )
+
+
+async def test_a_resync_with_nothing_changed_sends_no_placement(harness: Harness) -> None:
+    handle = await harness.start(2)
+    await harness.wait_status(handle, ready(2), "2 ready")
+    placed = len(harness.fleet.requests)
+    upserts = await phase_upserts(handle)
+    # Three periodic resyncs (60 s each): each asks the Fleet by query, none places, and none
+    # rewrites the unchanged search attributes.
+    await harness.env.sleep(timedelta(seconds=185))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.checks) >= 3
+    assert await phase_upserts(handle) == upserts
+    assert {c.version for c in harness.fleet.checks} == {harness.fleet.version}
+    assert len(harness.fleet.requests) == placed
+    # Something changed in the Fleet: the next resync places again.
+    harness.fleet.current = False
+    await harness.env.sleep(timedelta(seconds=65))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.requests) == placed + 1
+    assert harness.fleet.requests[-1].desired == 2
 
 
 async def test_scale_up_by_update_and_down_by_signal(harness: Harness) -> None:

@@ -27,6 +27,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_DRIFT,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
@@ -81,6 +82,10 @@ class Cluster:
 
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        return READY
+
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
         return READY
 
     @activity.defn(name=KUBE_CHECK_READY)
@@ -142,6 +147,7 @@ async def _serve(
         activities=[
             cluster.apply,
             cluster.wait_ready,
+            cluster.poll_ready,
             cluster.check_ready,
             cluster.drift,
             cluster.delete,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -19,6 +20,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
+    KUBE_POLL_READY,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
@@ -78,6 +80,8 @@ class FakeCluster:
     calls: list[str] = field(default_factory=list)
     applied: list[ObjectRef] = field(default_factory=list)
     deleted: list[ObjectRef] = field(default_factory=list)
+    # Upserts of ModelfleetPhase in the replica's last run (set by ``_run`` from its history).
+    phase_upserts: int = 0
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
@@ -89,6 +93,11 @@ class FakeCluster:
             )
         self.applied.extend(refs)
         return ApplyResult(applied=refs)
+
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
+        return await self.wait_ready(request)
 
     @activity.defn(name=KUBE_WAIT_READY)
     async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
@@ -160,6 +169,7 @@ async def _run(
         activities=[
             fake.apply,
             fake.wait_ready,
+            fake.poll_ready,
             fake.check_ready,
             fake.delete,
             fake.publish,
@@ -192,6 +202,14 @@ async def _run(
             assert cause.type == "ReplicaFailed"
         await sink.signal(ProgressSink.finish)
         seen = await sink.result()
+        history = await handle.fetch_history()
+        fake.phase_upserts = sum(
+            1
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+            and "ModelfleetPhase"
+            in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        )
     return result, seen
 
 
@@ -215,10 +233,15 @@ async def test_happy_path_runs_the_steps_in_order_then_tears_down(
         "delete",
     ]
     assert "check" in fake.calls  # the health watch ran while serving
-    steps = [p.step for p in seen]
-    assert steps.index(ReplicaStep.WORKLOADS) < steps.index(ReplicaStep.LEADER_READY)
-    assert steps.index(ReplicaStep.LEADER_READY) < steps.index(ReplicaStep.ROUTING)
-    assert seen[-1].phase is ReplicaPhase.TERMINATED
+    # The parent hears only what it acts on: Ready, then Done (it asked for the teardown, so
+    # Terminating is not news); the rollout steps in between are read by the progress query.
+    assert [(p.phase, p.step) for p in seen] == [
+        (ReplicaPhase.READY, ReplicaStep.SERVING),
+        (ReplicaPhase.TERMINATED, ReplicaStep.DONE),
+    ]
+    # ModelfleetPhase is upserted once per value, not once per step: Progressing, Ready,
+    # Terminating, Terminated.
+    assert fake.phase_upserts == 4
     # Teardown deletes what the replica owns, routing first, and never the shared namespace.
     kinds = [r.kind for r in fake.deleted]
     assert "Namespace" not in kinds

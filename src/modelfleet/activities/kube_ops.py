@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
@@ -27,6 +27,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_DRIFT,
+    KUBE_POLL_READY,
     KUBE_PROBE,
     KUBE_WAIT_READY,
 )
@@ -236,6 +237,27 @@ class KubeActivities:
                     )
                 )
         return DriftResult(drifted=found)
+
+    @activity.defn(name=KUBE_POLL_READY)
+    def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        """One check of every rule. Not ready before the (absolute) deadline raises a benign
+        retryable ``NotReadyYet`` (the caller's retry policy is the poll interval), so a wait
+        of up to the progress deadline holds an activity slot only for each short check;
+        past the deadline it fails permanently with the reason."""
+        result = self._readiness(request)
+        if result.ready:
+            return result
+        if datetime.now(UTC) >= request.deadline:
+            raise ApplicationError(
+                f"not ready by the progress deadline: {result.reason}",
+                type="ReadinessDeadlineExceeded",
+                non_retryable=True,
+            )
+        raise ApplicationError(
+            f"not ready yet: {result.reason}",
+            type="NotReadyYet",
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     @activity.defn(name=KUBE_WAIT_READY)
     def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:

@@ -95,6 +95,16 @@ class Provider(StrEnum):
 
 class Provisioning(Model):
     provider: Provider
+    # What one node of this class costs per hour in USD, as your account pays it (on-demand,
+    # committed or reserved). Optional; ``modelfleet plan`` prices pools with it before any
+    # list price it knows. Informational: nothing is provisioned differently.
+    hourly_price: float | None = Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        allow_inf_nan=False,
+        description="USD per node-hour for this class; `modelfleet plan` uses it first.",
+    )
     gke: GKEProvisioning | None = None
     eks: EKSProvisioning | None = None
     aks: AKSProvisioning | None = None

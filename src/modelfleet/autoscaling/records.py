@@ -101,3 +101,5 @@ class AutoscalerStatus(WireModel):
     last_decision: Decision | None = None
     decisions_kept: int = 0
     deleting: bool = False
+    # When the autoscaler was created (kept across the workflow's continue-as-new).
+    created: datetime | None = None

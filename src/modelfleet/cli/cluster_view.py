@@ -34,8 +34,8 @@ def cells(item: Fetched, age: str, wide: bool) -> list[str]:
         str(status.get("source", "")),
         coloured(str(status.get("phase", ""))),
         escape(step_cell(status)),
-        ", ".join(pool_cell(p) for p in status.get("pools", [])) or "-",
-        free_cell(status.get("pools", [])),
+        ", ".join(pool_cell(p, status.get("reachable")) for p in status.get("pools", [])) or "-",
+        free_cell(status.get("pools", []), status.get("reachable")),
         age,
     ]
     if wide:
@@ -59,24 +59,32 @@ def coloured(phase: str) -> str:
     return f"[{colour}]{phase}[/]" if colour else phase
 
 
-def pool_cell(pool: dict[str, Any]) -> str:
-    """``<pool> <ready>/<nodes>``: nodes as last observed, else as declared."""
+def pool_cell(pool: dict[str, Any], reachable: bool | None = None) -> str:
+    """``<pool> <ready>/<nodes>``: nodes as last observed, else as declared. While the cluster
+    does not answer its probes (``reachable`` False) nobody knows how many are ready: ``?/N``."""
     ready = pool.get("readyNodes")
     nodes = pool.get("nodes")
     total = nodes if nodes is not None else pool.get("declaredNodes", 0)
-    return f"{pool['name']} {ready or 0}/{total}"
+    shown = "?" if reachable is False else str(ready or 0)
+    return f"{pool['name']} {shown}/{total}"
 
 
-def free_cell(pools: list[dict[str, Any]]) -> str:
+def free_cell(pools: list[dict[str, Any]], reachable: bool | None = None) -> str:
     """``<free>/<total> <device>`` per device kind, summed over the pools; ``-`` before the
-    cluster has reported any nodes."""
+    cluster has reported any nodes; ``?/<total>`` while it does not answer its probes."""
     totals: dict[str, list[int]] = {}
     for pool in pools:
         for d in pool.get("devices", []):
             acc = totals.setdefault(d["name"], [0, 0])
             acc[0] += int(d["free"])
             acc[1] += int(d["total"])
-    return ", ".join(f"{free}/{total} {name}" for name, (free, total) in totals.items()) or "-"
+    return (
+        ", ".join(
+            f"{'?' if reachable is False else free}/{total} {name}"
+            for name, (free, total) in totals.items()
+        )
+        or "-"
+    )
 
 
 def duration(started: datetime, finished: datetime | None, now: datetime) -> str:
@@ -134,11 +142,27 @@ def describe_cluster(item: Fetched, workflow_url: str, now: datetime) -> None:
         "\n[bold]Pools[/] (declared by the manifest and its classes; published: "
         "what the cluster reports and placement counts)"
     )
+    reachable = status.get("reachable")
+    if reachable is False:
+        console.print(
+            "  [yellow]the cluster does not answer its probes: node readiness is unknown; "
+            "the counts below are the last ones seen[/]"
+        )
     print_table(
         ["POOL", "CLASS", "DECLARED", "PUBLISHED", "FREE"],
-        [_pool_row(p) for p in status.get("pools", [])],
+        [_pool_row(p, reachable) for p in status.get("pools", [])],
         flexible=("DECLARED", "PUBLISHED"),
     )
+    differences = [
+        f"{p['name']}: {line}" for p in status.get("pools", []) for line in p.get("differences", [])
+    ]
+    if differences:
+        console.print(
+            "\n[bold]Hardware differs from the class[/] (placement matches what the hardware "
+            "publishes)"
+        )
+        for line in differences:
+            console.print(f"  {escape(line)}", soft_wrap=True)
     stack = status.get("stack") or []
     if stack:
         console.print("\n[bold]Serving stack[/]")
@@ -185,7 +209,7 @@ def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
 
-def _pool_row(pool: dict[str, Any]) -> list[str]:
+def _pool_row(pool: dict[str, Any], reachable: bool | None = None) -> list[str]:
     devices = pool.get("declaredDevices")
     per_node = (
         ", ".join(f"{d['name']} x{d['count']}{_capacity(d.get('capacity'))}" for d in devices)
@@ -197,7 +221,8 @@ def _pool_row(pool: dict[str, Any]) -> list[str]:
     if nodes is None:
         published = "nothing reported yet"
     else:
-        published = f"{pool.get('readyNodes', 0)}/{_nodes(int(nodes))} ready"
+        ready = "?" if reachable is False else pool.get("readyNodes", 0)
+        published = f"{ready}/{_nodes(int(nodes))} ready"
         slices = pool.get("publishedDevices")
         if slices:
             # What the ResourceSlices say per node, which placement matches selectors against.

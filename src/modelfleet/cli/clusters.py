@@ -24,6 +24,7 @@ from modelfleet.cli.output import console
 from modelfleet.cli.resources import cluster_status, fleet_classes, fleet_view, running
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount, free_devices
+from modelfleet.scheduling.observed_devices import device_differences, published_devices
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.ids import cluster_id
 
@@ -49,7 +50,10 @@ async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
     out = []
     for record, status in zip(records, statuses, strict=True):
         run = runs.get(cluster_id(record.spec.name))
-        created = run.start_time if run is not None else None
+        # The workflow keeps the cluster's creation time across continue-as-new.
+        created = status.created if status is not None and status.created else None
+        if created is None and run is not None:
+            created = run.start_time
         out.append(cluster_resource(record, status, free.get(record.spec.name), classes, created))
     return out
 
@@ -82,6 +86,15 @@ def cluster_resource(
         klass = classes.get(pool.class_name)
         # What the pool's ResourceSlices publish per node, when the worker reports it.
         published = seen.model_dump(mode="json", by_alias=True).get("devices") if seen else None
+        # Where the hardware differs from the class (80Gi declared, 81559Mi on the slices):
+        # placement matches selectors against the hardware, so the difference is shown.
+        differences = (
+            device_differences(
+                klass.spec.devices, published_devices(klass.spec.devices, seen.devices)
+            )
+            if klass is not None and seen is not None and seen.devices is not None
+            else []
+        )
         pools.append(
             {
                 "name": pool.name,
@@ -103,6 +116,7 @@ def cluster_resource(
                     else None
                 ),
                 "publishedDevices": published,
+                "differences": differences,
                 "devices": [
                     {"name": c.device, "free": c.free, "total": c.total}
                     for c in (free or {}).get(pool.name, [])
@@ -111,6 +125,8 @@ def cluster_resource(
         )
     body: dict[str, Any] = {
         "source": spec.spec.cluster.source.value,
+        # False when the last probe failed: the node counts are then the last ones seen.
+        "reachable": _reachable(status),
         "phase": status.phase if status is not None else _record_phase(record),
         "ready": record.ready if status is None else status.ready,
         "reason": record.reason if status is None else status.reason,
@@ -128,6 +144,16 @@ def cluster_resource(
         body["lastProbe"] = dumped_time(status.last_probe)
     manifest = _with_server_fields(spec.to_wire(), created, body)
     return Fetched("InferenceCluster", spec.name, "", manifest, created, dict(spec.metadata.labels))
+
+
+def _reachable(status: ClusterStatus | None) -> bool | None:
+    """The Reachable condition as a bool; None before any probe (or from an older worker)."""
+    if status is None:
+        return None
+    for c in status.conditions:
+        if c.type == "Reachable":
+            return c.status == "True"
+    return None
 
 
 def dumped_time(at: datetime | None) -> str | None:

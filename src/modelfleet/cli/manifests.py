@@ -129,9 +129,14 @@ def endpoint_resource(record: EndpointRecord) -> Fetched:
         {"apiVersion": API_VERSION, "kind": "ModelEndpoint", "metadata": metadata, "spec": spec}
     )
     status = {"source": "replica" if record.replica else "external", "replica": record.replica}
-    manifest = _with_server_fields(endpoint.to_wire(), None, status)
+    manifest = _with_server_fields(endpoint.to_wire(), record.created, status)
     return Fetched(
-        "ModelEndpoint", record.name, record.namespace, manifest, None, dict(record.labels)
+        "ModelEndpoint",
+        record.name,
+        record.namespace,
+        manifest,
+        record.created,
+        dict(record.labels),
     )
 
 

@@ -1,7 +1,9 @@
 """``modelfleet plan`` on InferenceClusters: for each GKE or EKS cluster in the manifests, the
 pools provisioning would create (from the same pure plan the cluster workflow carries out), with
-machine types, node counts and autoscaling bounds, and an hourly cost estimate at on-demand
-list prices (:mod:`modelfleet.scheduling.pricing`). Offline: nothing is asked of a cloud.
+machine types, node counts and autoscaling bounds, and an hourly cost estimate: each pool at its
+class's own ``provisioning.hourlyPrice`` when set, else at the dated price table of
+:mod:`modelfleet.scheduling.pricing` (labelled list price or estimate), else unknown and left out
+of the total. Offline: nothing is asked of a cloud.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from modelfleet.scheduling.pricing import (
     SYSTEM_POOLS,
     Estimate,
     PricedPool,
+    PriceSource,
     estimate,
 )
 from modelfleet.workflows.cluster_plan import plan_pools
@@ -64,12 +67,27 @@ def plan_clusters(resources: Sequence[Resource]) -> list[ClusterPlan]:
             continue
         pools, problems = plan_pools(cluster, classes)
         provider = cluster.spec.cluster.source.value
-        initial = estimate(provider, [(p.name, _machine(p), p.node_count) for p in pools])
+        prices = _class_prices(pools, classes)
+        initial = estimate(provider, [(p.name, _machine(p), p.node_count) for p in pools], prices)
         largest = estimate(
             provider,
             [(p.name, _machine(p), max(p.max_node_count or 0, p.node_count)) for p in pools],
+            prices,
         )
         out.append(ClusterPlan(cluster, pools, problems, initial, largest))
+    return out
+
+
+def _class_prices(
+    pools: Sequence[PoolPlan], classes: dict[str, InferenceClass]
+) -> dict[str, float]:
+    """Pool name -> the hourly price its class sets (pools whose class sets none are absent)."""
+    out = {}
+    for pool in pools:
+        klass = classes.get(pool.class_name)
+        prov = klass.spec.provisioning if klass is not None else None
+        if prov is not None and prov.hourly_price is not None:
+            out[pool.name] = prov.hourly_price
     return out
 
 
@@ -117,6 +135,7 @@ def print_cluster_plan(plan: ClusterPlan) -> None:
                 "1-2",
                 _money(system.hourly),
                 _money(system.total),
+                system.label,
             ]
         )
     for pool, cost in zip(plan.pools, _declared(plan), strict=True):
@@ -129,9 +148,12 @@ def print_cluster_plan(plan: ClusterPlan) -> None:
                 _bounds(pool),
                 _money(cost.hourly),
                 _money(cost.total),
+                cost.label,
             ]
         )
-    print_table(["POOL", "CLASS", "MACHINE", "NODES", "AUTOSCALING", "$/NODE-H", "$/H"], rows)
+    print_table(
+        ["POOL", "CLASS", "MACHINE", "NODES", "AUTOSCALING", "$/NODE-H", "$/H", "PRICE"], rows
+    )
     region = REGION_OF_PRICES.get(provider, "")
     console.print(
         f"  control plane ${plan.initial.control_plane:.2f}/h; estimated "
@@ -142,15 +164,24 @@ def print_cluster_plan(plan: ClusterPlan) -> None:
             else ""
         )
     )
-    console.print(
-        f"  (on-demand list prices in {region} as of {PRICES_RECORDED}; no disks, network, "
-        "discounts or reservations)",
-        soft_wrap=True,
-    )
+    sources = plan.initial.sources
+    if PriceSource.CLASS in sources:
+        console.print(
+            "  (class: the InferenceClass's provisioning.hourlyPrice, as your account pays it)",
+            soft_wrap=True,
+        )
+    if PriceSource.LIST in sources or PriceSource.ESTIMATE in sources:
+        console.print(
+            f"  (list price / estimate: on-demand in {region} as recorded on {PRICES_RECORDED}, "
+            "an estimate where not confirmed against the provider's price list; no disks, "
+            "network, discounts or reservations; set provisioning.hourlyPrice on a class to "
+            "price it yourself)",
+            soft_wrap=True,
+        )
     if plan.initial.unpriced:
         console.print(
-            f"  [yellow]no list price for {', '.join(plan.initial.unpriced)}[/]: "
-            "not in the estimate",
+            f"  [yellow]price unknown for {', '.join(plan.initial.unpriced)}[/]: not in the "
+            "estimate (set provisioning.hourlyPrice on its class)",
             soft_wrap=True,
         )
     console.print()
@@ -170,6 +201,7 @@ def cluster_plan_document(plan: ClusterPlan) -> dict[str, Any]:
                 "minNodes": p.min_node_count,
                 "maxNodes": p.max_node_count,
                 "hourlyPerNode": cost.hourly,
+                "priceSource": cost.source.value,
             }
             for p, cost in zip(plan.pools, _declared(plan), strict=True)
         ],

@@ -8,6 +8,8 @@ seconds instead of Temporal's own minute-long timeout.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -43,8 +45,14 @@ from modelfleet.cli.manifests import (
 from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
-from modelfleet.contracts.status import ClusterStatus, DeploymentStatus, FleetView
+from modelfleet.contracts.status import (
+    ClusterStatus,
+    DeploymentStatus,
+    FleetView,
+    ReplicaProgress,
+)
 from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.rollout.progress import in_flight, with_progress
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows import search
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
@@ -57,8 +65,10 @@ from modelfleet.workflows.ids import (
     accepted_id,
     cluster_id,
     deployment_id,
+    replica_id,
     service_id,
 )
+from modelfleet.workflows.replica import ReplicaWorkflow
 from modelfleet.workflows.service import ServiceWorkflow
 
 QUERY_TIMEOUT = timedelta(seconds=8)
@@ -155,7 +165,22 @@ async def deployment_status(client: Client, namespace: str, name: str) -> Deploy
         DeploymentWorkflow.status,
         what=f"ModelDeployment {namespace}/{name}",
     )
-    return status
+    # A replica tells its deployment only Ready/Degraded/Failed/Done; the step of one still
+    # rolling out is asked of the replica itself.
+    names = in_flight(status)
+    answers = await asyncio.gather(*(_replica_progress(client, namespace, n) for n in names))
+    return with_progress(status, {p.name: p for p in answers if p is not None})
+
+
+async def _replica_progress(client: Client, namespace: str, name: str) -> ReplicaProgress | None:
+    """The replica's own report, or None when it cannot answer now (the deployment's view
+    stands)."""
+    with contextlib.suppress(RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
+        progress: ReplicaProgress = await client.get_workflow_handle(
+            replica_id(namespace, name)
+        ).query(ReplicaWorkflow.progress, rpc_timeout=QUERY_TIMEOUT)
+        return progress
+    return None
 
 
 async def deployment_spec(client: Client, namespace: str, name: str) -> ModelDeployment:
@@ -297,7 +322,7 @@ async def _services(client: Client, namespace: str | None, wanted: set[str]) -> 
         spec: ModelService = await query(
             client.get_workflow_handle(w.id), ServiceWorkflow.spec, what=f"ModelService {ns}/{name}"
         )
-        out.append(service_resource(spec, status, w.start_time))
+        out.append(service_resource(spec, status, status.created or w.start_time))
     return out
 
 
@@ -311,7 +336,7 @@ async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) 
             AutoscalerWorkflow.spec,
             what=f"ModelAutoscaler {ns}/{name}",
         )
-        out.append(autoscaler_resource(spec, status, w.start_time))
+        out.append(autoscaler_resource(spec, status, status.created or w.start_time))
     return out
 
 
@@ -352,7 +377,7 @@ async def _accepted(
     client: Client, kind: str, namespace: str | None, wanted: set[str]
 ) -> list[Fetched]:
     runs = await _accepted_runs(client, kind, namespace, wanted)
-    return [accepted_resource(status, w.start_time) for status, w in runs]
+    return [accepted_resource(status, status.created or w.start_time) for status, w in runs]
 
 
 async def _directory(client: Client, name: str, args: tuple[Any, ...], result_type: Any) -> Any:

@@ -5,6 +5,7 @@ and its reason is visible. Layer rule: pure pydantic, as every contract (see ``w
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from modelfleet.contracts.wire import WireModel
@@ -13,6 +14,9 @@ from modelfleet.contracts.wire import WireModel
 class AcceptedInput(WireModel):
     # The validated manifest as the user wrote it (camelCase); names Secrets, never holds one.
     document: dict[str, Any]
+    # When the resource was created: the first run's start, carried across continue-as-new
+    # (None in payloads from before it was carried: then this run's start stands in).
+    created: datetime | None = None
 
 
 class AcceptedStatus(WireModel):
@@ -23,3 +27,5 @@ class AcceptedStatus(WireModel):
     reason: str
     deleting: bool = False
     document: dict[str, Any] = {}
+    # When the document was first accepted (kept across the workflow's continue-as-new).
+    created: datetime | None = None

@@ -12,6 +12,10 @@ KUBE_APPLY = "kube.apply"
 KUBE_DELETE = "kube.delete"
 KUBE_WAIT_READY = "kube.wait_ready"
 KUBE_CHECK_READY = "kube.check_ready"
+# One readiness check per attempt; "not yet" is a benign retryable error, so a long readiness
+# wait is Temporal retrying a short activity instead of one activity holding a slot for up to
+# the progress deadline (issue 11).
+KUBE_POLL_READY = "kube.poll_ready"
 KUBE_PROBE = "kube.probe"
 KUBE_DRIFT = "kube.drift"
 FLEET_PLACE = "fleet.place"

@@ -8,6 +8,8 @@ activity that needs it.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import Field
 
 from modelfleet.api.meta import Condition
@@ -135,3 +137,5 @@ class ServiceStatus(WireModel):
     backends: dict[str, int] = Field(default_factory=dict)
     conditions: list[Condition] = Field(default_factory=list)
     auth: bool = False
+    # When the service was created (kept across the workflow's continue-as-new).
+    created: datetime | None = None

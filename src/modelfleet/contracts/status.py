@@ -177,3 +177,5 @@ class ClusterStatus(WireModel):
     stack: list[StackPiece] = Field(default_factory=list)
     # Typed conditions (Reachable, Provisioned, AccessGranted, ServingStack), type order.
     conditions: list[Condition] = Field(default_factory=list)
+    # When the cluster was created (kept across the workflow's continue-as-new).
+    created: datetime | None = None

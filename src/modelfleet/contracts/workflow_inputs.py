@@ -77,6 +77,9 @@ class ClusterInput(WireModel):
     provision_deadline_seconds: int = 3600
     # How soon a cloud step whose worker died is retried (it resumes the cloud operation).
     cloud_heartbeat_seconds: int = 120
+    # When the resource was created: the first run's start, carried across continue-as-new
+    # (None in payloads from before it was carried: then this run's start stands in).
+    created: datetime | None = None
 
 
 class ReplicaInput(WireModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from functools import reduce
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,6 +54,9 @@ class EndpointRecord(Model):
     replica: str | None = None
     # The name of the secret holding the provider's key (resolved by the worker), if any.
     auth_secret: str | None = None
+    # When the endpoint directory first recorded it (set by the directory, kept on re-puts and
+    # across its continue-as-new; None from publishers and older payloads).
+    created: datetime | None = None
 
     @property
     def key(self) -> str:

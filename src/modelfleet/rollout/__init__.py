@@ -20,6 +20,7 @@ for an existing history goes behind a ``Policy`` switch that the workflow sets f
 
 from modelfleet.rollout.actions import (
     Action,
+    CheckPlacement,
     DryPlace,
     EndPass,
     Finish,
@@ -50,6 +51,7 @@ from modelfleet.rollout.events import (
     paused,
     place_request,
     placed,
+    placement_checked,
     progressed,
     resumed,
     resync,
@@ -70,6 +72,7 @@ __all__ = [
     "AVOID_AFTER_FAILURE",
     "RESYNC_INTERVAL",
     "Action",
+    "CheckPlacement",
     "DeploymentState",
     "DryPlace",
     "EndPass",
@@ -96,6 +99,7 @@ __all__ = [
     "paused",
     "place_request",
     "placed",
+    "placement_checked",
     "progressed",
     "report",
     "rest_over",

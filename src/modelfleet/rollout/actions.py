@@ -26,6 +26,13 @@ class Place(Model):
     sequence: int
 
 
+class CheckPlacement(Model):
+    """Ask the Fleet whether the placement answered at ``version`` is still current (the
+    ``fleet.placement_current`` activity, a query), then report it with ``placement_checked``."""
+
+    version: int
+
+
 class DryPlace(Model):
     """Ask the Fleet where ``desired`` replicas of the spec's template would go, with the
     replicas named in ``without`` not counted, reserving nothing; then ``dry_placed``."""
@@ -74,4 +81,15 @@ class Finish(Model):
     """The deployment is deleted and every replica is gone: publish and return."""
 
 
-Action = Rest | Place | DryPlace | StartReplica | SignalTeardown | Forget | Wait | EndPass | Finish
+Action = (
+    Rest
+    | Place
+    | CheckPlacement
+    | DryPlace
+    | StartReplica
+    | SignalTeardown
+    | Forget
+    | Wait
+    | EndPass
+    | Finish
+)

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.rollout.actions import (
     Action,
+    CheckPlacement,
     DryPlace,
     EndPass,
     Finish,
@@ -30,6 +31,7 @@ from modelfleet.rollout.actions import (
 )
 from modelfleet.rollout.state import (
     AwaitReady,
+    CheckCurrent,
     DeploymentState,
     Op,
     PlaceFor,
@@ -66,6 +68,10 @@ class Policy:
     # replacement that fails rolls the deployment back to its last good template. Before, a
     # bad change tore every serving replica down (issue 16).
     guard_changes: bool = True
+    # A periodic resync that finds nothing changed in the deployment first asks the Fleet (a
+    # query) whether its last placement is still current, and sends no placement Update if it
+    # is (issue 11: every deployment placed again every 60 s, an Update on the one Fleet).
+    skip_current: bool = True
 
 
 def next_action(
@@ -115,6 +121,7 @@ def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> De
     if s.deleting:
         _begin_delete(s)
         return s
+    quiet = not s.dirty  # the periodic resync, not a change, ended the rest
     s.dirty = False
     s.avoid = {c: until for c, until in s.avoid.items() if until > now}
     s.avoid_reasons = {c: r for c, r in s.avoid_reasons.items() if c in s.avoid}
@@ -122,7 +129,19 @@ def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> De
     s.ops = [Reap(), PlaceFor(purpose="reconcile", guard=policy.guard_changes), Roll()]
     if policy.guard_changes and _needs_gate(s):
         s.ops.insert(1, DryPlaceOp(purpose="gate"))
+    elif policy.skip_current and quiet and _settled(s):
+        s.ops.insert(1, CheckCurrent(version=s.fleet_version))
     return s
+
+
+def _settled(s: DeploymentState) -> bool:
+    """Nothing here asks for a placement: an earlier reconcile was answered, every desired
+    replica is placed and none has finished (a finished one is reaped and replaced)."""
+    return (
+        s.fleet_version > 0
+        and len(s.replicas) == s.spec.spec.replicas
+        and all(r.step is not ReplicaStep.DONE for r in s.replicas.values())
+    )
 
 
 def _needs_gate(s: DeploymentState) -> bool:
@@ -159,6 +178,8 @@ def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
         s.sequence += 1
         desired = len(s.replicas) + 1 if op.purpose == "surge" else s.spec.spec.replicas
         return Place(desired=desired, sequence=s.sequence)
+    if isinstance(op, CheckCurrent):
+        return CheckPlacement(version=op.version)
     if isinstance(op, DryPlaceOp):
         if op.purpose == "gate":
             return DryPlace(desired=max(s.spec.spec.replicas, 1), without=sorted(s.replicas))

@@ -21,6 +21,7 @@ from modelfleet.rollout.actions import DryPlace, Place
 from modelfleet.rollout.decide import BLOCKED, replace_in_place
 from modelfleet.rollout.state import (
     AwaitReady,
+    CheckCurrent,
     DeploymentState,
     Op,
     PlaceFor,
@@ -202,6 +203,8 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
         s.placed[kept.name] = kept
     op = s.ops.pop(0)
     assert isinstance(op, PlaceFor), f"a placement answer while the next op is {op.op}"
+    if op.purpose == "reconcile":
+        s.fleet_version = response.version
     head: list[Op]
     if op.purpose == "surge":
         # Victims named in a surge answer wait for the next pass's reconcile placement.
@@ -254,6 +257,17 @@ def _serving_old(s: DeploymentState, victim: ReplicaRemoval) -> bool:
         and status.phase is ReplicaPhase.READY
         and status.template_hash != template_hash(effective_spec(s))
     )
+
+
+def placement_checked(state: DeploymentState, current: bool) -> DeploymentState:
+    """The Fleet answered the pending ``CheckCurrent`` (``current`` False also when it could
+    not be asked): a current placement needs no reconcile placement this pass."""
+    s = state.model_copy(deep=True)
+    op = s.ops.pop(0)
+    assert isinstance(op, CheckCurrent), f"a placement check while the next op is {op.op}"
+    if current and s.ops and isinstance(s.ops[0], PlaceFor) and s.ops[0].purpose == "reconcile":
+        s.ops.pop(0)
+    return s
 
 
 def fleet_failed(state: DeploymentState, reason: str) -> DeploymentState:

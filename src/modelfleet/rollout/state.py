@@ -102,6 +102,15 @@ class AwaitReady(WireModel):
     also_replace: list[str] = []
 
 
+class CheckCurrent(WireModel):
+    """A periodic resync that found nothing changed here: ask the Fleet (a query, no Update)
+    whether the placement answered at ``version`` is still current; if so, the reconcile
+    placement after this op is skipped (``Policy.skip_current``)."""
+
+    op: Literal["check-current"] = "check-current"
+    version: int
+
+
 class Roll(WireModel):
     """Replace replicas that run another template than ``target``, one at a time.
 
@@ -140,7 +149,8 @@ class LogEntry(WireModel):
 
 
 Op = Annotated[
-    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll, Field(discriminator="op")
+    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll | CheckCurrent,
+    Field(discriminator="op"),
 ]
 
 
@@ -190,6 +200,10 @@ class DeploymentState(WireModel):
     passes_per_run: int = 0
     # The generation the last finished pass (and so its verdict) was for; 0: none yet.
     observed: int = 0
+    # The Fleet's change version of the last reconcile placement's answer (0: none), for the
+    # "is it still current" check of a periodic resync. Versions are per Fleet run; the Fleet
+    # answers "not current" for a version it no longer knows.
+    fleet_version: int = 0
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:

@@ -16,6 +16,8 @@ from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceCapacity,
 
 # The most devices of one kind a class may declare per node (ClassDevice.count's bound).
 _MAX_COUNT = 64
+# How a side that says nothing about a key is shown in a difference.
+_UNDECLARED, _UNREPORTED = "(not declared)", "(not reported)"
 
 
 class DeviceReport(Protocol):
@@ -89,14 +91,14 @@ def device_differences(
             want, have = device.capacity.get(key), real.capacity.get(key)
             if (want and want.value) != (have and have.value):
                 out.append(
-                    f"{device.name} {key}: class {want.value if want else '-'}, "
-                    f"hardware {have.value if have else '-'}"
+                    f"{device.name} {key}: class {want.value if want else _UNDECLARED}, "
+                    f"hardware {have.value if have else _UNREPORTED}"
                 )
         for key in sorted(set(device.attributes) | set(real.attributes)):
             a, b = device.attributes.get(key), real.attributes.get(key)
             if a != b:
                 out.append(
-                    f"{device.name} {key}: class {_shown(a) if a else '-'}, "
-                    f"hardware {_shown(b) if b else '-'}"
+                    f"{device.name} {key}: class {_shown(a) if a else _UNDECLARED}, "
+                    f"hardware {_shown(b) if b else _UNREPORTED}"
                 )
     return out

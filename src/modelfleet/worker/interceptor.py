@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, FailureError
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -112,6 +112,10 @@ def _log_failure(exc: BaseException, elapsed: float) -> None:
     }
     if isinstance(exc, asyncio.CancelledError):
         log.info("activity cancelled", extra={"fields": fields})
+        return
+    if isinstance(exc, ApplicationError) and exc.category is ApplicationErrorCategory.BENIGN:
+        # An expected "not yet" of a polling activity (kube.poll_ready): not a failure.
+        log.debug("activity not done yet: %s", exc.message, extra={"fields": fields})
         return
     final = isinstance(exc, ApplicationError) and exc.non_retryable
     fields["retryable"] = not final

@@ -7,6 +7,7 @@ Fleet's own queue (``fleet_task_queue``) runs only the Fleet workflow and the ``
 activities, with its own workflow-task and activity slots, so a rollout's hundreds of workflow
 tasks and Kubernetes calls never queue in front of a placement. The Fleet stays registered on the
 main queue too: a Fleet started before the split keeps running there until it is restarted.
+Which activities may wait long and how they keep from holding slots: docs/fleet.md.
 
 The worker is where credentials live: kubeconfigs are read from its credentials directory by
 the activities, never shipped through Temporal.
@@ -106,6 +107,7 @@ def build_worker(
             kube.apply,
             kube.delete,
             kube.wait_ready,
+            kube.poll_ready,
             kube.check_ready,
             kube.drift,
             kube.probe,

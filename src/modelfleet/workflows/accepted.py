@@ -25,6 +25,7 @@ class AcceptedResourceWorkflow:
     @workflow.init
     def __init__(self, arg: AcceptedInput) -> None:
         self._resource: Resource = parse_resource(arg.document)
+        self._created = arg.created or workflow.info().start_time
         self._deleting = False
 
     @workflow.update
@@ -66,7 +67,9 @@ class AcceptedResourceWorkflow:
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
         if not self._deleting:
-            workflow.continue_as_new(AcceptedInput(document=self._resource.to_wire()))
+            workflow.continue_as_new(
+                AcceptedInput(document=self._resource.to_wire(), created=self._created)
+            )
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         return self._status()
 
@@ -81,4 +84,5 @@ class AcceptedResourceWorkflow:
             reason=self._reason(),
             deleting=self._deleting,
             document=self._resource.to_wire(),
+            created=self._created,
         )

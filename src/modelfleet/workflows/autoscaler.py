@@ -26,7 +26,7 @@ Handlers: ``apply`` (Update, validated), ``delete`` (Update), ``resync`` (signal
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -89,6 +89,9 @@ class AutoscalerInput(Model):
     last_applied: int | None = None
     sequence: int = 0
     decisions_per_run: int = DECISIONS_PER_RUN
+    # When the resource was created: the first run's start, carried across continue-as-new
+    # (None in payloads from before it was carried: then this run's start stands in).
+    created: datetime | None = None
 
 
 @workflow.defn(name="ModelAutoscaler")
@@ -96,6 +99,7 @@ class AutoscalerWorkflow:
     @workflow.init
     def __init__(self, arg: AutoscalerInput) -> None:
         self._spec = arg.spec
+        self._created = arg.created or workflow.info().start_time
         self._generation = arg.generation
         self._history = arg.history
         self._decisions: list[Decision] = list(arg.decisions)[-MAX_DECISIONS:]
@@ -198,6 +202,7 @@ class AutoscalerWorkflow:
             last_applied=self._last_applied,
             sequence=self._sequence,
             decisions_per_run=self._per_run,
+            created=self._created,
         )
 
     async def _decide_once(self) -> None:
@@ -361,6 +366,7 @@ class AutoscalerWorkflow:
             last_decision=self._decisions[-1] if self._decisions else None,
             decisions_kept=len(self._decisions),
             deleting=self._deleting,
+            created=self._created,
         )
 
     def _publish(self) -> None:

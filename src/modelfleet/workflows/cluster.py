@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         stack_reason,
         verify_and_install,
     )
+    from modelfleet.workflows.probe_failure import probe_failure
 
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -90,6 +91,7 @@ class ClusterWorkflow:
     @workflow.init
     def __init__(self, arg: ClusterInput) -> None:
         self._spec = arg.spec
+        self._created = arg.created or workflow.info().start_time
         self._failed = arg.failed_probes
         self._ready = arg.ready
         self._reason = "not yet probed"
@@ -205,6 +207,7 @@ class ClusterWorkflow:
                             "failed_probes": self._failed,
                             "ready": self._ready,
                             "provisioning": self._provisioning,
+                            "created": self._created,
                         }
                     )
                 )
@@ -418,8 +421,7 @@ class ClusterWorkflow:
                 summary="probe cluster health",
             )
         except ActivityError as exc:
-            cause = exc.__cause__ or exc
-            result = ProbeResult(reachable=False, reason=str(cause))
+            result = ProbeResult(reachable=False, reason=probe_failure(exc))
         self._last_probe = workflow.now()
         if result.reachable:
             self._condition(REACHABLE, "True", "ProbeSucceeded", result.reason)
@@ -443,7 +445,8 @@ class ClusterWorkflow:
                 )
         else:
             self._failed += 1
-            self._reason = f"probe failed ({self._failed}x): {result.reason}"
+            failed = "1 probe" if self._failed == 1 else f"{self._failed} probes in a row"
+            self._reason = f"unreachable ({failed} failed): {result.reason}"
             if self._failed >= threshold:
                 self._ready = False
         phase = "Ready" if self._ready else "NotReady"
@@ -492,4 +495,5 @@ class ClusterWorkflow:
             steps=list(self._provisioning.steps),
             stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
+            created=self._created,
         )

@@ -32,9 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.activity_names import (
         FLEET_DRY_PLACE,
         FLEET_PLACE,
+        FLEET_PLACEMENT_CURRENT,
         FLEET_RELEASE,
     )
     from modelfleet.contracts.fleet_payloads import (
+        PlacementCheck,
         PlaceResponse,
         ReleaseRequest,
     )
@@ -86,6 +88,15 @@ PATCH_BOUNDED_TEARDOWN = "rollout-bounded-teardown"
 # effect in a run, so the histories that rely on pause support are recognisable (a worker or a
 # later change of pause semantics can branch on it) rather than only implied by an Update name.
 PATCH_PAUSE = "rollout-pause"
+# A periodic resync that finds nothing changed in the deployment asks the Fleet by query
+# (``fleet.placement_current``) whether its last placement is still current and then sends no
+# placement Update (issue 11: every deployment's 60 s resync was an Update on the one Fleet).
+# Histories recorded before place on every resync (``rollout.Policy.skip_current``).
+PATCH_SKIP_CURRENT = "rollout-resync-skips-current-placement"
+# ModelfleetPhase and ModelfleetClusters are upserted only when their values change (issue 11:
+# a deployment rewrote both on every replica report and every pass, ~20 upserts per
+# deployment of 2 replicas). Histories recorded before hold an upsert per publication.
+PATCH_QUIET_PUBLISH = "rollout-publish-on-change"
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -106,6 +117,8 @@ class DeploymentWorkflow:
         self._facts: dict[str, ClusterFacts] = {}
         self._policy = rollout.Policy()
         self._passes = 0  # passes ended in this run
+        # The search attribute values last upserted (PATCH_QUIET_PUBLISH).
+        self._upserted: tuple[str, list[str]] | None = None
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -233,6 +246,7 @@ class DeploymentWorkflow:
         policy = rollout.Policy(
             roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC),
             guard_changes=workflow.patched(PATCH_GUARD_CHANGES),
+            skip_current=workflow.patched(PATCH_SKIP_CURRENT),
         )
         self._policy = policy
         while True:
@@ -241,6 +255,8 @@ class DeploymentWorkflow:
                 await self._rest(action)
             elif isinstance(action, rollout.Place):
                 await self._place(action)
+            elif isinstance(action, rollout.CheckPlacement):
+                await self._check_placement(action)
             elif isinstance(action, rollout.DryPlace):
                 await self._dry_place(action)
             elif isinstance(action, rollout.StartReplica):
@@ -356,6 +372,22 @@ class DeploymentWorkflow:
         self._facts.update(response.facts)
         self._state = rollout.placed(self._state, response)
 
+    async def _check_placement(self, action: rollout.CheckPlacement) -> None:
+        md = self._state.spec
+        try:
+            current: bool = await workflow.execute_activity(
+                FLEET_PLACEMENT_CURRENT,
+                PlacementCheck(namespace=md.namespace, deployment=md.name, version=action.version),
+                result_type=bool,
+                summary="is the placement current",
+                start_to_close_timeout=FLEET_TIMEOUT,
+                schedule_to_close_timeout=FLEET_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError:
+            current = False  # unknown: place as before
+        self._state = rollout.placement_checked(self._state, current)
+
     async def _dry_place(self, action: rollout.DryPlace) -> None:
         request = rollout.dry_place_request(
             self._state, action, request_id="dry", now=workflow.now()
@@ -433,12 +465,12 @@ class DeploymentWorkflow:
 
     def _publish(self) -> None:
         status = self._status()
-        workflow.upsert_search_attributes(
-            [
-                search.PHASE.value_set(status.phase),
-                search.CLUSTERS.value_set(sorted({r.cluster for r in status.replicas})),
-            ]
-        )
+        values = (status.phase, sorted({r.cluster for r in status.replicas}))
+        if values != self._upserted or not workflow.patched(PATCH_QUIET_PUBLISH):
+            workflow.upsert_search_attributes(
+                [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
+            )
+            self._upserted = values
         workflow.set_current_details(
             f"**{status.phase}** · {status.ready}/{status.desired} ready"
             + (f"\n\n{status.summary}" if status.summary else "")

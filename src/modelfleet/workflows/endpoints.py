@@ -51,6 +51,9 @@ class EndpointDirectoryWorkflow:
     @workflow.update
     def put(self, record: EndpointRecord) -> None:
         old = self._endpoints.get(record.key)
+        # The directory keeps when it first saw the key (AGE); a re-put changes nothing else.
+        born = old.created if old is not None and old.created is not None else workflow.now()
+        record = record.model_copy(update={"created": born})
         if old == record:
             return
         self._endpoints[record.key] = record

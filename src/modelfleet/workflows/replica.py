@@ -8,7 +8,8 @@ failed check and on a slow resync; what is missing or changed is re-applied, a s
 history that says why). Each step is an activity;
 retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
 deadline or cancellation the steps already taken are undone in reverse order, and the parent
-deployment is told why. Progress is reported to the parent by signal.
+deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
+Failed and when it is done; the step in progress is read by the ``progress`` query.
 
 Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
 """
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.activity_names import (
         KUBE_APPLY,
         KUBE_DELETE,
+        KUBE_POLL_READY,
         KUBE_WAIT_READY,
     )
     from modelfleet.contracts.kube_payloads import (
@@ -53,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
+    from modelfleet.rollout.progress import parent_needs
     from modelfleet.workflows import search
     from modelfleet.workflows.replica_watch import (
         API_RETRY,
@@ -72,6 +75,25 @@ PATCH_TEARDOWN_CANCELS_ROLLOUT = "replica-teardown-cancels-rollout"
 # A replica that fails ends its workflow as Failed (after compensating), so Temporal's own
 # failure views count it; before, it completed with a FAILED result.
 PATCH_FAILS_AS_FAILED = "replica-fails-as-failed"
+# Rollout work per replica (issue 11): the parent deployment is signalled only when what it
+# decides or reports changes (Ready, Degraded, Failed, Done), not on every step (it read 7
+# signals per replica, each a workflow task on both sides); the steps in between are read by
+# the ``progress`` query (``describe`` and ``rollout status`` do). ModelfleetPhase is upserted
+# only when its value changes (it was rewritten as Progressing five times). Histories recorded
+# before hold a signal and an upsert per step.
+PATCH_QUIET_PROGRESS = "replica-quiet-progress"
+# Readiness waits (up to the progress deadline, 30 minutes by default) poll with short
+# ``kube.poll_ready`` attempts that Temporal retries, instead of one ``kube.wait_ready``
+# activity that held a worker slot (and thread) the whole time: 32 replicas loading a model
+# took every slot probes, placements and applies need (issue 11). Histories recorded before
+# schedule ``kube.wait_ready``.
+PATCH_POLL_READY = "replica-poll-readiness"
+POLL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=15),
+    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+)
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
@@ -95,6 +117,9 @@ class ReplicaWorkflow(ReplicaWatch):
         self._reason = ""
         self._teardown = False
         self._published = False
+        # What the parent and the visibility store were last told (PATCH_QUIET_PROGRESS).
+        self._told: ReplicaProgress | None = None
+        self._phase_upserted: ReplicaPhase | None = None
         # References of every object a step applied (from kube.apply's answer), in order.
         self._applied: list[ObjectRef] = list(arg.applied)
         self._failed_checks = 0
@@ -237,7 +262,23 @@ class ReplicaWorkflow(ReplicaWatch):
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
             raise RolloutFailedError(f"progress deadline passed before {what}")
-        result: ReadyResult = await workflow.execute_activity(
+        if workflow.patched(PATCH_POLL_READY):
+            # The last attempt starts at or after the deadline and fails with the reason.
+            result: ReadyResult = await workflow.execute_activity(
+                KUBE_POLL_READY,
+                WaitReadyRequest(
+                    cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
+                ),
+                result_type=ReadyResult,
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=remaining + timedelta(seconds=90),
+                retry_policy=POLL_RETRY,
+                summary=f"wait for {what}",
+            )
+            if not result.ready:
+                raise RolloutFailedError(result.reason)
+            return
+        result = await workflow.execute_activity(
             KUBE_WAIT_READY,
             WaitReadyRequest(
                 cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
@@ -297,12 +338,18 @@ class ReplicaWorkflow(ReplicaWatch):
 
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         self._phase, self._step, self._reason = phase, step, reason
-        workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+        quiet = workflow.patched(PATCH_QUIET_PROGRESS)
+        if not quiet or phase is not self._phase_upserted:
+            workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+            self._phase_upserted = phase
         workflow.set_current_details(details(phase, step, reason))
-        parent = workflow.get_external_workflow_handle(self._input.parent_id)
-        # The deployment may be gone; then there is nobody to tell.
-        with contextlib.suppress(ApplicationError):
-            await parent.signal("replica_progress", self._progress())
+        progress = self._progress()
+        if not quiet or parent_needs(progress, self._told):
+            parent = workflow.get_external_workflow_handle(self._input.parent_id)
+            # The deployment may be gone; then there is nobody to tell.
+            with contextlib.suppress(ApplicationError):
+                await parent.signal("replica_progress", progress)
+            self._told = progress
         if workflow.patched(PATCH_PUBLISH_ENDPOINT):
             await self._sync_endpoint(phase)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -78,6 +78,9 @@ class ServiceInput(WireModel):
     spec: ModelService
     probe_interval_seconds: float = 10.0
     probe_timeout_seconds: float = 3.0
+    # When the resource was created: the first run's start, carried across continue-as-new
+    # (None in payloads from before it was carried: then this run's start stands in).
+    created: datetime | None = None
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str = "") -> Condition:
@@ -89,6 +92,7 @@ class ServiceWorkflow:
     @workflow.init
     def __init__(self, arg: ServiceInput) -> None:
         self._spec = arg.spec
+        self._created = arg.created or workflow.info().start_time
         self._endpoints: list[EndpointRecord] = []
         self._gateway: InferenceGateway | None = None
         self._health: dict[str, EndpointHealth] = {}
@@ -162,7 +166,9 @@ class ServiceWorkflow:
             await self._reconcile()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(arg.model_copy(update={"spec": self._spec}))
+                workflow.continue_as_new(
+                    arg.model_copy(update={"spec": self._spec, "created": self._created})
+                )
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: self._deleting or self._spec_changed or self._endpoints_changed,
@@ -447,4 +453,5 @@ class ServiceWorkflow:
             backends=dict(self._backends),
             conditions=list(self._conditions),
             auth=self._spec.spec.auth is not None,
+            created=self._created,
         )

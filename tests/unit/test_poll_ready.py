@@ -1,0 +1,53 @@
+"""``kube.poll_ready``: one readiness check per attempt. Not ready before the deadline is a
+benign retryable error (Temporal's retry is the poll, no slot is held in between); past the
+deadline it fails for good with the reason; ready returns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
+from modelfleet.contracts.kube_payloads import ReadyResult, WaitReadyRequest
+
+
+class Answers(KubeActivities):
+    """The activity with its cluster reads replaced by a fixed answer."""
+
+    def __init__(self, tmp: Path, answer: ReadyResult) -> None:
+        super().__init__(KubeconfigStore(tmp))
+        self.answer = answer
+
+    def _readiness(self, request: WaitReadyRequest) -> ReadyResult:
+        return self.answer
+
+
+def request(deadline_in: timedelta) -> WaitReadyRequest:
+    return WaitReadyRequest(cluster="east", rules=[], deadline=datetime.now(UTC) + deadline_in)
+
+
+def test_not_ready_before_the_deadline_is_a_benign_retryable_error(tmp_path: Path) -> None:
+    activities = Answers(tmp_path, ReadyResult(ready=False, reason="Deployment m: 0/1 ready"))
+    with pytest.raises(ApplicationError) as raised:
+        activities.poll_ready(request(timedelta(minutes=5)))
+    assert raised.value.type == "NotReadyYet"
+    assert not raised.value.non_retryable
+    assert raised.value.category is ApplicationErrorCategory.BENIGN
+    assert "0/1 ready" in raised.value.message
+
+
+def test_past_the_deadline_fails_for_good_with_the_reason(tmp_path: Path) -> None:
+    activities = Answers(tmp_path, ReadyResult(ready=False, reason="ImagePullBackOff"))
+    with pytest.raises(ApplicationError) as raised:
+        activities.poll_ready(request(-timedelta(seconds=1)))
+    assert raised.value.type == "ReadinessDeadlineExceeded"
+    assert raised.value.non_retryable
+    assert "progress deadline: ImagePullBackOff" in raised.value.message
+
+
+def test_ready_returns_at_once(tmp_path: Path) -> None:
+    activities = Answers(tmp_path, ReadyResult(ready=True, reason="all ready"))
+    assert activities.poll_ready(request(timedelta(minutes=5))).ready
