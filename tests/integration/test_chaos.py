@@ -55,12 +55,10 @@ class Chaos:
         self.rng = random.Random(seed)
         self.kills = 0
 
-    async def maybe_kill(self, chance: float = 0.75) -> None:
-        """With ``chance``, SIGKILL the worker after a random delay, then restart it. The delay
-        is the chaos itself (the moment of the crash), not a wait for any state: whatever the
-        rollout is doing then is interrupted."""
-        if self.rng.random() >= chance:
-            return
+    async def kill_soon(self) -> None:
+        """SIGKILL the worker after a random delay, then restart it. The delay is the chaos
+        itself (the moment of the crash), not a wait for any state: whatever the rollout is
+        doing then is interrupted."""
         await asyncio.sleep(self.rng.uniform(0.1, 2.5))
         await self.env.kill_worker()
         assert self.env.worker is not None
@@ -106,15 +104,17 @@ async def test_chaos_worker_kills_and_api_faults_end_in_the_desired_state(
         # Rollouts: four deployments, a crash while they are placed and applied.
         for ns in NAMESPACES:
             await apply_resource(env.temporal, deployment("m", ns, image=OLD_IMAGE))
-        await chaos.maybe_kill(chance=1.0)
+        await chaos.kill_soon()
         for ns in NAMESPACES:
             await env.wait_status(ns, "m", all_ready(1), 150, f"first rollout (seed {seed})")
 
         mark("first rollout Ready")
-        # An image change of each, a crash at a random moment after some of them.
-        for ns in NAMESPACES:
+        # An image change of each, a crash at a random moment after a random one of them.
+        crash_after = chaos.rng.randrange(len(NAMESPACES))
+        for i, ns in enumerate(NAMESPACES):
             await apply_resource(env.temporal, deployment("m", ns, image=NEW_IMAGE))
-            await chaos.maybe_kill(chance=0.5)
+            if i == crash_after:
+                await chaos.kill_soon()
 
         mark("image changes sent")
         # A scale storm: signals in a row (they queue even while the worker is down).
@@ -122,7 +122,7 @@ async def test_chaos_worker_kills_and_api_faults_end_in_the_desired_state(
         for i, replicas in enumerate(STORM):
             await handle.signal("scale", replicas)
             if i == len(STORM) // 2:
-                await chaos.maybe_kill(chance=1.0)
+                await chaos.kill_soon()
 
         mark("scale storm sent")
         # A delete, and a crash while it tears down.
@@ -130,8 +130,8 @@ async def test_chaos_worker_kills_and_api_faults_end_in_the_desired_state(
             DeploymentWorkflow.run, deployment_id(DELETED, "m")
         )
         await deleted.execute_update(DeploymentWorkflow.delete)
-        await chaos.maybe_kill(chance=1.0)
-        assert chaos.kills >= 3, f"seed {seed}: only {chaos.kills} kills"
+        await chaos.kill_soon()
+        assert chaos.kills == 4, f"seed {seed}: {chaos.kills} kills"
 
         mark("delete sent")
         # --- the end state, faults still on ------------------------------------------------
