@@ -1,5 +1,5 @@
-"""Documents accepted for Modelplane parity but not acted upon (ModelCache, ServingStack, the
-per-cloud cluster kinds) are applied, listed by ``get`` with the reason, updated and deleted like
+"""Documents accepted for Modelplane parity but not acted upon (ServingStack, the per-cloud
+cluster kinds) are applied, listed by ``get`` with the reason, updated and deleted like
 any other resource: never silently dropped (issue 14 item 4)."""
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ async def _listed(stack: Stack, kind: str, namespace: str, count: int) -> list[A
 
 async def test_unacted_kinds_are_applied_listed_updated_and_deleted(stack: Stack) -> None:
     infrastructure = _docs("infrastructure.yaml")
-    caches = [r for r in _docs("caches.yaml") if r.namespace == "frontier"]
-    failures = await apply_all(stack.client, stack.env.settings, [*infrastructure, *caches])
+    failures = await apply_all(stack.client, stack.env.settings, infrastructure)
     assert failures == 0
 
     stacks = await _listed(stack, "ServingStack", "modelplane-system", 2)
@@ -44,26 +43,21 @@ async def test_unacted_kinds_are_applied_listed_updated_and_deleted(stack: Stack
     assert all(s.reason.startswith("NotActedUpon: ") for s in stacks)
     (gke,) = await _listed(stack, "GKECluster", "modelplane-system", 1)
     assert "InferenceCluster.spec.cluster" in gke.reason
-    listed = await _listed(stack, "ModelCache", "frontier", 2)
-    assert {c.name for c in listed} == {"qwen3-coder", "kimi-k2"}
-    assert all("hydration is not built" in c.reason for c in listed)
-
     # Re-applying a changed document replaces what is held.
-    kimi = next(c for c in caches if c.name == "kimi-k2")
-    changed = kimi.to_wire()
-    changed["spec"]["huggingFace"]["sizeGiB"] = 700
-    resized = parse_resource(changed)
-    wid = await apply_resource(stack.client, resized)
+    byo = next(r for r in infrastructure if r.name == "byo-serving-stack")
+    changed = byo.to_wire()
+    changed["spec"]["nvidiaDriverRoot"] = "/opt/nvidia"
+    wid = await apply_resource(stack.client, parse_resource(changed))
     handle = stack.client.get_workflow_handle_for(AcceptedResourceWorkflow.run, wid)
     held: AcceptedStatus = await handle.query(AcceptedResourceWorkflow.status)
-    assert held.document["spec"]["huggingFace"]["sizeGiB"] == 700
+    assert held.document["spec"]["nvidiaDriverRoot"] == "/opt/nvidia"
 
     final = await handle.execute_update(AcceptedResourceWorkflow.delete)
     assert final.deleting
     result = await handle.result()
-    assert result.name == "kimi-k2"
-    (left,) = await _listed(stack, "ModelCache", "frontier", 1)
-    assert left.name == "qwen3-coder"
+    assert result.name == "byo-serving-stack"
+    (left,) = await _listed(stack, "ServingStack", "modelplane-system", 1)
+    assert left.name == "gke-us-central-serving-stack"
 
 
 async def test_a_modelplane_traefik_gateway_is_kept_beside_the_serving_front_door(

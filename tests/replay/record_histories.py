@@ -19,7 +19,7 @@ history it fetched against the current workflow code, and only then writes them 
   ``--only paused`` records just this one, to add it beside the committed goldens);
 * quiet (``--only quiet``, not in the full run): a rollout, a periodic resync that found its
   placement current, and a failed replica, on the quiet paths of issue 11;
-* accepted: a ModelCache applied, re-applied changed and deleted (AcceptedResource);
+* accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
   through its address), then the service deleted and the deployment deleted (the replica
   withdraws its endpoint); with the endpoint directory that carried it;
@@ -203,21 +203,24 @@ async def rollback(rec: Recorder, ns: str = "replay-rollback", prefix: str = "")
 
 
 async def accepted(rec: Recorder) -> None:
-    """A ModelCache accepted but not acted upon: applied, re-applied changed, deleted."""
+    """A ServingStack accepted but not acted upon: applied, re-applied changed, deleted. (The
+    golden recorded before ModelCache staging held a ModelCache; it still replays.)"""
     doc = {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelCache",
-        "metadata": {"name": "weights", "namespace": "replay-accepted"},
-        "spec": {"source": "HuggingFace", "huggingFace": {"repo": "Qwen/Qwen3-8B", "sizeGiB": 20}},
+        "apiVersion": "infrastructure.modelplane.ai/v1alpha1",
+        "kind": "ServingStack",
+        "metadata": {"name": "stack", "namespace": "replay-accepted"},
+        "spec": {
+            "secrets": [{"type": "Kubeconfig", "name": "k", "key": "kubeconfig", "namespace": "x"}]
+        },
     }
     wid = await apply_resource(rec.client, parse_resource(doc))
-    doc["spec"]["huggingFace"]["sizeGiB"] = 30  # type: ignore[index]
+    doc["spec"]["nvidiaDriverRoot"] = "/opt/nvidia"  # type: ignore[index]
     await apply_resource(rec.client, parse_resource(doc))
     handle = rec.client.get_workflow_handle_for(AcceptedResourceWorkflow.run, wid)
     await handle.execute_update(AcceptedResourceWorkflow.delete)
     await asyncio.wait_for(handle.result(), 30)
-    scenario = "a ModelCache accepted without action: applied, re-applied changed, deleted"
-    await rec.record("accepted-modelcache.json", wid, "AcceptedResource", scenario)
+    scenario = "a ServingStack accepted without action: applied, re-applied changed, deleted"
+    await rec.record("accepted-servingstack.json", wid, "AcceptedResource", scenario)
 
 
 async def serving(rec: Recorder) -> None:

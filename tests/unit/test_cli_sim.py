@@ -152,6 +152,16 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
         assert (shown["error_rate_429"], shown["never_ready"]) == (0.0, ["qwen*"])
         assert kube.nodes()
 
+    downloads = [
+        *("--download-mib-per-second", "256", "--fail-downloads", "*hydrate*"),
+        *("--download-error", "auth"),
+    ]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *downloads, *state])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert (shown["download_mib_per_second"], shown["fail_downloads"]) == (256.0, ["*hydrate*"])
+    assert shown["download_error"] == "auth"
+
     result = runner.invoke(app, ["sim", "faults", "no-such-cluster", "--dark", *state])
     assert result.exit_code == 1
     assert "not found" in result.output

@@ -130,6 +130,10 @@ class KubeActivities:
                 self._stamps[name] = stamp
             return client
 
+    def client_for(self, name: str) -> KubeCluster:
+        """The worker's client for cluster ``name`` (shared with other activities' callers)."""
+        return self._cluster(name)
+
     def close(self) -> None:
         with self._lock:
             for client in self._clients.values():

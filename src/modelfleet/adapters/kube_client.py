@@ -195,10 +195,12 @@ class KubeCluster:
         content_type: str = "application/json",
         apply: bool = False,
         absent_ok: bool = False,
+        text: bool = False,
     ) -> tuple[int, Any]:
         """(status, decoded JSON) of a 2xx response, or of a 404 when ``absent_ok``; any other
-        outcome raises KubeError."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        outcome raises KubeError. With ``text`` the body is returned as text (pod logs)."""
+        accept = "text/plain, application/json" if text else "application/json"
+        headers = {"Accept": accept, "Content-Type": content_type}
         try:
             request = self._client.param_serialize(
                 method,
@@ -240,6 +242,8 @@ class KubeCluster:
                 reason="CredentialsUnavailable",
             ) from None
         status = int(response.status)
+        if text and 200 <= status <= 299:
+            return status, data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         if 200 <= status <= 299 or (status == 404 and absent_ok):
             try:
                 decoded = json.loads(data) if data else {}
@@ -421,6 +425,29 @@ class KubeCluster:
             absent_ok=True,
         )
         return status != 404
+
+    def pod_log(
+        self, name: str, namespace: str, *, container: str | None = None, tail_lines: int = 20
+    ) -> str:
+        """The last ``tail_lines`` lines a pod's container printed ("" when it has none yet)."""
+        res = self._resource("v1", "Pod")
+        query: builtins.list[tuple[str, Any]] = [("tailLines", tail_lines)]
+        if container:
+            query.append(("container", container))
+        try:
+            status, text = self._request(
+                f"read log of {_identity('Pod', name, namespace)}",
+                "GET",
+                res.path(namespace, name) + "/log",
+                query=query,
+                absent_ok=True,
+                text=True,
+            )
+        except PermanentKubeError as exc:
+            if exc.status == 400:
+                return ""  # the container has not started yet
+            raise
+        return str(text) if status != 404 else ""
 
     def readiness(self, rule: ReadinessRule) -> Readiness:
         """Whether the rule's condition is True; if not, why, in the pods' words."""

@@ -2,8 +2,8 @@
 Face repo at a revision, its size, an optional token Secret, a cluster selector), plus where the
 volume goes (StorageClass, access mode), which modelfleet adds. Pure models, no I/O.
 
-The auth Secret is named, never inlined: it is read on the worker only. What modelfleet does with
-a ModelCache today is said in ``api.support``.
+The auth Secret is named, never inlined: it is read on the worker only. The ModelCache workflow
+(``workflows.cache``) stages it; docs/model-cache.md says how.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ every one has a feature behind it yet; this module is the single place that says
 
 from __future__ import annotations
 
-from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass, Provider
 from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.infrastructure import InfrastructureResource, ServingStack
@@ -26,7 +25,7 @@ def held_without_action(resource: Resource) -> bool:
     """Whether ``resource`` is a kind modelfleet only keeps (and lists) without acting upon it."""
     return isinstance(
         resource,
-        ModelCache | ServingStack | InfrastructureResource | ModelplaneInferenceGateway,
+        ServingStack | InfrastructureResource | ModelplaneInferenceGateway,
     )
 
 
@@ -45,12 +44,6 @@ def not_acted_upon(resource: Resource) -> str | None:
     """Why ``resource`` is accepted but not acted upon, or None when modelfleet acts on it.
 
     The reason is meant for a user: it says what is ignored and what to do instead."""
-    if isinstance(resource, ModelCache):
-        return (
-            f"{NOT_ACTED_UPON}: ModelCache hydration is not built yet; weights are not staged "
-            "and a deployment's modelCacheRef does not restrict placement or mount a volume "
-            "(bake weights into the image or download them at start-up meanwhile)"
-        )
     if isinstance(resource, ModelplaneInferenceGateway):
         return (
             f"{NOT_ACTED_UPON}: this is Modelplane's control-plane Traefik gateway; "

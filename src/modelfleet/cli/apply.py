@@ -16,6 +16,7 @@ from temporalio.client import (
 )
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
@@ -47,14 +48,16 @@ from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
 from modelfleet.contracts.accepted import AcceptedInput
+from modelfleet.contracts.cache_payloads import CacheInput
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
+from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, accepted_id, cluster_id, deployment_id
+from modelfleet.workflows.ids import FLEET_ID, accepted_id, cache_id, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters and the front door on one of them,
 # then what runs on them, then what routes to and scales what runs.
@@ -62,12 +65,14 @@ ORDER = {
     "InferenceClass": 0,
     "InferenceCluster": 1,
     "InferenceGateway": 2,
+    # Before deployments: a deployment referencing it is placed once it is Ready somewhere.
+    "ModelCache": 2,
     "ModelDeployment": 3,
     "ModelEndpoint": 4,
     "ModelService": 5,
     "ModelAutoscaler": 6,
 }
-# Kinds held without action (ModelCache, ServingStack, per-cloud clusters) depend on nothing
+# Kinds held without action (ServingStack, per-cloud clusters) depend on nothing
 # and nothing depends on them: they go last (ORDER.get's default).
 # A worker that polls takes an apply in well under a second; this long means none is there.
 APPLY_TIMEOUT = timedelta(seconds=30)
@@ -77,6 +82,17 @@ async def apply_resource(
     client: Client, resource: Resource, *, rpc_timeout: timedelta | None = None
 ) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it."""
+    if isinstance(resource, ModelCache):
+        return await update_with_start(
+            client,
+            CacheWorkflow.apply,
+            resource,
+            run=CacheWorkflow.run,
+            run_arg=CacheInput(spec=resource),
+            workflow_id=cache_id(resource.namespace, resource.name),
+            summary=f"ModelCache {resource.namespace}/{resource.name}",
+            rpc_timeout=rpc_timeout,
+        )
     if held_without_action(resource):
         document = AcceptedInput(document=resource.to_wire())
         return await update_with_start(

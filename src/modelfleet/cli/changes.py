@@ -14,6 +14,7 @@ import yaml
 from temporalio.client import Client
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
@@ -95,7 +96,7 @@ async def _read_others(client: Client, live: LiveFleet, resources: list[Resource
         if held_without_action(r):
             for held in await accepted_statuses(client, r.KIND, r.namespace, [r.name]):
                 live.accepted[(r.KIND, r.namespace, r.name)] = parse_resource(held.document)
-        elif isinstance(r, ModelService | ModelAutoscaler):
+        elif isinstance(r, ModelService | ModelAutoscaler | ModelCache):
             for f in await fetch(client, r.KIND, r.namespace, [r.name]):
                 live.others[(r.KIND, r.namespace, r.name)] = _spec_of(f.manifest, type(r))
 

@@ -21,6 +21,7 @@ NAMESPACED_KINDS = (
     "ModelService",
     "ModelEndpoint",
     "ModelAutoscaler",
+    "ModelCache",
     *ACCEPTED_KINDS,
 )
 
@@ -38,6 +39,10 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("REASON",),
     ),
     "InferenceClass": (("NAME", "PROVIDER", "DEVICES", "AGE"), ("USED-BY",)),
+    "ModelCache": (
+        ("NAME", "SOURCE", "READY", "PHASE", "CLUSTERS", "AGE"),
+        ("REVISION", "SIZE", "MESSAGE"),
+    ),
 }
 _ACCEPTED_COLUMNS: tuple[tuple[str, ...], tuple[str, ...]] = (
     ("NAME", "STATUS", "REASON", "AGE"),
@@ -153,6 +158,41 @@ def _autoscaler(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> 
     ], [escape(status.get("problem") or last.get("reason", "")) or "-"]
 
 
+def _cache(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+    hf = spec.get("huggingFace") or {}
+    clusters = ", ".join(
+        f"{c.get('cluster')}: {cache_summary(c)}" for c in status.get("clusters") or []
+    )
+    main = [
+        item.name,
+        f"{spec.get('source', '')}:{hf.get('repo', '')}",
+        f"{status.get('ready', 0)}/{status.get('total', 0)}",
+        _coloured_phase(str(status.get("phase", ""))),
+        escape(clusters or "-"),
+    ]
+    messages = "; ".join(
+        f"{c.get('cluster')}: {c.get('message')}"
+        for c in status.get("clusters") or []
+        if c.get("message") and c.get("phase") != "Ready"
+    )
+    wide = [
+        str(hf.get("revision") or "-"),
+        f"{hf.get('sizeGiB', '?')}Gi",
+        escape(messages or str(status.get("reason") or "-")),
+    ]
+    return main, wide
+
+
+def cache_summary(cluster: dict[str, Any]) -> str:
+    """``Ready``, ``Hydrating 40%``, ``Pending``, ``Failed`` for one cluster of a cache."""
+    phase = str(cluster.get("phase", ""))
+    if phase == "Hydrating":
+        total = int(cluster.get("bytesTotal") or 0)
+        done = int(cluster.get("bytesDone") or 0)
+        return f"Hydrating {min(100, done * 100 // total) if total else 0}%"
+    return phase
+
+
 def autoscaler_metrics(spec: dict[str, Any], last: dict[str, Any]) -> str:
     """``metric current/target`` per metric of the spec, as the last decision read it (``?``
     when not read yet): kubectl's ``get hpa`` TARGETS column."""
@@ -172,6 +212,7 @@ _OTHER_ROWS = {
     "ModelEndpoint": _endpoint,
     "InferenceGateway": _gateway,
     "ModelAutoscaler": _autoscaler,
+    "ModelCache": _cache,
 }
 
 

@@ -49,7 +49,7 @@ TargetsArgument = Annotated[
     list[str],
     typer.Argument(
         help="KIND [NAME...] or KIND/NAME... (kinds: classes, clusters, deployments, replicas, "
-        "services, endpoints, gateways, autoscalers; held, not acted upon: caches, servingstacks, "
+        "services, endpoints, gateways, autoscalers, caches; held, not acted upon: servingstacks, "
         "gkeclusters, eksclusters, aksclusters, nebiusclusters, vultrclusters).",
         metavar="KIND [NAME]...",
         show_default=False,

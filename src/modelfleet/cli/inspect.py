@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from modelfleet.autoscaling.records import Decision as AutoscalerDecision
 from modelfleet.cli.cluster_view import describe_cluster
+from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.get import NsOption, get, require_one
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
@@ -41,6 +42,7 @@ from modelfleet.cli.targets import (
     resolve_namespace,
     single_target,
 )
+from modelfleet.contracts.cache_payloads import cache_id
 from modelfleet.rollout import LogEntry
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
@@ -101,6 +103,8 @@ def describe(
             describe_endpoint(item)
         elif target.kind == "InferenceGateway":
             describe_gateway(item)
+        elif target.kind == "ModelCache":
+            _cache(s, item)
         else:
             _replica(s, item)
 
@@ -161,6 +165,33 @@ def _accepted(item: Fetched) -> None:
     console.print(f"Reason: {escape(str(item.status.get('reason', '')))}")
     spec = yaml.safe_dump(item.manifest.get("spec") or {}, sort_keys=False).rstrip()
     console.print("\n[bold]Spec[/]\n" + escape(spec))
+
+
+def _cache(s: TemporalSettings, item: Fetched) -> None:
+    """A ModelCache: its source and, per cluster, how staging stands and why."""
+    spec = item.manifest.get("spec") or {}
+    hf = spec.get("huggingFace") or {}
+    status = item.status
+    console.print(
+        f"[bold]ModelCache {item.namespace}/{item.name}[/]  {status.get('phase', '')}, "
+        f"{status.get('ready', 0)}/{status.get('total', 0)} clusters Ready"
+    )
+    revision = hf.get("revision") or "main"
+    console.print(f"Source: {hf.get('repo', '')} at {revision}, {hf.get('sizeGiB', '?')} GiB")
+    console.print(f"Workflow: {s.workflow_url(cache_id(item.namespace, item.name))}")
+    if status.get("reason"):
+        console.print(f"Reason: {escape(str(status['reason']))}")
+    rows = [
+        [
+            str(c.get("cluster", "")),
+            cache_summary(c),
+            str(c.get("attempts", 0)),
+            escape(str(c.get("message", "")) or "-"),
+        ]
+        for c in status.get("clusters") or []
+    ]
+    console.print()
+    print_table(["CLUSTER", "STATE", "FAILED-ATTEMPTS", "MESSAGE"], rows, flexible=("MESSAGE",))
 
 
 def _replica(s: TemporalSettings, item: Fetched) -> None:

@@ -13,12 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import API_VERSION
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.autoscaling.records import AutoscalerStatus
 from modelfleet.contracts.accepted import AcceptedStatus
+from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus
 from modelfleet.rendering.front_door import EndpointRecord
@@ -155,6 +157,15 @@ def autoscaler_resource(
     manifest["metadata"]["generation"] = status.generation
     return Fetched(
         "ModelAutoscaler", spec.name, spec.namespace, manifest, created, dict(spec.metadata.labels)
+    )
+
+
+def cache_resource(spec: ModelCache, status: CacheStatus, created: datetime | None) -> Fetched:
+    """A ModelCache as applied, with its per-cluster staging status."""
+    body = status.model_dump(mode="json", by_alias=True, exclude={"namespace", "name"})
+    manifest = _with_server_fields(spec.to_wire(), created, body)
+    return Fetched(
+        "ModelCache", spec.name, spec.namespace, manifest, created, dict(spec.metadata.labels)
     )
 
 

@@ -40,13 +40,16 @@ from modelfleet.cli.targets import (
     resource_name,
     single_target,
 )
+from modelfleet.contracts.cache_payloads import DeleteCache
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
+from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import (
     FLEET_ID,
     accepted_id,
+    cache_id,
     cluster_id,
     deployment_id,
     service_id,
@@ -59,6 +62,8 @@ DELETE_ORDER = {
     "ModelService": 1,
     "ModelEndpoint": 2,
     "ModelDeployment": 3,
+    # After deployments: a volume still mounted by one is kept (unless --force).
+    "ModelCache": 4,
     "InferenceCluster": 4,
     "InferenceClass": 5,
     # Held without action: nothing depends on them.
@@ -153,6 +158,7 @@ def _workflow_id(d: Doomed) -> str | None:
         "ModelDeployment": deployment_id,
         "ModelService": service_id,
         "ModelAutoscaler": autoscaler_id,
+        "ModelCache": cache_id,
     }
     ids = namespaced.get(d.kind)
     return ids(d.namespace, d.name) if ids is not None else None
@@ -191,6 +197,11 @@ async def _delete(client: Client, d: Doomed, wait: bool, force: bool) -> None:
     elif d.kind == "ModelAutoscaler":
         handle = client.get_workflow_handle(autoscaler_id(d.namespace, d.name))
         await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
+    elif d.kind == "ModelCache":
+        handle = client.get_workflow_handle(cache_id(d.namespace, d.name))
+        await handle.execute_update(CacheWorkflow.delete, DeleteCache(force=force))
+        if wait:
+            await handle.result()
     else:
         await client.get_workflow_handle(FLEET_ID).execute_update(
             FleetWorkflow.remove_class, d.name
@@ -218,7 +229,8 @@ def delete(
         typer.Option(
             "--force",
             help="Delete clusters replicas still run on: drain them (the replicas are "
-            "re-placed on other clusters), then tear them down.",
+            "re-placed on other clusters), then tear them down; delete ModelCaches' volumes "
+            "even where a workload still mounts them.",
         ),
     ] = False,
     address: AddressOption = None,

@@ -25,6 +25,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.services import InferenceGateway, ModelService
@@ -35,6 +36,7 @@ from modelfleet.cli.manifests import (
     Fetched,
     accepted_resource,
     autoscaler_resource,
+    cache_resource,
     class_resource,
     deployment_resource,
     endpoint_resource,
@@ -44,6 +46,7 @@ from modelfleet.cli.manifests import (
 )
 from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
 from modelfleet.contracts.accepted import AcceptedStatus
+from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.contracts.status import (
     ClusterStatus,
@@ -57,12 +60,14 @@ from modelfleet.worker.settings import TemporalSettings
 from modelfleet.workflows import search
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
+from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import (
     FLEET_ID,
     accepted_id,
+    cache_id,
     cluster_id,
     deployment_id,
     replica_id,
@@ -234,6 +239,8 @@ async def fetch(
         items = [gateway_resource(gateway)] if gateway is not None and named else []
         # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
         items += await _accepted(client, kind, None, wanted)
+    elif kind == "ModelCache":
+        items = await _caches(client, namespace, wanted)
     elif kind in ACCEPTED_KINDS:
         items = await _accepted(client, kind, namespace, wanted)
     else:
@@ -337,6 +344,19 @@ async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) 
             what=f"ModelAutoscaler {ns}/{name}",
         )
         out.append(autoscaler_resource(spec, status, status.created or w.start_time))
+    return out
+
+
+async def _caches(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    out = []
+    for w in await _runs(client, "ModelCache", namespace, wanted, cache_id):
+        _, ns, name = w.id.split("/", 2)
+        handle = client.get_workflow_handle(w.id)
+        status: CacheStatus = await query(
+            handle, CacheWorkflow.status, what=f"ModelCache {ns}/{name}"
+        )
+        spec: ModelCache = await query(handle, CacheWorkflow.spec, what=f"ModelCache {ns}/{name}")
+        out.append(cache_resource(spec, status, w.start_time))
     return out
 
 

@@ -158,6 +158,26 @@ def faults(
             '"delete pods". Repeatable; replaces the current list.',
         ),
     ] = None,
+    download_bandwidth: Annotated[
+        float | None,
+        typer.Option(
+            "--download-mib-per-second",
+            min=0.001,
+            help="Bandwidth of model-weight downloads (ModelCache hydration Jobs), MiB/s.",
+        ),
+    ] = None,
+    fail_downloads: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-downloads",
+            help="Job name glob whose download pods fail half-way (see --download-error). "
+            "Repeatable; replaces the current list.",
+        ),
+    ] = None,
+    download_error: Annotated[
+        str | None,
+        typer.Option("--download-error", help="How failing downloads fail: auth or network."),
+    ] = None,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -206,6 +226,9 @@ def faults(
         never_ready,
         crash_after_ready,
         deny_access,
+        download_bandwidth,
+        fail_downloads,
+        download_error,
     )
     # The command line is checked before anything is read or asked.
     if cloud is not None and (cluster is not None or any(o is not None for o in kube_options)):
@@ -237,6 +260,12 @@ def faults(
         changes["crash_after_ready_seconds"] = crash_after_ready
     if deny_access is not None:
         changes["deny_access"] = list(deny_access)
+    if download_bandwidth is not None:
+        changes["download_mib_per_second"] = download_bandwidth
+    if fail_downloads is not None:
+        changes["fail_downloads"] = list(fail_downloads)
+    if download_error is not None:
+        changes["download_error"] = download_error
     if reset:
         config = _admin("PUT", url, changes)
     elif changes:

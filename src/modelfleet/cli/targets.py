@@ -115,7 +115,7 @@ def resource_name(kind: str, name: str) -> str:
 # Kinds accepted for Modelplane parity and held by the AcceptedResource workflow without being
 # acted upon: applied, listed (with the reason), deleted. (Modelplane's Traefik InferenceGateway is
 # held the same way, under the InferenceGateway kind.)
-ACCEPTED_KINDS = ("ModelCache", "ServingStack", *(k.KIND for k in CLOUD_CLUSTER_KINDS))
+ACCEPTED_KINDS = ("ServingStack", *(k.KIND for k in CLOUD_CLUSTER_KINDS))
 
 # Kinds that something runs for (or holds); the others validate but have no workflow to read yet.
 ORCHESTRATED = (
@@ -127,6 +127,7 @@ ORCHESTRATED = (
     "ModelEndpoint",
     "ModelService",
     "ModelAutoscaler",
+    "ModelCache",
     *ACCEPTED_KINDS,
 )
 

@@ -1,5 +1,5 @@
 """Input and status of the AcceptedResource workflow, which holds a document modelfleet accepts
-but does not act upon (a ModelCache, a ServingStack, a per-cloud cluster kind), so ``get`` lists it
+but does not act upon (a ServingStack, a per-cloud cluster kind), so ``get`` lists it
 and its reason is visible. Layer rule: pure pydantic, as every contract (see ``wire``).
 """
 

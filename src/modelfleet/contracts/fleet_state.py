@@ -64,6 +64,7 @@ class ClusterEntry(WireModel):
     devices: dict[str, list[DeviceGroup]] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
+    caches: dict[str, str] = Field(default_factory=dict)
 
 
 class DeploymentRows(WireModel):
@@ -99,6 +100,7 @@ def cluster_entry(record: ClusterRecord) -> tuple[ClusterEntry, str, list[Any]]:
         devices={p: o.devices for p, o in record.observed_pools.items() if o.devices is not None},
         not_ready_since=record.not_ready_since,
         draining=record.draining,
+        caches=dict(record.caches),
     )
     return entry, key, layout
 
@@ -121,6 +123,7 @@ def cluster_record(entry: ClusterEntry, layouts: dict[str, list[Any]]) -> Cluste
         },
         not_ready_since=entry.not_ready_since,
         draining=entry.draining,
+        caches=dict(entry.caches),
     )
 
 

@@ -37,6 +37,7 @@ class ReplicaPhase(StrEnum):
 
 class ReplicaStep(StrEnum):
     PLACED = "placed"
+    MODEL_CACHE = "wait-model-cache"
     NAMESPACE = "ensure-namespace"
     CLAIMS = "stage-claims"
     WORKLOADS = "create-gangs"
@@ -104,6 +105,9 @@ class ClusterRecord(WireModel):
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
     draining: bool = False
+    # ModelCaches by ``<namespace>/<name>``: how each stands here (``Ready``, ``Hydrating 40%``,
+    # ``Failed: ...``), as its ModelCache workflow last reported. Absent: not staged here.
+    caches: dict[str, str] = Field(default_factory=dict)
 
     def observed(self) -> ObservedCluster:
         """The record as placement sees it (the Fleet and `apply --dry-run` alike)."""
@@ -122,6 +126,7 @@ class ClusterRecord(WireModel):
                 for pool, seen in self.observed_pools.items()
                 if seen.devices is not None
             },
+            caches=dict(self.caches),
         )
 
 

@@ -21,6 +21,7 @@ from modelfleet.api.naming import (
     workload_namespace,
 )
 from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.rendering.model_cache import claim_name
 
 
 def sorted_map(mapping: Mapping[str, str]) -> dict[str, str]:
@@ -37,6 +38,8 @@ class RenderContext:
     cluster: str
     namespace: str
     facts: ClusterFacts
+    # The ModelCache volume (PersistentVolumeClaim) every engine pod mounts, if any.
+    model_cache_claim: str | None = None
 
     @classmethod
     def of(cls, replica: ModelReplica, facts: ClusterFacts) -> RenderContext:
@@ -51,6 +54,11 @@ class RenderContext:
                 else workload_namespace(replica.namespace)
             ),
             facts=facts,
+            model_cache_claim=(
+                claim_name(replica.namespace, replica.spec.model_cache_ref.name)
+                if replica.spec.model_cache_ref is not None
+                else None
+            ),
         )
 
     def labels(self) -> dict[str, str]:

@@ -69,6 +69,7 @@ def _serving_shape(
         sidecars=extras.serving_sidecars,
         claim_template=claim_template_for(ctx, engine, serving_member(engine)),
         pool_label=ctx.facts.pool_label(serving_member(engine).node_pool_name),
+        model_cache_claim=ctx.model_cache_claim,
     )
 
 
@@ -102,6 +103,7 @@ def _leader_worker_set(
         default_env=extras.default_env,
         claim_template=claim_template_for(ctx, engine, worker),
         pool_label=ctx.facts.pool_label(worker.node_pool_name),
+        model_cache_claim=ctx.model_cache_claim,
     )
     return {
         "apiVersion": LWS_API_VERSION,

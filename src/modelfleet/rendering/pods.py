@@ -16,6 +16,7 @@ from typing import Any
 from modelfleet.api.deployments import PlacedMember
 from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.context import sorted_map
+from modelfleet.rendering.model_cache import CACHE_MOUNT_PATH, CACHE_VOLUME
 
 # The pool-wide port: the InferencePool's targetPorts and every serving pod agree on it.
 SERVING_PORT = 8000
@@ -77,6 +78,8 @@ class PodShape:
     claim_template: str | None = None
     # The node label that pins the pod to its pool (configurable per pool on the cluster).
     pool_label: str = LABEL_POOL
+    # The ModelCache volume, mounted read-only at /mnt/models (Modelplane's contract).
+    model_cache_claim: str | None = None
 
 
 def _engine_env(member: PlacedMember, shape: PodShape) -> list[EnvEntry]:
@@ -104,6 +107,11 @@ def _engine_container(member: PlacedMember, shape: PodShape) -> dict[str, Any]:
     if shape.claim_template is not None:
         container["resources"] = {"claims": [{"name": DEVICES_CLAIM}]}
     container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
+    if shape.model_cache_claim is not None:
+        # Read-only: many replicas share the volume, and none may change the weights.
+        container["volumeMounts"].append(
+            {"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH, "readOnly": True}
+        )
     return container
 
 
@@ -135,6 +143,13 @@ def pod_template(member: PlacedMember, shape: PodShape) -> dict[str, Any]:
     # /dev/shm defaults to 64Mi in a container; NCCL and NIXL need far more, so it is backed by
     # memory without a size limit (the pod's memory accounting still applies).
     spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+    if shape.model_cache_claim is not None:
+        spec["volumes"].append(
+            {
+                "name": CACHE_VOLUME,
+                "persistentVolumeClaim": {"claimName": shape.model_cache_claim, "readOnly": True},
+            }
+        )
     template: dict[str, Any] = {}
     metadata = _template_metadata(member, shape)
     if metadata:

@@ -20,6 +20,13 @@ NOT_READY = "not Ready"
 NO_GATEWAY = "no gateway address"
 
 
+def cache_reason(cache: str, state: str | None) -> str:
+    """A cluster where the deployment's ModelCache is not Ready (``state``: how it stands)."""
+    if state is None:
+        return f"model cache {cache} not staged on this cluster (its clusterSelector leaves it out)"
+    return f"model cache {cache} not ready on this cluster ({state})"
+
+
 def avoided_reason(why: str) -> str:
     """A cluster this deployment avoids for now, e.g. after a replica failed there."""
     return f"avoided for a while: {why}"

@@ -27,6 +27,7 @@ from modelfleet.scheduling.explain import (
     NOT_READY,
     NOT_SELECTED,
     avoided_reason,
+    cache_reason,
     capacity_reason,
 )
 from modelfleet.scheduling.index import FleetIndex, IndexedCluster
@@ -34,6 +35,9 @@ from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
 from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
+
+# How a cache that is staged reads in ``ClusterSnapshot.caches`` (what the cache workflow reports).
+CACHE_READY = "Ready"
 
 # Per cluster, its pools charged with every replica on it: a caller that keeps these between
 # placements (the Fleet) drops a cluster's entry whenever a replica is added to or removed from
@@ -124,7 +128,20 @@ def static_reason(
         return NOT_READY
     if not cluster.snapshot.gateway_address:
         return NO_GATEWAY
-    return None
+    return _cache_problem(cluster, deployment)
+
+
+def _cache_problem(cluster: IndexedCluster, deployment: ModelDeployment) -> str | None:
+    """A deployment that mounts a ModelCache goes only where the cache is Ready: elsewhere its
+    replicas would start without weights."""
+    ref = deployment.spec.template.spec.model_cache_ref
+    caches = cluster.snapshot.caches
+    if ref is None or caches is None:
+        return None
+    state = caches.get(f"{deployment.namespace}/{ref.name}")
+    if state == CACHE_READY:
+        return None
+    return cache_reason(ref.name, state)
 
 
 def fill(

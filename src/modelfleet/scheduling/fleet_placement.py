@@ -4,9 +4,10 @@ observed) into a scheduler snapshot and runs :func:`~modelfleet.scheduling.place
 
 Live capacity is what each cluster's workflow observed (ready nodes per pool, never more than
 declared, with the devices their ResourceSlices report), falling back to the declared capacity
-until a cluster has been probed. A draining cluster repels and evicts like a NoExecute taint.
-Clusters NotReady past their grace period are left out, so their replicas are re-placed
-elsewhere.
+until a cluster has been probed. A draining cluster repels and evicts like a NoExecute taint. A
+deployment that references a ModelCache gets new replicas only where that cache is Ready (as the
+cache's workflow reported it). Clusters NotReady past their grace period are left out, so their
+replicas are re-placed elsewhere.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
 workflow. The caller maps its own payloads onto these types; this module knows no activity or
@@ -50,6 +51,8 @@ class ObservedCluster:
     # Per pool, the devices its hardware reports (see ``observed_devices``); pools left out
     # are published as their class declares.
     devices: Mapping[str, Sequence[DeviceReport]] = field(default_factory=dict)
+    # ModelCaches staged here by ``<namespace>/<name>`` and how each stands (``Ready``, ...).
+    caches: Mapping[str, str] = field(default_factory=dict)
 
 
 def live_snapshot(
@@ -97,6 +100,7 @@ def live_snapshot(
                 ready=cluster.ready,
                 gateway_address=cluster.gateway_address,
                 pools=pools,
+                caches=dict(cluster.caches),
             )
         )
     return snapshot

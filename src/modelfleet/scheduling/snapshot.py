@@ -41,6 +41,10 @@ class ClusterSnapshot(Model):
     # A cluster without a gateway address cannot serve traffic, so it gets no new replicas.
     gateway_address: str | None = None
     pools: list[PoolSnapshot] = Field(default_factory=list)
+    # ModelCaches by ``<namespace>/<name>`` and how each stands here (``Ready``, ``Hydrating
+    # 40%``); a cache not listed is not staged here. None: unknown (an offline plan), so a
+    # deployment's modelCacheRef does not restrict placement.
+    caches: dict[str, str] | None = None
 
     @property
     def schedulable(self) -> bool:

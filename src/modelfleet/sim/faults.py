@@ -26,8 +26,9 @@ all). One random draw per matching request decides 429 vs 500 vs pass, from a ``
 seeded with ``seed``; replacing or updating the config re-seeds it, so a given config and request
 sequence always produce the same faults.
 
-Workload-level faults (``never_ready``, ``crash_after_ready_seconds``, ``crash_after_ready``) are
-carried here for the workload simulator to read; the API server ignores them.
+Workload-level faults (``never_ready``, ``crash_after_ready_seconds``, ``crash_after_ready``, and
+for download Jobs ``download_mib_per_second``, ``fail_downloads``, ``download_error``) are carried
+here for the workload simulator to read; the API server ignores them.
 
 ``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
 matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
@@ -104,6 +105,12 @@ class FaultConfig(BaseModel):
     crash_after_ready: list[str] = Field(default_factory=lambda: ["*"])
     # Access reviews answered "denied": "VERB RESOURCE" fnmatch globs (RESOURCE as for resources).
     deny_access: list[str] = Field(default_factory=list)
+    # Downloads (Job pods that stage model weights): the cluster's download bandwidth, and Jobs
+    # (fnmatch globs over Job names or "namespace/name") whose pods fail half-way with
+    # ``download_error`` ("auth": 401 from the hub, "network": connection reset by peer).
+    download_mib_per_second: float = Field(default=1024.0, gt=0.0)
+    fail_downloads: list[str] = Field(default_factory=list)
+    download_error: Literal["auth", "network"] = "network"
 
     @model_validator(mode="after")
     def _rates_fit(self) -> FaultConfig:
@@ -133,6 +140,9 @@ class FaultConfig(BaseModel):
 
     def workload_never_ready(self, name: str, namespace: str = "") -> bool:
         return _glob_any(self.never_ready, name, namespace)
+
+    def download_fails(self, job: str, namespace: str = "") -> bool:
+        return _glob_any(self.fail_downloads, job, namespace)
 
     def workload_crashes(self, name: str, namespace: str = "") -> bool:
         return self.crash_after_ready_seconds is not None and _glob_any(

@@ -14,6 +14,9 @@ Choices worth knowing:
 - Every cluster also has one untainted CPU node ``<cluster>-system-0`` with no pool label, as
   every real cluster has a default/system pool; it is where claimless pods such as the
   endpoint picker run.
+- Every cluster has a default StorageClass ``standard-rwx`` (ReadWriteMany, Immediate binding),
+  plus the class an Existing cluster names in ``existing.cache.storageClassName``; a claim of
+  any other class stays Pending, as on a real cluster without that provisioner.
 - The InferenceCluster's ``spec.taints`` are fleet-level placement taints (they steer the
   scheduler between clusters) and are not put on nodes.
 - Only ``claim: DRA`` devices are published. Synthetic devices have no driver on the cluster.
@@ -34,6 +37,7 @@ from modelfleet.rendering.cluster_settings import cluster_facts
 from modelfleet.sim.controllers.pod_status import node_ip
 
 __all__ = [
+    "DEFAULT_STORAGE_CLASS",
     "GATEWAY_CLASS",
     "GATEWAY_NAME",
     "GPU_PRESENT_LABEL",
@@ -64,6 +68,9 @@ _NVIDIA_CLASS_SELECTORS = {
     "device.attributes['gpu.nvidia.com'].type == 'gpu'",
 }
 _SYSTEM_POOL = "system"
+DEFAULT_STORAGE_CLASS = "standard-rwx"
+STORAGE_PROVISIONER = "sim.modelfleet.dev/rwx"
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 _KUBELET_VERSION = "v1.35.0"
 
 
@@ -313,6 +320,32 @@ def stack_manifests(
     ]
 
 
+def storage_class_manifests(cluster: InferenceCluster) -> list[dict[str, Any]]:
+    """The default StorageClass, and the one an Existing cluster names for model caches."""
+    names = [DEFAULT_STORAGE_CLASS]
+    existing = cluster.spec.cluster.existing
+    cache = existing.cache if existing is not None else None
+    if cache is not None and cache.storage_class_name not in names:
+        names.append(cache.storage_class_name)
+    out: list[dict[str, Any]] = []
+    for name in names:
+        metadata: dict[str, Any] = {"name": name, "labels": {LABEL_MANAGED_BY: SIM_MANAGER}}
+        if name == DEFAULT_STORAGE_CLASS:
+            metadata["annotations"] = {DEFAULT_CLASS_ANNOTATION: "true"}
+        out.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": metadata,
+                "provisioner": STORAGE_PROVISIONER,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": True,
+            }
+        )
+    return out
+
+
 def infrastructure_manifests(
     cluster: InferenceCluster,
     classes: Mapping[str, InferenceClass],
@@ -324,6 +357,7 @@ def infrastructure_manifests(
     """Everything a fresh simulated cluster holds before any workload, in creation order."""
     out: list[dict[str, Any]] = list(device_class_manifests(classes))
     out.append(node_manifest(cluster.name, system_node_name(cluster.name), layout=None))
+    out.extend(storage_class_manifests(cluster))
     for layout in cluster_layout(cluster, classes):
         zones = layout.pool.zones or ["sim-a"]
         for i, node in enumerate(layout.nodes):

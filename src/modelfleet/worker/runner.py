@@ -26,6 +26,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
 from modelfleet.activities.autoscaler import AutoscalerActivities
+from modelfleet.activities.caches import CacheActivities
 from modelfleet.activities.catalog import CatalogActivities
 from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.fleet_updates import FleetActivities
@@ -38,6 +39,7 @@ from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow
+from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.deployment import DeploymentWorkflow
 from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
@@ -57,6 +59,7 @@ WORKFLOWS = [
     EndpointDirectoryWorkflow,
     ServiceWorkflow,
     AutoscalerWorkflow,
+    CacheWorkflow,
 ]
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 # The Fleet processes one workflow task at a time anyway; a few slots cover its queries.
@@ -99,6 +102,7 @@ def build_worker(
     catalog = CatalogActivities(client)
     # The serving stack's manifests come from MODELFLEET_STACK_SOURCE (a URL or a directory).
     stack = StackActivities(KubeconfigStore(credentials_dir))
+    caches = CacheActivities(client, kube.client_for, credentials_dir)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -132,6 +136,8 @@ def build_worker(
             stack.check_access,
             *cloud.all(),
             fleet.placement_current,
+            *(caches.observe, caches.stage, caches.clean),
+            *(caches.targets, caches.report, caches.readiness),
         ],
         activity_executor=executor or ThreadPoolExecutor(max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
+    from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
         ClusterReport,
         DryPlaceRequest,
@@ -311,6 +312,39 @@ class FleetWorkflow:
             # A deployment that is gone has nothing to move.
             with contextlib.suppress(ApplicationError):
                 await handle.signal("resync")
+
+    @workflow.update
+    async def report_cache(self, report: CacheReport) -> None:
+        """Where a ModelCache stands on each cluster (a cluster left out: not staged there).
+        New placements of deployments referencing it go only where it is Ready; on a change,
+        deployments of its namespace that were short are told to place again (so they land as
+        soon as it is Ready, and meanwhile say how it stands). The cache workflow reports only
+        changes, in 10% steps. New in the ModelCache change: older histories never call it, so
+        no patch."""
+        key = f"{report.namespace}/{report.name}"
+        changed = False
+        for name, record in self._clusters.items():
+            state = report.clusters.get(name)
+            if record.caches.get(key) == state:
+                continue
+            if state is None:
+                del record.caches[key]
+            else:
+                record.caches[key] = state
+            changed = True
+            self._cluster_changed(name)
+        if changed:
+            for namespace, deployment in sorted(self._short):
+                if namespace != report.namespace:
+                    continue
+                handle = workflow.get_external_workflow_handle(deployment_id(namespace, deployment))
+                with contextlib.suppress(ApplicationError):
+                    await handle.signal("resync")
+
+    @workflow.query
+    def clusters(self) -> list[ClusterRecord]:
+        """Every cluster record (no replicas): what a ModelCache needs to choose its clusters."""
+        return [self._clusters[k] for k in sorted(self._clusters)]
 
     @workflow.query
     def replicas_on(self, cluster: str) -> list[str]:

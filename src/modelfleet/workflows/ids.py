@@ -3,6 +3,20 @@ every entity is findable by name. Pure."""
 
 from __future__ import annotations
 
+# A ModelCache's workflow (``workflows.cache``); defined with its contract, where activities
+# (which may not import workflows) find it too.
+from modelfleet.contracts.cache_payloads import cache_id
+
+__all__ = [
+    "FLEET_ID",
+    "accepted_id",
+    "cache_id",
+    "cluster_id",
+    "deployment_id",
+    "replica_id",
+    "service_id",
+]
+
 FLEET_ID = "fleet"
 
 

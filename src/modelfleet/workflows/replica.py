@@ -1,11 +1,12 @@
 """The ModelReplica workflow (ID ``replica/<ns>/<replica>``): the rollout saga of one placed replica
 on one cluster, then its health watch until it is torn down.
 
-Steps: ensure namespace -> stage ResourceClaimTemplates -> create gangs -> wait for leader
-readiness -> wire routing -> wait for the endpoint picker -> Ready. Then it watches: health checks
-judged over time, and drift repair (what it applied compared with what the cluster holds, on a
-failed check and on a slow resync; what is missing or changed is re-applied, a step in the
-history that says why). Each step is an activity;
+Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace ->
+stage ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing ->
+wait for the endpoint picker -> Ready. Then it watches: health checks judged over time, and drift
+repair (what it applied compared with what the cluster holds, on a failed check and on a slow
+resync; what is missing or changed is re-applied, a step in the history that says why). Each
+step is an activity;
 retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
 deadline or cancellation the steps already taken are undone in reverse order, and the parent
 deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
@@ -31,6 +32,11 @@ with workflow.unsafe.imports_passed_through():
         KUBE_DELETE,
         KUBE_POLL_READY,
         KUBE_WAIT_READY,
+    )
+    from modelfleet.contracts.cache_payloads import (
+        CACHE_READINESS,
+        CacheReadiness,
+        CacheReadinessRequest,
     )
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
@@ -97,6 +103,13 @@ POLL_RETRY = RetryPolicy(
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
+
+# Added with ModelCache staging: a replica whose deployment references a ModelCache waits (a
+# step of its own, with the cache's progress) until the cache is Ready on its cluster before
+# creating anything. Histories recorded before have no such step.
+PATCH_WAIT_MODEL_CACHE = "replica-waits-for-model-cache"
+CACHE_POLL_FIRST = timedelta(seconds=2)
+CACHE_POLL_MAX = timedelta(seconds=30)
 
 _STEP_NAMES = {
     Step.NAMESPACE: ReplicaStep.NAMESPACE,
@@ -219,6 +232,10 @@ class ReplicaWorkflow(ReplicaWatch):
         await task
 
     async def _roll_out(self, rendered: RenderedReplica) -> None:
+        if self._replica.spec.model_cache_ref is not None and workflow.patched(
+            PATCH_WAIT_MODEL_CACHE
+        ):
+            await self._wait_model_cache(self._replica.spec.model_cache_ref.name)
         deadline = workflow.now() + timedelta(seconds=self._input.progress_deadline_seconds)
         rules = {"workload": [], "endpoint-picker": []}  # type: dict[str, list[ReadinessRule]]
         for rule in rendered.readiness:
@@ -234,6 +251,36 @@ class ReplicaWorkflow(ReplicaWatch):
         await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.ROUTING_READY, "")
         await self._wait_ready(rules.get("endpoint-picker", []), deadline, "endpoint picker")
         await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+
+    async def _wait_model_cache(self, cache: str) -> None:
+        """Hold the rollout until the replica's ModelCache is Ready on its cluster: engines that
+        start before their weights are there would never load. Not counted against the
+        progress deadline (staging hundreds of GiB takes as long as it takes)."""
+        r = self._replica
+        request = CacheReadinessRequest(
+            namespace=r.namespace, name=cache, cluster=r.spec.cluster_name
+        )
+        await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.MODEL_CACHE, f"model cache {cache}")
+        interval = CACHE_POLL_FIRST
+        while True:
+            try:
+                result: CacheReadiness = await workflow.execute_activity(
+                    CACHE_READINESS,
+                    request,
+                    result_type=CacheReadiness,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"model cache {cache} on {r.spec.cluster_name}",
+                )
+            except ActivityError as exc:
+                result = CacheReadiness(ready=False, summary=f"cannot ask: {reason_of(exc)}")
+            if result.ready:
+                return
+            reason = f"model cache {cache}: {result.summary}"
+            if reason != self._reason:
+                await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.MODEL_CACHE, reason)
+            await workflow.sleep(interval)
+            interval = min(interval * 2, CACHE_POLL_MAX)
 
     async def _apply(
         self, step: str, manifests: list[dict[str, object]], deadline: datetime

@@ -7,7 +7,8 @@ Development/test emulator only: product code never imports ``modelfleet.sim``. T
 loop's timers; no files, no network.
 
 A key is a tuple whose first element names the work: ``("deployment", ns, name)``,
-``("replicaset", ns, name)``, ``("lws", ns, name)``, ``("schedule",)``, ``("tick", ns, name, uid,
+``("replicaset", ns, name)``, ``("lws", ns, name)``, ``("job", ns, name)``, ``("pvc", ns, name)``,
+``("download", ns, pod, uid)``, ``("schedule",)``, ``("tick", ns, name, uid,
 action)``, ``("gateway"|"route"|"pool", ns, name)``.
 :class:`~.controller_manager.WorkloadSimulator` routes each to its controller.
 """
@@ -45,6 +46,10 @@ API = {
     "route": ("gateway.networking.k8s.io/v1", "HTTPRoute"),
     "gateway": ("gateway.networking.k8s.io/v1", "Gateway"),
     "service": ("v1", "Service"),
+    "job": ("batch/v1", "Job"),
+    "pvc": ("v1", "PersistentVolumeClaim"),
+    "pv": ("v1", "PersistentVolume"),
+    "storageclass": ("storage.k8s.io/v1", "StorageClass"),
 }
 
 PodAction = Literal["ready", "crash", "restart"]

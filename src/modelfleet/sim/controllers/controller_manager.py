@@ -20,18 +20,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from modelfleet.sim.apiserver.status_errors import ApiError
 from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent
 from modelfleet.sim.controllers.context import API, ClusterContext, Key, PodAction, meta_of
 from modelfleet.sim.controllers.deployment_controller import DeploymentController
 from modelfleet.sim.controllers.gateway_controller import GatewayController
+from modelfleet.sim.controllers.job_controller import JobController
 from modelfleet.sim.controllers.kubelet import Kubelet, StartupPolicy
 from modelfleet.sim.controllers.leaderworkerset_controller import LeaderWorkerSetController
 from modelfleet.sim.controllers.replicaset_controller import ReplicaSetController
 from modelfleet.sim.controllers.scheduler import Scheduler
+from modelfleet.sim.controllers.volume_controller import VolumeController
 from modelfleet.sim.faults import FaultConfig
 
 __all__ = ["WorkloadSimulator"]
@@ -61,6 +63,8 @@ class WorkloadSimulator:
         self.replica_sets = ReplicaSetController(self._ctx)
         self.leader_worker_sets = LeaderWorkerSetController(self._ctx)
         self.gateways = GatewayController(self._ctx, gateway_address)
+        self.jobs = JobController(self._ctx)
+        self.volumes = VolumeController(self._ctx)
         self._busy = False
         self._pumping = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -72,7 +76,7 @@ class WorkloadSimulator:
     async def start(self) -> None:
         """Adopt what the store already holds, then follow its changes."""
         self.scheduler.rebuild_ledger()
-        for kind in ("deployment", "replicaset", "lws", "gateway", "pool", "route"):
+        for kind in ("deployment", "replicaset", "lws", "gateway", "pool", "route", "job", "pvc"):
             for obj in await self.store.list(*API[kind]):
                 meta = meta_of(obj)
                 self._ctx.enqueue((kind, str(meta.get("namespace", "")), str(meta.get("name"))))
@@ -90,6 +94,7 @@ class WorkloadSimulator:
         self._ctx.stopped = True
         self._sub.close()
         self._ctx.cancel_all_timers()
+        self.jobs.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -187,6 +192,19 @@ class WorkloadSimulator:
                         enqueue(("pool", str(backend.get("namespace") or ns), backend["name"]))
         elif kind == "Gateway" and event.type != "DELETED":
             enqueue(("gateway", ns, name))
+        elif kind == "Job":
+            if event.type != "DELETED":
+                enqueue(("job", ns, name))
+        elif kind == "PersistentVolumeClaim":
+            if event.type == "DELETED":
+                enqueue(("reclaim", str(meta.get("uid", ""))))
+            else:
+                enqueue(("pvc", ns, name))
+            # Pods waiting for the claim to bind may fit now.
+            enqueue(("schedule",))
+        elif kind == "StorageClass" and event.type != "DELETED":
+            for claim in self.volumes.pending_claims():
+                enqueue(("pvc", *claim))
         # Services: LWS headless services are created here; nothing reacts to them
 
     def _on_pod_event(self, event: WatchEvent) -> None:
@@ -197,7 +215,11 @@ class WorkloadSimulator:
         replica_set = ctx.replicaset_of(pod)
         if replica_set is not None:
             ctx.enqueue(replica_set)
+        job = _job_of(pod)
+        if job is not None:
+            ctx.enqueue(("job", str(meta_of(pod).get("namespace", "")), job))
         if event.type == "DELETED":
+            self.jobs.pod_gone(uid)
             ctx.forget_pod(uid)
             if self.scheduler.pod_gone(uid):
                 ctx.enqueue(("schedule",))
@@ -228,3 +250,19 @@ class WorkloadSimulator:
             await self.gateways.reconcile_route(key[1], key[2])
         elif what == "gateway":
             await self.gateways.reconcile_gateway(key[1], key[2])
+        elif what == "job":
+            await self.jobs.reconcile(key[1], key[2])
+        elif what == "download":
+            await self.jobs.tick(key[1], key[2], key[3])
+        elif what == "pvc":
+            await self.volumes.reconcile(key[1], key[2])
+        elif what == "reclaim":
+            await self.volumes.reclaim(key[1])
+
+
+def _job_of(pod: Mapping[str, Any]) -> str | None:
+    """The name of the Job controlling ``pod``, if one does."""
+    for ref in meta_of(pod).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("name"))
+    return None

@@ -1,6 +1,7 @@
 """The scheduler of a simulated cluster, with DRA: binds each pending pod (oldest first) to the
-first node that fits (:mod:`.device_allocation`), creating and allocating the pod's
-ResourceClaims, or marks it Unschedulable with a kube-scheduler-style message. It keeps a ledger
+first node that fits (:mod:`.device_allocation`) once its PersistentVolumeClaims are Bound,
+creating and allocating the pod's ResourceClaims, or marks it Unschedulable with a
+kube-scheduler-style message. It keeps a ledger
 of which pod holds which device, and caches the node and DeviceClass views until they change.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Writes through the
@@ -138,8 +139,34 @@ class Scheduler:
         for pod in sorted(pending, key=self._ctx.arrival_of):
             await self._try_bind(pod)
 
+    def _volume_problem(self, pod: Mapping[str, Any]) -> str | None:
+        """Why ``pod`` waits for its PersistentVolumeClaims (missing or not yet Bound)."""
+        namespace = str(meta_of(pod).get("namespace", "default"))
+        unbound = False
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            ref = volume.get("persistentVolumeClaim")
+            if not ref:
+                continue
+            claim = self._ctx.peek("pvc", namespace, str(ref.get("claimName", "")))
+            if claim is None:
+                return f'persistentvolumeclaim "{ref.get("claimName", "")}" not found'
+            if (claim.get("status") or {}).get("phase") != "Bound":
+                unbound = True
+        if unbound:
+            total = len(self._node_view())
+            return (
+                f"0/{total} nodes are available: pod has unbound immediate "
+                "PersistentVolumeClaims. preemption: 0/{total} nodes are available: "
+                f"{total} Preemption is not helpful for scheduling."
+            ).replace("{total}", str(total))
+        return None
+
     async def _try_bind(self, pod: Mapping[str, Any]) -> None:
         spec = pod.get("spec") or {}
+        waiting = self._volume_problem(pod)
+        if waiting is not None:
+            await self._mark_unschedulable(pod, waiting)
+            return
         claims, missing = self._pod_claims(pod)
         if missing is not None:
             await self._mark_unschedulable(pod, missing)

