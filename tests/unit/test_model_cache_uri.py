@@ -1,7 +1,7 @@
 """ModelCaches from a URI (``source: URI``): s3://, gs:// and oci:// sources validate with a
 clear error at ``spec.uri.uri``, and each renders a hydration Job with its pinned tool, the auth
 Secret mounted as the file that tool reads, and the same progress lines and marker as the Hugging
-Face downloader (golden files under tests/golden/render/)."""
+Face downloader (golden files under tests/golden/render/model-cache/)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_each_scheme_renders_its_pinned_job(uri: str) -> None:
     job = render_job(cache, cluster="a", namespace="mf-ml-team", with_token=True)
     scheme = UriScheme(uri.split("://")[0])
     assert_golden(
-        f"model-cache-{scheme.name.lower()}-job",
+        f"model-cache/{scheme.name.lower()}-job",
         yaml.dump(job, Dumper=_GoldenDumper, sort_keys=False, width=100),
     )
 

@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.contracts.cache_payloads import CacheReport
-from modelfleet.contracts.fleet_payloads import PlaceRequest
+from modelfleet.contracts.fleet_payloads import DryPlaceRequest, PlaceRequest
 from modelfleet.contracts.fleet_state import cluster_entry, cluster_record
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
@@ -88,24 +88,29 @@ async def test_cache_reports_gate_placement_and_wake_short_deployments(
         assert placed == []
         assert all("model cache weights not staged" in r for r in why.values())
 
-        report = CacheReport(namespace=ns, name="weights", clusters={"c-0000": "Hydrating 40%"})
+        report = CacheReport(namespace=ns, name="weights", clusters={"c-0001": "Hydrating 40%"})
         await fleet.execute_update(FleetWorkflow.report_cache, report)
-        placed, why = await place("2")
-        assert placed == []
-        assert why["c-0000"] == "model cache weights not ready on this cluster (Hydrating 40%)"
+        # Being staged is eligible (the replica waits for Ready on its cluster); c-0000, first by
+        # name but not staging the cache, is not. Checked dry, so nothing is reserved.
+        dry = await fleet.execute_update(
+            FleetWorkflow.dry_place,
+            DryPlaceRequest(request_id="2", deployment=cached("m", ns), desired=1),
+        )
+        assert [r.spec.cluster_name for r in dry.placed] == ["c-0001"]
         records: list[ClusterRecord] = await fleet.query(FleetWorkflow.clusters)
         assert {r.spec.name: r.caches for r in records} == {
-            "c-0000": {f"{ns}/weights": "Hydrating 40%"},
-            "c-0001": {},
+            "c-0000": {},
+            "c-0001": {f"{ns}/weights": "Hydrating 40%"},
         }
         # The short deployment of that namespace is asked to place again on every change.
         assert await sink.query(ResyncSink.count) == 1
         await fleet.execute_update(FleetWorkflow.report_cache, report)  # no change: no nudge
         assert await sink.query(ResyncSink.count) == 1
 
-        report.clusters = {"c-0000": "Hydrating 90%", "c-0001": "Ready"}
+        report.clusters = {"c-0000": "Hydrating 90%", "c-0001": "Ready"}  # two changes
         await fleet.execute_update(FleetWorkflow.report_cache, report)
         assert await sink.query(ResyncSink.count) == 2
+        # Both eligible: the cluster where the cache is Ready wins over the one still hydrating.
         placed, _ = await place("3")
         assert placed == ["c-0001"]
 
