@@ -227,7 +227,11 @@ async def test_load_scales_up_spreads_holds_through_flapping_and_scales_down(
     before = decisions[: decisions.index(down)]
     last_high = max(d.at for d in before if d.recommended >= down.current)
     assert (down.at - last_high).total_seconds() >= window
-    assert down.applied == 1
+    # HPA's rule: the scale-down goes to the highest ask still inside the window, so the load's
+    # tail (an ask of 2) can make it step 3 -> 2 -> 1; it never goes below that ask or min.
+    assert 1 <= down.applied < down.current
+    if down.applied > max(down.recommended, 1):
+        assert "scale-down stabilisation holds" in down.reason, down
     assert all(1 <= d.applied <= 3 for d in decisions)
     await stack.wait_status(ns, name, lambda s: s.desired == 1 and s.ready == 1)
 
