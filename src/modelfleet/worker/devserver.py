@@ -101,7 +101,43 @@ async def start_dev_server(
     extra_args: list[str] | None = None,
     ready_timeout: float = 30.0,
 ) -> DevServer:
-    """Start the dev server and wait until it answers (bounded)."""
+    """Start the dev server and wait until it answers (bounded). Ports left to us are picked
+    free; if another process takes one between the pick and the server's bind, pick again."""
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            return await _start_once(
+                state_dir,
+                port=port,
+                ui_port=ui_port,
+                ui=ui,
+                db_file=db_file,
+                extra_args=extra_args,
+                ready_timeout=ready_timeout,
+            )
+        except DevServerError as exc:
+            chosen_by_caller = port is not None and (ui_port is not None or not ui)
+            if chosen_by_caller or "address already in use" not in str(exc):
+                raise
+            if attempt == _PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+# A free port can be taken by another process before the server binds it (tests start several
+# servers at once); three fresh picks in a row all taken has not been seen.
+_PORT_ATTEMPTS = 3
+
+
+async def _start_once(
+    state_dir: Path,
+    *,
+    port: int | None,
+    ui_port: int | None,
+    ui: bool,
+    db_file: bool,
+    extra_args: list[str] | None,
+    ready_timeout: float,
+) -> DevServer:
     state_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
     port = port or free_port()
     args = [
