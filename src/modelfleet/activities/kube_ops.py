@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
+from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
@@ -29,6 +30,8 @@ from modelfleet.contracts.activity_names import (
     KUBE_DRIFT,
     KUBE_POLL_READY,
     KUBE_PROBE,
+    KUBE_REPLICAS_FOUND,
+    KUBE_SWEEP_REPLICAS,
     KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
@@ -45,6 +48,7 @@ from modelfleet.contracts.kube_payloads import (
     ProbeRequest,
     ProbeResult,
     ReadyResult,
+    ReplicaSweepRequest,
     WaitReadyRequest,
 )
 from modelfleet.rendering.facts import ClusterFacts
@@ -183,16 +187,52 @@ class KubeActivities:
         kinds = sorted({(r.api_version, r.kind, r.namespace) for r in request.objects}, key=str)
         for api_version, kind, namespace in kinds:
             try:
-                for obj in cluster.list(api_version, kind, namespace, request.sweep_labels):
-                    meta = obj.get("metadata") or {}
-                    if meta.get("deletionTimestamp"):
-                        continue
-                    if cluster.delete(api_version, kind, meta["name"], meta.get("namespace")):
-                        swept += 1
+                swept += _delete_labelled(
+                    cluster, (api_version, kind), namespace, request.sweep_labels
+                )
             except KubeError as exc:
                 raise to_temporal(exc) from None
             activity.heartbeat(len(request.objects), 0, 0)
         return swept
+
+    @activity.defn(name=KUBE_REPLICAS_FOUND)
+    def replicas_found(self, request: ReplicaSweepRequest) -> list[tuple[str, str]]:
+        """The (deployment namespace, replica) labels on modelfleet's objects of the kinds, in
+        every namespace. Read-only; kinds the cluster does not serve are skipped."""
+        cluster = self._cluster(request.cluster)
+        found: set[tuple[str, str]] = set()
+        for api_version, kind in request.kinds:
+            try:
+                objects = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
+            except KubeError as exc:
+                if exc.status == 404:
+                    continue  # not served here (no CRD): nothing of that kind to find
+                raise to_temporal(exc) from None
+            for obj in objects:
+                labels = (obj.get("metadata") or {}).get("labels") or {}
+                if labels.get(LABEL_REPLICA) and labels.get(LABEL_NAMESPACE):
+                    found.add((labels[LABEL_NAMESPACE], labels[LABEL_REPLICA]))
+            activity.heartbeat()
+        return sorted(found)
+
+    @activity.defn(name=KUBE_SWEEP_REPLICAS)
+    def sweep_replicas(self, request: ReplicaSweepRequest) -> int:
+        """Delete every object of the kinds, in any namespace, labelled with one of the
+        replicas (the same label sweep as ``kube.delete``'s backstop); idempotent, so a retry
+        lists again. Returns how many were deleted."""
+        cluster = self._cluster(request.cluster)
+        deleted = 0
+        for namespace, replica in request.replicas:
+            labels = {LABEL_NAMESPACE: namespace, LABEL_REPLICA: replica}
+            for kind in request.kinds:
+                try:
+                    deleted += _delete_labelled(cluster, kind, None, labels)
+                except KubeError as exc:
+                    if exc.status == 404:
+                        continue
+                    raise to_temporal(exc) from None
+            activity.heartbeat()
+        return deleted
 
     def _readiness(
         self, request: WaitReadyRequest, *, raise_transient: bool = False
@@ -332,6 +372,22 @@ class KubeActivities:
             gateway_address=address,
             pools=pools,
         )
+
+
+def _delete_labelled(
+    cluster: KubeCluster, kind: tuple[str, str], namespace: str | None, labels: dict[str, str]
+) -> int:
+    """Delete the objects of ``kind`` carrying ``labels`` (all namespaces when ``namespace`` is
+    None), skipping those already terminating; returns how many were deleted."""
+    api_version, name_of_kind = kind
+    deleted = 0
+    for obj in cluster.list(api_version, name_of_kind, namespace, labels):
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if cluster.delete(api_version, name_of_kind, meta["name"], meta.get("namespace")):
+            deleted += 1
+    return deleted
 
 
 def _resumed(count: int) -> tuple[int, ...]:

@@ -66,6 +66,16 @@ class DeleteResult(WireModel):
     swept: int = 0
 
 
+class ReplicaSweepRequest(WireModel):
+    """``kube.replicas_found`` lists the (namespace, replica) labels on objects of ``kinds``;
+    ``kube.sweep_replicas`` deletes every object of ``kinds`` labelled with one of ``replicas``.
+    Kinds a cluster does not serve are skipped."""
+
+    cluster: str
+    kinds: list[tuple[str, str]]  # (apiVersion, kind)
+    replicas: list[tuple[str, str]] = []  # (deployment namespace, replica name)
+
+
 class WaitReadyRequest(WireModel):
     cluster: str
     rules: list[ReadinessRule]

@@ -114,6 +114,8 @@ def build_worker(
             kube.poll_ready,
             kube.check_ready,
             kube.drift,
+            kube.replicas_found,
+            kube.sweep_replicas,
             kube.probe,
             fleet.place,
             fleet.dry_place,

@@ -52,8 +52,8 @@ with workflow.unsafe.imports_passed_through():
         stack_reason,
         verify_and_install,
     )
+    from modelfleet.workflows.cluster_sweep import PATCH_SWEEP, DarkWatch
     from modelfleet.workflows.probe_failure import probe_failure
-
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
 PROBE_RETRY = RetryPolicy(
@@ -61,7 +61,6 @@ PROBE_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=4,
 )
-
 
 PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
 # GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
@@ -158,6 +157,7 @@ class ClusterWorkflow:
         self._stack_enabled = workflow.patched(PATCH_STACK)
         self._access_enabled = workflow.patched(PATCH_ACCESS)
         self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
+        self._sweeps = DarkWatch(workflow.patched(PATCH_SWEEP), ready=self._ready)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -449,6 +449,7 @@ class ClusterWorkflow:
             self._reason = f"unreachable ({failed} failed): {result.reason}"
             if self._failed >= threshold:
                 self._ready = False
+        await self._sweeps.observe(self._spec.name, self._ready)  # back from dark: sweep
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")

@@ -1,0 +1,213 @@
+"""The InferenceCluster's orphan sweep on the time-skipping server, with activity doubles for
+the cluster and the Fleet: back from NotReady it deletes what replicas the ledger no longer
+holds there left behind, keeps every replica the ledger holds (also one booked while the sweep
+was listing), does nothing without a dark spell, and tries a failed sweep again."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.loading import load_paths
+from modelfleet.contracts.activity_names import (
+    FLEET_PUBLISH_CLUSTER,
+    FLEET_REPLICAS_BY_POOL,
+    FLEET_REPLICAS_ON,
+    KUBE_PROBE,
+    KUBE_REPLICAS_FOUND,
+    KUBE_SWEEP_REPLICAS,
+)
+from modelfleet.contracts.cloud_payloads import FLEET_CLASSES
+from modelfleet.contracts.fleet_payloads import PublishRequest
+from modelfleet.contracts.kube_payloads import (
+    PoolObservation,
+    ProbeRequest,
+    ProbeResult,
+    ReplicaSweepRequest,
+)
+from modelfleet.contracts.stack_payloads import (
+    KUBE_CHECK_ACCESS,
+    KUBE_VERIFY_STACK,
+    AccessReport,
+    AccessRequest,
+    StackReport,
+    StackRequest,
+)
+from modelfleet.contracts.status import ClusterStatus
+from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.rendering.orphans import REPLICA_KINDS
+from modelfleet.workflows.cluster import ClusterWorkflow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+_LOADED = load_paths([str(EXAMPLES)]).resources
+CLASSES = {r.name: r for r in _LOADED if isinstance(r, InferenceClass)}
+SPEC = next(r for r in _LOADED if isinstance(r, InferenceCluster))
+
+
+@dataclass
+class FakeCluster:
+    """One cluster's replica objects (by their namespace and replica labels) and the Fleet's
+    ledger for it; the probe answers only while ``up``."""
+
+    objects: set[tuple[str, str]] = field(default_factory=set)
+    ledger: set[str] = field(default_factory=set)
+    up: bool = True
+    # Booked in the ledger the moment the cluster is listed (a placement racing the sweep).
+    booked_while_listing: str | None = None
+    sweep_failures: int = 0
+    calls: list[str] = field(default_factory=list)
+    probes: int = 0
+
+    @activity.defn(name=KUBE_PROBE)
+    async def probe(self, request: ProbeRequest) -> ProbeResult:
+        self.probes += 1
+        if not self.up:
+            return ProbeResult(reachable=False, reason="connection refused")
+        pools = {p.name: PoolObservation(nodes=1, ready_nodes=1) for p in SPEC.spec.node_pools}
+        return ProbeResult(reachable=True, gateway_address="10.0.0.1", pools=pools)
+
+    @activity.defn(name=FLEET_PUBLISH_CLUSTER)
+    async def publish(self, request: PublishRequest) -> None:
+        return None
+
+    @activity.defn(name=FLEET_CLASSES)
+    async def classes(self, names: list[str]) -> list[InferenceClass]:
+        return [CLASSES[n] for n in names if n in CLASSES]
+
+    @activity.defn(name=KUBE_CHECK_ACCESS)
+    async def check_access(self, request: AccessRequest) -> AccessReport:
+        return AccessReport(denied=[])
+
+    @activity.defn(name=KUBE_VERIFY_STACK)
+    async def verify_stack(self, request: StackRequest) -> StackReport:
+        return StackReport(missing=[])
+
+    @activity.defn(name=FLEET_REPLICAS_BY_POOL)
+    async def replicas_by_pool(self, cluster: str) -> dict[str, list[str]]:
+        return {}
+
+    @activity.defn(name=FLEET_REPLICAS_ON)
+    async def replicas_on(self, cluster: str) -> list[str]:
+        self.calls.append("ledger")
+        return sorted(self.ledger)
+
+    @activity.defn(name=KUBE_REPLICAS_FOUND)
+    async def replicas_found(self, request: ReplicaSweepRequest) -> list[tuple[str, str]]:
+        assert request.cluster == SPEC.name
+        assert [tuple(k) for k in request.kinds] == list(REPLICA_KINDS)
+        self.calls.append("list")
+        found = sorted(self.objects)
+        if self.booked_while_listing is not None:
+            self.ledger.add(self.booked_while_listing)
+        return found
+
+    @activity.defn(name=KUBE_SWEEP_REPLICAS)
+    async def sweep(self, request: ReplicaSweepRequest) -> int:
+        self.calls.append("sweep " + ",".join(f"{ns}/{n}" for ns, n in request.replicas))
+        if self.sweep_failures > 0:
+            self.sweep_failures -= 1
+            raise ApplicationError("the cluster fell over again", non_retryable=True)
+        gone = {tuple(r) for r in request.replicas} & self.objects
+        self.objects -= gone
+        return len(gone)
+
+    def activities(self) -> list[Callable[..., object]]:
+        return [
+            self.probe,
+            self.publish,
+            self.classes,
+            self.check_access,
+            self.verify_stack,
+            self.replicas_by_pool,
+            self.replicas_on,
+            self.replicas_found,
+            self.sweep,
+        ]
+
+
+async def _until(
+    env: WorkflowEnvironment,
+    handle: WorkflowHandle[ClusterWorkflow, ClusterStatus],
+    want: Callable[[ClusterStatus], bool],
+) -> ClusterStatus:
+    for _ in range(100):
+        status = await handle.query(ClusterWorkflow.status)
+        if want(status):
+            return status
+        await env.sleep(timedelta(seconds=5))
+    raise AssertionError(f"never reached: last status {status}")
+
+
+async def _dark_then_back(env: WorkflowEnvironment, fake: FakeCluster) -> list[str]:
+    """Run the cluster Ready, dark until NotReady, then Ready again; then delete it. Returns
+    the sweep's calls (before the delete, whose drain asks the ledger too)."""
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=fake.activities()
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=SPEC),
+            id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await _until(env, handle, lambda s: s.ready)
+        assert fake.calls == [], "no sweep on the first Ready: the cluster was never dark"
+        fake.up = False
+        await _until(env, handle, lambda s: not s.ready)
+        assert fake.calls == [], "nothing is swept while the cluster is dark"
+        fake.up = True
+        await _until(env, handle, lambda s: s.ready)
+        probes = fake.probes
+        # A few more probes, so a retried or repeated sweep has the chance to show.
+        while fake.probes < probes + 3:
+            await env.sleep(timedelta(seconds=15))
+        calls = list(fake.calls)
+        fake.ledger.clear()  # drained: the delete need not wait
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+    return calls
+
+
+async def test_back_from_dark_removes_only_what_replicas_the_ledger_does_not_hold_left(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(
+        objects={("ns", "moved-1"), ("ns", "kept-1"), ("other", "kept-1"), ("ns", "new-1")},
+        ledger={"ns/kept-1"},
+        booked_while_listing="ns/new-1",
+    )
+    calls = await _dark_then_back(time_skipping_env, fake)
+    # Listed first, ledger asked second: the replica booked meanwhile is kept.
+    assert calls == ["list", "ledger", "sweep ns/moved-1,other/kept-1"]
+    assert fake.objects == {("ns", "kept-1"), ("ns", "new-1")}
+
+
+async def test_nothing_to_sweep_when_every_replica_found_is_in_the_ledger(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(objects={("ns", "a"), ("ns", "b")}, ledger={"ns/a", "ns/b"})
+    calls = await _dark_then_back(time_skipping_env, fake)
+    assert calls == ["list", "ledger"]
+    assert fake.objects == {("ns", "a"), ("ns", "b")}
+
+
+async def test_a_failed_sweep_is_tried_again_at_the_next_ready_probe(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(objects={("ns", "moved")}, sweep_failures=1)
+    calls = await _dark_then_back(time_skipping_env, fake)
+    assert calls == ["list", "ledger", "sweep ns/moved", "list", "ledger", "sweep ns/moved"]
+    assert fake.objects == set()
