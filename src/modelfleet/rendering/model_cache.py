@@ -267,39 +267,23 @@ def render_job(
                 "valueFrom": {"secretKeyRef": {"name": secret, "key": TOKEN_ENV}},
             }
         )
-    labels = cache_labels(cache, cluster)
-    claim = claim_name(cache.namespace, cache.name)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(cache.namespace, cache.name, digest),
-            "namespace": namespace,
-            "labels": labels,
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "download",
-                            "image": DOWNLOADER_IMAGE,
-                            "command": ["/bin/sh", "-c", DOWNLOAD_SCRIPT],
-                            "env": env,
-                            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
-                            "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH}],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
-                    ],
-                },
-            },
-        },
-    }
+    mounts = [{"name": CACHE_VOLUME, "mountPath": CACHE_MOUNT_PATH}]
+    volumes = [
+        {
+            "name": CACHE_VOLUME,
+            "persistentVolumeClaim": {"claimName": claim_name(cache.namespace, cache.name)},
+        }
+    ]
+    return _job(
+        cache,
+        cluster=cluster,
+        namespace=namespace,
+        image=DOWNLOADER_IMAGE,
+        script=DOWNLOAD_SCRIPT,
+        env=env,
+        mounts=mounts,
+        volumes=volumes,
+    )
 
 
 def _render_uri_job(
@@ -341,12 +325,36 @@ def _render_uri_job(
         mounts.append({"name": AUTH_VOLUME, "mountPath": AUTH_DIR, "readOnly": True})
         if scheme in _AUTH_ENV:
             env.append({"name": _AUTH_ENV[scheme], "value": AUTH_FILE})
+    return _job(
+        cache,
+        cluster=cluster,
+        namespace=namespace,
+        image=image,
+        script=uri_script(scheme),
+        env=env,
+        mounts=mounts,
+        volumes=volumes,
+    )
+
+
+def _job(
+    cache: ModelCache,
+    *,
+    cluster: str,
+    namespace: str,
+    image: str,
+    script: str,
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The Job around one download container, the same for every source."""
     labels = cache_labels(cache, cluster)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(cache.namespace, cache.name, digest),
+            "name": job_name(cache.namespace, cache.name, source_digest(cache)),
             "namespace": namespace,
             "labels": labels,
         },
@@ -360,7 +368,7 @@ def _render_uri_job(
                         {
                             "name": "download",
                             "image": image,
-                            "command": ["/bin/sh", "-c", uri_script(scheme)],
+                            "command": ["/bin/sh", "-c", script],
                             "env": env,
                             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
                             "volumeMounts": mounts,
