@@ -91,6 +91,11 @@ class DevServer:
                 self.process.wait()
 
 
+# A free port can be taken by another process before the server binds it (tests start several
+# servers at once); three fresh picks in a row all taken has not been seen.
+_PORT_ATTEMPTS = 3
+
+
 async def start_dev_server(
     state_dir: Path,
     *,
@@ -103,7 +108,9 @@ async def start_dev_server(
 ) -> DevServer:
     """Start the dev server and wait until it answers (bounded). Ports left to us are picked
     free; if another process takes one between the pick and the server's bind, pick again."""
-    for attempt in range(_PORT_ATTEMPTS):
+    chosen_by_caller = port is not None and (ui_port is not None or not ui)
+    attempts = 1 if chosen_by_caller else _PORT_ATTEMPTS
+    for attempt in range(1, attempts + 1):
         try:
             return await _start_once(
                 state_dir,
@@ -115,17 +122,9 @@ async def start_dev_server(
                 ready_timeout=ready_timeout,
             )
         except DevServerError as exc:
-            chosen_by_caller = port is not None and (ui_port is not None or not ui)
-            if chosen_by_caller or "address already in use" not in str(exc):
+            if attempt == attempts or "address already in use" not in str(exc):
                 raise
-            if attempt == _PORT_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")  # the loop returns or raises
-
-
-# A free port can be taken by another process before the server binds it (tests start several
-# servers at once); three fresh picks in a row all taken has not been seen.
-_PORT_ATTEMPTS = 3
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def _start_once(
