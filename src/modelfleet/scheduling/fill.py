@@ -91,7 +91,16 @@ def build_ledger(
                     group = PodGroup(demand, pods, member.role is not Role.STANDALONE)
                     ledger.charge((name, pool.name), (group,))
 
-    return Ledger(load_cluster)
+    def known_cluster(name: str) -> Mapping[str, PoolLedger] | None:
+        if cache is None or name in uncacheable:
+            return None
+        return cache.get(name)
+
+    return Ledger(load_cluster, known_cluster)
+
+
+# A replica's engines placed on a cluster, and that cluster's pools as they would be after.
+_Fit = tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,40 +177,90 @@ def fill(
     load: Counter[str],
     ledger: Ledger,
     matcher: Matcher,
+    skip_full: bool = True,
 ) -> FillResult:
     """Place up to ``missing`` replicas of ``deployment``, whose engines ``plans`` describes, on
     the ``selected`` clusters of ``fleet``, except those in ``avoid`` (cluster -> why).
     ``taken`` holds the (cluster, index) pairs already in use; ``load`` counts this
     deployment's replicas per cluster. ``load`` and ``ledger`` are updated as replicas are
-    placed."""
+    placed.
+
+    ``skip_full`` (the free-room check): a cluster whose charged pools are already known (the
+    caller's ledger cache, or charged earlier in this pass) and surely lack room for some
+    engine is stepped over without copying its pools or building its reason; only when no
+    cluster fits is it tried for real, for its reason. Capacity only shrinks during a pass and
+    only on the cluster that wins, so such a cluster never fits later in the pass either: the
+    answer is the one the plain walk gives (``skip_full=False``), which the tests check."""
     occupied: dict[str, set[int]] = {}
     for cluster_name, index in taken:
         occupied.setdefault(cluster_name, set()).add(index)
     rejected: dict[str, str] = {}
+    full: set[str] = set()  # stepped over: no room, reason not built yet
     placed: list[NewReplica] = []
     for _ in range(missing):
+        chosen: tuple[IndexedCluster, _Fit] | None = None
         for cluster in _by_preference(fleet, load, deployment):
-            if cluster.name in rejected:
+            if cluster.name in rejected or cluster.name in full:
                 continue
-            outcome = static_reason(cluster, deployment, selected, avoid) or _try_cluster(
-                cluster, plans, ledger, matcher
-            )
+            why = static_reason(cluster, deployment, selected, avoid)
+            if why is None and skip_full and _surely_full(cluster, plans, ledger, matcher):
+                full.add(cluster.name)
+                continue
+            outcome = why or _try_cluster(cluster, plans, ledger, matcher)
             if isinstance(outcome, str):
                 rejected[cluster.name] = outcome
                 continue
-            choices, trial = outcome
-            for pool_name, state in trial.items():
-                ledger.replace((cluster.name, pool_name), state)
-            used = occupied.setdefault(cluster.name, set())
-            index = next(i for i in range(len(used) + 1) if i not in used)
-            used.add(index)
-            load[cluster.name] += 1
-            placed.append(NewReplica(cluster.name, index, choices))
+            chosen = (cluster, outcome)
             break
         else:
+            # Nothing with room fits: try the stepped-over clusters for real, in the same
+            # order, so that each gets its reason (and, were the check ever wrong, one that
+            # fits would still be used).
+            for cluster in _by_preference(fleet, load, deployment):
+                if cluster.name not in full:
+                    continue
+                full.discard(cluster.name)
+                outcome = _try_cluster(cluster, plans, ledger, matcher)
+                if isinstance(outcome, str):
+                    rejected[cluster.name] = outcome
+                    continue
+                chosen = (cluster, outcome)
+                break
+        if chosen is None:
             # Every cluster was tried (or ruled out) for this replica, so each has a reason.
             return FillResult(placed, {c.name: rejected[c.name] for c in fleet.clusters})
+        cluster, (choices, trial) = chosen
+        for pool_name, state in trial.items():
+            ledger.replace((cluster.name, pool_name), state)
+        used = occupied.setdefault(cluster.name, set())
+        index = next(i for i in range(len(used) + 1) if i not in used)
+        used.add(index)
+        load[cluster.name] += 1
+        placed.append(NewReplica(cluster.name, index, choices))
     return FillResult(placed, {})
+
+
+def _surely_full(
+    cluster: IndexedCluster, plans: Sequence[EnginePlan], ledger: Ledger, matcher: Matcher
+) -> bool:
+    """True when some engine has pools that match but none of them, as the ledger already
+    knows them, has room for it (``PoolLedger.may_take``). False when unsure: a pool not
+    charged yet, or an engine with no matching pool at all (its reason is static and cheap)."""
+    for number, plan in enumerate(plans):
+        options = matcher.engine(number, plan, cluster)
+        if not options.options:
+            return False
+        room = False
+        for option in options.options:
+            state = ledger.peek((cluster.name, cluster.pools[option.position].name))
+            if state is None:
+                return False
+            if all(state.may_take(group) for group in option.groups):
+                room = True
+                break
+        if not room:
+            return True
+    return False
 
 
 def _by_preference(
@@ -234,7 +293,7 @@ def _by_load_then_name(fleet: FleetIndex, load: Counter[str]) -> Iterator[Indexe
 
 def _try_cluster(
     cluster: IndexedCluster, plans: Sequence[EnginePlan], ledger: Ledger, matcher: Matcher
-) -> tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]] | str:
+) -> _Fit | str:
     """The replica's engines placed on ``cluster``, and the pools as they would be after; or
     the reason it does not fit."""
     trial: dict[str, PoolLedger] = {}

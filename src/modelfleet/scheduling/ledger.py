@@ -17,7 +17,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 # Devices one pod needs, one slot per device of the pool (0 for devices it does not claim).
@@ -53,6 +53,18 @@ class PoolLedger:
         return PoolLedger(
             self.capacity, self.pristine, [list(n) for n in self.partial], self.overflow
         )
+
+    def may_take(self, group: PodGroup) -> bool:
+        """False only when ``take(group)`` surely places fewer than ``group.pods`` pods: a
+        cheap, read-only test on the pool as it stands (no copy). True says nothing."""
+        if not group.claims or group.pods <= 0:
+            return True
+        if group.whole_node:
+            return self.pristine >= group.pods
+        demand = group.demand
+        if self.pristine > 0 and all(d <= c for d, c in zip(demand, self.capacity, strict=True)):
+            return True
+        return any(all(f >= d for f, d in zip(free, demand, strict=True)) for free in self.partial)
 
     def take(self, group: PodGroup, limit: int | None = None) -> int:
         """Place up to ``group.pods`` pods (or ``limit``) and return how many fit."""
@@ -124,10 +136,17 @@ class Ledger:
     each pool's charges are replayed when that pool is first looked at. A pass that places one
     replica on one of a thousand clusters so never reads the other clusters' replicas."""
 
-    def __init__(self, load_cluster: Callable[[Ledger, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        load_cluster: Callable[[Ledger, str], None] | None = None,
+        known_cluster: Callable[[str], Mapping[str, PoolLedger] | None] | None = None,
+    ) -> None:
         self._pools: dict[PoolKey, PoolLedger] = {}
         self._pending: dict[PoolKey, list[PodGroup]] = {}
         self._load_cluster = load_cluster
+        # Where a cluster not loaded yet may already be charged (the caller's cache): read by
+        # ``peek`` only, never modified.
+        self._known_cluster = known_cluster
         self._loaded: set[str] = set()
 
     def charge(self, key: PoolKey, groups: Iterable[PodGroup]) -> None:
@@ -159,6 +178,18 @@ class Ledger:
                 pool.overflow += group.pods - pool.take(group)
             self._pools[key] = pool
         return pool
+
+    def peek(self, key: PoolKey) -> PoolLedger | None:
+        """The pool as it stands if that is known without loading or charging anything, else
+        None. Read-only: the caller must not modify what it gets."""
+        pool = self._pools.get(key)
+        if pool is not None:
+            return pool
+        cluster = key[0]
+        if cluster in self._loaded or self._known_cluster is None:
+            return None
+        known = self._known_cluster(cluster)
+        return None if known is None else known.get(key[1])
 
     def replace(self, key: PoolKey, pool: PoolLedger) -> None:
         """Commit a trial copy of a pool."""

@@ -93,6 +93,7 @@ def place(
     avoid: Mapping[str, str] | None = None,
     indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
     ledger_cache: LedgerCache | None = None,
+    skip_full: bool = True,
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
@@ -107,7 +108,8 @@ def place(
     ``indexed`` replaces ``existing`` for a caller that keeps the fleet's replicas indexed (the
     Fleet workflow): (this deployment's replicas, every replica by cluster). It saves the pass
     over every replica in the fleet that ``existing`` costs. ``ledger_cache`` keeps charged
-    pools between calls (see ``fill.build_ledger``).
+    pools between calls (see ``fill.build_ledger``); with it, clusters whose cached pools have
+    no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
@@ -164,6 +166,7 @@ def place(
             load=Counter(r.cluster_name for r in kept),
             ledger=build_ledger(index, charged, evaluator, cache=ledger_cache, uncacheable=mine),
             matcher=matcher,
+            skip_full=skip_full,
         )
         result.placed = [
             stamp_replica(deployment, n.cluster, n.index, n.choices) for n in outcome.placed
