@@ -143,7 +143,7 @@ def test_kept_ledger_cache_changes_no_placement() -> None:
         *[cluster(f"c{i}", pool("a", 2, gpu(8)), pool("b", 1, gpu(4))) for i in range(6)]
     )
     evaluator = SelectorEvaluator()
-    cache: LedgerCache = {}
+    cache: LedgerCache = LedgerCache()
     with_cache: list[ModelReplica] = []
     without: list[ModelReplica] = []
     for k in range(12):

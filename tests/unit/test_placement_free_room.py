@@ -48,7 +48,7 @@ def _run(
     """Place each deployment in turn, booking what it gets, as the Fleet does: with the index,
     one charged-pool cache kept across calls and dropped per cluster that gains a replica."""
     existing: list[ModelReplica] = []
-    cache: LedgerCache = {}
+    cache: LedgerCache = LedgerCache()
     answers = []
     for dep, desired in deployments:
         result = place(
@@ -116,7 +116,7 @@ def test_full_clusters_known_to_the_cache_are_stepped_over_not_tried(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot = fleet(*(simple_cluster(f"c{i}", nodes=1) for i in range(5)))
-    cache: LedgerCache = {}
+    cache: LedgerCache = LedgerCache()
     existing: list[ModelReplica] = []
     for k in range(3):  # fills c0, c1 and c2, one replica each
         result = place(deployment(name=f"d{k}"), snapshot, existing, ledger_cache=cache)

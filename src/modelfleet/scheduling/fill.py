@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
 from modelfleet.cel.evaluator import SelectorEvaluator
@@ -35,14 +36,40 @@ from modelfleet.scheduling.explain import (
 )
 from modelfleet.scheduling.index import FleetIndex, IndexedCluster
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
-from modelfleet.scheduling.matching import EnginePlan, Matcher, stamped_demand
+from modelfleet.scheduling.matching import EngineOptions, EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
 from modelfleet.scheduling.tolerations import REPELS_NEW, describe_taint, first_untolerated
 
-# Per cluster, its pools charged with every replica on it: a caller that keeps these between
-# placements (the Fleet) drops a cluster's entry whenever a replica is added to or removed from
-# it, and all of them whenever the snapshot changes.
-LedgerCache = dict[str, dict[str, PoolLedger]]
+
+class LedgerCache(dict[str, dict[str, PoolLedger]]):
+    """Per cluster, its pools charged with every replica on it: a caller that keeps these
+    between placements (the Fleet) drops a cluster's entry whenever a replica is added to or
+    removed from it, and all of them whenever the snapshot changes. Entries are never modified
+    in place (readers copy them), only replaced or dropped.
+
+    It also answers, per entry, whether the cluster is exhausted (no free device in any pool):
+    the free-room index that lets a fill step over full clusters in O(1). The answer is kept
+    with the entry it was computed for, so a dropped or replaced entry is never answered for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._exhausted: dict[str, tuple[dict[str, PoolLedger], bool]] = {}
+
+    def exhausted(self, cluster: str) -> bool | None:
+        """Whether ``cluster``'s cached pools have no free device at all; None when not cached."""
+        entry = self.get(cluster)
+        if entry is None:
+            return None
+        known = self._exhausted.get(cluster)
+        if known is not None and known[0] is entry:
+            return known[1]
+        answer = all(pool.exhausted for pool in entry.values())
+        self._exhausted[cluster] = (entry, answer)
+        return answer
+
+    def clear(self) -> None:
+        super().clear()
+        self._exhausted.clear()
 
 
 def build_ledger(
@@ -96,7 +123,13 @@ def build_ledger(
             return None
         return cache.get(name)
 
-    return Ledger(load_cluster, known_cluster)
+    def exhausted(name: str) -> bool | None:
+        # A plain dict (an older caller) is a cache without the index.
+        if not isinstance(cache, LedgerCache) or name in uncacheable:
+            return None
+        return cache.exhausted(name)
+
+    return Ledger(load_cluster, known_cluster, exhausted)
 
 
 # A replica's engines placed on a cluster, and that cluster's pools as they would be after.
@@ -196,6 +229,7 @@ def fill(
         occupied.setdefault(cluster_name, set()).add(index)
     rejected: dict[str, str] = {}
     full: set[str] = set()  # stepped over: no room, reason not built yet
+    claims: dict[int, bool] = {}
     placed: list[NewReplica] = []
     for _ in range(missing):
         chosen: tuple[IndexedCluster, _Fit] | None = None
@@ -203,7 +237,7 @@ def fill(
             if cluster.name in rejected or cluster.name in full:
                 continue
             why = static_reason(cluster, deployment, selected, avoid)
-            if why is None and skip_full and _surely_full(cluster, plans, ledger, matcher):
+            if why is None and skip_full and _surely_full(cluster, plans, ledger, matcher, claims):
                 full.add(cluster.name)
                 continue
             outcome = why or _try_cluster(cluster, plans, ledger, matcher)
@@ -241,15 +275,25 @@ def fill(
 
 
 def _surely_full(
-    cluster: IndexedCluster, plans: Sequence[EnginePlan], ledger: Ledger, matcher: Matcher
+    cluster: IndexedCluster,
+    plans: Sequence[EnginePlan],
+    ledger: Ledger,
+    matcher: Matcher,
+    claims: dict[int, bool],
 ) -> bool:
     """True when some engine has pools that match but none of them, as the ledger already
     knows them, has room for it (``PoolLedger.may_take``). False when unsure: a pool not
-    charged yet, or an engine with no matching pool at all (its reason is static and cheap)."""
-    for number, plan in enumerate(plans):
-        options = matcher.engine(number, plan, cluster)
-        if not options.options:
-            return False
+    charged yet, or an engine with no matching pool at all (its reason is static and cheap).
+
+    A cluster the cache knows as exhausted is decided without looking at its pools: every
+    engine option claims a device somewhere (``Matcher`` offers none otherwise), so none fits.
+    """
+    engines = [matcher.engine(number, plan, cluster) for number, plan in enumerate(plans)]
+    if any(not options.options for options in engines):
+        return False
+    if ledger.exhausted(cluster.name) and any(_claims(o, claims) for o in engines):
+        return True
+    for options in engines:
         room = False
         for option in options.options:
             state = ledger.peek((cluster.name, cluster.pools[option.position].name))
@@ -261,6 +305,17 @@ def _surely_full(
         if not room:
             return True
     return False
+
+
+def _claims(options: EngineOptions, memo: dict[int, bool]) -> bool:
+    """Whether every option of an engine needs at least one free device. ``memo`` is by
+    identity: the matcher hands out one EngineOptions per cluster shape for the whole pass."""
+    known = memo.get(id(options))
+    if known is None:
+        known = memo[id(options)] = all(
+            any(g.claims and g.pods > 0 for g in o.groups) for o in options.options
+        )
+    return known
 
 
 def _by_preference(

@@ -17,7 +17,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 # Devices one pod needs, one slot per device of the pool (0 for devices it does not claim).
@@ -53,6 +53,11 @@ class PoolLedger:
         return PoolLedger(
             self.capacity, self.pristine, [list(n) for n in self.partial], self.overflow
         )
+
+    @property
+    def exhausted(self) -> bool:
+        """No free device on any node (shared nodes left with nothing are dropped)."""
+        return not self.partial and (self.pristine <= 0 or not any(self.capacity))
 
     def may_take(self, group: PodGroup) -> bool:
         """False only when ``take(group)`` surely places fewer than ``group.pods`` pods: a
@@ -130,6 +135,24 @@ def _charge_order(group: PodGroup) -> tuple[bool, int]:
     return (not group.whole_node, -sum(group.demand))
 
 
+def _merged(groups: list[PodGroup]) -> Iterator[PodGroup]:
+    """Runs of equal groups (same demand and kind) as one group of all their pods: taking
+    ``a + b`` pods at once leaves the pool as taking ``a`` then ``b`` does (``take`` is
+    specified pod by pod, and a pod that does not fit leaves the pool unchanged, so the pods
+    after it do not fit either). Charging a cluster's hundred replicas of one shape so costs
+    one take, not a hundred. Only neighbours merge, so the charge order is kept."""
+    run: PodGroup | None = None
+    for group in groups:
+        if run is not None and group.demand == run.demand and group.whole_node == run.whole_node:
+            run = PodGroup(run.demand, run.pods + group.pods, run.whole_node)
+            continue
+        if run is not None:
+            yield run
+        run = group
+    if run is not None:
+        yield run
+
+
 class Ledger:
     """Free capacity of every pool in the fleet, built lazily: the first time a pool of a
     cluster is looked at, ``load_cluster`` is asked to charge what runs on that cluster, and
@@ -140,6 +163,7 @@ class Ledger:
         self,
         load_cluster: Callable[[Ledger, str], None] | None = None,
         known_cluster: Callable[[str], Mapping[str, PoolLedger] | None] | None = None,
+        known_exhausted: Callable[[str], bool | None] | None = None,
     ) -> None:
         self._pools: dict[PoolKey, PoolLedger] = {}
         self._pending: dict[PoolKey, list[PodGroup]] = {}
@@ -147,6 +171,7 @@ class Ledger:
         # Where a cluster not loaded yet may already be charged (the caller's cache): read by
         # ``peek`` only, never modified.
         self._known_cluster = known_cluster
+        self._known_exhausted = known_exhausted
         self._loaded: set[str] = set()
 
     def charge(self, key: PoolKey, groups: Iterable[PodGroup]) -> None:
@@ -174,7 +199,7 @@ class Ledger:
                 if pool is not None:
                     return pool
             pool = PoolLedger.empty(capacity, nodes)
-            for group in sorted(self._pending.pop(key, ()), key=_charge_order):
+            for group in _merged(sorted(self._pending.pop(key, ()), key=_charge_order)):
                 pool.overflow += group.pods - pool.take(group)
             self._pools[key] = pool
         return pool
@@ -190,6 +215,13 @@ class Ledger:
             return None
         known = self._known_cluster(cluster)
         return None if known is None else known.get(key[1])
+
+    def exhausted(self, cluster: str) -> bool:
+        """True when ``cluster``, not loaded yet, is known to have no free device in any pool
+        (the caller's cache says so); False when it has room or nothing is known."""
+        if cluster in self._loaded or self._known_exhausted is None:
+            return False
+        return self._known_exhausted(cluster) is True
 
     def replace(self, key: PoolKey, pool: PoolLedger) -> None:
         """Commit a trial copy of a pool."""

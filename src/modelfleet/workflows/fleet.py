@@ -124,7 +124,7 @@ class FleetWorkflow:
         )
         # Each cluster's compact form, made when it changes rather than all at continue-as-new.
         self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {}
-        self._ledger_cache: LedgerCache = {}
+        self._ledger_cache: LedgerCache = LedgerCache()
         if state.ledger is not None:
             self._book = FleetBook.from_compact(state.ledger)
         else:
@@ -470,7 +470,9 @@ class FleetWorkflow:
                 },
                 self._book.by_cluster,  # type: ignore[arg-type]
             )
-            ledger_cache = {c: p for c, p in self._ledger_cache.items() if c not in touched}
+            ledger_cache = LedgerCache(
+                {c: p for c, p in self._ledger_cache.items() if c not in touched}
+            )
         else:
             ours = every
         placement = place_in_fleet(
