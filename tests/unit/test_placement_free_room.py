@@ -1,6 +1,8 @@
 """The free-room check of the fill (``fill.fill(skip_full=True)``): a cluster whose charged pools
-are already known and have no room is stepped over, not tried; the answers (placements,
-rejections, summaries, conditions) are the plain walk's, on random fleets and deployments."""
+are already known and have no room is stepped over, not tried; and the charged-pool cache kept
+up to date with each placement (``fill.book_into_cache``). The answers (placements, rejections,
+summaries, conditions) are the plain walk's without any cache, on random fleets and
+deployments."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from placement_builders import (
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling import fill as fill_module
-from modelfleet.scheduling.fill import LedgerCache
+from modelfleet.scheduling.fill import LedgerCache, build_ledger
+from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.ledger import PodGroup, PoolLedger
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.snapshot import FleetSnapshot
@@ -61,9 +64,8 @@ def _run(
             skip_full=indexed,
         )
         answers.append(_answer(result))
+        # Booked: ``place`` already brought the cache up to date (``fill.book_into_cache``).
         existing += result.placed
-        for replica in result.placed:
-            cache.pop(replica.spec.cluster_name, None)
     return answers
 
 
@@ -116,19 +118,23 @@ def test_full_clusters_known_to_the_cache_are_stepped_over_not_tried(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot = fleet(*(simple_cluster(f"c{i}", nodes=1) for i in range(5)))
-    cache: LedgerCache = LedgerCache()
+    cache = LedgerCache()
     existing: list[ModelReplica] = []
-    for k in range(3):  # fills c0, c1 and c2, one replica each
+    for k in range(3):  # fills c0, c1 and c2, one replica each, booked
         result = place(deployment(name=f"d{k}"), snapshot, existing, ledger_cache=cache)
         existing += result.placed
+    assert [r.spec.cluster_name for r in existing] == ["c0", "c1", "c2"]
+
+    def unbooked(result: Placement) -> None:
         for replica in result.placed:
             cache.pop(replica.spec.cluster_name, None)
-    assert [r.spec.cluster_name for r in existing] == ["c0", "c1", "c2"]
-    # Charge every cluster into the cache: a placement short of room tries them all (and books
-    # nothing: its answer is dropped).
+
+    # A placement short of room charges every cluster into the cache; it is not booked.
     result = place(deployment(name="probe", replicas=3), snapshot, existing, ledger_cache=cache)
     assert len(result.placed) == 2
-    assert sorted(cache) == ["c0", "c1", "c2", "c3", "c4"]
+    unbooked(result)
+    assert sorted(cache) == ["c0", "c1", "c2"]
+    assert all(cache.exhausted(c) for c in cache)
 
     tried: list[str] = []
     real_try = fill_module._try_cluster
@@ -141,6 +147,7 @@ def test_full_clusters_known_to_the_cache_are_stepped_over_not_tried(
     result = place(deployment(name="new"), snapshot, existing, ledger_cache=cache)
     assert [r.spec.cluster_name for r in result.placed] == ["c3"]
     assert tried == ["c3"]  # c0-c2 are full and the cache says so
+    unbooked(result)
 
     tried.clear()
     result = place(deployment(name="wide", replicas=3), snapshot, existing, ledger_cache=cache)
@@ -152,6 +159,41 @@ def test_full_clusters_known_to_the_cache_are_stepped_over_not_tried(
     # c3 and c4 win the first two; for the third every cluster is full, each tried once, in
     # spread order (the clusters holding one of this deployment's replicas last).
     assert tried == ["c3", "c4", "c0", "c1", "c2", "c3", "c4"]
+    # Booked into the cache as a fresh charge would have it: both now full.
+    assert cache.exhausted("c3")
+    assert cache.exhausted("c4")
+
+
+def test_the_cache_follows_a_placement_only_when_that_equals_a_fresh_charge() -> None:
+    snapshot = fleet(cluster("c0", pool("gpu", 2, gpu(8))), cluster("c1", pool("gpu", 2, gpu(8))))
+    cache = LedgerCache()
+    existing: list[ModelReplica] = []
+    for dep in (
+        deployment(standalone(4), name="big"),
+        deployment(standalone(2), name="small"),  # sorts after 4-GPU pods: charged on
+        deployment(standalone(4), name="big-again"),  # sorts before the 2-GPU pod: dropped
+    ):
+        before = dict(cache)
+        result = place(dep, snapshot, existing, ledger_cache=cache)
+        existing += result.placed
+        (won,) = {r.spec.cluster_name for r in result.placed}
+        if dep.name == "big-again":
+            assert won not in cache
+        elif dep.name == "small":
+            assert won in before  # charged on from its entry, not recharged
+            assert cache[won] == _fresh_charge(snapshot, existing, won)
+
+
+def _fresh_charge(
+    snapshot: FleetSnapshot, replicas: list[ModelReplica], name: str
+) -> dict[str, PoolLedger]:
+    index = fleet_index(snapshot)
+    on = {name: [r for r in replicas if r.spec.cluster_name == name]}
+    ledger = build_ledger(index, on, EVALUATOR)
+    return {
+        p.name: ledger.pool((name, p.name), p.shape.capacity, p.nodes)
+        for p in index.by_name[name].pools
+    }
 
 
 @pytest.mark.parametrize(

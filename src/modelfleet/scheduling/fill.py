@@ -106,17 +106,8 @@ def build_ledger(
     def _charge_cluster(ledger: Ledger, name: str) -> None:
         cluster = fleet.by_name[name]
         for replica in replicas_by_cluster.get(name, ()):
-            for engine in replica.spec.engines:
-                for member in engine.members:
-                    if not member.device_requests:
-                        continue
-                    pool = cluster.pools_by_name.get(member.node_pool_name)
-                    if pool is None:
-                        continue
-                    demand = stamped_demand(member.device_requests, pool.shape, evaluator)
-                    pods = member.pods * engine.copies
-                    group = PodGroup(demand, pods, member.role is not Role.STANDALONE)
-                    ledger.charge((name, pool.name), (group,))
+            for pool_name, group in _replica_groups(replica, cluster, evaluator):
+                ledger.charge((name, pool_name), (group,))
 
     def known_cluster(name: str) -> Mapping[str, PoolLedger] | None:
         if cache is None or name in uncacheable:
@@ -134,6 +125,59 @@ def build_ledger(
 
 # A replica's engines placed on a cluster, and that cluster's pools as they would be after.
 _Fit = tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]]
+
+
+def _replica_groups(
+    replica: ModelReplica, cluster: IndexedCluster, evaluator: SelectorEvaluator
+) -> Iterator[tuple[str, PodGroup]]:
+    """What ``replica`` (placed on ``cluster``) charges, per pool, in charge order."""
+    for engine in replica.spec.engines:
+        for member in engine.members:
+            if not member.device_requests:
+                continue
+            pool = cluster.pools_by_name.get(member.node_pool_name)
+            if pool is None:
+                continue
+            demand = stamped_demand(member.device_requests, pool.shape, evaluator)
+            pods = member.pods * engine.copies
+            yield pool.name, PodGroup(demand, pods, member.role is not Role.STANDALONE)
+
+
+def book_into_cache(
+    cache: LedgerCache,
+    fleet: FleetIndex,
+    placed: Sequence[ModelReplica],
+    evaluator: SelectorEvaluator,
+    *,
+    uncacheable: Collection[str] = (),
+) -> None:
+    """Bring ``cache`` up to date with ``placed`` replicas that the caller books: each cluster
+    that got one has its entry charged further where that gives exactly the state a fresh
+    charge of all its replicas would (the new pods sort after everything charged there, see
+    ``PoolLedger.charge_after``), and dropped otherwise. Saves recharging the cluster that
+    just won a replica (typically the one the next placement tries first)."""
+    by_cluster: dict[str, list[ModelReplica]] = {}
+    for replica in placed:
+        by_cluster.setdefault(replica.spec.cluster_name, []).append(replica)
+    for name, replicas in by_cluster.items():
+        entry = cache.pop(name, None)
+        cluster = fleet.by_name.get(name)
+        if entry is None or cluster is None or name in uncacheable:
+            continue
+        pools = {pool_name: state.copy() for pool_name, state in entry.items()}
+        in_order = True
+        for replica in replicas:
+            for pool_name, group in _replica_groups(replica, cluster, evaluator):
+                if not group.claims or group.pods <= 0:
+                    continue  # a fresh charge skips these too
+                state = pools.get(pool_name)
+                if state is None or not state.charge_after(group):
+                    in_order = False
+                    break
+            if not in_order:
+                break
+        if in_order:
+            cache[name] = pools
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,11 @@ class PoolLedger:
     pristine: int  # nodes nothing runs on
     partial: list[list[int]] = field(default_factory=list)  # free devices of shared nodes
     overflow: int = 0  # pods that were charged but did not fit (a shrunken pool)
+    # The charge order key of the last group charged, and whether every charge so far came in
+    # that order: then charging one more group in order (``charge_after``) gives the state a
+    # fresh charge of them all would.
+    last_charge: tuple[bool, int] | None = None
+    in_order: bool = True
 
     @classmethod
     def empty(cls, capacity: Demand, nodes: int) -> PoolLedger:
@@ -51,8 +56,32 @@ class PoolLedger:
 
     def copy(self) -> PoolLedger:
         return PoolLedger(
-            self.capacity, self.pristine, [list(n) for n in self.partial], self.overflow
+            self.capacity,
+            self.pristine,
+            [list(n) for n in self.partial],
+            self.overflow,
+            self.last_charge,
+            self.in_order,
         )
+
+    def charge(self, group: PodGroup) -> None:
+        """Record a group already running (or decided) here; what does not fit is overflow."""
+        self.overflow += group.pods - self.take(group)
+        key = _charge_order(group)
+        if self.last_charge is not None and key < self.last_charge:
+            self.in_order = False
+        self.last_charge = key
+
+    def charge_after(self, group: PodGroup) -> bool:
+        """Charge ``group`` if that leaves the state a fresh, sorted charge of everything charged
+        here plus it gives (it sorts at or after every group charged so far, and those came in
+        order); else change nothing and return False."""
+        if not self.in_order or (
+            self.last_charge is not None and _charge_order(group) < self.last_charge
+        ):
+            return False
+        self.charge(group)
+        return True
 
     @property
     def exhausted(self) -> bool:
@@ -182,7 +211,7 @@ class Ledger:
         if key in self._pools:
             pool = self._pools[key]
             for group in sorted(claiming, key=_charge_order):
-                pool.overflow += group.pods - pool.take(group)
+                pool.charge(group)
         else:
             self._pending.setdefault(key, []).extend(claiming)
 
@@ -200,7 +229,7 @@ class Ledger:
                     return pool
             pool = PoolLedger.empty(capacity, nodes)
             for group in _merged(sorted(self._pending.pop(key, ()), key=_charge_order)):
-                pool.overflow += group.pods - pool.take(group)
+                pool.charge(group)
             self._pools[key] = pool
         return pool
 

@@ -26,7 +26,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
-from modelfleet.scheduling.fill import LedgerCache, build_ledger, fill
+from modelfleet.scheduling.fill import LedgerCache, book_into_cache, build_ledger, fill
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import Retained, Victim, VictimReason, retain, scale_down
@@ -108,7 +108,9 @@ def place(
     ``indexed`` replaces ``existing`` for a caller that keeps the fleet's replicas indexed (the
     Fleet workflow): (this deployment's replicas, every replica by cluster). It saves the pass
     over every replica in the fleet that ``existing`` costs. ``ledger_cache`` keeps charged
-    pools between calls (see ``fill.build_ledger``); with it, clusters whose cached pools have
+    pools between calls (see ``fill.build_ledger``) and is left describing the fleet with the
+    placed replicas booked (``fill.book_into_cache``): the caller books every one of them, or
+    drops their clusters' entries; with it, clusters whose cached pools have
     no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
     """
     evaluator = evaluator or SelectorEvaluator()
@@ -171,6 +173,8 @@ def place(
         result.placed = [
             stamp_replica(deployment, n.cluster, n.index, n.choices) for n in outcome.placed
         ]
+        if ledger_cache is not None and result.placed:
+            book_into_cache(ledger_cache, index, result.placed, evaluator, uncacheable=mine)
         result.rejections = outcome.rejections
         if outcome.rejections:
             result.summary = summarize(len(index.clusters), 0, outcome.rejections)

@@ -411,9 +411,10 @@ class FleetWorkflow:
         owner = (request.deployment.namespace, request.deployment.name)
         if response.placed:
             self._deployment_version[owner] = self._bump()
+        # The scheduler already brought the charged-pool cache up to date with these (or
+        # dropped their clusters' entries): see ``placement.place``.
         for replica in response.placed:
             self._book.add(replica)
-            self._ledger_cache.pop(replica.spec.cluster_name, None)
         if response.summary:
             self._short.add(owner)
         else:
