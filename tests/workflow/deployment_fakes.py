@@ -31,6 +31,7 @@ from modelfleet.contracts.fleet_payloads import (
     PlaceResponse,
     ReleaseRequest,
     ReplicaRemoval,
+    template_key,
 )
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
@@ -141,11 +142,24 @@ class FakeFleet:
     version: int = 0
     current: bool = True
     checks: list[PlacementCheck] = field(default_factory=list)
+    # Deployments sent whole, by template key; requests that named one; and whether to answer
+    # every such request "unknown template" (as a Fleet that continued-as-new does).
+    templates: dict[str, ModelDeployment] = field(default_factory=dict)
+    by_template: int = 0
+    forget_templates: bool = False
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
-        self.requests.append(request)
         md = request.deployment
+        if md is None:  # named by template, as the Fleet keeps them
+            self.by_template += 1
+            md = self.templates.get(request.template)
+            if md is None or self.forget_templates:
+                return PlaceResponse(unknown_template=True, version=self.version)
+            request = request.model_copy(update={"deployment": md})
+        else:
+            self.templates[template_key(md)] = md
+        self.requests.append(request)
         mine = sorted(self.ledger, key=lambda n: int(n.rsplit("-", 1)[1]))
         victims = [
             ReplicaRemoval(replica=replica_of(md, n, self.ledger[n], 0), reason="scaled down")

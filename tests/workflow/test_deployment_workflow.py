@@ -154,6 +154,32 @@ async def test_a_resync_with_nothing_changed_sends_no_placement(harness: Harness
     assert harness.fleet.requests[-1].desired == 2
 
 
+async def test_later_placements_name_the_template_and_resend_it_when_the_fleet_forgot(
+    harness: Harness,
+) -> None:
+    handle = await harness.start(2)
+    await harness.wait_status(handle, ready(2), "2 ready")
+    fleet = harness.fleet
+    assert fleet.requests[0].template == ""  # the first placement sends the deployment whole
+    named, placed = fleet.by_template, len(fleet.requests)
+    fleet.current = False  # every resync places again
+    await harness.env.sleep(timedelta(seconds=65))
+    await handle.query(DeploymentWorkflow.status)
+    assert fleet.by_template == named + 1
+    assert len(fleet.requests) == placed + 1
+    assert fleet.requests[-1].template != ""
+    assert fleet.requests[-1].deployment == fleet.requests[0].deployment
+    # A Fleet that no longer holds the template: the same placement is sent again whole.
+    fleet.forget_templates = True
+    await harness.env.sleep(timedelta(seconds=65))
+    await handle.query(DeploymentWorkflow.status)
+    assert fleet.by_template == named + 2
+    assert len(fleet.requests) == placed + 2
+    assert fleet.requests[-1].template == ""
+    assert fleet.requests[-1].request_id.endswith("/w")
+    assert ready(2)(await handle.query(DeploymentWorkflow.status))
+
+
 async def test_scale_up_by_update_and_down_by_signal(harness: Harness) -> None:
     handle = await harness.start(1)
     await harness.wait_status(handle, ready(1), "1 ready")

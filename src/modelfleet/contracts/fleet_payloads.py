@@ -7,6 +7,7 @@ other's payloads (see there); every field added later needs a default.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from pydantic import Field
@@ -19,10 +20,20 @@ from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 
 
+def template_key(deployment: ModelDeployment) -> str:
+    """What a placement request may send instead of the whole deployment once the Fleet has
+    seen it: a digest of everything placement reads (the deployment with its metadata, so two
+    deployments never share a key). Pure and deterministic (workflows compute it)."""
+    return hashlib.sha256(deployment.model_dump_json(by_alias=True).encode()).hexdigest()[:32]
+
+
 class PlaceRequest(WireModel):
     # Deterministic per caller step, so a retried activity does not place twice.
     request_id: str
-    deployment: ModelDeployment
+    # The whole deployment, or None with ``template`` set: the ``template_key`` of one the
+    # Fleet was sent whole before (it answers ``unknown_template`` when it no longer has it).
+    deployment: ModelDeployment | None = None
+    template: str = ""
     desired: int
     # Clusters this deployment should not get new replicas on (recent failures there).
     avoid_clusters: list[str] = Field(default_factory=list)
@@ -58,6 +69,9 @@ class PlaceResponse(WireModel):
     facts: dict[str, ClusterFacts] = Field(default_factory=dict)
     # The Fleet's change version this answer was decided at; see ``PlacementCheck``.
     version: int = 0
+    # The request named its deployment by ``template`` and the Fleet does not have it (it keeps
+    # a bounded number, in memory only): nothing was decided; send the whole deployment.
+    unknown_template: bool = False
 
 
 class PlacementCheck(WireModel):

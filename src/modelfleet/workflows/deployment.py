@@ -10,7 +10,8 @@ state object. This workflow only asks it for the next action and carries that ou
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
 name), ``pause`` and ``resume`` (Updates), ``delete`` (Update), ``resync`` and
 ``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
-Deterministic orchestration only.
+Deterministic orchestration only. One piece on purpose (just over 500 lines): the handlers are
+methods of one class sharing its state, and every decision already lives in ``rollout``.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.fleet_payloads import (
         PlacementCheck,
+        PlaceRequest,
         PlaceResponse,
         ReleaseRequest,
+        template_key,
     )
     from modelfleet.contracts.status import (
         DeploymentStatus,
@@ -97,6 +100,15 @@ PATCH_SKIP_CURRENT = "rollout-resync-skips-current-placement"
 # a deployment rewrote both on every replica report and every pass, ~20 upserts per
 # deployment of 2 replicas). Histories recorded before hold an upsert per publication.
 PATCH_QUIET_PUBLISH = "rollout-publish-on-change"
+# Once the Fleet has answered a placement that carried the whole deployment, later placements
+# of the same template send only its ``template_key`` (issue 11: every ``fleet.place`` carried
+# the whole spec, in this history and in the Fleet's); the Fleet answers ``unknown_template``
+# when it no longer holds it and the placement is sent again whole. Histories recorded before
+# sent it whole every time: the request differs, and after an unknown template a second
+# ``fleet.place`` activity is a new command.
+PATCH_PLACE_BY_TEMPLATE = "rollout-place-by-template-key"
+# Template keys this run's Fleet answers kept (memory only: a new run sends the first whole).
+MAX_KNOWN_TEMPLATES = 8
 
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
@@ -115,6 +127,7 @@ class DeploymentWorkflow:
         # Rendering settings per cluster from the Fleet's answers. Not carried across
         # continue-as-new: every replica start follows a placement answer in the same run.
         self._facts: dict[str, ClusterFacts] = {}
+        self._fleet_templates: dict[str, None] = {}
         self._policy = rollout.Policy()
         self._passes = 0  # passes ended in this run
         # The search attribute values last upserted (PATCH_QUIET_PUBLISH).
@@ -356,21 +369,40 @@ class DeploymentWorkflow:
             request_id=f"{info.workflow_id}/{info.run_id}/{action.sequence}",
             now=workflow.now(),
         )
+        assert request.deployment is not None
+        key = template_key(request.deployment)
         try:
-            response: PlaceResponse = await workflow.execute_activity(
-                FLEET_PLACE,
-                request,
-                result_type=PlaceResponse,
-                summary=f"place {action.desired} replica(s)",
-                start_to_close_timeout=FLEET_TIMEOUT,
-                schedule_to_close_timeout=FLEET_TOTAL,
-                retry_policy=FLEET_RETRY,
-            )
+            response: PlaceResponse | None = None
+            if key in self._fleet_templates and workflow.patched(PATCH_PLACE_BY_TEMPLATE):
+                named = request.model_copy(update={"deployment": None, "template": key})
+                response = await self._fleet_place(named, action.desired)
+                if response.unknown_template:
+                    del self._fleet_templates[key]
+                    response = None
+                    # A new update ID: the server answers a repeated one from the first.
+                    request = request.model_copy(update={"request_id": f"{request.request_id}/w"})
+            if response is None:
+                response = await self._fleet_place(request, action.desired)
+                self._fleet_templates[key] = None
+                while len(self._fleet_templates) > MAX_KNOWN_TEMPLATES:
+                    del self._fleet_templates[next(iter(self._fleet_templates))]
         except ActivityError as exc:
             self._state = rollout.fleet_failed(self._state, _cause(exc))
             return
         self._facts.update(response.facts)
         self._state = rollout.placed(self._state, response)
+
+    async def _fleet_place(self, request: PlaceRequest, desired: int) -> PlaceResponse:
+        response: PlaceResponse = await workflow.execute_activity(
+            FLEET_PLACE,
+            request,
+            result_type=PlaceResponse,
+            summary=f"place {desired} replica(s)",
+            start_to_close_timeout=FLEET_TIMEOUT,
+            schedule_to_close_timeout=FLEET_TOTAL,
+            retry_policy=FLEET_RETRY,
+        )
+        return response
 
     async def _check_placement(self, action: rollout.CheckPlacement) -> None:
         md = self._state.spec

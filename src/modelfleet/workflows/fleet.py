@@ -35,7 +35,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
-    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.api.deployments import ModelDeployment, ModelReplica
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.cel.evaluator import SelectorEvaluator
@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         PlaceResponse,
         ReleaseRequest,
         ReplicaRemoval,
+        template_key,
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
@@ -97,6 +98,10 @@ NOT_READY_GRACE = timedelta(minutes=5)
 # had asked inside the grace: its replicas stayed on the dark cluster for good. From this patch
 # on a timer at each grace's end marks the cluster changed. Older histories have no such timer.
 GRACE_TIMER_PATCH = "fleet-not-ready-grace-timer"
+# Deployments kept by ``template_key`` for placement requests that name one instead of sending
+# it whole (memory only, never carried into continue-as-new: a request naming one the new run
+# does not hold is answered ``unknown_template`` and resent whole). ~1-2 KB each.
+MAX_TEMPLATES = 256
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
@@ -148,6 +153,7 @@ class FleetWorkflow:
         self._cluster_version: dict[str, int] = {}
         self._deployment_version: dict[tuple[str, str], int] = {}
         self._short: set[tuple[str, str]] = set()
+        self._templates: dict[str, ModelDeployment] = {}
 
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
@@ -405,10 +411,16 @@ class FleetWorkflow:
                 answer = answer_from_compact(answer)
                 self._answered[request.request_id] = (at, answer)
             return answer
+        deployment = self._resolve(request)
+        if deployment is None:
+            # Named by a template this Fleet does not hold (evicted, or the Fleet continued-
+            # as-new since): nothing decided or remembered; the sender resends it whole under
+            # a new request ID.
+            return PlaceResponse(unknown_template=True, version=self._version)
         now = workflow.now()
         stale = self._stale(now)
-        response = self._place(request, gone=stale)
-        owner = (request.deployment.namespace, request.deployment.name)
+        response = self._place(request, deployment, gone=stale)
+        owner = (deployment.namespace, deployment.name)
         if response.placed:
             self._deployment_version[owner] = self._bump()
         # The scheduler already brought the charged-pool cache up to date with these (or
@@ -424,8 +436,8 @@ class FleetWorkflow:
         self._decisions.append(
             Decision(
                 at=now,
-                namespace=request.deployment.namespace,
-                deployment=request.deployment.name,
+                namespace=deployment.namespace,
+                deployment=deployment.name,
                 desired=request.desired,
                 placed=[f"{r.name}@{r.spec.cluster_name}" for r in response.placed],
                 victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
@@ -434,6 +446,21 @@ class FleetWorkflow:
             )
         )
         return response
+
+    def _resolve(self, request: PlaceRequest) -> ModelDeployment | None:
+        """The request's deployment: sent whole (then kept by its ``template_key`` for later
+        requests that name it), or named by a key kept earlier; None when not kept."""
+        if request.deployment is not None:
+            key = template_key(request.deployment)
+            self._templates.pop(key, None)
+            self._templates[key] = request.deployment
+            while len(self._templates) > MAX_TEMPLATES:
+                self._templates.pop(next(iter(self._templates)))
+            return request.deployment
+        deployment = self._templates.pop(request.template, None)
+        if deployment is not None:
+            self._templates[request.template] = deployment  # most recently used last
+        return deployment
 
     def _stale(self, now: datetime) -> set[str]:
         """Clusters NotReady past their grace: left out of the fleet for placement."""
@@ -446,6 +473,7 @@ class FleetWorkflow:
     def _place(
         self,
         request: PlaceRequest,
+        deployment: ModelDeployment,
         *,
         gone: set[str],
         without: frozenset[str] = frozenset(),
@@ -455,7 +483,6 @@ class FleetWorkflow:
         places unless ``dry`` (the scheduler keeps the charged-pool cache as if booked, so a
         dry placement works on a copy). ``without`` (book keys of this deployment's replicas)
         are left out as if released: a dry placement's question."""
-        deployment = request.deployment
         every = self._book.replicas_of((deployment.namespace, deployment.name))
         desired = request.desired
         room = self._limits.max_replicas - len(self._book) + len(every)
@@ -529,6 +556,8 @@ class FleetWorkflow:
 
     @place.validator
     def _check_place(self, request: PlaceRequest) -> None:
+        if request.deployment is None:
+            return  # named by template: validated when it was sent whole
         errors = validate(request.deployment)
         if errors:
             raise InvalidResourceError(request.deployment.ref, errors)
@@ -544,10 +573,14 @@ class FleetWorkflow:
         a rollout asks before it removes anything that serves. Read-only: nothing is booked,
         remembered or logged as a decision (an Update, not a query, so it is ordered after the
         placements and releases sent before it)."""
+        deployment = self._resolve(request)
+        if deployment is None:
+            return PlaceResponse(unknown_template=True, version=self._version)
         stale = self._stale(workflow.now())
-        namespace = request.deployment.namespace
+        namespace = deployment.namespace
         placement = self._place(
             request,
+            deployment,
             gone=stale,
             without=frozenset(replica_key(namespace, n) for n in request.without),
             dry=True,
@@ -556,9 +589,7 @@ class FleetWorkflow:
         if not placement.placed:
             # A selector that fails at evaluation looks like one that does not match; say so.
             specs = {n: r.spec for n, r in self._clusters.items() if n not in stale}
-            for name, why in selector_errors(
-                request.deployment, self._classes, specs, _EVALUATOR
-            ).items():
+            for name, why in selector_errors(deployment, self._classes, specs, _EVALUATOR).items():
                 rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
         return PlaceResponse(
             placed=placement.placed,
