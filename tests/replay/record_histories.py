@@ -19,6 +19,8 @@ history it fetched against the current workflow code, and only then writes them 
   ``--only paused`` records just this one, to add it beside the committed goldens);
 * quiet (``--only quiet``, not in the full run): a rollout, a periodic resync that found its
   placement current, and a failed replica, on the quiet paths of issue 11;
+* template (``--only template``, not in the full run): a rollout then a scale by Update, whose
+  later placements name the deployment's template by key (with the Fleet that served it);
 * accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
   through its address), then the service deleted and the deployment deleted (the replica
@@ -295,12 +297,30 @@ async def quiet(rec: Recorder) -> None:
     await rollback(rec, "replay-quiet-rollback", "quiet-")
 
 
+async def template(rec: Recorder) -> None:
+    """Placement by template key (patch rollout-place-by-template-key): a one-replica rollout
+    to Ready (its first ``fleet.place`` carries the deployment whole), then scaled to 2 by
+    Update (that placement names the template by key). With the Fleet that served it."""
+    ns = "replay-template"
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    await rec.wait_status(ns, ready(1), "Ready at 1")
+    handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+    await handle.execute_update(DeploymentWorkflow.scale, ScaleRequest(replicas=2))
+    await rec.wait_status(ns, ready(2), "Ready at 2")
+    scenario = "rolled out to 1, then scaled to 2: later placements name the template by key"
+    await rec.record(
+        "template-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
+    )
+    await rec.record("template-fleet.json", FLEET_ID, "Fleet", scenario)
+
+
 SCENARIOS = {
     "rollout": rollout,
     "scale": scale,
     "roll": roll,
     "paused": paused,
     "quiet": quiet,
+    "template": template,
 }
 
 

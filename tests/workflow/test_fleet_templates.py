@@ -53,5 +53,6 @@ async def test_a_named_template_places_as_the_whole_deployment(
             FleetWorkflow.decisions, DecisionQuery(namespace="ns", deployment="a")
         )
         assert [d.desired for d in decisions] == [1, 3]
-        # Another deployment's key is not this one's.
+        # Another deployment's key is not this one's; a scaled one keeps its key.
         assert template_key(one_gpu_deployment("b", "ns")) != key
+        assert template_key(one_gpu_deployment("a", "ns", replicas=5)) == key

@@ -8,6 +8,7 @@ other's payloads (see there); every field added later needs a default.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime
 
 from pydantic import Field
@@ -23,8 +24,12 @@ from modelfleet.rendering.facts import ClusterFacts
 def template_key(deployment: ModelDeployment) -> str:
     """What a placement request may send instead of the whole deployment once the Fleet has
     seen it: a digest of everything placement reads (the deployment with its metadata, so two
-    deployments never share a key). Pure and deterministic (workflows compute it)."""
-    return hashlib.sha256(deployment.model_dump_json(by_alias=True).encode()).hexdigest()[:32]
+    deployments never share a key), except ``spec.replicas``: the Fleet places the request's
+    ``desired``, so a scale keeps the key. Pure and deterministic (workflows compute it)."""
+    document = deployment.model_dump(mode="json", by_alias=True)
+    document["spec"].pop("replicas", None)
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 class PlaceRequest(WireModel):
