@@ -211,3 +211,33 @@ async def test_a_failed_sweep_is_tried_again_at_the_next_ready_probe(
     calls = await _dark_then_back(time_skipping_env, fake)
     assert calls == ["list", "ledger", "sweep ns/moved", "list", "ledger", "sweep ns/moved"]
     assert fake.objects == set()
+
+
+async def test_a_run_continued_while_dark_still_sweeps_on_return(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """The dark flag rides continue-as-new (``ClusterInput.sweep_pending``): a run that starts
+    NotReady with it sweeps at its first Ready probe, and says so in its status until then."""
+    env = time_skipping_env
+    fake = FakeCluster(objects={("ns", "moved-1")}, up=False)
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=fake.activities()
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=SPEC, ready=False, failed_probes=3, sweep_pending=True),
+            id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        status = await _until(env, handle, lambda s: s.last_probe is not None)
+        assert status.sweep_pending
+        assert not status.ready
+        assert fake.calls == []
+        fake.up = True
+        status = await _until(env, handle, lambda s: s.ready and not s.sweep_pending)
+        assert fake.calls == ["list", "ledger", "sweep ns/moved-1"]
+        assert fake.objects == set()
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()

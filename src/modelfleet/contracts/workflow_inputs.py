@@ -72,6 +72,9 @@ class ClusterInput(WireModel):
     failure_threshold: int = 3
     failed_probes: int = 0
     ready: bool = False
+    # It went NotReady after being Ready and has not been swept since (``cluster_sweep``):
+    # carried across continue-as-new so a return after it still sweeps.
+    sweep_pending: bool = False
     # How long a delete waits for the cluster's replicas to move elsewhere.
     drain_timeout_seconds: int = 600
     # GKE/EKS: what provisioning created so far (carried over continue-as-new).

@@ -74,15 +74,20 @@ async def sweep_orphans(cluster: str) -> list[tuple[str, str]]:
 
 class DarkWatch:
     """Remembers that a cluster went from Ready to NotReady until the sweep after its return
-    has succeeded (a failed sweep is tried again at the next Ready probe). Memory only: a
-    continue-as-new while dark forgets it, and the next dark spell sweeps instead. Disabled
-    (``enabled`` False: a history from before ``PATCH_SWEEP``) it does nothing."""
+    has succeeded (a failed sweep is tried again at the next Ready probe). The workflow carries
+    ``dark`` across continue-as-new (``ClusterInput.sweep_pending``). Disabled (``enabled``
+    False: a history from before ``PATCH_SWEEP``) it does nothing."""
 
-    def __init__(self, enabled: bool, *, ready: bool) -> None:
+    def __init__(self, enabled: bool, *, ready: bool, dark: bool = False) -> None:
         self.enabled = enabled
         self.ready = ready
-        self.dark = False
+        self.dark = dark
         self.last: str | None = None  # what the last sweep did
+
+    @property
+    def pending(self) -> bool:
+        """A sweep will run when the cluster is Ready again."""
+        return self.enabled and self.dark
 
     async def observe(self, cluster: str, ready: bool) -> None:
         """Called after every probe with the cluster's readiness."""
