@@ -27,6 +27,9 @@ FLEET_DRY_PLACE = "fleet.dry_place"
 FLEET_PUBLISH_CLUSTER = "fleet.publish_cluster"
 FLEET_REPLICAS_ON = "fleet.replicas_on"
 FLEET_REPLICAS_BY_POOL = "fleet.replicas_by_pool"
+# Whether a cluster's workflow will sweep it on its return from dark (asked by a teardown that
+# cannot reach the cluster, which may then leave what is there to that sweep).
+FLEET_SWEEP_PENDING = "fleet.sweep_pending"
 AUTOSCALER_TARGET = "autoscaler.target"
 AUTOSCALER_READ_METRICS = "autoscaler.read_metrics"
 AUTOSCALER_SCALE = "autoscaler.scale"

@@ -126,6 +126,7 @@ def build_worker(
             fleet.publish_cluster,
             fleet.replicas_on,
             fleet.replicas_by_pool,
+            fleet.sweep_pending,
             *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
             serving.publish_replica,
             serving.withdraw,
