@@ -99,6 +99,10 @@ NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
 # had asked inside the grace: its replicas stayed on the dark cluster for good. From this patch
 # on a timer at each grace's end marks the cluster changed. Older histories have no such timer.
 GRACE_TIMER_PATCH = "fleet-not-ready-grace-timer"
+# Marked changed at the grace's end, a deployment on the cluster still learned it only at its
+# next periodic resync (a minute later); from this patch the Fleet also asks each to reconcile
+# at once (signals: new commands), so its replicas move within the grace plus one rollout.
+GRACE_NUDGE_PATCH = "fleet-nudge-deployments-at-grace-end"
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
@@ -338,6 +342,8 @@ class FleetWorkflow:
         record = self._clusters.get(name)
         if record is not None and record.not_ready_since == since:
             self._cluster_changed(name)
+            if workflow.patched(GRACE_NUDGE_PATCH):
+                await self._nudge_deployments_on(name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
         """Ask every deployment with a replica on ``cluster`` to reconcile now."""
