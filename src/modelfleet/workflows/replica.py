@@ -118,7 +118,7 @@ CACHE_POLL_MAX = timedelta(seconds=30)
 # cluster on its return (NotReady after being Ready, ``cluster_sweep``); if so, what is left is
 # that sweep's and the teardown ends. Histories recorded before have one delete activity only.
 PATCH_DARK_TEARDOWN = "replica-teardown-leaves-dark-cluster-to-sweep"
-DELETE_TRY = timedelta(seconds=20)
+DELETE_TRY = timedelta(seconds=10)
 
 _STEP_NAMES = {
     Step.NAMESPACE: ReplicaStep.NAMESPACE,
