@@ -10,6 +10,10 @@ TASK_QUEUE = "modelfleet"
 
 KUBE_APPLY = "kube.apply"
 KUBE_DELETE = "kube.delete"
+# The heartbeat timeout workflows give kube.apply and kube.delete: the activities beat every
+# quarter of it from a helper thread (``activities.keepalive``), so a killed worker's attempt is
+# retried after this long instead of after its whole start-to-close timeout.
+KUBE_HEARTBEAT_SECONDS = 20
 KUBE_WAIT_READY = "kube.wait_ready"
 KUBE_CHECK_READY = "kube.check_ready"
 # One readiness check per attempt; "not yet" is a benign retryable error, so a long readiness

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         FLEET_SWEEP_PENDING,
         KUBE_APPLY,
         KUBE_DELETE,
+        KUBE_HEARTBEAT_SECONDS,
         KUBE_POLL_READY,
         KUBE_WAIT_READY,
     )
@@ -302,6 +303,7 @@ class ReplicaWorkflow(ReplicaWatch):
             ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
             result_type=ApplyResult,
             start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
             schedule_to_close_timeout=remaining,
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
@@ -374,6 +376,7 @@ class ReplicaWorkflow(ReplicaWatch):
                     request,
                     result_type=DeleteResult,
                     start_to_close_timeout=timedelta(seconds=120),
+                    heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
                     schedule_to_close_timeout=(
                         min(DELETE_TRY, deadline - workflow.now()) if tries else CLEANUP_TIMEOUT
                     ),
