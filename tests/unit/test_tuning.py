@@ -12,6 +12,7 @@ from modelfleet.worker.tuning import (
     ENV_FAILURE_THRESHOLD,
     ENV_NOT_READY_GRACE,
     ENV_PROBE_SECONDS,
+    ENV_SWEEP_SECONDS,
     Tuning,
 )
 
@@ -32,16 +33,23 @@ def test_unset_knobs_keep_the_defaults() -> None:
 
 
 def test_knobs_from_the_environment_reach_the_inputs() -> None:
-    env = {ENV_PROBE_SECONDS: "2", ENV_FAILURE_THRESHOLD: " 1 ", ENV_NOT_READY_GRACE: "20"}
+    env = {
+        ENV_PROBE_SECONDS: "2",
+        ENV_FAILURE_THRESHOLD: " 1 ",
+        ENV_NOT_READY_GRACE: "20",
+        ENV_SWEEP_SECONDS: "30",
+    }
     tuning = Tuning.from_env(env)
     arg = tuning.cluster_input(SPEC)
     assert (arg.probe_interval_seconds, arg.failure_threshold) == (2, 1)
+    assert arg.sweep_resync_seconds == 30
     assert arg.drain_timeout_seconds == ClusterInput(spec=SPEC).drain_timeout_seconds
     assert tuning.fleet_input().limits.not_ready_grace_seconds == 20
     assert tuning.fleet_input().limits.max_replicas == FleetInput().limits.max_replicas
 
 
+@pytest.mark.parametrize("var", [ENV_NOT_READY_GRACE, ENV_SWEEP_SECONDS])
 @pytest.mark.parametrize("raw", ["0", "-3", "1.5", "soon"])
-def test_a_bad_value_names_the_variable(raw: str) -> None:
-    with pytest.raises(SettingsError, match=f"{ENV_NOT_READY_GRACE}='{raw}'"):
-        Tuning.from_env({ENV_NOT_READY_GRACE: raw})
+def test_a_bad_value_names_the_variable(var: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=f"{var}='{raw}'"):
+        Tuning.from_env({var: raw})

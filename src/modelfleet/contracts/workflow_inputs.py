@@ -75,6 +75,9 @@ class ClusterInput(WireModel):
     # It went NotReady after being Ready and has not been swept since (``cluster_sweep``):
     # carried across continue-as-new so a return after it still sweeps.
     sweep_pending: bool = False
+    # How often a Ready cluster sweeps the objects of replicas the ledger no longer holds there
+    # (besides on its return from NotReady): what a crashed teardown left is removed this late.
+    sweep_resync_seconds: int = Field(default=600, ge=1)
     # How long a delete waits for the cluster's replicas to move elsewhere.
     drain_timeout_seconds: int = 600
     # GKE/EKS: what provisioning created so far (carried over continue-as-new).

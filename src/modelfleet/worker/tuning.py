@@ -4,14 +4,16 @@
   cluster (default 15);
 - ``MODELFLEET_CLUSTER_FAILURE_THRESHOLD``: failed probes in a row before a cluster is reported
   NotReady (default 3);
+- ``MODELFLEET_CLUSTER_SWEEP_SECONDS``: how often a Ready cluster sweeps the objects of replicas
+  the Fleet no longer holds there, besides on its return from NotReady (default 600);
 - ``MODELFLEET_NOT_READY_GRACE_SECONDS``: how long a cluster may stay NotReady before the Fleet
   re-places its replicas on other clusters (default 300).
 
-They are read where the workflows start: the probe knobs when a cluster is first applied (its
-workflow carries them from then on, across continue-as-new), the grace when the Fleet workflow
-is first started (by the first worker, ``apply`` or ``modelfleet dev``; it carries its limits
-across continue-as-new). Unset, the workflow inputs' own defaults stand. Tests pass a
-:class:`Tuning` explicitly instead of changing the environment.
+They are read where the workflows start: the probe and sweep knobs when a cluster is first
+applied (its workflow carries them from then on, across continue-as-new), the grace when the
+Fleet workflow is first started (by the first worker, ``apply`` or ``modelfleet dev``; it
+carries its limits across continue-as-new). Unset, the workflow inputs' own defaults stand.
+Tests pass a :class:`Tuning` explicitly instead of changing the environment.
 
 May touch: environment variables (read only).
 """
@@ -31,6 +33,7 @@ from modelfleet.worker.settings import SettingsError
 ENV_PROBE_SECONDS = "MODELFLEET_CLUSTER_PROBE_SECONDS"
 ENV_FAILURE_THRESHOLD = "MODELFLEET_CLUSTER_FAILURE_THRESHOLD"
 ENV_NOT_READY_GRACE = "MODELFLEET_NOT_READY_GRACE_SECONDS"
+ENV_SWEEP_SECONDS = "MODELFLEET_CLUSTER_SWEEP_SECONDS"
 
 
 class Tuning(Model):
@@ -38,6 +41,7 @@ class Tuning(Model):
 
     probe_interval_seconds: int | None = Field(default=None, ge=1)
     failure_threshold: int | None = Field(default=None, ge=1)
+    sweep_resync_seconds: int | None = Field(default=None, ge=1)
     not_ready_grace_seconds: int | None = Field(default=None, ge=1)
 
     @classmethod
@@ -49,6 +53,7 @@ class Tuning(Model):
         for field, var in (
             ("probe_interval_seconds", ENV_PROBE_SECONDS),
             ("failure_threshold", ENV_FAILURE_THRESHOLD),
+            ("sweep_resync_seconds", ENV_SWEEP_SECONDS),
             ("not_ready_grace_seconds", ENV_NOT_READY_GRACE),
         ):
             raw = env.get(var, "").strip()
@@ -64,6 +69,7 @@ class Tuning(Model):
         knobs = {
             "probe_interval_seconds": self.probe_interval_seconds,
             "failure_threshold": self.failure_threshold,
+            "sweep_resync_seconds": self.sweep_resync_seconds,
         }
         return ClusterInput(spec=spec).model_copy(
             update={k: v for k, v in knobs.items() if v is not None}

@@ -113,7 +113,7 @@ class ClusterWorkflow:
         self._pools_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
-        self._sweeps = DarkWatch(False, ready=arg.ready, dark=arg.sweep_pending)  # run() enables
+        self._sweeps = DarkWatch.of(arg)  # run() enables
         if self._provisioning.provisioned:
             # Carried across continue-as-new: provisioned by an earlier run.
             self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
@@ -447,7 +447,7 @@ class ClusterWorkflow:
             self._reason = f"unreachable ({failed} failed): {result.reason}"
             if self._failed >= threshold:
                 self._ready = False
-        await self._sweeps.observe(self._spec.name, self._ready)  # back from dark: sweep
+        await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")
