@@ -118,10 +118,6 @@ class DarkWatch:
         )
 
     @property
-    def dark(self) -> bool:
-        return self.schedule.dark
-
-    @property
     def pending(self) -> bool:
         """A sweep will run when the cluster is Ready again."""
         return self.enabled and self.schedule.dark
