@@ -1,0 +1,140 @@
+"""Idle cost of a Ready fleet (issue 11, item 4): N Ready replicas, then an idle window in which
+nothing is applied, measured as history events/s and activities/s across every workflow.
+
+Set-up as ``bench/rollout.py`` (whose helpers it uses): a real ``temporal server start-dev``
+(headless, SQLite in a temporary directory), the simulated fleet over real HTTP, the modelfleet
+worker in this process, a synthetic fleet of ``--clusters`` clusters. ``--deployments`` x
+``--replicas`` are rolled out to Ready; after ``--settle`` seconds (every replica registered
+with its cluster and baselined by a scan) the idle window of ``--idle`` seconds starts. Every
+workflow's events inside the window are counted, per workflow type and per activity type.
+
+The figure the design before this one implies is printed beside it: every Ready replica ran a
+``kube.check_ready`` every ``health_interval_seconds`` (30 s) and a ``kube.drift`` every
+``drift_resync_seconds`` (300 s), each on a timer (timer 2 events, two workflow tasks 6, the
+activity 3: ~11 events per check), on top of the clusters' probes, which both designs run. The
+machine's load average is printed at the start and the end of the window: this 2-core machine
+is shared, so read the figures with it.
+
+    .venv/bin/python bench/idle.py [--clusters 50] [--deployments 500] [--replicas 2]
+        [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import rollout as rb
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.devenv import dev_environment
+from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput
+
+HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
+DRIFT_RESYNC = ReplicaInput.model_fields["drift_resync_seconds"].default
+PROBE_INTERVAL = ClusterInput.model_fields["probe_interval_seconds"].default
+EVENTS_PER_POLL = 11  # timer started/fired, two workflow tasks (3 each), the activity (3)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
+
+
+async def run(args: argparse.Namespace) -> int:
+    total = args.deployments * args.replicas
+    nodes = rb.nodes_per_cluster(args.clusters, total)
+    deployments = [rb.deployment(i, args.replicas) for i in range(args.deployments)]
+    names = [rb.deployment_name(i) for i in range(args.deployments)]
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print(f"machine: {rb.machine()}")
+    with tempfile.TemporaryDirectory(prefix="modelfleet-bench-idle-") as tmp:
+        state = Path(tmp)
+        paths = rb.write_fleet(state / "manifests", args.clusters, nodes)
+        async with dev_environment(state, paths, ui=False, startup_seconds=0) as env:
+            client = env.client
+            print(f"code: modelfleet {rb.code_revision()}")
+            print(
+                f"fleet: {args.clusters} clusters; {args.deployments} deployments x"
+                f" {args.replicas} replicas = {total} replicas"
+            )
+            await rb.wait_clusters(env, args.clusters, time.monotonic() + 300)
+            began = time.monotonic()
+            deadline = began + args.timeout
+            await rb.bounded(deployments, args.concurrency, lambda md: apply_resource(client, md))
+            await rb.wait_ready(client, names, total, deadline, args.concurrency)
+            print(f"{total} replicas Ready in {time.monotonic() - began:.1f} s")
+            print(f"settling {args.settle:g} s (registrations, first scans)")
+            await asyncio.sleep(args.settle)
+
+            print(f"idle window: {args.idle:g} s; load average at start: {load()}")
+            t0 = datetime.now(UTC)
+            await asyncio.sleep(args.idle)
+            t1 = datetime.now(UTC)
+            print(f"load average at end: {load()}")
+            window = (t1 - t0).total_seconds()
+            stats = await rb.gather_histories(client, t0, t1, lambda _: True, args.concurrency)
+
+    print()
+    print(f"== idle fleet: {total} Ready replicas on {args.clusters} clusters, {window:.1f} s ==")
+    events, activities = stats.total_events, stats.total_activities
+    print(
+        f"  events: {events} ({events / window:.2f}/s); activities: {activities}"
+        f" ({activities / window:.2f}/s)"
+    )
+    for kind, count in sorted(stats.events.items()):
+        print(f"    {kind}: {count} events in {stats.runs[kind]} workflow(s)")
+    for name, a in sorted(stats.activities.items()):
+        print(f"    {name}: {a.count} ({a.count / window:.2f}/s)")
+    replica_events = stats.events.get("ModelReplica", 0)
+    print(
+        f"  per Ready replica: {replica_events / total / window * 3600:.2f} events/hour"
+        f" in its own history"
+    )
+    print()
+    print("== the per-replica polling it replaces (implied by its intervals) ==")
+    old_activities = total / HEALTH_INTERVAL + total / DRIFT_RESYNC
+    print(
+        f"  {total} x (1/{HEALTH_INTERVAL} s check + 1/{DRIFT_RESYNC} s drift) ="
+        f" {old_activities:.2f} activities/s, ~{old_activities * EVENTS_PER_POLL:.0f} events/s"
+        " in replica histories, besides the cluster probes"
+        f" ({args.clusters}/{PROBE_INTERVAL} s = {args.clusters / PROBE_INTERVAL:.2f}/s)"
+    )
+    probe = stats.activities.get("kube.probe")
+    scan = stats.activities.get("kube.scan_replicas")
+    probes, scans = (probe.count if probe else 0), (scan.count if scan else 0)
+    now = (activities - probes) / window
+    print(
+        f"  measured now, besides the probes: {scans} scans + {activities - probes - scans}"
+        f" other activities = {now:.2f}/s vs {old_activities:.2f}/s"
+        f" ({old_activities / max(now, 1e-9):.0f}x fewer)"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--deployments", type=int, default=500)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measured")
+    parser.add_argument("--settle", type=float, default=45.0, help="seconds before the window")
+    parser.add_argument("--concurrency", type=int, default=10, help="applies in flight")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to all Ready")
+    args = parser.parse_args(argv)
+    for name in ("clusters", "deployments", "replicas", "concurrency"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    rb.tally_sdk_logs()
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
