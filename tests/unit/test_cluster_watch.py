@@ -5,119 +5,132 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelfleet.adapters.kube_scan import changed_scans, index_objects, kinds_of, observe
-from modelfleet.contracts.kube_payloads import ObjectRef
+from modelfleet.adapters.kube_scan import Listed, by_replica, changed_scans, observe
+from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.contracts.watch_payloads import NewsKind, ReplicaScan, WatchedReplica
-from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule
 from modelfleet.rollout.cluster_watch import judge, registered
 
 NS = "mf-ml"
-DEPLOY = ObjectRef(api_version="apps/v1", kind="Deployment", namespace=NS, name="m-a-vllm")
-POOL = ObjectRef(
-    api_version="inference.networking.k8s.io/v1", kind="InferencePool", namespace=NS, name="m-a"
-)
-RULE = ReadinessRule(
-    api_version="apps/v1",
-    kind="Deployment",
-    namespace=NS,
-    name="m-a-vllm",
-    role=ReadinessRole.WORKLOAD,
-)
+LABELS = {LABEL_NAMESPACE: "ml", LABEL_REPLICA: "m-a"}
 
 
 def watched(**update: Any) -> WatchedReplica:
-    entry = WatchedReplica(
-        key="ml/m-a", workflow_id="replica/ml/m-a", refs=[DEPLOY, POOL], rules=[RULE]
-    )
+    entry = WatchedReplica(key="ml/m-a", workflow_id="replica/ml/m-a", objects=3)
     return entry.model_copy(update=update)
 
 
-def deployment(generation: int = 1, available: str = "True", **meta: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "m-a-vllm", "namespace": NS, "generation": generation, **meta},
+def meta(name: str, generation: int | None = 1, **more: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "namespace": NS, "labels": dict(LABELS), **more}
+    if generation is not None:
+        out["generation"] = generation
+    return out
+
+
+def deployment(
+    name: str = "m-a-vllm", generation: int = 1, available: str = "True", **more: Any
+) -> Listed:
+    obj = {
+        "metadata": meta(name, generation, **more),
         "status": {
             "observedGeneration": generation,
             "conditions": [{"type": "Available", "status": available, "reason": "Why"}],
         },
     }
+    return ("apps/v1", "Deployment", obj)
 
 
-def pool(generation: int = 1) -> dict[str, Any]:
-    return {"metadata": {"name": "m-a", "namespace": NS, "generation": generation}}
+def pool(generation: int = 1) -> Listed:
+    return (
+        "inference.networking.k8s.io/v1",
+        "InferencePool",
+        {"metadata": meta("m-a", generation)},
+    )
 
 
-def objects(*deploys: dict[str, Any], pools: tuple[dict[str, Any], ...] = ()) -> Any:
-    out = index_objects("apps/v1", "Deployment", deploys)
-    out.update(index_objects("inference.networking.k8s.io/v1", "InferencePool", pools))
-    return out
+def config() -> Listed:
+    return ("v1", "ConfigMap", {"metadata": meta("m-a-epp", None)})
 
 
-def test_kinds_to_list_are_those_applied_or_judged_once_each() -> None:
-    assert kinds_of([watched(), watched(key="ml/m-b")]) == [
-        ("apps/v1", "Deployment"),
-        ("inference.networking.k8s.io/v1", "InferencePool"),
-    ]
+def healthy() -> list[Listed]:
+    return [deployment(), pool(), config()]
 
 
-def test_a_healthy_replica_is_ready_and_its_first_scan_takes_the_generation_baseline() -> None:
-    scan = observe(watched(), objects(deployment(generation=4), pools=(pool(2),)))
+def test_objects_are_grouped_by_their_replica_labels() -> None:
+    other = ("v1", "ConfigMap", {"metadata": {"name": "x", "labels": {LABEL_REPLICA: "b"}}})
+    grouped = by_replica([*healthy(), other])
+    assert list(grouped) == ["ml/m-a"]
+    assert len(grouped["ml/m-a"]) == 3
+
+
+def test_a_healthy_replica_is_ready_and_its_first_complete_scan_takes_the_baseline() -> None:
+    scan = observe(watched(), healthy())
     assert scan.ready
-    assert not scan.missing
-    assert not scan.drifted
-    assert scan.generations == [4, 2]
+    assert (scan.missing, scan.changed) == (0, False)
+    assert scan.baseline
+    # Incomplete: no baseline (what is missing would be baked in), and the count says so.
+    partial = observe(watched(), [deployment(), config()])
+    assert (partial.missing, partial.baseline) == (1, "")
 
 
-def test_missing_and_terminating_objects_are_named() -> None:
-    gone = observe(watched(), objects(deployment()))
-    assert gone.missing == [str(POOL)]
-    terminating = deployment(deletionTimestamp="2026-01-01T00:00:00Z")
-    both = observe(watched(), objects(terminating, pools=(pool(),)))
-    assert both.missing == [str(DEPLOY)]
+def test_terminating_objects_count_as_missing() -> None:
+    gone = deployment(deletionTimestamp="2026-01-01T00:00:00Z")
+    scan = observe(watched(), [gone, pool(), config()])
+    assert scan.missing == 1
+    assert not scan.ready  # its only workload is going
 
 
-def test_a_generation_that_moved_since_the_baseline_is_drift() -> None:
-    entry = watched(generations=[1, 1])
-    scan = observe(entry, objects(deployment(generation=2), pools=(pool(1),)))
-    assert scan.drifted == [str(DEPLOY)]
-    assert scan.generations == [1, 1]  # the baseline stands until the replica registers again
+def test_an_edited_spec_or_a_re_created_object_differs_from_the_baseline() -> None:
+    baseline = observe(watched(), healthy()).baseline
+    entry = watched(baseline=baseline)
+    assert not observe(entry, healthy()).changed
+    edited = observe(entry, [deployment(generation=2), pool(), config()])
+    assert edited.changed
+    assert edited.baseline == baseline  # the baseline stands until the replica registers again
+    renamed = observe(
+        entry, [deployment(), pool(), ("v1", "ConfigMap", {"metadata": meta("x", None)})]
+    )
+    assert renamed.changed
 
 
-def test_readiness_is_the_rule_of_rendering_readiness() -> None:
-    not_yet = observe(watched(), objects(deployment(available="False"), pools=(pool(),)))
+def test_readiness_is_the_rule_of_rendering_readiness_for_every_workload() -> None:
+    picker = deployment("m-a-epp", available="False")
+    not_yet = observe(watched(objects=4), [*healthy(), picker])
     assert not not_yet.ready
     assert not_yet.reported
-    assert "not Available" in not_yet.reason
+    assert "m-a-epp not Available" in not_yet.reason
     stale = deployment()
-    stale["status"]["observedGeneration"] = 0
-    behind = observe(watched(), objects(stale, pools=(pool(),)))
+    stale[2]["status"]["observedGeneration"] = 0
+    behind = observe(watched(), [stale, pool(), config()])
     assert not behind.ready
     assert not behind.reported
 
 
-def test_only_changed_or_unhealthy_replicas_come_back() -> None:
-    live = objects(deployment(), pools=(pool(),))
-    first = observe(watched(), live)
-    settled = watched(digest=first.digest, generations=first.generations)
-    assert changed_scans([settled], live) == []
+def test_only_changed_baselining_or_unhealthy_replicas_come_back() -> None:
+    first = observe(watched(), healthy())
+    settled = watched(digest=first.digest, baseline=first.baseline)
+    assert changed_scans([settled], healthy()) == []
     # Unchanged but not healthy: told every scan, so failed scans can be counted.
-    broken = objects(deployment(available="False"), pools=(pool(),))
+    broken = [deployment(available="False"), pool(), config()]
     sick = observe(settled, broken)
     again = settled.model_copy(update={"digest": sick.digest})
     assert [s.key for s in changed_scans([again], broken)] == ["ml/m-a"]
     # Not baselined yet: always reported.
-    assert len(changed_scans([watched(digest=first.digest)], live)) == 1
+    assert len(changed_scans([watched(digest=first.digest)], healthy())) == 1
+    # A replica with nothing left on the cluster is reported missing everything.
+    (empty,) = changed_scans([settled], [])
+    assert empty.missing == 3
 
 
 def scan(**fields: Any) -> ReplicaScan:
     return ReplicaScan.model_validate(
-        {"key": "ml/m-a", "ready": True, "digest": "d", "generations": [1, 1], **fields}
+        {"key": "ml/m-a", "ready": True, "digest": "d", "baseline": "b", **fields}
     )
 
 
 def test_a_healthy_replica_that_stays_healthy_hears_nothing() -> None:
     kept, news = judge(watched(), scan())
     assert news is None
-    assert kept.generations == [1, 1]
+    assert kept.baseline == "b"
     assert kept.digest == "d"
 
 
@@ -163,17 +176,17 @@ def test_a_degraded_replica_is_told_when_it_is_healthy_again() -> None:
 
 
 def test_missing_or_edited_objects_ask_for_a_repair_once_per_finding() -> None:
-    entry, news = judge(watched(), scan(missing=[str(POOL)], digest="m"))
+    entry, news = judge(watched(), scan(missing=1, digest="m"))
     assert news is not None
     assert news.kind is NewsKind.REPAIR
-    assert str(POOL) in news.reason
-    entry, news = judge(entry, scan(missing=[str(POOL)], digest="m"))
+    assert news.reason == "1 of its 3 objects missing"
+    entry, news = judge(entry, scan(missing=1, digest="m"))
     assert news is None
-    _, news = judge(entry, scan(drifted=[str(DEPLOY)], digest="e"))
+    _, news = judge(entry, scan(changed=True, digest="e"))
     assert news is not None
-    assert "edited outside modelfleet" in news.reason
+    assert "re-created or edited outside modelfleet" in news.reason
 
 
 def test_a_registration_starts_afresh_whatever_the_sender_set() -> None:
-    entry = registered(watched(generations=[3, 3], digest="d", failed_scans=2))
-    assert (entry.generations, entry.digest, entry.failed_scans) == ([], "", 0)
+    entry = registered(watched(baseline="b", digest="d", failed_scans=2))
+    assert (entry.baseline, entry.digest, entry.failed_scans) == ("", "", 0)

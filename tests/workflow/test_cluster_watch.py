@@ -1,9 +1,9 @@
 """The per-cluster replica watch on the time-skipping server: a real InferenceCluster workflow
 (activity doubles for its probe and the Fleet) watches real ModelReplica workflows (doubles for
 the Kubernetes calls over one in-memory object store, scanned with the real
-``adapters.kube_scan``). A Ready replica runs nothing while idle for hours; a scan that finds
-one replica unhealthy or missing an object tells that replica only, which repairs; a replica
-whose workflow is gone is dropped without harming the cluster."""
+``adapters.kube_scan`` over the kinds the scan lists). A Ready replica runs nothing while idle
+for hours; a scan that finds one replica unhealthy or missing an object tells that replica only,
+which repairs; a replica whose workflow is gone is dropped without harming the cluster."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from test_cluster_orphan_sweep import SPEC
 from test_cluster_orphan_sweep import FakeCluster as FakeProbe
 from test_replica_saga import REPLICA, ProgressSink
 
-from modelfleet.adapters.kube_scan import ObjectIndex, changed_scans
+from modelfleet.adapters.kube_scan import changed_scans
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
@@ -69,7 +69,7 @@ def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
 class Kube:
     """The cluster's objects, as the replicas' activities write them and the scan lists them."""
 
-    store: ObjectIndex = field(default_factory=dict)
+    store: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     scans: list[list[str]] = field(default_factory=list)
 
@@ -120,7 +120,9 @@ class Kube:
     @activity.defn(name=KUBE_SCAN_REPLICAS)
     async def scan(self, request: ScanRequest) -> ScanResult:
         self.scans.append(sorted(r.key for r in request.replicas))
-        return ScanResult(changed=changed_scans(request.replicas, self.store))
+        kinds = {tuple(k) for k in request.kinds}
+        listed = [(k[0], k[1], obj) for k, obj in self.store.items() if (k[0], k[1]) in kinds]
+        return ScanResult(changed=changed_scans(request.replicas, listed))
 
     @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
     async def publish(self, request: ReplicaEndpointRequest) -> None:

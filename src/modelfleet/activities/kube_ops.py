@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
-from modelfleet.adapters.kube_scan import ObjectIndex, changed_scans, index_objects, kinds_of
+from modelfleet.adapters.kube_scan import Listed, changed_scans
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
@@ -225,17 +225,17 @@ class KubeActivities:
         not healthy come back (``adapters.kube_scan``). An API error is raised, never answered
         as "not ready": a scan that could not be made is no sample."""
         cluster = self._cluster(request.cluster, request.kubeconfig)
-        objects: ObjectIndex = {}
-        for api_version, kind in kinds_of(request.replicas):
+        listed: list[Listed] = []
+        for api_version, kind in request.kinds:
             try:
-                listed = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
+                objects = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
             except KubeError as exc:
                 if exc.status == 404:
                     continue  # not served here: nothing of that kind exists
                 raise to_temporal(exc) from None
-            objects.update(index_objects(api_version, kind, listed))
+            listed += [(api_version, kind, obj) for obj in objects]
             activity.heartbeat()
-        return ScanResult(changed=changed_scans(request.replicas, objects))
+        return ScanResult(changed=changed_scans(request.replicas, listed))
 
     @activity.defn(name=KUBE_SWEEP_REPLICAS)
     def sweep_replicas(self, request: ReplicaSweepRequest) -> int:

@@ -1,98 +1,107 @@
-"""What one scan of a cluster says about each replica the cluster watches: its readiness (the
-rule of ``rendering.readiness``, explained by ``adapters.kube_readiness``), the objects it
-applied that are gone or being deleted, and those whose ``metadata.generation`` moved since the
-baseline (someone edited the spec: drift, which the replica then compares field by field with
-``kube.drift`` and repairs). Objects without a generation (ConfigMap, Service, ...) are judged
-by presence only; a label or annotation edit moves no generation and is not seen here.
+"""What one scan of a cluster says about each replica the cluster watches, from one list per
+kind: its objects are found by their namespace and replica labels (no names travel); it is
+ready when every workload of it (Deployment, LeaderWorkerSet, the endpoint picker's included)
+meets the rule of ``rendering.readiness`` (explained by ``adapters.kube_readiness``); objects
+are missing when fewer stand than it applied; and they changed when the digest of their kinds,
+names and ``metadata.generation`` differs from the baseline taken at the first scan that found
+them all (deleted and re-created, or the spec edited outside modelfleet). The replica then
+compares field by field with ``kube.drift`` and repairs. An edit that moves no generation
+(labels, annotations; kinds without a generation such as ConfigMap) is not seen here.
 
-Pure: works on the JSON dicts the activity listed (one list per kind, every namespace). It may
-not do I/O or import SDKs.
+Pure: works on the JSON dicts the activity listed. It may not do I/O or import SDKs.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from modelfleet.adapters.kube_readiness import evaluate
-from modelfleet.contracts.kube_payloads import ObjectRef
+from modelfleet.adapters.kube_readiness import evaluate, is_workload
+from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.contracts.watch_payloads import ReplicaScan, WatchedReplica
+from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule
 
-__all__ = ["ObjectIndex", "changed_scans", "index_objects", "kinds_of", "observe"]
+__all__ = ["Listed", "by_replica", "changed_scans", "observe"]
 
-# (apiVersion, kind, namespace, name) -> the object as listed.
-ObjectIndex = dict[tuple[str, str, str, str], Mapping[str, Any]]
-
-
-def kinds_of(replicas: Iterable[WatchedReplica]) -> list[tuple[str, str]]:
-    """The (apiVersion, kind) pairs to list: those the replicas applied or are judged by."""
-    kinds = {(r.api_version, r.kind) for w in replicas for r in w.refs}
-    kinds |= {(r.api_version, r.kind) for w in replicas for r in w.rules}
-    return sorted(kinds)
+# (apiVersion, kind, the object as listed)
+Listed = tuple[str, str, Mapping[str, Any]]
 
 
-def index_objects(api_version: str, kind: str, objects: Iterable[Mapping[str, Any]]) -> ObjectIndex:
-    out: ObjectIndex = {}
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        out[(api_version, kind, str(meta.get("namespace") or ""), str(meta.get("name")))] = obj
+def _digest(value: object) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def by_replica(listed: Iterable[Listed]) -> dict[str, list[Listed]]:
+    """Objects by ``namespace/replica`` key, from their labels (unlabelled ones are skipped)."""
+    out: dict[str, list[Listed]] = defaultdict(list)
+    for api_version, kind, obj in listed:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get(LABEL_NAMESPACE) and labels.get(LABEL_REPLICA):
+            out[f"{labels[LABEL_NAMESPACE]}/{labels[LABEL_REPLICA]}"].append(
+                (api_version, kind, obj)
+            )
     return out
 
 
-def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
-    return (ref.api_version, ref.kind, ref.namespace or "", ref.name)
-
-
-def _generation(obj: Mapping[str, Any] | None) -> int:
-    value = ((obj or {}).get("metadata") or {}).get("generation")
-    return value if isinstance(value, int) else 0
-
-
-def observe(watched: WatchedReplica, objects: ObjectIndex) -> ReplicaScan:
-    """One replica as the listing shows it."""
-    live = [objects.get(_key(ref)) for ref in watched.refs]
-    missing = [
-        str(ref)
-        for ref, obj in zip(watched.refs, live, strict=True)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp")
-    ]
-    generations = [_generation(obj) for obj in live]
-    baseline = watched.generations if len(watched.generations) == len(watched.refs) else []
-    drifted = [
-        str(ref)
-        for ref, was, now in zip(watched.refs, baseline, generations, strict=False)
-        if was and now and now != was
-    ]
-    ready, reason, reported = True, "", False
-    for rule in watched.rules:
-        verdict = evaluate(
-            rule, objects.get((rule.api_version, rule.kind, rule.namespace, rule.name))
+def observe(watched: WatchedReplica, objects: list[Listed]) -> ReplicaScan:
+    """One replica as the listing shows it; ``objects`` are those carrying its labels."""
+    live = [o for o in objects if not (o[2].get("metadata") or {}).get("deletionTimestamp")]
+    missing = max(watched.objects - len(live), 0)
+    ids = sorted(
+        (
+            api_version,
+            kind,
+            str((obj.get("metadata") or {}).get("namespace") or ""),
+            str((obj.get("metadata") or {}).get("name")),
+            (obj.get("metadata") or {}).get("generation"),
         )
+        for api_version, kind, obj in live
+    )
+    now = _digest(ids)
+    baseline = watched.baseline or ("" if missing else now)
+    changed = bool(watched.baseline) and now != watched.baseline
+    ready, reason, reported = True, "", False
+    workloads = [o for o in live if is_workload(o[0], o[1])]
+    if not workloads:
+        ready, reason = False, "no workload of the replica found"
+    for api_version, kind, obj in sorted(workloads, key=lambda o: str(o[2].get("metadata"))):
+        meta = obj.get("metadata") or {}
+        rule = ReadinessRule(
+            api_version=api_version,
+            kind=kind,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name")),
+            role=ReadinessRole.WORKLOAD,
+        )
+        verdict = evaluate(rule, obj)
         if not verdict.ready:
             ready, reason, reported = False, verdict.reason, verdict.reported
             break
-    text = repr((ready, reported, reason, missing, drifted))
     return ReplicaScan(
         key=watched.key,
         ready=ready,
         reason=reason,
         reported=reported,
         missing=missing,
-        drifted=drifted,
-        generations=baseline or generations,
-        digest=hashlib.sha256(text.encode()).hexdigest()[:16],
+        changed=changed,
+        baseline=baseline,
+        digest=_digest((ready, reported, reason, missing, changed)),
     )
 
 
-def changed_scans(replicas: Iterable[WatchedReplica], objects: ObjectIndex) -> list[ReplicaScan]:
+def changed_scans(
+    replicas: Iterable[WatchedReplica], listed: Iterable[Listed]
+) -> list[ReplicaScan]:
     """What the workflow needs to hear: replicas whose observation differs from the digest it
-    holds, whose generation baseline is not taken yet, or that are not healthy (each failed
-    scan counts, so it is told every time). A healthy, unchanged replica is left out."""
+    holds, whose baseline is not taken yet, or that are not healthy (each failed scan counts,
+    so it is told every time). A healthy, unchanged replica is left out."""
+    grouped = by_replica(listed)
     out = []
     for watched in replicas:
-        scan = observe(watched, objects)
-        healthy = scan.ready and not scan.missing and not scan.drifted
-        if scan.digest != watched.digest or not watched.generations or not healthy:
+        scan = observe(watched, grouped.get(watched.key, []))
+        healthy = scan.ready and not scan.missing and not scan.changed
+        if scan.digest != watched.digest or not watched.baseline or not healthy:
             out.append(scan)
     return out

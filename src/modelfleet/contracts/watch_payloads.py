@@ -12,9 +12,8 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from modelfleet.contracts.kube_payloads import KubeconfigRef, ObjectRef
+from modelfleet.contracts.kube_payloads import KubeconfigRef
 from modelfleet.contracts.wire import WireModel
-from modelfleet.rendering.readiness import ReadinessRule
 
 # Signal names: replica -> cluster, cluster -> replica.
 WATCH_REPLICA = "watch_replica"
@@ -23,21 +22,23 @@ REPLICA_HEALTH = "replica_health"
 
 
 class WatchedReplica(WireModel):
-    """One replica the cluster watches. The replica sends the first four fields (its
-    registration); the cluster keeps the rest between scans and across continue-as-new."""
+    """One replica the cluster watches, compact (a few hundred bytes: the whole map goes into
+    every scan's input and the cluster's continue-as-new). The replica sends the first four
+    fields (its registration); the cluster keeps the rest. The scan finds a replica's objects by
+    its labels, so no object names travel."""
 
-    key: str  # "<namespace>/<replica>"
+    key: str  # "<namespace>/<replica>", as its objects' namespace and replica labels say
     workflow_id: str
-    # What the replica applied (no Namespace) and what must report Available.
-    refs: list[ObjectRef]
-    rules: list[ReadinessRule]
+    # How many objects it applied (no Namespace): fewer found means some are missing.
+    objects: int = Field(default=0, ge=0)
     # Consecutive failed scans before the replica is told it is unhealthy.
     threshold: int = Field(default=3, ge=1)
     # The replica's phase when it registered: Ready (True) or Degraded after a repair (False).
     healthy: bool = True
-    # metadata.generation of each ref (aligned; 0: none) at the first scan after registering;
-    # empty: not taken yet. A generation that moves means someone edited the spec.
-    generations: list[int] = []
+    # Digest of its objects (kind, namespace, name, metadata.generation) at the first scan that
+    # found them all; "" not taken yet. Another digest later: an object was deleted, re-created
+    # or its spec edited outside modelfleet.
+    baseline: str = ""
     # The last scan's observation digest ("" none yet) and the judge's count.
     digest: str = ""
     failed_scans: int = 0
@@ -46,6 +47,8 @@ class WatchedReplica(WireModel):
 class ScanRequest(WireModel):
     cluster: str
     kubeconfig: KubeconfigRef | None = None
+    # The (apiVersion, kind) pairs to list (``rendering.orphans.REPLICA_KINDS`` but pods).
+    kinds: list[tuple[str, str]]
     replicas: list[WatchedReplica]
 
 
@@ -55,11 +58,14 @@ class ReplicaScan(WireModel):
     key: str
     ready: bool
     reason: str = ""
-    # The readiness condition is False on the object (the cluster says so), not just absent.
+    # The readiness condition is False on a workload (the cluster says so), not just absent.
     reported: bool = False
-    missing: list[str] = []  # "Kind ns/name" of refs not found (or being deleted)
-    drifted: list[str] = []  # refs whose generation moved since the baseline
-    generations: list[int] = []
+    # Objects fewer than it applied (deleted, or being deleted).
+    missing: int = 0
+    # Its objects differ from the baseline (deleted and re-created, or spec edited).
+    changed: bool = False
+    # The baseline to keep: the entry's, or taken by this scan.
+    baseline: str = ""
     digest: str = ""
 
 

@@ -32,7 +32,7 @@ _REASON_LIMIT = 400
 def registered(entry: WatchedReplica) -> WatchedReplica:
     """A (re-)registration as the cluster keeps it: a fresh baseline and count, whatever the
     sender put in the cluster-owned fields."""
-    return entry.model_copy(update={"generations": [], "digest": "", "failed_scans": 0})
+    return entry.model_copy(update={"baseline": "", "digest": "", "failed_scans": 0})
 
 
 def _cut(text: str) -> str:
@@ -41,13 +41,13 @@ def _cut(text: str) -> str:
 
 def judge(entry: WatchedReplica, scan: ReplicaScan) -> tuple[WatchedReplica, HealthNews | None]:
     """The entry after one scan of it, and what to tell the replica (None: nothing)."""
-    kept = entry.model_copy(update={"digest": scan.digest, "generations": scan.generations})
-    if scan.missing or scan.drifted:
+    kept = entry.model_copy(update={"digest": scan.digest, "baseline": scan.baseline})
+    if scan.missing or scan.changed:
         parts = []
         if scan.missing:
-            parts.append("missing: " + ", ".join(scan.missing))
-        if scan.drifted:
-            parts.append("spec edited outside modelfleet: " + ", ".join(scan.drifted))
+            parts.append(f"{scan.missing} of its {entry.objects} objects missing")
+        if scan.changed:
+            parts.append("its objects were re-created or edited outside modelfleet")
         # Told once per distinct finding: the replica repairs and registers afresh; if it
         # could not, the next different finding (or its own deadline) moves it on.
         news = (

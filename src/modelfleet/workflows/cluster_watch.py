@@ -39,10 +39,13 @@ with workflow.unsafe.imports_passed_through():
         ScanResult,
         WatchedReplica,
     )
+    from modelfleet.rendering.orphans import REPLICA_KINDS
     from modelfleet.rollout.cluster_watch import judge, registered
 
 # A scan's API errors are retried a few times, quickly; past that it is no sample (the next
 # probe scans again), so the probe loop is never held up for long.
+# What a replica applies, all labelled with it; its pods are the controllers' (and many).
+SCAN_KINDS = [k for k in REPLICA_KINDS if k != ("v1", "Pod")]
 SCAN_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
@@ -87,7 +90,10 @@ class ReplicaWatcher:
             result: ScanResult = await workflow.execute_activity(
                 KUBE_SCAN_REPLICAS,
                 ScanRequest(
-                    cluster=probe.cluster, kubeconfig=probe.kubeconfig, replicas=self.state()
+                    cluster=probe.cluster,
+                    kubeconfig=probe.kubeconfig,
+                    kinds=SCAN_KINDS,
+                    replicas=self.state(),
                 ),
                 result_type=ScanResult,
                 start_to_close_timeout=timedelta(seconds=60),

@@ -120,7 +120,7 @@ class ReplicaWatch:
         raise NotImplementedError
 
     async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._register(rendered):
+        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._register():
             try:
                 await self._watched_by_cluster(rendered, serving_since)
             except (RolloutFailedError, asyncio.CancelledError):
@@ -242,21 +242,20 @@ class ReplicaWatch:
                     seconds=self._input.progress_deadline_seconds
                 )
             # A fresh baseline (new generations) for what it applied, and its phase now.
-            await self._register(rendered)
+            await self._register()
         elif news.kind is NewsKind.HEALTHY:
             if self._phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
         elif self._phase is not ReplicaPhase.DEGRADED or self._reason != news.reason:
             await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, news.reason)
 
-    async def _register(self, rendered: RenderedReplica) -> bool:
+    async def _register(self) -> bool:
         """Ask the cluster's workflow to watch this replica; False when there is none."""
         r = self._replica
         entry = WatchedReplica(
             key=f"{r.namespace}/{r.name}",
             workflow_id=workflow.info().workflow_id,
-            refs=self._applied,
-            rules=rendered.readiness,
+            objects=len(self._applied),
             threshold=self._input.degraded_after_checks,
             healthy=self._phase is ReplicaPhase.READY,
         )
