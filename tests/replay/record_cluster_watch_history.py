@@ -102,12 +102,19 @@ async def record() -> list[tuple[str, str, WorkflowHistory]]:
             )
             print(f"  deleted Deployment {meta['namespace']}/{meta['name']}")
 
+            seen: set[ReplicaPhase] = set()
+
             async def repaired() -> bool | None:
+                # Degraded first (the repair re-created it), then Ready: a query between the
+                # re-apply and the workflow task after it still reads Ready.
                 progress = await wf.query(ReplicaWorkflow.progress)
+                seen.add(progress.phase)
                 back = await asyncio.to_thread(
                     kube.get, "apps/v1", "Deployment", meta["name"], meta["namespace"]
                 )
                 if back is None or back["metadata"]["uid"] == meta["uid"]:
+                    return None
+                if ReplicaPhase.DEGRADED not in seen:
                     return None
                 return True if progress.phase is ReplicaPhase.READY else None
 

@@ -18,6 +18,9 @@ def test_the_watched_replica_golden_registers_repairs_on_news_and_never_polls() 
     first = steps.index("watch_replica")
     assert steps[first + 1 : first + 3] == ["kube.drift", "kube.apply"]
     assert steps.count("watch_replica") == 2
+    # Told healthy again after the repair: Ready (the deployment told) and published again.
+    again = steps.index("watch_replica", first + 1)
+    assert steps[again + 1 : again + 3] == ["replica_progress", "endpoints.publish_replica"]
     assert steps.index("unwatch_replica") < steps.index("kube.delete")
 
 

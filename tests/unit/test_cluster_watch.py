@@ -15,7 +15,7 @@ LABELS = {LABEL_NAMESPACE: "ml", LABEL_REPLICA: "m-a"}
 
 
 def watched(**update: Any) -> WatchedReplica:
-    entry = WatchedReplica(key="ml/m-a", workflow_id="replica/ml/m-a", objects=3)
+    entry = WatchedReplica(key="ml/m-a", workflow_id="replica/ml/m-a", objects=3, acknowledged=True)
     return entry.model_copy(update=update)
 
 
@@ -190,3 +190,15 @@ def test_missing_or_edited_objects_ask_for_a_repair_once_per_finding() -> None:
 def test_a_registration_starts_afresh_whatever_the_sender_set() -> None:
     entry = registered(watched(baseline="b", digest="d", failed_scans=2))
     assert (entry.baseline, entry.digest, entry.failed_scans) == ("", "", 0)
+    assert not entry.acknowledged
+
+
+def test_the_first_scan_after_a_registration_always_tells_the_replica_something() -> None:
+    entry, news = judge(watched(acknowledged=False), scan())
+    assert news is not None
+    assert news.kind is NewsKind.WATCHING
+    assert entry.acknowledged
+    # Other news is acknowledgement enough.
+    _, news = judge(watched(acknowledged=False), scan(missing=1, digest="m"))
+    assert news is not None
+    assert news.kind is NewsKind.REPAIR

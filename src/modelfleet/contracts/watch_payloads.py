@@ -42,6 +42,8 @@ class WatchedReplica(WireModel):
     # The last scan's observation digest ("" none yet) and the judge's count.
     digest: str = ""
     failed_scans: int = 0
+    # Whether the replica was told it is watched (the first scan after it registered does).
+    acknowledged: bool = False
 
 
 class ScanRequest(WireModel):
@@ -80,6 +82,8 @@ class NewsKind(StrEnum):
     UNHEALTHY = "unhealthy"
     # Objects missing or edited outside modelfleet: compare and re-apply (drift repair).
     REPAIR = "repair"
+    # The first scan after a registration saw it: the replica is watched (no news otherwise).
+    WATCHING = "watching"
 
 
 class HealthNews(WireModel):

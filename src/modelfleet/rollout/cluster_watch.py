@@ -32,7 +32,9 @@ _REASON_LIMIT = 400
 def registered(entry: WatchedReplica) -> WatchedReplica:
     """A (re-)registration as the cluster keeps it: a fresh baseline and count, whatever the
     sender put in the cluster-owned fields."""
-    return entry.model_copy(update={"baseline": "", "digest": "", "failed_scans": 0})
+    return entry.model_copy(
+        update={"baseline": "", "digest": "", "failed_scans": 0, "acknowledged": False}
+    )
 
 
 def _cut(text: str) -> str:
@@ -40,7 +42,17 @@ def _cut(text: str) -> str:
 
 
 def judge(entry: WatchedReplica, scan: ReplicaScan) -> tuple[WatchedReplica, HealthNews | None]:
-    """The entry after one scan of it, and what to tell the replica (None: nothing)."""
+    """The entry after one scan of it, and what to tell the replica (None: nothing). The first
+    scan after a registration always tells something (``watching`` when nothing else), so the
+    replica knows a cluster watches it (one that never hears falls back to polling)."""
+    kept, news = _judge(entry, scan)
+    if not entry.acknowledged:
+        kept = kept.model_copy(update={"acknowledged": True})
+        news = news or HealthNews(kind=NewsKind.WATCHING)
+    return kept, news
+
+
+def _judge(entry: WatchedReplica, scan: ReplicaScan) -> tuple[WatchedReplica, HealthNews | None]:
     kept = entry.model_copy(update={"digest": scan.digest, "baseline": scan.baseline})
     if scan.missing or scan.changed:
         parts = []

@@ -44,6 +44,10 @@ with workflow.unsafe.imports_passed_through():
 
 # A scan's API errors are retried a few times, quickly; past that it is no sample (the next
 # probe scans again), so the probe loop is never held up for long.
+# Scanning is a new command after a probe: a cluster whose history holds ``watch_replica``
+# signals that a worker from before the watch received (a rolling upgrade) scanned nothing
+# then, and must not on replay; it scans from its next run on.
+PATCH_SCAN = "cluster-scans-replicas"
 # What a replica applies, all labelled with it; its pods are the controllers' (and many).
 SCAN_KINDS = [k for k in REPLICA_KINDS if k != ("v1", "Pod")]
 SCAN_RETRY = RetryPolicy(
@@ -83,7 +87,7 @@ class ReplicaWatcher:
     async def scan(self, probe: ProbeRequest, *, ready: bool) -> None:
         """One scan (after a probe that found the cluster ``ready``; a dark cluster's scan would
         be no sample) and what follows from it; a scan that fails changes nothing."""
-        if not ready or not self.entries:
+        if not ready or not self.entries or not workflow.patched(PATCH_SCAN):
             return
         sent = dict(self.entries)
         try:

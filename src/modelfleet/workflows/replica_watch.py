@@ -9,8 +9,9 @@ changed (``workflows.cluster_watch``, ``PATCH_CLUSTER_WATCH``). A healthy, idle 
 activity and no timer at all; it wakes for a health signal (Degraded/Ready, endpoint included),
 for objects missing or edited (drift repair, then it registers again), for its repair deadline
 or for teardown. Without a cluster workflow to register with (a replica started on its own),
-and in histories recorded before, it polls: a health check every interval judged over time,
-and a drift comparison on a failed check and on a slow resync.
+or one that says nothing within ``ACK_WAIT`` of the registration (dark, or on a worker from
+before the watch), and in histories recorded before, it polls: a health check every interval
+judged over time, and a drift comparison on a failed check and on a slow resync.
 
 A mixin of ``ReplicaWorkflow``, in its own module because the saga and the watch are two
 concerns; the state it reads is the workflow's (declared below), the reporting (``_set``) too.
@@ -91,6 +92,9 @@ PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
 # ran a health check every 30 s and a drift comparison every 5 minutes, forever (330
 # activities/s at 10,000 replicas). Histories recorded before schedule those timers and checks.
 PATCH_CLUSTER_WATCH = "replica-cluster-watch"
+# How long a registered replica waits for its cluster's first scan (the next probe: 15 s by
+# default) before it polls instead.
+ACK_WAIT = timedelta(minutes=10)
 
 
 class RolloutFailedError(Exception):
@@ -120,7 +124,7 @@ class ReplicaWatch:
         raise NotImplementedError
 
     async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._register():
+        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._watched():
             try:
                 await self._watched_by_cluster(rendered, serving_since)
             except (RolloutFailedError, asyncio.CancelledError):
@@ -243,11 +247,31 @@ class ReplicaWatch:
                 )
             # A fresh baseline (new generations) for what it applied, and its phase now.
             await self._register()
+        elif news.kind is NewsKind.WATCHING:
+            pass  # the acknowledgement of a registration
         elif news.kind is NewsKind.HEALTHY:
             if self._phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
         elif self._phase is not ReplicaPhase.DEGRADED or self._reason != news.reason:
             await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, news.reason)
+
+    async def _watched(self) -> bool:
+        """Register and wait for the cluster's first word (its next scan); False, and polling
+        instead, when there is no cluster workflow or it does not answer in time (dark, or a
+        worker from before the watch that leaves the registration unhandled)."""
+        if not await self._register():
+            return False
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._teardown or bool(self._news),
+                timeout=ACK_WAIT,
+                timeout_summary="the cluster's first scan",
+            )
+        if self._teardown or self._news:
+            return True
+        await self._unregister()
+        workflow.logger.warning("no scan of %s by its cluster: polling", self._replica.name)
+        return False
 
     async def _register(self) -> bool:
         """Ask the cluster's workflow to watch this replica; False when there is none."""

@@ -58,7 +58,7 @@ from modelfleet.workflows.cluster import ClusterWorkflow
 from modelfleet.workflows.ids import cluster_id, replica_id
 from modelfleet.workflows.replica import ReplicaWorkflow
 
-PROBE_SECONDS = 300
+PROBE_SECONDS = 120
 
 
 def _key(ref: ObjectRef) -> tuple[str, str, str, str]:
@@ -204,9 +204,9 @@ class Fleet:
 
 
 @asynccontextmanager
-async def fleet(env: WorkflowEnvironment) -> AsyncIterator[Fleet]:
+async def fleet(env: WorkflowEnvironment, *, up: bool = True) -> AsyncIterator[Fleet]:
     queue = f"tq-{uuid.uuid4()}"
-    kube, probe = Kube(), FakeProbe()
+    kube, probe = Kube(), FakeProbe(up=up)
     async with Worker(
         env.client,
         task_queue=queue,
@@ -234,7 +234,7 @@ async def test_an_idle_ready_replica_runs_nothing_for_hours_while_its_cluster_sc
 ) -> None:
     async with fleet(time_skipping_env) as f:
         replica = await f.start("qwen-idle1")
-        await f.scans_after(1)  # registered and baselined
+        await f.scans_after(2)  # registered, acknowledged and baselined
         before = await _events(replica)
         scans = len(f.kube.scans)
         await time_skipping_env.sleep(timedelta(hours=3))
@@ -308,3 +308,20 @@ async def test_a_scan_tells_only_the_replica_that_changed_and_a_missing_object_c
         assert desc.status.name == "RUNNING"
         await a.signal(ReplicaWorkflow.teardown)
         assert (await a.result()).phase is ReplicaPhase.TERMINATED
+
+
+async def test_a_replica_whose_cluster_does_not_scan_it_polls_instead(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    # The cluster never answers its probe, so it is never Ready and never scans: the replica
+    # hears nothing after registering and, rather than go unwatched, checks its own health.
+    async with fleet(time_skipping_env, up=False) as f:
+        replica = await f.start("qwen-alone")
+        assert "check" not in f.kube.calls
+        await time_skipping_env.sleep(timedelta(minutes=15))
+        assert f.kube.calls.count("check") >= 3
+        assert f.kube.scans == []
+        status = await f.cluster.query(ClusterWorkflow.status)
+        assert not status.ready
+        await replica.signal(ReplicaWorkflow.teardown)
+        assert (await replica.result()).phase is ReplicaPhase.TERMINATED
