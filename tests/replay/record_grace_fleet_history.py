@@ -1,13 +1,16 @@
 """Record the golden history of the Fleet's end-of-grace timer (a script, not a test).
 
-    .venv/bin/python tests/replay/record_grace_fleet_history.py
+    .venv/bin/python tests/replay/record_grace_fleet_history.py [--nudge]
 
 On the time-skipping test server with a real worker: a Fleet with two quickstart-shaped Ready
 clusters places a deployment, its cluster reports NotReady (the ``fleet-not-ready-grace-timer``
 patch starts a timer), the clock passes the grace in steps (the timer fires and marks the
 cluster changed), and the deployment is placed again, on the other cluster. The history is
 replayed against the current code and only then written as ``grace-fleet.json`` with its
-``index.json`` entry.
+``index.json`` entry. ``grace-fleet.json`` was recorded before the
+``fleet-nudge-deployments-at-grace-end`` patch and is kept as it is; ``--nudge`` records the
+current code (the timer, then a ``resync`` signal to the deployment on the dark cluster) as
+``grace-nudge-fleet.json``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from modelfleet.workflows.fleet import NOT_READY_GRACE, FleetWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILENAME = "grace-fleet.json"
+NUDGE_FILENAME = "grace-nudge-fleet.json"
 
 
 async def record() -> WorkflowHistory:
@@ -77,20 +81,26 @@ async def record() -> WorkflowHistory:
 
 
 async def main() -> None:
+    nudge = "--nudge" in sys.argv[1:]
+    filename = NUDGE_FILENAME if nudge else FILENAME
     history = await record()
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
-    (HISTORIES / FILENAME).write_text(history.to_json())
+    (HISTORIES / filename).write_text(history.to_json())
     index_path = HISTORIES / "index.json"
     index = json.loads(index_path.read_text())
-    index[FILENAME] = {
-        "scenario": "the Fleet's end-of-grace timer (fleet-not-ready-grace-timer patch): a "
-        "placement, its cluster NotReady past the grace, the timer fired, placed again elsewhere",
-        "type": "Fleet",
-        "workflow_id": "fleet",
-    }
+    scenario = (
+        "the Fleet's end-of-grace timer (fleet-not-ready-grace-timer patch): a "
+        "placement, its cluster NotReady past the grace, the timer fired, placed again elsewhere"
+    )
+    if nudge:
+        scenario += (
+            "; at the timer the deployment on the cluster is signalled to resync "
+            "(fleet-nudge-deployments-at-grace-end patch; the deployment does not exist here)"
+        )
+    index[filename] = {"scenario": scenario, "type": "Fleet", "workflow_id": "fleet"}
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {FILENAME}: {len(history.events)} events")
+    print(f"wrote {filename}: {len(history.events)} events")
 
 
 if __name__ == "__main__":

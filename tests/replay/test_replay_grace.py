@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from test_replay import load, of_type, updates
 
-from modelfleet.workflows.fleet import GRACE_TIMER_PATCH, NOT_READY_GRACE
+from modelfleet.workflows.fleet import GRACE_NUDGE_PATCH, GRACE_TIMER_PATCH, NOT_READY_GRACE
 
 
 def test_grace_golden_holds_the_patch_and_the_fired_timer() -> None:
@@ -31,3 +31,28 @@ def test_grace_golden_holds_the_patch_and_the_fired_timer() -> None:
         e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
         for e in history.events[fired:]
     )
+
+
+def test_nudge_golden_signals_the_deployment_at_the_grace_end() -> None:
+    """``grace-nudge-fleet.json`` (``record_grace_fleet_history.py --nudge``): the nudge patch's
+    marker, and a signal to the deployment on the dark cluster after the timer fired; the
+    older golden has neither, so both code paths replay."""
+    history = load("grace-nudge-fleet.json")
+    markers = [
+        e.marker_recorded_event_attributes.SerializeToString()
+        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+    ]
+    assert any(GRACE_NUDGE_PATCH.encode() in m for m in markers)
+    fired = next(
+        i for i, e in enumerate(history.events) if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+    )
+    signalled = [
+        e.signal_external_workflow_execution_initiated_event_attributes
+        for e in history.events[fired:]
+        if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    ]
+    assert [(s.workflow_execution.workflow_id, s.signal_name) for s in signalled] == [
+        ("deployment/ns/m", "resync")
+    ]
+    old = load("grace-fleet.json")
+    assert not of_type(old, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)

@@ -1,7 +1,9 @@
 """The InferenceCluster's orphan sweep on the time-skipping server, with activity doubles for
 the cluster and the Fleet: back from NotReady it deletes what replicas the ledger no longer
 holds there left behind, keeps every replica the ledger holds (also one booked while the sweep
-was listing), does nothing without a dark spell, and tries a failed sweep again."""
+was listing), does nothing without a dark spell until its resync, tries a failed sweep again,
+follows up (bounded) on replicas it kept while the ledger may still be releasing them, and
+sweeps on a slow resync what was left while the cluster stayed Ready."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from modelfleet.contracts.stack_payloads import (
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.rendering.orphans import REPLICA_KINDS
+from modelfleet.rendering.sweep_schedule import FOLLOW_UPS
 from modelfleet.workflows.cluster import ClusterWorkflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
@@ -65,6 +68,9 @@ class FakeCluster:
     up: bool = True
     # Booked in the ledger the moment the cluster is listed (a placement racing the sweep).
     booked_while_listing: str | None = None
+    # Released from the ledger just after the sweep asked it (a teardown that gave up on the
+    # dark cluster, its capacity released in the Fleet as the cluster came back).
+    released_after_asked: str | None = None
     sweep_failures: int = 0
     calls: list[str] = field(default_factory=list)
     probes: int = 0
@@ -100,7 +106,11 @@ class FakeCluster:
     @activity.defn(name=FLEET_REPLICAS_ON)
     async def replicas_on(self, cluster: str) -> list[str]:
         self.calls.append("ledger")
-        return sorted(self.ledger)
+        held = sorted(self.ledger)
+        if self.released_after_asked is not None:
+            self.ledger.discard(self.released_after_asked)
+            self.released_after_asked = None
+        return held
 
     @activity.defn(name=KUBE_REPLICAS_FOUND)
     async def replicas_found(self, request: ReplicaSweepRequest) -> list[tuple[str, str]]:
@@ -149,9 +159,12 @@ async def _until(
     raise AssertionError(f"never reached: last status {status}")
 
 
-async def _dark_then_back(env: WorkflowEnvironment, fake: FakeCluster) -> list[str]:
-    """Run the cluster Ready, dark until NotReady, then Ready again; then delete it. Returns
-    the sweep's calls (before the delete, whose drain asks the ledger too)."""
+async def _dark_then_back(
+    env: WorkflowEnvironment, fake: FakeCluster, *, probes_after: int = 3
+) -> list[str]:
+    """Run the cluster Ready, dark until NotReady, then Ready again for ``probes_after`` more
+    probes; then delete it. Returns the sweep's calls (before the delete, whose drain asks the
+    ledger too)."""
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(
         env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=fake.activities()
@@ -172,7 +185,7 @@ async def _dark_then_back(env: WorkflowEnvironment, fake: FakeCluster) -> list[s
         await _until(env, handle, lambda s: s.ready)
         probes = fake.probes
         # A few more probes, so a retried or repeated sweep has the chance to show.
-        while fake.probes < probes + 3:
+        while fake.probes < probes + probes_after:
             await env.sleep(timedelta(seconds=15))
         calls = list(fake.calls)
         fake.ledger.clear()  # drained: the delete need not wait
@@ -191,16 +204,20 @@ async def test_back_from_dark_removes_only_what_replicas_the_ledger_does_not_hol
     )
     calls = await _dark_then_back(time_skipping_env, fake)
     # Listed first, ledger asked second: the replica booked meanwhile is kept.
-    assert calls == ["list", "ledger", "sweep ns/moved-1,other/kept-1"]
+    assert calls[:3] == ["list", "ledger", "sweep ns/moved-1,other/kept-1"]
+    # The follow-ups find the kept replicas still held: they list and ask, and delete nothing.
+    assert set(calls[3:]) <= {"list", "ledger"}
     assert fake.objects == {("ns", "kept-1"), ("ns", "new-1")}
 
 
 async def test_nothing_to_sweep_when_every_replica_found_is_in_the_ledger(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:
+    """Serving replicas the ledger holds are never deleted, and the follow-ups that look again
+    (they might have been on their way out) stop after their bound."""
     fake = FakeCluster(objects={("ns", "a"), ("ns", "b")}, ledger={"ns/a", "ns/b"})
-    calls = await _dark_then_back(time_skipping_env, fake)
-    assert calls == ["list", "ledger"]
+    calls = await _dark_then_back(time_skipping_env, fake, probes_after=FOLLOW_UPS + 3)
+    assert calls == ["list", "ledger"] * (1 + FOLLOW_UPS)
     assert fake.objects == {("ns", "a"), ("ns", "b")}
 
 
@@ -211,3 +228,97 @@ async def test_a_failed_sweep_is_tried_again_at_the_next_ready_probe(
     calls = await _dark_then_back(time_skipping_env, fake)
     assert calls == ["list", "ledger", "sweep ns/moved", "list", "ledger", "sweep ns/moved"]
     assert fake.objects == set()
+
+
+async def test_a_run_continued_while_dark_still_sweeps_on_return(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """The dark flag rides continue-as-new (``ClusterInput.sweep_pending``): a run that starts
+    NotReady with it sweeps at its first Ready probe, and says so in its status until then."""
+    env = time_skipping_env
+    fake = FakeCluster(objects={("ns", "moved-1")}, up=False)
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=fake.activities()
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=SPEC, ready=False, failed_probes=3, sweep_pending=True),
+            id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        status = await _until(env, handle, lambda s: s.last_probe is not None)
+        assert status.sweep_pending
+        assert not status.ready
+        assert fake.calls == []
+        fake.up = True
+        status = await _until(env, handle, lambda s: s.ready and not s.sweep_pending)
+        assert fake.calls == ["list", "ledger", "sweep ns/moved-1"]
+        assert fake.objects == set()
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+
+
+async def _until_fake(env: WorkflowEnvironment, want: Callable[[], bool], what: str) -> None:
+    for _ in range(200):
+        if want():
+            return
+        await env.sleep(timedelta(seconds=5))
+    raise AssertionError(f"never reached: {what}")
+
+
+async def test_a_replica_released_just_after_the_return_sweep_is_removed_by_a_follow_up(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """The race: a teardown gave up on the dark cluster, and its replica is released in the
+    Fleet only after the cluster came back and its sweep asked the ledger. The return sweep
+    keeps it (held); a follow-up at a next probe finds it released and removes it."""
+    fake = FakeCluster(
+        objects={("ns", "gave-up"), ("ns", "serving")},
+        ledger={"ns/gave-up", "ns/serving"},
+        released_after_asked="ns/gave-up",
+    )
+    calls = await _dark_then_back(time_skipping_env, fake)
+    assert calls[:2] == ["list", "ledger"], "the return sweep kept what the ledger held"
+    assert calls[2:5] == ["list", "ledger", "sweep ns/gave-up"]
+    assert set(calls[5:]) <= {"list", "ledger"}
+    assert fake.objects == {("ns", "serving")}
+
+
+async def test_the_slow_resync_sweeps_what_was_left_while_the_cluster_stayed_ready(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """No dark spell at all: what a crashed teardown or a terminated replica workflow left is
+    removed at the next resync (``sweep_resync_seconds``), not before, and again at the one
+    after for something left later; replicas the ledger holds stay."""
+    env = time_skipping_env
+    fake = FakeCluster(objects={("ns", "crashed"), ("ns", "serving")}, ledger={"ns/serving"})
+    resync = timedelta(seconds=120)
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=fake.activities()
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=SPEC, sweep_resync_seconds=int(resync.total_seconds())),
+            id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await _until(env, handle, lambda s: s.ready)
+        started = await env.get_current_time()
+        await _until_fake(env, lambda: ("ns", "crashed") not in fake.objects, "first resync")
+        waited = await env.get_current_time() - started
+        assert resync - timedelta(seconds=20) <= waited <= resync + timedelta(seconds=40), waited
+        assert fake.calls == ["list", "ledger", "sweep ns/crashed"]
+        fake.objects.add(("ns", "terminated"))
+        await _until_fake(env, lambda: ("ns", "terminated") not in fake.objects, "next resync")
+        assert fake.calls[3:] == ["list", "ledger", "sweep ns/terminated"]
+        assert fake.objects == {("ns", "serving")}
+        status = await handle.query(ClusterWorkflow.status)
+        assert status.ready
+        assert not status.sweep_pending
+        fake.ledger.clear()
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()

@@ -12,12 +12,14 @@ import uuid
 from datetime import timedelta
 
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
+from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlacementCheck, PlaceRequest
-from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
 from modelfleet.workflows.fleet import NOT_READY_GRACE, FleetWorkflow
+from modelfleet.workflows.ids import deployment_id
 
 STEP = timedelta(seconds=60)
 
@@ -78,3 +80,75 @@ async def test_replicas_on_a_cluster_not_ready_past_its_grace_are_re_placed(
         assert [p.split("@")[1] for p in placed] == [other]
         assert await handle.query(FleetWorkflow.replicas_on, other) != []
         await handle.terminate()
+
+
+# Not sandboxed: a test stand-in (see tests/workflow/test_replica_saga.py on why).
+@workflow.defn(name="DeploymentResyncs", sandboxed=False)
+class DeploymentResyncs:
+    """Stands in for the ModelDeployment workflow: counts the Fleet's ``resync`` nudges."""
+
+    def __init__(self) -> None:
+        self.resyncs = 0
+
+    @workflow.signal
+    def resync(self) -> None:
+        self.resyncs += 1
+
+    @workflow.query
+    def count(self) -> int:
+        return self.resyncs
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """The grace is the Fleet's own limit (``FleetLimits.not_ready_grace_seconds``), and at its
+    end every deployment with a replica on the cluster is asked to reconcile at once, rather
+    than finding out at its next periodic resync."""
+    env = time_skipping_env
+    queue = f"fleet-grace-{uuid.uuid4()}"
+    state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
+    grace = timedelta(seconds=30)
+    limits = FleetLimits(not_ready_grace_seconds=int(grace.total_seconds()))
+    async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow, DeploymentResyncs]):
+        stand_in = await env.client.start_workflow(
+            DeploymentResyncs.run, id=deployment_id("ns", "m"), task_queue=queue
+        )
+        handle = await env.client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(state=state, limits=limits),
+            id=f"fleet-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        md = one_gpu_deployment("m", "ns")
+        answer = await handle.execute_update(
+            FleetWorkflow.place, PlaceRequest(request_id="first", deployment=md, desired=1)
+        )
+        home = answer.placed[0].spec.cluster_name
+        other = next(c for c in state.cluster_entries if c != home)
+        await handle.execute_update(
+            FleetWorkflow.report_cluster, ClusterReport(name=home, ready=False, reason="dark")
+        )
+        went_dark = await env.get_current_time()
+        inside = await handle.execute_update(
+            FleetWorkflow.place, PlaceRequest(request_id="inside", deployment=md, desired=1)
+        )
+        assert (inside.placed, inside.victims) == ([], [])
+        check = PlacementCheck(namespace="ns", deployment="m", version=inside.version)
+        while await env.get_current_time() - went_dark < grace:
+            assert await stand_in.query(DeploymentResyncs.count) == 0
+            assert await handle.query(FleetWorkflow.placement_current, check)
+            await env.sleep(timedelta(seconds=5))
+        await env.sleep(timedelta(seconds=5))
+        assert await stand_in.query(DeploymentResyncs.count) == 1
+        assert not await handle.query(FleetWorkflow.placement_current, check)
+        moved = await handle.execute_update(
+            FleetWorkflow.place, PlaceRequest(request_id="past", deployment=md, desired=1)
+        )
+        assert [r.spec.cluster_name for r in moved.placed] == [other]
+        await handle.terminate()
+        await stand_in.terminate()

@@ -10,13 +10,14 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.activity_names import (
+    FLEET_SWEEP_PENDING,
     KUBE_APPLY,
     KUBE_CHECK_READY,
     KUBE_DELETE,
@@ -82,6 +83,11 @@ class FakeCluster:
     deleted: list[ObjectRef] = field(default_factory=list)
     # Upserts of ModelfleetPhase in the replica's last run (set by ``_run`` from its history).
     phase_upserts: int = 0
+    # Dark: every delete fails as an unreachable cluster does; ``sweep_pending`` is what the
+    # cluster's workflow answers (its orphan sweep will run when the cluster is back).
+    dark: bool = False
+    # How many times the cluster's workflow answers "no sweep pending" before "pending".
+    not_dark_yet: int = 0
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
@@ -127,8 +133,16 @@ class FakeCluster:
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:
         self.calls.append("delete")
+        if self.dark:
+            raise ApplicationError("connection reset by peer", type="RetryableKubeError")
         self.deleted.extend(request.objects)
         return DeleteResult(deleted=len(request.objects), absent=0)
+
+    @activity.defn(name=FLEET_SWEEP_PENDING)
+    async def will_be_swept(self, cluster_workflow_id: str) -> bool:
+        self.calls.append(f"sweep pending? {cluster_workflow_id}")
+        self.not_dark_yet -= 1
+        return self.not_dark_yet < 0
 
 
 # Not sandboxed: the sandbox re-imports this test module, and CPython 3.11 can fail compiling a
@@ -175,6 +189,7 @@ async def _run(
             fake.poll_ready,
             fake.check_ready,
             fake.delete,
+            fake.will_be_swept,
             fake.publish,
             fake.withdraw,
         ],
@@ -193,6 +208,12 @@ async def _run(
             # Serving: the health watch runs until it is told to tear down.
             await env.sleep(timedelta(minutes=2))
             await handle.signal(ReplicaWorkflow.teardown)
+        # The test server's long poll for the result can come back empty while a teardown
+        # retries for a while (RuntimeError "No completion event found"): wait for the close.
+        for _ in range(200):
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                break
+            await env.sleep(timedelta(seconds=10))
         cause: BaseException | None = None
         try:
             result = await handle.result()
@@ -285,3 +306,20 @@ async def test_permanent_apply_error_compensates_in_reverse(
     # Even the half-applied step's objects are deleted (compensation works from the render).
     assert any(r.kind == "Deployment" for r in fake.deleted)
     assert any(r.kind == "ResourceClaimTemplate" for r in fake.deleted)
+
+
+async def test_teardown_on_a_dark_cluster_leaves_what_is_there_to_its_sweep(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """A delete that cannot reach the cluster is tried for a while at a time; while the
+    cluster's workflow says no sweep will come (not NotReady yet) it is tried again, and once
+    a sweep will run on the cluster's return the teardown ends instead of retrying for ten
+    minutes."""
+    fake = FakeCluster(dark=True, not_dark_yet=2)
+    result, _ = await _run(time_skipping_env, fake, teardown=True)
+    assert result.phase is ReplicaPhase.TERMINATED
+    asked = [c for c in fake.calls if c.startswith("sweep pending?")]
+    assert asked == ["sweep pending? cluster/east"] * 3
+    # Three bounded tries (about 10 s of backoff each), not the whole cleanup timeout's worth.
+    assert 6 <= fake.calls.count("delete") <= 18, fake.calls
+    assert fake.deleted == []

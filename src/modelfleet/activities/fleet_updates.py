@@ -21,6 +21,7 @@ from modelfleet.contracts.activity_names import (
     FLEET_RELEASE,
     FLEET_REPLICAS_BY_POOL,
     FLEET_REPLICAS_ON,
+    FLEET_SWEEP_PENDING,
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
@@ -30,6 +31,7 @@ from modelfleet.contracts.fleet_payloads import (
     PublishRequest,
     ReleaseRequest,
 )
+from modelfleet.contracts.status import ClusterStatus
 
 FLEET_WORKFLOW_ID = "fleet"
 # The server admits a bounded number of in-flight Updates per workflow (10 by default); past it,
@@ -102,3 +104,11 @@ class FleetActivities:
         this says True."""
         current: bool = await self._fleet().query("placement_current", check, result_type=bool)
         return current
+
+    @activity.defn(name=FLEET_SWEEP_PENDING)
+    async def sweep_pending(self, cluster_workflow_id: str) -> bool:
+        """Whether the cluster workflow ``cluster_workflow_id`` will sweep its cluster of moved
+        replicas' objects when it is Ready again (a query: no history)."""
+        handle = self._client.get_workflow_handle(cluster_workflow_id)
+        status: ClusterStatus = await handle.query("status", result_type=ClusterStatus)
+        return status.sweep_pending

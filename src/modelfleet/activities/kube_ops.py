@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from modelfleet.activities.keepalive import KeepAlive
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
@@ -154,12 +155,13 @@ class KubeActivities:
         of many objects would otherwise rarely get through in one attempt."""
         cluster = self._cluster(request.cluster)
         (start,) = _resumed(1)
-        for index in range(min(start, len(request.manifests)), len(request.manifests)):
-            try:
-                cluster.apply(request.manifests[index])
-            except KubeError as exc:
-                raise to_temporal(exc) from None
-            activity.heartbeat(index + 1)
+        with KeepAlive(start) as alive:
+            for index in range(min(start, len(request.manifests)), len(request.manifests)):
+                try:
+                    cluster.apply(request.manifests[index])
+                except KubeError as exc:
+                    raise to_temporal(exc) from None
+                alive.beat(index + 1)
         return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
 
     @activity.defn(name=KUBE_DELETE)
@@ -168,24 +170,25 @@ class KubeActivities:
         got to (heartbeated as ``(next index, deleted, absent)``)."""
         cluster = self._cluster(request.cluster)
         start, deleted, absent = _resumed(3)
-        for index in range(min(start, len(request.objects)), len(request.objects)):
-            ref = request.objects[index]
-            try:
-                existed = cluster.delete(ref.api_version, ref.kind, ref.name, ref.namespace)
-            except KubeError as exc:
-                raise to_temporal(exc) from None
-            if existed:
-                deleted += 1
-            else:
-                absent += 1
-            activity.heartbeat(index + 1, deleted, absent)
-        swept = self._sweep(cluster, request) if request.sweep_labels else 0
+        with KeepAlive(start, deleted, absent) as alive:
+            for index in range(min(start, len(request.objects)), len(request.objects)):
+                ref = request.objects[index]
+                try:
+                    existed = cluster.delete(ref.api_version, ref.kind, ref.name, ref.namespace)
+                except KubeError as exc:
+                    raise to_temporal(exc) from None
+                if existed:
+                    deleted += 1
+                else:
+                    absent += 1
+                alive.beat(index + 1, deleted, absent)
+            swept = self._sweep(cluster, request) if request.sweep_labels else 0
         return DeleteResult(deleted=deleted + swept, absent=absent, swept=swept)
 
     @staticmethod
     def _sweep(cluster: KubeCluster, request: DeleteRequest) -> int:
         """Delete what still carries the labels, in the kinds and namespaces of the listed
-        objects (idempotent, so a retry simply lists again)."""
+        objects (idempotent, so a retry simply lists again; the caller's KeepAlive beats)."""
         swept = 0
         kinds = sorted({(r.api_version, r.kind, r.namespace) for r in request.objects}, key=str)
         for api_version, kind, namespace in kinds:

@@ -49,9 +49,9 @@ from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
 from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.cache_payloads import CacheInput
-from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.worker.tuning import Tuning
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.cache import CacheWorkflow
 from modelfleet.workflows.cluster import ClusterWorkflow
@@ -79,9 +79,14 @@ APPLY_TIMEOUT = timedelta(seconds=30)
 
 
 async def apply_resource(
-    client: Client, resource: Resource, *, rpc_timeout: timedelta | None = None
+    client: Client,
+    resource: Resource,
+    *,
+    rpc_timeout: timedelta | None = None,
+    tuning: Tuning | None = None,
 ) -> str:
-    """Apply one validated resource; returns the workflow ID that now holds it."""
+    """Apply one validated resource; returns the workflow ID that now holds it. A cluster's new
+    workflow takes its probe knobs from ``tuning`` (default: the environment's)."""
     if isinstance(resource, ModelCache):
         return await update_with_start(
             client,
@@ -116,7 +121,7 @@ async def apply_resource(
             ClusterWorkflow.apply,
             resource,
             run=ClusterWorkflow.run,
-            run_arg=ClusterInput(spec=resource),
+            run_arg=(tuning or Tuning.from_env()).cluster_input(resource),
             workflow_id=cluster_id(resource.name),
             summary=f"InferenceCluster {resource.name}",
             rpc_timeout=rpc_timeout,

@@ -30,6 +30,7 @@ from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, start_dev_server
 from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
+from modelfleet.worker.tuning import Tuning
 from modelfleet.workflows.fleet import FleetWorkflow
 from modelfleet.workflows.ids import FLEET_ID
 
@@ -63,9 +64,11 @@ async def dev_environment(
     startup_seconds: float = 2.0,
     extra_server_args: list[str] | None = None,
     clouds: bool | None = None,
+    tuning: Tuning | None = None,
 ) -> AsyncIterator[DevEnvironment]:
     """``clouds``: run the simulated GKE and EKS (None: only when a GKE or EKS cluster is
-    loaded)."""
+    loaded). ``tuning``: the probe and grace knobs (None: the environment's)."""
+    tuning = tuning or Tuning.from_env()
     resources = load_fleet(fleet_paths)
     classes = [r for r in resources if isinstance(r, InferenceClass)]
     clusters = [r for r in resources if isinstance(r, InferenceCluster)]
@@ -96,10 +99,12 @@ async def dev_environment(
             ) as running_clouds,
         ):
             kubeconfig_dir = fleet.kubeconfig_dir
-            worker_task = asyncio.create_task(run_worker(client, kubeconfig_dir, stop))
-            await ensure_fleet(client)
+            worker_task = asyncio.create_task(
+                run_worker(client, kubeconfig_dir, stop, tuning=tuning)
+            )
+            await ensure_fleet(client, tuning=tuning)
             for resource in sorted(resources, key=lambda r: r.KIND != "InferenceClass"):
-                await apply_resource(client, resource)
+                await apply_resource(client, resource, tuning=tuning)
             # "Usable at once": a deployment applied next must find the clusters published,
             # or its first placement answers "the fleet has no clusters".
             await _wait_published(client, {c.name for c in existing})

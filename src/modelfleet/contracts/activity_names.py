@@ -10,6 +10,10 @@ TASK_QUEUE = "modelfleet"
 
 KUBE_APPLY = "kube.apply"
 KUBE_DELETE = "kube.delete"
+# The heartbeat timeout workflows give kube.apply and kube.delete: the activities beat every
+# quarter of it from a helper thread (``activities.keepalive``), so a killed worker's attempt is
+# retried after this long instead of after its whole start-to-close timeout.
+KUBE_HEARTBEAT_SECONDS = 20
 KUBE_WAIT_READY = "kube.wait_ready"
 KUBE_CHECK_READY = "kube.check_ready"
 # One readiness check per attempt; "not yet" is a benign retryable error, so a long readiness
@@ -29,6 +33,9 @@ FLEET_DRY_PLACE = "fleet.dry_place"
 FLEET_PUBLISH_CLUSTER = "fleet.publish_cluster"
 FLEET_REPLICAS_ON = "fleet.replicas_on"
 FLEET_REPLICAS_BY_POOL = "fleet.replicas_by_pool"
+# Whether a cluster's workflow will sweep it on its return from dark (asked by a teardown that
+# cannot reach the cluster, which may then leave what is there to that sweep).
+FLEET_SWEEP_PENDING = "fleet.sweep_pending"
 AUTOSCALER_TARGET = "autoscaler.target"
 AUTOSCALER_READ_METRICS = "autoscaler.read_metrics"
 AUTOSCALER_SCALE = "autoscaler.scale"

@@ -37,6 +37,9 @@ class FleetLimits(WireModel):
     # The ledger's size guard: the compact state costs ~40-60 bytes per replica, so this keeps
     # the continue-as-new input near 1 MiB at most, well under Temporal's 2 MiB payload limit.
     max_replicas: int = 20_000
+    # How long a cluster may stay NotReady before its replicas are re-placed elsewhere (long
+    # enough that a blip does not move serving replicas; ``worker.tuning`` sets it).
+    not_ready_grace_seconds: int = Field(default=300, ge=1)
 
 
 class FleetState(WireModel):
@@ -70,6 +73,12 @@ class ClusterInput(WireModel):
     failure_threshold: int = 3
     failed_probes: int = 0
     ready: bool = False
+    # It went NotReady after being Ready and has not been swept since (``cluster_sweep``):
+    # carried across continue-as-new so a return after it still sweeps.
+    sweep_pending: bool = False
+    # How often a Ready cluster sweeps the objects of replicas the ledger no longer holds there
+    # (besides on its return from NotReady): what a crashed teardown left is removed this late.
+    sweep_resync_seconds: int = Field(default=600, ge=1)
     # How long a delete waits for the cluster's replicas to move elsewhere.
     drain_timeout_seconds: int = 600
     # GKE/EKS: what provisioning created so far (carried over continue-as-new).

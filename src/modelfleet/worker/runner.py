@@ -35,8 +35,8 @@ from modelfleet.activities.serving import ServingActivities
 from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.contracts.activity_names import TASK_QUEUE
-from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.interceptor import ActivityLogInterceptor
+from modelfleet.worker.tuning import Tuning
 from modelfleet.workflows.accepted import AcceptedResourceWorkflow
 from modelfleet.workflows.autoscaler import AutoscalerWorkflow
 from modelfleet.workflows.cache import CacheWorkflow
@@ -72,11 +72,14 @@ def fleet_task_queue(task_queue: str = TASK_QUEUE) -> str:
     return f"{task_queue}-fleet"
 
 
-async def ensure_fleet(client: Client, task_queue: str = TASK_QUEUE) -> None:
-    """Start the singleton Fleet workflow (on its own task queue) unless it is already running."""
+async def ensure_fleet(
+    client: Client, task_queue: str = TASK_QUEUE, *, tuning: Tuning | None = None
+) -> None:
+    """Start the singleton Fleet workflow (on its own task queue) unless it is already running;
+    a new one takes its NotReady grace from ``tuning`` (default: the environment's)."""
     await client.start_workflow(
         FleetWorkflow.run,
-        FleetInput(),
+        (tuning or Tuning.from_env()).fleet_input(),
         id=FLEET_ID,
         task_queue=fleet_task_queue(task_queue),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -124,6 +127,7 @@ def build_worker(
             fleet.publish_cluster,
             fleet.replicas_on,
             fleet.replicas_by_pool,
+            fleet.sweep_pending,
             *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
             serving.publish_replica,
             serving.withdraw,
@@ -184,9 +188,10 @@ async def run_worker(
     *,
     task_queue: str = TASK_QUEUE,
     max_concurrent_activities: int = 32,
+    tuning: Tuning | None = None,
 ) -> None:
     """Run until ``stop`` is set, then shut down gracefully."""
-    await ensure_fleet(client, task_queue)
+    await ensure_fleet(client, task_queue, tuning=tuning)
     # One FleetActivities for both workers: one bound on this process's Updates to the Fleet.
     fleet = FleetActivities(client)
     worker, kube = build_worker(

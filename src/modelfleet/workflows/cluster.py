@@ -115,6 +115,7 @@ class ClusterWorkflow:
         self._pools_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
+        self._sweeps = DarkWatch.of(arg)  # run() enables
         if self._provisioning.provisioned:
             # Carried across continue-as-new: provisioned by an earlier run.
             self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
@@ -159,7 +160,7 @@ class ClusterWorkflow:
         self._stack_enabled = workflow.patched(PATCH_STACK)
         self._access_enabled = workflow.patched(PATCH_ACCESS)
         self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
-        self._sweeps = DarkWatch(workflow.patched(PATCH_SWEEP), ready=self._ready)
+        self._sweeps.enabled = workflow.patched(PATCH_SWEEP)
         self._watcher = ReplicaWatcher.installed(arg.watched)  # its signals: cluster_watch
         workflow.upsert_search_attributes(
             [
@@ -211,6 +212,7 @@ class ClusterWorkflow:
                             "ready": self._ready,
                             "provisioning": self._provisioning,
                             "created": self._created,
+                            "sweep_pending": self._sweeps.pending,
                             "watched": self._watcher.state(),
                         }
                     )
@@ -299,12 +301,8 @@ class ClusterWorkflow:
             return True
         self._ready, self._reason = False, stack_reason(report)
         cluster_steps.end(steps, self._reason)
-        self._condition(
-            STACK,
-            "False",
-            "ServingStackMissing",
-            self._reason.removeprefix("ServingStackMissing: "),
-        )
+        message = self._reason.removeprefix("ServingStackMissing: ")
+        self._condition(STACK, "False", "ServingStackMissing", message)
         return False
 
     def _declared_pools(self) -> list[dict[str, Any]]:
@@ -453,7 +451,7 @@ class ClusterWorkflow:
             self._reason = f"unreachable ({failed} failed): {result.reason}"
             if self._failed >= threshold:
                 self._ready = False
-        await self._sweeps.observe(self._spec.name, self._ready)  # back from dark: sweep
+        await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
         await self._watcher.scan(self._probe_request(), ready=self._ready)  # Ready replicas
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
@@ -502,4 +500,5 @@ class ClusterWorkflow:
             stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
             created=self._created,
+            sweep_pending=self._sweeps.pending,
         )

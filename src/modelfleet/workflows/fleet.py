@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.contracts.workflow_inputs import (
         FleetInput,
+        FleetLimits,
         FleetState,
     )
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
@@ -90,13 +91,18 @@ RETRY_WINDOW = timedelta(minutes=15)
 # suggests it; new runs write the compact state and also continue-as-new on FleetLimits. The
 # marker keeps their golden histories replaying (the extra continue-as-new is a new command).
 COMPACT_STATE_PATCH = "fleet-compact-state"
-# A cluster NotReady for longer than this loses its replicas to re-placement.
-NOT_READY_GRACE = timedelta(minutes=5)
+# A cluster NotReady for longer than this loses its replicas to re-placement (the default of
+# ``FleetLimits.not_ready_grace_seconds``; each Fleet uses its own limits').
+NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
 # The grace ends with no report (time alone changes placement), so nothing moved a NotReady
 # cluster's version then and ``placement_current`` kept answering "current" to a deployment that
 # had asked inside the grace: its replicas stayed on the dark cluster for good. From this patch
 # on a timer at each grace's end marks the cluster changed. Older histories have no such timer.
 GRACE_TIMER_PATCH = "fleet-not-ready-grace-timer"
+# Marked changed at the grace's end, a deployment on the cluster still learned it only at its
+# next periodic resync (a minute later); from this patch the Fleet also asks each to reconcile
+# at once (signals: new commands), so its replicas move within the grace plus one rollout.
+GRACE_NUDGE_PATCH = "fleet-nudge-deployments-at-grace-end"
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
@@ -111,6 +117,7 @@ class FleetWorkflow:
     def __init__(self, arg: FleetInput) -> None:
         state = arg.state or FleetState()
         self._limits = arg.limits
+        self._grace = timedelta(seconds=arg.limits.not_ready_grace_seconds)
         self._compact = False  # decided by the patch marker in run()
         self._grace_timers = False  # likewise (GRACE_TIMER_PATCH)
         self._timers: set[asyncio.Task[None]] = set()
@@ -158,7 +165,7 @@ class FleetWorkflow:
             # with it); one already over is covered by the new run's version horizon.
             for name in sorted(self._clusters):
                 since = self._clusters[name].not_ready_since
-                if since is not None and workflow.now() - since <= NOT_READY_GRACE:
+                if since is not None and workflow.now() - since <= self._grace:
                     self._start_grace_timer(name, since)
         workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
         await workflow.wait_condition(self._should_continue_as_new)
@@ -331,10 +338,12 @@ class FleetWorkflow:
         """At the end of ``name``'s grace, if it has stayed NotReady since ``since``, mark it
         changed: the deployments on it find their placement no longer current at their next
         resync and are re-placed (``_stale`` leaves the cluster out from then on)."""
-        await workflow.sleep(since + NOT_READY_GRACE + timedelta(seconds=1) - workflow.now())
+        await workflow.sleep(since + self._grace + timedelta(seconds=1) - workflow.now())
         record = self._clusters.get(name)
         if record is not None and record.not_ready_since == since:
             self._cluster_changed(name)
+            if workflow.patched(GRACE_NUDGE_PATCH):
+                await self._nudge_deployments_on(name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
         """Ask every deployment with a replica on ``cluster`` to reconcile now."""
@@ -439,7 +448,7 @@ class FleetWorkflow:
         return {
             name
             for name, rec in self._clusters.items()
-            if (rec.not_ready_since is not None and now - rec.not_ready_since > NOT_READY_GRACE)
+            if (rec.not_ready_since is not None and now - rec.not_ready_since > self._grace)
         }
 
     def _place(

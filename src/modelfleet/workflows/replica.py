@@ -28,8 +28,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.naming import LABEL_REPLICA
     from modelfleet.contracts.activity_names import (
+        FLEET_SWEEP_PENDING,
         KUBE_APPLY,
         KUBE_DELETE,
+        KUBE_HEARTBEAT_SECONDS,
         KUBE_POLL_READY,
         KUBE_WAIT_READY,
     )
@@ -64,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.rollout.progress import parent_needs
     from modelfleet.workflows import search
+    from modelfleet.workflows.ids import cluster_id
     from modelfleet.workflows.replica_watch import (
         API_RETRY,
         PATCH_PUBLISH_ENDPOINT,
@@ -111,6 +114,13 @@ ENDPOINT_RETRY = RetryPolicy(
 PATCH_WAIT_MODEL_CACHE = "replica-waits-for-model-cache"
 CACHE_POLL_FIRST = timedelta(seconds=2)
 CACHE_POLL_MAX = timedelta(seconds=30)
+# A teardown aimed at a dark cluster retried its delete for the whole CLEANUP_TIMEOUT, and the
+# deployment's pass (its scale-ups included) waited for it. From this patch the delete is tried
+# DELETE_TRY at a time; between tries the cluster's workflow is asked whether it will sweep the
+# cluster on its return (NotReady after being Ready, ``cluster_sweep``); if so, what is left is
+# that sweep's and the teardown ends. Histories recorded before have one delete activity only.
+PATCH_DARK_TEARDOWN = "replica-teardown-leaves-dark-cluster-to-sweep"
+DELETE_TRY = timedelta(seconds=10)
 
 _STEP_NAMES = {
     Step.NAMESPACE: ReplicaStep.NAMESPACE,
@@ -302,6 +312,7 @@ class ReplicaWorkflow(ReplicaWatch):
             ApplyRequest(cluster=self._replica.spec.cluster_name, manifests=manifests),
             result_type=ApplyResult,
             start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
             schedule_to_close_timeout=remaining,
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
@@ -361,25 +372,52 @@ class ReplicaWorkflow(ReplicaWatch):
         rendered = {applied_key(r) for r in owned}
         stray = [r for r in reversed(self._applied) if applied_key(r) not in rendered]
         refs = stray + list(reversed(owned))
+        cluster = self._replica.spec.cluster_name
+        request = DeleteRequest(
+            cluster=cluster, objects=refs, sweep_labels={LABEL_REPLICA: self._replica.name}
+        )
+        tries = workflow.patched(PATCH_DARK_TEARDOWN)
+        deadline = workflow.now() + CLEANUP_TIMEOUT
+        while True:
+            try:
+                await workflow.execute_activity(
+                    KUBE_DELETE,
+                    request,
+                    result_type=DeleteResult,
+                    start_to_close_timeout=timedelta(seconds=120),
+                    heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
+                    schedule_to_close_timeout=(
+                        min(DELETE_TRY, deadline - workflow.now()) if tries else CLEANUP_TIMEOUT
+                    ),
+                    retry_policy=API_RETRY,
+                    summary=f"delete {len(refs)} object(s)",
+                )
+                return
+            except ActivityError as exc:
+                # The cluster may be gone for good; say so rather than hang the deployment.
+                failure = f"cleanup incomplete on {cluster}: {reason_of(exc)}"
+            if not tries or workflow.now() + timedelta(seconds=1) >= deadline:
+                self._reason = failure
+                return
+            if await self._swept_on_return(cluster):
+                self._reason = f"{failure}; what is left is swept when the cluster is back"
+                return
+
+    async def _swept_on_return(self, cluster: str) -> bool:
+        """Whether ``cluster``'s workflow will sweep it of moved replicas when it is Ready again
+        (unknown counts as no: the delete is tried again)."""
         try:
-            await workflow.execute_activity(
-                KUBE_DELETE,
-                DeleteRequest(
-                    cluster=self._replica.spec.cluster_name,
-                    objects=refs,
-                    sweep_labels={LABEL_REPLICA: self._replica.name},
-                ),
-                result_type=DeleteResult,
-                start_to_close_timeout=timedelta(seconds=120),
-                schedule_to_close_timeout=CLEANUP_TIMEOUT,
-                retry_policy=API_RETRY,
-                summary=f"delete {len(refs)} object(s)",
+            pending: bool = await workflow.execute_activity(
+                FLEET_SWEEP_PENDING,
+                cluster_id(cluster),
+                result_type=bool,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"will {cluster} be swept when it is back?",
             )
-        except ActivityError as exc:
-            # The cluster may be gone for good; say so rather than hang the deployment.
-            self._reason = (
-                f"cleanup incomplete on {self._replica.spec.cluster_name}: {reason_of(exc)}"
-            )
+        except ActivityError:
+            return False
+        return pending
 
     # --- reporting ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.naming import workload_namespace
     from modelfleet.api.rules import validate
     from modelfleet.api.services import InferenceGateway, ModelService
-    from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
+    from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE, KUBE_HEARTBEAT_SECONDS
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
@@ -362,6 +362,7 @@ class ServiceWorkflow:
             ApplyRequest(cluster=door.cluster, manifests=manifests),
             result_type=ApplyResult,
             start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
             schedule_to_close_timeout=timedelta(minutes=3),
             retry_policy=RETRY,
             summary=f"front door: {len(self._weights)} backend(s)",
@@ -389,6 +390,7 @@ class ServiceWorkflow:
             DeleteRequest(cluster=cluster, objects=list(reversed(refs))),
             result_type=DeleteResult,
             start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
             schedule_to_close_timeout=timedelta(minutes=5),
             retry_policy=RETRY,
             summary=f"remove {len(refs)} front-door object(s)",

@@ -1,0 +1,82 @@
+"""Timing knobs of cluster health and of the Fleet's NotReady grace, read from the environment:
+
+- ``MODELFLEET_CLUSTER_PROBE_SECONDS``: how often each InferenceCluster workflow probes its
+  cluster (default 15);
+- ``MODELFLEET_CLUSTER_FAILURE_THRESHOLD``: failed probes in a row before a cluster is reported
+  NotReady (default 3);
+- ``MODELFLEET_CLUSTER_SWEEP_SECONDS``: how often a Ready cluster sweeps the objects of replicas
+  the Fleet no longer holds there, besides on its return from NotReady (default 600);
+- ``MODELFLEET_NOT_READY_GRACE_SECONDS``: how long a cluster may stay NotReady before the Fleet
+  re-places its replicas on other clusters (default 300).
+
+They are read where the workflows start: the probe and sweep knobs when a cluster is first
+applied (its workflow carries them from then on, across continue-as-new), the grace when the
+Fleet workflow is first started (by the first worker, ``apply`` or ``modelfleet dev``; it
+carries its limits across continue-as-new). Unset, the workflow inputs' own defaults stand.
+Tests pass a :class:`Tuning` explicitly instead of changing the environment.
+
+May touch: environment variables (read only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import Field
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.meta import Model
+from modelfleet.contracts.workflow_inputs import ClusterInput, FleetInput, FleetLimits
+from modelfleet.worker.settings import SettingsError
+
+ENV_PROBE_SECONDS = "MODELFLEET_CLUSTER_PROBE_SECONDS"
+ENV_FAILURE_THRESHOLD = "MODELFLEET_CLUSTER_FAILURE_THRESHOLD"
+ENV_NOT_READY_GRACE = "MODELFLEET_NOT_READY_GRACE_SECONDS"
+ENV_SWEEP_SECONDS = "MODELFLEET_CLUSTER_SWEEP_SECONDS"
+
+
+class Tuning(Model):
+    """None: the default of the workflow input the knob ends up in."""
+
+    probe_interval_seconds: int | None = Field(default=None, ge=1)
+    failure_threshold: int | None = Field(default=None, ge=1)
+    sweep_resync_seconds: int | None = Field(default=None, ge=1)
+    not_ready_grace_seconds: int | None = Field(default=None, ge=1)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Tuning:
+        """The knobs set in ``env`` (default: this process's environment); a value that is not a
+        whole number of at least 1 raises :class:`SettingsError` naming the variable."""
+        env = os.environ if env is None else env
+        values: dict[str, int] = {}
+        for field, var in (
+            ("probe_interval_seconds", ENV_PROBE_SECONDS),
+            ("failure_threshold", ENV_FAILURE_THRESHOLD),
+            ("sweep_resync_seconds", ENV_SWEEP_SECONDS),
+            ("not_ready_grace_seconds", ENV_NOT_READY_GRACE),
+        ):
+            raw = env.get(var, "").strip()
+            if not raw:
+                continue
+            if not raw.isdigit() or int(raw) < 1:
+                raise SettingsError(f"{var}={raw!r}: must be a whole number of at least 1")
+            values[field] = int(raw)
+        return cls.model_validate(values)
+
+    def cluster_input(self, spec: InferenceCluster) -> ClusterInput:
+        """The input a new InferenceCluster workflow starts with."""
+        knobs = {
+            "probe_interval_seconds": self.probe_interval_seconds,
+            "failure_threshold": self.failure_threshold,
+            "sweep_resync_seconds": self.sweep_resync_seconds,
+        }
+        return ClusterInput(spec=spec).model_copy(
+            update={k: v for k, v in knobs.items() if v is not None}
+        )
+
+    def fleet_input(self) -> FleetInput:
+        """The input a new Fleet workflow starts with."""
+        if self.not_ready_grace_seconds is None:
+            return FleetInput()
+        return FleetInput(limits=FleetLimits(not_ready_grace_seconds=self.not_ready_grace_seconds))

@@ -1,0 +1,55 @@
+"""The probe and grace knobs (``worker.tuning``): read from the environment, carried into the
+workflow inputs they belong to, and unset they leave the inputs' defaults alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.contracts.workflow_inputs import ClusterInput, FleetInput
+from modelfleet.worker.settings import SettingsError
+from modelfleet.worker.tuning import (
+    ENV_FAILURE_THRESHOLD,
+    ENV_NOT_READY_GRACE,
+    ENV_PROBE_SECONDS,
+    ENV_SWEEP_SECONDS,
+    Tuning,
+)
+
+SPEC = InferenceCluster.model_validate(
+    {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "a"},
+        "spec": {"cluster": {"source": "Existing"}, "nodePools": [{"name": "p", "className": "c"}]},
+    }
+)
+
+
+def test_unset_knobs_keep_the_defaults() -> None:
+    tuning = Tuning.from_env({})
+    assert tuning.cluster_input(SPEC) == ClusterInput(spec=SPEC)
+    assert tuning.fleet_input() == FleetInput()
+
+
+def test_knobs_from_the_environment_reach_the_inputs() -> None:
+    env = {
+        ENV_PROBE_SECONDS: "2",
+        ENV_FAILURE_THRESHOLD: " 1 ",
+        ENV_NOT_READY_GRACE: "20",
+        ENV_SWEEP_SECONDS: "30",
+    }
+    tuning = Tuning.from_env(env)
+    arg = tuning.cluster_input(SPEC)
+    assert (arg.probe_interval_seconds, arg.failure_threshold) == (2, 1)
+    assert arg.sweep_resync_seconds == 30
+    assert arg.drain_timeout_seconds == ClusterInput(spec=SPEC).drain_timeout_seconds
+    assert tuning.fleet_input().limits.not_ready_grace_seconds == 20
+    assert tuning.fleet_input().limits.max_replicas == FleetInput().limits.max_replicas
+
+
+@pytest.mark.parametrize("var", [ENV_NOT_READY_GRACE, ENV_SWEEP_SECONDS])
+@pytest.mark.parametrize("raw", ["0", "-3", "1.5", "soon"])
+def test_a_bad_value_names_the_variable(var: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=f"{var}='{raw}'"):
+        Tuning.from_env({var: raw})
