@@ -1,11 +1,14 @@
 """Self-healing on the dev server and the simulated fleet (issue #16): objects of a serving
-replica deleted with the Kubernetes client come back within the resync interval and the history
-says why; a cluster restarted empty under a running deployment is re-populated without anything
-being re-applied; one injected 500 on a health check leaves a Ready replica Ready.
+replica deleted with the Kubernetes client come back within the cluster's scan interval and the
+history says why; a cluster restarted empty under a running deployment is re-populated without
+anything being re-applied; one injected 500 on the cluster's replica scan leaves a Ready replica
+Ready.
 
-The first and the last run a ModelReplica workflow of their own (started directly, with a short
-health interval and resync, and a parent that does not exist: nobody is told) on h100-east;
-each test deletes what it created.
+A Ready replica is watched by its InferenceCluster (``workflows.cluster_watch``): the cluster's
+probe loop (every ``probe_interval_seconds``, 15 s as the stack applies the clusters) scans its
+replicas and signals the one that changed. The first and the last test run a ModelReplica
+workflow of their own (started directly, with a parent that does not exist: nobody is told) on
+h100-east; each test deletes what it created.
 """
 
 from __future__ import annotations
@@ -22,17 +25,18 @@ from temporalio.client import WorkflowHandle
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cli.apply import apply_resource
-from modelfleet.contracts.activity_names import KUBE_CHECK_READY, TASK_QUEUE
+from modelfleet.contracts.activity_names import KUBE_SCAN_REPLICAS, TASK_QUEUE
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput, ReplicaResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import render_replica
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.workflows.ids import deployment_id, replica_id
+from modelfleet.workflows.ids import cluster_id, deployment_id, replica_id
 from modelfleet.workflows.replica import ReplicaWorkflow
 
 CLUSTER = "h100-east"
-RESYNC_SECONDS = 2
+# The stack's clusters probe (and scan their replicas) this often (ClusterInput's default).
+SCAN_SECONDS = ClusterInput.model_fields["probe_interval_seconds"].default
 
 
 def _replica(namespace: str) -> ModelReplica:
@@ -128,7 +132,7 @@ async def test_objects_deleted_outside_modelfleet_come_back_and_the_history_says
     stack: Stack,
 ) -> None:
     ns = "self-heal-drift"
-    async with serving_replica(stack, ns, drift_resync_seconds=RESYNC_SECONDS) as (replica, wf):
+    async with serving_replica(stack, ns) as (replica, wf):
         rendered = render_replica(replica, ClusterFacts())
         manifests = [m for s in rendered.steps for m in s.manifests]
         targets = [
@@ -152,13 +156,6 @@ async def test_objects_deleted_outside_modelfleet_come_back_and_the_history_says
             )
             return None if live is None else str(live["metadata"]["uid"])
 
-        async def compared() -> list[str] | None:
-            summaries = await activity_summaries(stack, wf)
-            return summaries if any(s.startswith("drift check") for s in summaries) else None
-
-        # A resync compared what it applied with the cluster: as applied, nothing repaired (the
-        # server's defaults and status are no drift).
-        assert not [s for s in await wait_for(compared, 30, "a resync") if s.startswith("repair")]
         before = {m["kind"]: await uid(m) for m in targets}
         for m in targets:
             meta = m["metadata"]
@@ -170,60 +167,63 @@ async def test_objects_deleted_outside_modelfleet_come_back_and_the_history_says
             now = {m["kind"]: await uid(m) for m in targets}
             return True if all(now[k] not in (None, before[k]) for k in now) else None
 
-        # Within the resync interval plus one health check and the re-apply, with room for a
-        # loaded machine.
-        await wait_for(all_back, 10 * RESYNC_SECONDS + 10, "every deleted object re-created")
+        # Within a scan interval plus the comparison and the re-apply, with room for a loaded
+        # machine.
+        await wait_for(all_back, 3 * SCAN_SECONDS + 15, "every deleted object re-created")
         await wait_phase(wf, ReplicaPhase.READY)
-        repairs = "\n".join(
-            s for s in await activity_summaries(stack, wf) if s.startswith("repair")
-        )
+        summaries = await activity_summaries(stack, wf)
+        # The cluster's scan found them gone: the replica ran no health check of its own.
+        assert not [s for s in summaries if s == "health check"]
+        repairs = "\n".join(s for s in summaries if s.startswith("repair"))
         for m in targets:
             what = f"{m['kind']} {m['metadata']['namespace']}/{m['metadata']['name']}"
             assert f"{what} was deleted outside modelfleet: re-created" in repairs
         kube.close()
 
 
-async def test_one_injected_500_on_a_health_check_leaves_a_ready_replica_ready(
+async def test_one_injected_500_on_a_replica_scan_leaves_a_ready_replica_ready(
     stack: Stack,
 ) -> None:
     ns = "self-heal-500"
     async with serving_replica(stack, ns) as (_, wf):
         injected = stack.fleet.server.stats(CLUSTER).injected_500
-        # Health checks read Deployments; nothing else reads them over HTTP in this test.
+        # The cluster's scan lists Deployments; nothing else lists them over HTTP in this test.
         stack.fleet.set_faults(
-            CLUSTER, FaultConfig(error_rate_500=1.0, verbs=["get"], resources=["deployments"])
+            CLUSTER, FaultConfig(error_rate_500=1.0, verbs=["list"], resources=["deployments"])
         )
         try:
 
             async def hit() -> bool | None:
                 return True if stack.fleet.server.stats(CLUSTER).injected_500 > injected else None
 
-            await wait_for(hit, 30, "a health check to get a 500")
+            await wait_for(hit, 3 * SCAN_SECONDS + 15, "a replica scan to get a 500")
         finally:
             stack.fleet.set_faults(CLUSTER, FaultConfig())
         hits = stack.fleet.server.stats(CLUSTER).injected_500 - injected
         assert hits >= 1
+        cluster = stack.client.get_workflow_handle(cluster_id(CLUSTER))
 
-        # The check was retried and passed: a later attempt of a health check completed.
+        # The scan was retried and passed: a later attempt of a scan completed.
         async def retried() -> bool | None:
             kinds: dict[int, str] = {}
-            async for event in wf.fetch_history_events():
+            async for event in cluster.fetch_history_events():
                 if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                     attrs = event.activity_task_scheduled_event_attributes
                     kinds[event.event_id] = attrs.activity_type.name
                 elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                     started = event.activity_task_started_event_attributes
                     kind = kinds.get(started.scheduled_event_id)
-                    if kind == KUBE_CHECK_READY and started.attempt > 1:
+                    if kind == KUBE_SCAN_REPLICAS and started.attempt > 1:
                         return True
             return None
 
-        await wait_for(retried, 30, "a retried health check")
+        await wait_for(retried, 30, "a retried replica scan")
         progress = await wf.query(ReplicaWorkflow.progress)
         assert progress.phase is ReplicaPhase.READY
         summaries = await activity_summaries(stack, wf)
-        # Never Degraded: it would have withdrawn its endpoint.
+        # Never Degraded: it would have withdrawn its endpoint; and it checked nothing itself.
         assert "withdraw endpoint" not in summaries
+        assert "health check" not in summaries
 
 
 async def test_a_cluster_restarted_empty_is_re_populated_without_re_applying(
@@ -250,7 +250,7 @@ async def test_a_cluster_restarted_empty_is_re_populated_without_re_applying(
             )
             return True if found == expected else None
 
-        # One health interval (30 s) finds it gone, the drift check re-creates everything.
+        # The cluster's next scan finds it gone, the replica's drift check re-creates everything.
         await wait_for(repopulated, 90, "the restarted cluster re-populated")
         status = await stack.wait_status(ns, "m", lambda s: s.phase == "Ready" and s.ready == 1, 60)
         # The same replica, repaired where it was: not re-placed, and nothing re-applied.

@@ -1,5 +1,5 @@
 """Kubernetes activities: apply, delete, wait for readiness, check readiness, compare what was
-applied with what the cluster holds (drift), probe a cluster.
+applied with what the cluster holds (drift), scan a cluster's watched replicas, probe a cluster.
 
 Thin by design: each resolves the cluster's kubeconfig on the worker, calls the Kubernetes
 adapter, and translates the adapter's error taxonomy into Temporal's (retryable vs not, with
@@ -23,6 +23,7 @@ from modelfleet.activities.keepalive import KeepAlive
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
+from modelfleet.adapters.kube_scan import Listed, changed_scans
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
@@ -32,6 +33,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_POLL_READY,
     KUBE_PROBE,
     KUBE_REPLICAS_FOUND,
+    KUBE_SCAN_REPLICAS,
     KUBE_SWEEP_REPLICAS,
     KUBE_WAIT_READY,
 )
@@ -52,6 +54,7 @@ from modelfleet.contracts.kube_payloads import (
     ReplicaSweepRequest,
     WaitReadyRequest,
 )
+from modelfleet.contracts.watch_payloads import ScanRequest, ScanResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.gateway_address import gateway_authority
 
@@ -217,6 +220,25 @@ class KubeActivities:
                     found.add((labels[LABEL_NAMESPACE], labels[LABEL_REPLICA]))
             activity.heartbeat()
         return sorted(found)
+
+    @activity.defn(name=KUBE_SCAN_REPLICAS)
+    def scan_replicas(self, request: ScanRequest) -> ScanResult:
+        """The cluster's replica watch: one list per kind (modelfleet's label, every namespace)
+        answers for every watched replica; only those whose observation changed or that are
+        not healthy come back (``adapters.kube_scan``). An API error is raised, never answered
+        as "not ready": a scan that could not be made is no sample."""
+        cluster = self._cluster(request.cluster, request.kubeconfig)
+        listed: list[Listed] = []
+        for api_version, kind in request.kinds:
+            try:
+                objects = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
+            except KubeError as exc:
+                if exc.status == 404:
+                    continue  # not served here: nothing of that kind exists
+                raise to_temporal(exc) from None
+            listed += [(api_version, kind, obj) for obj in objects]
+            activity.heartbeat()
+        return ScanResult(changed=changed_scans(request.replicas, listed))
 
     @activity.defn(name=KUBE_SWEEP_REPLICAS)
     def sweep_replicas(self, request: ReplicaSweepRequest) -> int:

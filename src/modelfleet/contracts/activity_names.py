@@ -25,6 +25,8 @@ KUBE_DRIFT = "kube.drift"
 # After a dark spell: which replicas have objects on a cluster, then delete the orphans'.
 KUBE_REPLICAS_FOUND = "kube.replicas_found"
 KUBE_SWEEP_REPLICAS = "kube.sweep_replicas"
+# The per-cluster replica watch: one listing per kind answers for every watched replica.
+KUBE_SCAN_REPLICAS = "kube.scan_replicas"
 FLEET_PLACE = "fleet.place"
 FLEET_RELEASE = "fleet.release"
 FLEET_DRY_PLACE = "fleet.dry_place"

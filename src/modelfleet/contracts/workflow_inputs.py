@@ -22,6 +22,7 @@ from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
 from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.status import ClusterRecord, Decision, ReplicaPhase
+from modelfleet.contracts.watch_payloads import WatchedReplica
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 
@@ -89,6 +90,9 @@ class ClusterInput(WireModel):
     # When the resource was created: the first run's start, carried across continue-as-new
     # (None in payloads from before it was carried: then this run's start stands in).
     created: datetime | None = None
+    # The Ready replicas this cluster watches (``workflows.cluster_watch``), carried across
+    # continue-as-new; bounded by the replicas placed on the cluster.
+    watched: list[WatchedReplica] = []
 
 
 class ReplicaInput(WireModel):

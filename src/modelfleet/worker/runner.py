@@ -118,6 +118,7 @@ def build_worker(
             kube.check_ready,
             kube.drift,
             kube.replicas_found,
+            kube.scan_replicas,
             kube.sweep_replicas,
             kube.probe,
             fleet.place,

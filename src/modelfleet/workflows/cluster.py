@@ -4,10 +4,11 @@ its published state true.
 For ``source: Existing`` it verifies on the worker (where the kubeconfig lives) that the cluster
 answers, publishes the spec and what it observed (nodes per pool, gateway address, readiness) to
 the Fleet, then probes health on a durable timer and marks the cluster NotReady after a grace
-period of failed probes. GKE and EKS sources first run the provisioning saga of
-:mod:`modelfleet.workflows.cluster_provisioning` (cluster, then one pool per entry, compensated
-in reverse on failure), then the same loop. ``delete`` withdraws the cluster from the Fleet and
-deletes the cloud resources this workflow created. Deterministic orchestration only.
+period of failed probes; each probe also scans the Ready replicas there (``cluster_watch``). GKE
+and EKS sources first run the provisioning saga of :mod:`modelfleet.workflows.cluster_provisioning`
+(cluster, then one pool per entry, compensated in reverse on failure), then the same loop.
+``delete`` withdraws the cluster from the Fleet and deletes the cloud resources this workflow
+created. Deterministic orchestration only.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         verify_and_install,
     )
     from modelfleet.workflows.cluster_sweep import PATCH_SWEEP, DarkWatch
+    from modelfleet.workflows.cluster_watch import ReplicaWatcher
     from modelfleet.workflows.probe_failure import probe_failure
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
@@ -159,6 +161,7 @@ class ClusterWorkflow:
         self._access_enabled = workflow.patched(PATCH_ACCESS)
         self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
         self._sweeps.enabled = workflow.patched(PATCH_SWEEP)
+        self._watcher = ReplicaWatcher.installed(arg.watched)  # its signals: cluster_watch
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
@@ -210,6 +213,7 @@ class ClusterWorkflow:
                             "provisioning": self._provisioning,
                             "created": self._created,
                             "sweep_pending": self._sweeps.pending,
+                            "watched": self._watcher.state(),
                         }
                     )
                 )
@@ -448,6 +452,7 @@ class ClusterWorkflow:
             if self._failed >= threshold:
                 self._ready = False
         await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
+        await self._watcher.scan(self._probe_request(), ready=self._ready)  # Ready replicas
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")

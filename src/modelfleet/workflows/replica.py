@@ -3,10 +3,10 @@ on one cluster, then its health watch until it is torn down.
 
 Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace ->
 stage ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing ->
-wait for the endpoint picker -> Ready. Then it watches: health checks judged over time, and drift
-repair (what it applied compared with what the cluster holds, on a failed check and on a slow
-resync; what is missing or changed is re-applied, a step in the history that says why). Each
-step is an activity;
+wait for the endpoint picker -> Ready. Then it is watched (``workflows.replica_watch``): its
+InferenceCluster scans it with the cluster's other replicas and signals a change of health or
+objects missing or edited, which it repairs (re-applied, a step in the history that says why);
+without a cluster workflow it polls its own health. Each step is an activity;
 retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
 deadline or cancellation the steps already taken are undone in reverse order, and the parent
 deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaEndpointRequest,
     )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+    from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
     from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
     from modelfleet.rendering.replica_manifests import (
         ReadinessRule,
@@ -147,10 +148,18 @@ class ReplicaWorkflow(ReplicaWatch):
         self._applied: list[ObjectRef] = list(arg.applied)
         self._failed_checks = 0
         self._repair_deadline = arg.repair_deadline
+        # What the cluster's replica watch said since the serving loop last looked.
+        self._news: list[HealthNews] = []
 
     @workflow.signal
     def teardown(self) -> None:
         self._teardown = True
+
+    @workflow.signal(name=REPLICA_HEALTH)
+    def replica_health(self, news: HealthNews) -> None:
+        # Bounded: the serving loop takes them all at once; a replica tearing down stops
+        # looking, and the cluster tells each finding once.
+        self._news = [*self._news[-7:], news]
 
     @workflow.query
     def progress(self) -> ReplicaProgress:

@@ -1,7 +1,17 @@
-"""The serving half of the ModelReplica workflow (``workflows.replica``): after Ready, health
-checks every interval, judged over time, and drift repair (what the replica applied compared
-with what the cluster holds on a failed check and on a slow resync; what is missing or changed
-is re-applied by server-side apply, a step in the history whose summary says why).
+"""The serving half of the ModelReplica workflow (``workflows.replica``): after Ready, its health
+is watched and drift repaired (what the replica applied compared with what the cluster holds;
+what is missing or changed is re-applied by server-side apply, a step in the history whose
+summary says why).
+
+Who watches: the replica registers with its InferenceCluster workflow, whose probe loop scans
+every registered replica of the cluster with one activity and signals only those whose health
+changed (``workflows.cluster_watch``, ``PATCH_CLUSTER_WATCH``). A healthy, idle replica runs no
+activity and no timer at all; it wakes for a health signal (Degraded/Ready, endpoint included),
+for objects missing or edited (drift repair, then it registers again), for its repair deadline
+or for teardown. Without a cluster workflow to register with (a replica started on its own),
+or one that says nothing within ``ACK_WAIT`` of the registration (dark, or on a worker from
+before the watch), and in histories recorded before, it polls: a health check every interval
+judged over time, and a drift comparison on a failed check and on a slow resync.
 
 A mixin of ``ReplicaWorkflow``, in its own module because the saga and the watch are two
 concerns; the state it reads is the workflow's (declared below), the reporting (``_set``) too.
@@ -17,7 +27,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.deployments import ModelReplica
@@ -32,9 +42,17 @@ with workflow.unsafe.imports_passed_through():
         WaitReadyRequest,
     )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
+    from modelfleet.contracts.watch_payloads import (
+        UNWATCH_REPLICA,
+        WATCH_REPLICA,
+        HealthNews,
+        NewsKind,
+        WatchedReplica,
+    )
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.replica_manifests import RenderedReplica
     from modelfleet.rollout import replica_health
+    from modelfleet.workflows.ids import cluster_id
 
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
@@ -68,6 +86,15 @@ _SUMMARY_LIMIT = 400
 # Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
 # when it stops serving. Histories recorded before have no such activities.
 PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
+# Health after Ready is watched by the cluster (issue 11): the replica registers with its
+# InferenceCluster workflow, which scans all its replicas with one activity per probe and
+# signals only on a change, so a healthy, idle replica runs nothing. Before, every Ready replica
+# ran a health check every 30 s and a drift comparison every 5 minutes, forever (330
+# activities/s at 10,000 replicas). Histories recorded before schedule those timers and checks.
+PATCH_CLUSTER_WATCH = "replica-cluster-watch"
+# How long a registered replica waits for its cluster's first scan (the next probe: 15 s by
+# default) before it polls instead.
+ACK_WAIT = timedelta(minutes=10)
 
 
 class RolloutFailedError(Exception):
@@ -88,6 +115,7 @@ class ReplicaWatch:
     _applied: list[ObjectRef]
     _failed_checks: int
     _repair_deadline: datetime | None
+    _news: list[HealthNews]
 
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         raise NotImplementedError
@@ -96,6 +124,17 @@ class ReplicaWatch:
         raise NotImplementedError
 
     async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
+        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._watched():
+            try:
+                await self._watched_by_cluster(rendered, serving_since)
+            except (RolloutFailedError, asyncio.CancelledError):
+                await self._unregister()
+                raise
+            # (Not on continue-as-new: the next run registers again.)
+            await self._unregister()
+            return
+        # Under PATCH_CLUSTER_WATCH and no cluster workflow to watch it (started on its own, or
+        # its cluster deleted): nothing may be left unwatched, so it polls as before.
         if workflow.patched(PATCH_DRIFT_REPAIR):
             await self._watch_and_repair(rendered, serving_since)
             return
@@ -158,6 +197,107 @@ class ReplicaWatch:
                 raise RolloutFailedError(
                     f"not repaired within the progress deadline: {self._reason or 'not ready'}"
                 )
+
+    async def _watched_by_cluster(self, rendered: RenderedReplica, serving_since: datetime) -> None:
+        """Wait for the cluster's news, a repair deadline, or teardown; no timer while healthy."""
+        while not self._teardown:
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                # The next run registers again (idempotent).
+                workflow.continue_as_new(
+                    self._input.model_copy(
+                        update={
+                            "serving_since": serving_since,
+                            "applied": self._applied,
+                            "repair_deadline": self._repair_deadline,
+                        }
+                    )
+                )
+            timeout: timedelta | None = None
+            if self._repair_deadline is not None:
+                timeout = max(self._repair_deadline - workflow.now(), timedelta(seconds=1))
+            elif self._phase is ReplicaPhase.READY and not self._published:
+                # The publication at Ready failed (directory or Fleet unreachable): try again.
+                timeout = timedelta(seconds=self._input.health_interval_seconds)
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._teardown or bool(self._news),
+                    timeout=timeout,
+                    timeout_summary="repair deadline or endpoint retry",
+                )
+            if self._teardown:
+                return
+            news, self._news = self._news, []
+            for item in news:
+                await self._on_news(rendered, item)
+            if self._phase is ReplicaPhase.READY:
+                self._repair_deadline = None
+                if not self._published and workflow.patched(PATCH_PUBLISH_ENDPOINT):
+                    await self._sync_endpoint(self._phase)
+            elif self._repair_deadline is not None and workflow.now() >= self._repair_deadline:
+                raise RolloutFailedError(
+                    f"not repaired within the progress deadline: {self._reason or 'not ready'}"
+                )
+
+    async def _on_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
+        if news.kind is NewsKind.REPAIR:
+            if await self._repair_drift(rendered) and self._repair_deadline is None:
+                self._repair_deadline = workflow.now() + timedelta(
+                    seconds=self._input.progress_deadline_seconds
+                )
+            # A fresh baseline (new generations) for what it applied, and its phase now.
+            await self._register()
+        elif news.kind is NewsKind.WATCHING:
+            pass  # the acknowledgement of a registration
+        elif news.kind is NewsKind.HEALTHY:
+            if self._phase is not ReplicaPhase.READY:
+                await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+        elif self._phase is not ReplicaPhase.DEGRADED or self._reason != news.reason:
+            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, news.reason)
+
+    async def _watched(self) -> bool:
+        """Register and wait for the cluster's first word (its next scan); False, and polling
+        instead, when there is no cluster workflow or it does not answer in time (dark, or a
+        worker from before the watch that leaves the registration unhandled)."""
+        if not await self._register():
+            return False
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._teardown or bool(self._news),
+                timeout=ACK_WAIT,
+                timeout_summary="the cluster's first scan",
+            )
+        if self._teardown or self._news:
+            return True
+        await self._unregister()
+        workflow.logger.warning("no scan of %s by its cluster: polling", self._replica.name)
+        return False
+
+    async def _register(self) -> bool:
+        """Ask the cluster's workflow to watch this replica; False when there is none."""
+        r = self._replica
+        entry = WatchedReplica(
+            key=f"{r.namespace}/{r.name}",
+            workflow_id=workflow.info().workflow_id,
+            objects=len(self._applied),
+            threshold=self._input.degraded_after_checks,
+            healthy=self._phase is ReplicaPhase.READY,
+        )
+        cluster = workflow.get_external_workflow_handle(cluster_id(r.spec.cluster_name))
+        try:
+            await cluster.signal(WATCH_REPLICA, entry)
+        except ApplicationError as exc:
+            workflow.logger.info("no cluster workflow watches %s: %s", r.name, exc)
+            return False
+        return True
+
+    async def _unregister(self) -> None:
+        r = self._replica
+        cluster = workflow.get_external_workflow_handle(cluster_id(r.spec.cluster_name))
+        # A cluster gone meanwhile has nothing to forget; one that missed it drops the replica
+        # at the first signal that cannot reach it.
+        with contextlib.suppress(ApplicationError):
+            await cluster.signal(UNWATCH_REPLICA, f"{r.namespace}/{r.name}")
 
     async def _judge_health(self, rendered: RenderedReplica) -> bool | None:
         """One health check judged over time (``rollout.replica_health``): True healthy, False

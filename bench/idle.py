@@ -1,0 +1,177 @@
+"""Idle cost of a Ready fleet (issue 11, item 4): N Ready replicas, then an idle window in which
+nothing is applied, measured as history events/s and activities/s across every workflow.
+
+Set-up as ``bench/rollout.py`` (whose helpers it uses): a real ``temporal server start-dev``
+(headless, SQLite in a temporary directory), the simulated fleet over real HTTP, the modelfleet
+worker in this process, a synthetic fleet of ``--clusters`` clusters. ``--deployments`` x
+``--replicas`` are rolled out to Ready; after ``--settle`` seconds (every replica registered
+with its cluster and baselined by a scan) the idle window of ``--idle`` seconds starts. Every
+workflow's events inside the window are counted, per workflow type and per activity type.
+
+The figure the design before this one implies is printed beside it: every Ready replica ran a
+``kube.check_ready`` every ``health_interval_seconds`` (30 s) and a ``kube.drift`` every
+``drift_resync_seconds`` (300 s), each on a timer (timer 2 events, two workflow tasks 6, the
+activity 3: ~11 events per check), on top of the clusters' probes, which both designs run. The
+machine's load average is printed at the start and the end of the window: this 2-core machine
+is shared, so read the figures with it.
+
+    .venv/bin/python bench/idle.py [--clusters 50] [--deployments 500] [--replicas 2]
+        [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+import rollout as rb
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.devenv import dev_environment
+from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput
+
+HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
+DRIFT_RESYNC = ReplicaInput.model_fields["drift_resync_seconds"].default
+PROBE_INTERVAL = ClusterInput.model_fields["probe_interval_seconds"].default
+HEALTH_ACTIVITIES = ("kube.scan_replicas", "kube.check_ready", "kube.drift")
+EVENTS_PER_POLL = 11  # timer started/fired, two workflow tasks (3 each), the activity (3)
+
+
+async def ready_replicas(client: Client) -> list[str]:
+    query = "ModelfleetKind='ModelReplica' AND ModelfleetPhase='Ready'"
+    return [wf.id async for wf in client.list_workflows(query)]
+
+
+async def events_within(
+    client: Client, ids: list[str], t0: datetime, t1: datetime, concurrency: int
+) -> Counter[str]:
+    """Events with ``t0 <= time <= t1`` in the histories of ``ids``, by event type."""
+    out: Counter[str] = Counter()
+
+    async def one(wid: str) -> None:
+        history = await client.get_workflow_handle(wid).fetch_history()
+        for event in history.events:
+            at = event.event_time.ToDatetime(tzinfo=UTC)
+            if t0 <= at <= t1:
+                out[EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")] += 1
+
+    await rb.bounded(ids, concurrency, one)
+    return out
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
+
+
+async def run(args: argparse.Namespace) -> int:
+    total = args.deployments * args.replicas
+    nodes = rb.nodes_per_cluster(args.clusters, total)
+    deployments = [rb.deployment(i, args.replicas) for i in range(args.deployments)]
+    names = [rb.deployment_name(i) for i in range(args.deployments)]
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print(f"machine: {rb.machine()}")
+    with tempfile.TemporaryDirectory(prefix="modelfleet-bench-idle-") as tmp:
+        state = Path(tmp)
+        paths = rb.write_fleet(state / "manifests", args.clusters, nodes)
+        async with dev_environment(state, paths, ui=False, startup_seconds=0) as env:
+            client = env.client
+            print(f"code: modelfleet {rb.code_revision()}")
+            print(
+                f"fleet: {args.clusters} clusters; {args.deployments} deployments x"
+                f" {args.replicas} replicas = {total} replicas"
+            )
+            await rb.wait_clusters(env, args.clusters, time.monotonic() + 300)
+            began = time.monotonic()
+            deadline = began + args.timeout
+            await rb.bounded(deployments, args.concurrency, lambda md: apply_resource(client, md))
+            try:
+                await rb.wait_ready(client, names, total, deadline, args.concurrency)
+                print(f"{total} replicas Ready in {time.monotonic() - began:.1f} s")
+            except TimeoutError as exc:
+                # A loaded machine may not place the last few in time: measure the Ready ones
+                # (their own histories below) and say how many were not.
+                print(f"not all Ready after {args.timeout:g} s ({exc}); measuring anyway")
+            print(f"settling {args.settle:g} s (registrations, first scans)")
+            await asyncio.sleep(args.settle)
+
+            ready = await ready_replicas(client)
+            print(f"{len(ready)} of {total} replicas Ready at the start of the window")
+            print(f"idle window: {args.idle:g} s; load average at start: {load()}")
+            t0 = datetime.now(UTC)
+            await asyncio.sleep(args.idle)
+            t1 = datetime.now(UTC)
+            print(f"load average at end: {load()}")
+            window = (t1 - t0).total_seconds()
+            stats = await rb.gather_histories(client, t0, t1, lambda _: True, args.concurrency)
+            still = set(await ready_replicas(client))
+            steady = [w for w in ready if w in still]
+            own = await events_within(client, steady, t0, t1, args.concurrency)
+
+    print()
+    print(f"== idle fleet: {total} Ready replicas on {args.clusters} clusters, {window:.1f} s ==")
+    events, activities = stats.total_events, stats.total_activities
+    print(
+        f"  events: {events} ({events / window:.2f}/s); activities: {activities}"
+        f" ({activities / window:.2f}/s)"
+    )
+    for kind, count in sorted(stats.events.items()):
+        print(f"    {kind}: {count} events in {stats.runs[kind]} workflow(s)")
+    for name, a in sorted(stats.activities.items()):
+        print(f"    {name}: {a.count} ({a.count / window:.2f}/s)")
+    print(
+        f"  the {len(steady)} replicas Ready throughout the window wrote {sum(own.values())}"
+        f" events in their own histories ({sum(own.values()) / max(1, len(steady)):.3f} per"
+        f" replica; by type: {dict(own)})"
+    )
+    print()
+    print("== the per-replica polling it replaces (implied by its intervals) ==")
+    old_activities = total / HEALTH_INTERVAL + total / DRIFT_RESYNC
+    print(
+        f"  {total} x (1/{HEALTH_INTERVAL} s check + 1/{DRIFT_RESYNC} s drift) ="
+        f" {old_activities:.2f} activities/s, ~{old_activities * EVENTS_PER_POLL:.0f} events/s"
+        " in replica histories, besides the cluster probes"
+        f" ({args.clusters}/{PROBE_INTERVAL} s = {args.clusters / PROBE_INTERVAL:.2f}/s)"
+    )
+    # Replica health either way: the scans now; a replica's own checks and comparisons (the
+    # fallback, or what the design before ran). The deployments' resync and the probes are
+    # the same in both designs and left out.
+    health = {n: stats.activities[n].count for n in HEALTH_ACTIVITIES if n in stats.activities}
+    now = sum(health.values()) / window
+    print(
+        f"  measured now: replica-health activities {health or 0} = {now:.2f}/s"
+        f" vs {old_activities:.2f}/s ({old_activities / max(now, 1e-9):.1f}x fewer)"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--deployments", type=int, default=500)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measured")
+    parser.add_argument("--settle", type=float, default=45.0, help="seconds before the window")
+    parser.add_argument("--concurrency", type=int, default=10, help="applies in flight")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to all Ready")
+    args = parser.parse_args(argv)
+    for name in ("clusters", "deployments", "replicas", "concurrency"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    rb.tally_sdk_logs()
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

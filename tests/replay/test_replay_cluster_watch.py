@@ -1,0 +1,34 @@
+"""The per-cluster replica watch's goldens (``record_cluster_watch_history.py``) tell the story
+they were recorded for; ``test_replay.py`` replays them with every other golden."""
+
+from __future__ import annotations
+
+from test_replay import activities, commands, load, signals
+
+from modelfleet.contracts.activity_names import KUBE_CHECK_READY, KUBE_SCAN_REPLICAS
+
+
+def test_the_watched_replica_golden_registers_repairs_on_news_and_never_polls() -> None:
+    history = load("watched-replica.json")
+    steps = commands(history)
+    assert KUBE_CHECK_READY not in activities(history)
+    assert "replica_health" in signals(history)
+    # Registered at Ready, told of the missing Deployment: compared, re-applied, registered
+    # again; unregistered before the teardown deletes anything.
+    first = steps.index("watch_replica")
+    assert steps[first + 1 : first + 3] == ["kube.drift", "kube.apply"]
+    assert steps.count("watch_replica") == 2
+    # Told healthy again after the repair: Ready (the deployment told) and published again.
+    again = steps.index("watch_replica", first + 1)
+    assert steps[again + 1 : again + 3] == ["replica_progress", "endpoints.publish_replica"]
+    assert steps.index("unwatch_replica") < steps.index("kube.delete")
+
+
+def test_the_watched_cluster_golden_scans_and_signals_only_on_news() -> None:
+    history = load("watched-cluster.json")
+    steps = commands(history)
+    assert {"watch_replica", "unwatch_replica"} <= signals(history)
+    scans = steps.count(KUBE_SCAN_REPLICAS)
+    told = steps.count("replica_health")
+    assert scans >= 3
+    assert 1 <= told < scans
