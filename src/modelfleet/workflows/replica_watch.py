@@ -161,16 +161,7 @@ class ReplicaWatch:
         next_resync = workflow.now() + resync
         while not self._teardown:
             if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    self._input.model_copy(
-                        update={
-                            "serving_since": serving_since,
-                            "applied": self._applied,
-                            "repair_deadline": self._repair_deadline,
-                        }
-                    )
-                )
+                await self._continue_serving(serving_since)
             wait = interval if self._repair_deadline is None else min(interval, REPAIR_POLL)
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._teardown, timeout=wait)
@@ -198,21 +189,25 @@ class ReplicaWatch:
                     f"not repaired within the progress deadline: {self._reason or 'not ready'}"
                 )
 
+    async def _continue_serving(self, serving_since: datetime) -> None:
+        """Continue-as-new while serving: the next run starts in the serving loop."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(
+            self._input.model_copy(
+                update={
+                    "serving_since": serving_since,
+                    "applied": self._applied,
+                    "repair_deadline": self._repair_deadline,
+                }
+            )
+        )
+
     async def _watched_by_cluster(self, rendered: RenderedReplica, serving_since: datetime) -> None:
         """Wait for the cluster's news, a repair deadline, or teardown; no timer while healthy."""
         while not self._teardown:
             if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
                 # The next run registers again (idempotent).
-                workflow.continue_as_new(
-                    self._input.model_copy(
-                        update={
-                            "serving_since": serving_since,
-                            "applied": self._applied,
-                            "repair_deadline": self._repair_deadline,
-                        }
-                    )
-                )
+                await self._continue_serving(serving_since)
             timeout: timedelta | None = None
             if self._repair_deadline is not None:
                 timeout = max(self._repair_deadline - workflow.now(), timedelta(seconds=1))
