@@ -115,7 +115,8 @@ async def main(scenario: str) -> None:
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
     text = history.to_json()
-    if "/work/" in text or str(ROOT) in text:
+    # The directory the checkout sits in: any path of this machine.
+    if f"{ROOT.parent}/" in text:
         raise SystemExit(f"{filename}: an unscrubbed path is left in the history")
     (HISTORIES / filename).write_text(text)
     index_path = HISTORIES / "index.json"
