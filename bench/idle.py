@@ -15,20 +15,28 @@ activity 3: ~11 events per check), on top of the clusters' probes, which both de
 machine's load average is printed at the start and the end of the window: this 2-core machine
 is shared, so read the figures with it.
 
+``--worker-processes N`` runs N more ``modelfleet worker`` processes beside the in-process one,
+polling the same task queues, as a real deployment runs its workers: at 1,000 replicas one
+process holding the simulated fleet, the bench and every worker slot starves its own workflow
+tasks past the SDK's 2 s deadlock detector.
+
     .venv/bin/python bench/idle.py [--clusters 50] [--deployments 500] [--replicas 2]
-        [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800]
+        [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800] [--worker-processes 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,7 +45,7 @@ from temporalio.client import Client
 
 import rollout as rb
 from modelfleet.cli.apply import apply_resource
-from modelfleet.cli.devenv import dev_environment
+from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput
 
 HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
@@ -69,6 +77,46 @@ async def events_within(
     return out
 
 
+@contextlib.contextmanager
+def worker_processes(env: DevEnvironment, count: int, logs: Path) -> Iterator[None]:
+    """``count`` ``modelfleet worker`` processes on the same server and credentials, stopped
+    (SIGTERM, then SIGKILL) on the way out. The simulated clouds' settings reach them through
+    the environment, as they reach the in-process worker."""
+    procs = []
+    try:
+        for i in range(count):
+            with (logs / f"worker-{i}.log").open("wb") as log:
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "modelfleet.cli",
+                            "worker",
+                            "--address",
+                            env.settings.address,
+                            "--credentials-dir",
+                            str(env.kubeconfig_dir),
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env={**os.environ},
+                    )
+                )
+        if procs:
+            print(f"worker processes: {count} more, logs in {logs}")
+        yield
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
@@ -85,38 +133,41 @@ async def run(args: argparse.Namespace) -> int:
         state = Path(tmp)
         paths = rb.write_fleet(state / "manifests", args.clusters, nodes)
         async with dev_environment(state, paths, ui=False, startup_seconds=0) as env:
-            client = env.client
-            print(f"code: modelfleet {rb.code_revision()}")
-            print(
-                f"fleet: {args.clusters} clusters; {args.deployments} deployments x"
-                f" {args.replicas} replicas = {total} replicas"
-            )
-            await rb.wait_clusters(env, args.clusters, time.monotonic() + 300)
-            began = time.monotonic()
-            deadline = began + args.timeout
-            await rb.bounded(deployments, args.concurrency, lambda md: apply_resource(client, md))
-            try:
-                await rb.wait_ready(client, names, total, deadline, args.concurrency)
-                print(f"{total} replicas Ready in {time.monotonic() - began:.1f} s")
-            except TimeoutError as exc:
-                # A loaded machine may not place the last few in time: measure the Ready ones
-                # (their own histories below) and say how many were not.
-                print(f"not all Ready after {args.timeout:g} s ({exc}); measuring anyway")
-            print(f"settling {args.settle:g} s (registrations, first scans)")
-            await asyncio.sleep(args.settle)
+            with worker_processes(env, args.worker_processes, state):
+                client = env.client
+                print(f"code: modelfleet {rb.code_revision()}")
+                print(
+                    f"fleet: {args.clusters} clusters; {args.deployments} deployments x"
+                    f" {args.replicas} replicas = {total} replicas"
+                )
+                await rb.wait_clusters(env, args.clusters, time.monotonic() + 300)
+                began = time.monotonic()
+                deadline = began + args.timeout
+                await rb.bounded(
+                    deployments, args.concurrency, lambda md: apply_resource(client, md)
+                )
+                try:
+                    await rb.wait_ready(client, names, total, deadline, args.concurrency)
+                    print(f"{total} replicas Ready in {time.monotonic() - began:.1f} s")
+                except TimeoutError as exc:
+                    # A loaded machine may not place the last few in time: measure the Ready ones
+                    # (their own histories below) and say how many were not.
+                    print(f"not all Ready after {args.timeout:g} s ({exc}); measuring anyway")
+                print(f"settling {args.settle:g} s (registrations, first scans)")
+                await asyncio.sleep(args.settle)
 
-            ready = await ready_replicas(client)
-            print(f"{len(ready)} of {total} replicas Ready at the start of the window")
-            print(f"idle window: {args.idle:g} s; load average at start: {load()}")
-            t0 = datetime.now(UTC)
-            await asyncio.sleep(args.idle)
-            t1 = datetime.now(UTC)
-            print(f"load average at end: {load()}")
-            window = (t1 - t0).total_seconds()
-            stats = await rb.gather_histories(client, t0, t1, lambda _: True, args.concurrency)
-            still = set(await ready_replicas(client))
-            steady = [w for w in ready if w in still]
-            own = await events_within(client, steady, t0, t1, args.concurrency)
+                ready = await ready_replicas(client)
+                print(f"{len(ready)} of {total} replicas Ready at the start of the window")
+                print(f"idle window: {args.idle:g} s; load average at start: {load()}")
+                t0 = datetime.now(UTC)
+                await asyncio.sleep(args.idle)
+                t1 = datetime.now(UTC)
+                print(f"load average at end: {load()}")
+                window = (t1 - t0).total_seconds()
+                stats = await rb.gather_histories(client, t0, t1, lambda _: True, args.concurrency)
+                still = set(await ready_replicas(client))
+                steady = [w for w in ready if w in still]
+                own = await events_within(client, steady, t0, t1, args.concurrency)
 
     print()
     print(f"== idle fleet: {total} Ready replicas on {args.clusters} clusters, {window:.1f} s ==")
@@ -164,10 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=45.0, help="seconds before the window")
     parser.add_argument("--concurrency", type=int, default=10, help="applies in flight")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to all Ready")
+    parser.add_argument(
+        "--worker-processes", type=int, default=0, help="more worker processes beside this one"
+    )
     args = parser.parse_args(argv)
     for name in ("clusters", "deployments", "replicas", "concurrency"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if args.worker_processes < 0:
+        parser.error("--worker-processes must be 0 or more")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     rb.tally_sdk_logs()
     return asyncio.run(run(args))
