@@ -2,6 +2,10 @@
 Updates (workflows cannot send Updates to each other). Each call carries a deterministic update
 ID, so a retried activity is answered from the first result instead of placing twice.
 
+An Update the server refuses for its in-flight limit is asked again after a pause
+(``adapters.temporal_updates``): the per-process bound below keeps one worker under the limit,
+several workers together are not.
+
 Side effects: Temporal client calls only. No Kubernetes, no cloud SDKs.
 """
 
@@ -13,6 +17,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 
+from modelfleet.adapters.temporal_updates import asked_again_when_refused
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
@@ -49,8 +54,10 @@ class FleetActivities:
         self, name: str, arg: Any, *, result_type: type | None = None, update_id: str | None = None
     ) -> Any:
         async with self._slots:
-            return await self._fleet().execute_update(
-                name, arg, id=update_id, result_type=result_type
+            return await asked_again_when_refused(
+                lambda: self._fleet().execute_update(
+                    name, arg, id=update_id, result_type=result_type
+                )
             )
 
     def _fleet(self) -> WorkflowHandle[Any, Any]:

@@ -27,6 +27,7 @@ from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
 from modelfleet.adapters.endpoint_probe import probe_models
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_errors import KubeError
+from modelfleet.adapters.temporal_updates import asked_again_when_refused, update_with_start
 from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.serving_payloads import (
@@ -92,21 +93,23 @@ async def directory_update(
     *,
     rpc_timeout: timedelta | None = None,
 ) -> Any:
-    """An Update on the endpoint directory, starting it first if needed."""
-    return await client.execute_update_with_start_workflow(
-        update,
-        arg,
-        result_type=result_type,
-        start_workflow_operation=WithStartWorkflowOperation(
+    """An Update on the endpoint directory, starting it first if needed; asked again while the
+    server refuses it for its in-flight limit (``adapters.temporal_updates``)."""
+
+    async def once() -> Any:
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ENDPOINT_DIRECTORY_WORKFLOW,
             EndpointsInput(),
             id=ENDPOINTS_ID,
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary="Endpoints: every ModelEndpoint and the services that watch them",
-        ),
-        rpc_timeout=rpc_timeout,
-    )
+        )
+        return await update_with_start(
+            client, update, arg, start, result_type=result_type, rpc_timeout=rpc_timeout
+        )
+
+    return await asked_again_when_refused(once)
 
 
 class ServingActivities:

@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from modelfleet.adapters import temporal_updates
 from modelfleet.contracts.activity_names import TASK_QUEUE
 
 
@@ -29,18 +30,16 @@ async def update_with_start(
 ) -> str:
     """Send ``update(update_arg)`` to ``workflow_id``, starting ``run(run_arg)`` there first
     when nothing runs under that ID (a running one is used as it is); returns the ID."""
-    await client.execute_update_with_start_workflow(
-        update,
-        update_arg,
-        start_workflow_operation=WithStartWorkflowOperation(
-            run,
-            run_arg,
-            id=workflow_id,
-            task_queue=TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=summary,
-        ),
-        rpc_timeout=rpc_timeout,
+    start = WithStartWorkflowOperation(
+        run,
+        run_arg,
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=summary,
+    )
+    await temporal_updates.update_with_start(
+        client, update, update_arg, start, rpc_timeout=rpc_timeout
     )
     return workflow_id
 
