@@ -40,10 +40,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.contracts.fleet_payloads import (
+    REPLICA_PAGE_LIMIT,
     FleetStats,
     PlaceRequest,
     PlaceResponse,
     ReleaseRequest,
+    ReplicaPageRequest,
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
 from modelfleet.worker.devserver import start_dev_server
@@ -171,6 +173,41 @@ async def test_fleet_places_10000_replicas_across_continue_as_new(dev_client: Cl
         assert released == PER_DEPLOYMENT
         stats = await client.get_workflow_handle(fleet_id).query(FleetWorkflow.stats)
         assert stats.replicas == (DEPLOYMENTS - 1) * PER_DEPLOYMENT
+        # Read back in bounded pages (the whole view would be ~10 MB): every replica once, in
+        # key order, each page far below the SDK's 512 KiB payload warning.
+        handle = client.get_workflow_handle(fleet_id)
+        paged: list[str] = []
+        after = ""
+        while True:
+            page = await handle.query(FleetWorkflow.replica_page, ReplicaPageRequest(after=after))
+            assert len(page.replicas) <= REPLICA_PAGE_LIMIT
+            assert len(page.model_dump_json()) < 512 * 1024
+            paged += [f"{r.namespace}/{r.name}" for r in page.replicas]
+            if not page.next_after:
+                break
+            after = page.next_after
+        assert len(paged) == stats.replicas == len(set(paged))
+        assert paged == sorted(paged)
+        assert set(paged) == {f"{r.namespace}/{r.name}" for r in placed} - {
+            f"team-0/{n}" for n in first
+        }
+        # Filtered by cluster and by namespace, one page each here.
+        some = placed[-1].spec.cluster_name
+        on = await handle.query(FleetWorkflow.replica_page, ReplicaPageRequest(cluster=some))
+        assert {r.name for r in on.replicas} == {
+            r.name for r in placed if r.spec.cluster_name == some and r.name not in first
+        }
+        team = await handle.query(
+            FleetWorkflow.replica_page, ReplicaPageRequest(namespace="team-3", limit=7)
+        )
+        assert len(team.replicas) == 7
+        assert {r.namespace for r in team.replicas} == {"team-3"}
+        assert team.next_after
+        # One cluster's record, without the replicas (what an endpoint publication asks).
+        record = await handle.query(FleetWorkflow.cluster, some)
+        assert record is not None
+        assert record.spec.name == some
+        assert await handle.query(FleetWorkflow.cluster, "no-such-cluster") is None
         print(
             f"\n10,000 replicas: {len(sizes)} continue-as-new, inputs {min(sizes)}-{max(sizes)} "
             f"bytes, state now {stats.state_bytes} bytes"

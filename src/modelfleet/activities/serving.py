@@ -53,7 +53,7 @@ from modelfleet.contracts.serving_payloads import (
     WatchRequest,
     WatchResult,
 )
-from modelfleet.contracts.status import FleetView
+from modelfleet.contracts.status import ClusterRecord
 from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord
 
 API_KEY_HASHES_TYPE = "modelfleet.dev/api-key-hashes"
@@ -129,18 +129,22 @@ class ServingActivities:
         async with self._slots:
             return await directory_update(self._client, update, arg, result_type)
 
-    async def _fleet_view(self) -> FleetView:
+    async def _cluster_record(self, cluster: str) -> ClusterRecord | None:
+        # One cluster's record, not the Fleet's whole view: that carries every placed replica
+        # (~1 MB at 1,000), and every Ready replica asked it once.
         handle = self._client.get_workflow_handle(FLEET_WORKFLOW_ID)
-        view: FleetView = await handle.query("view", result_type=FleetView)
-        return view
+        record: ClusterRecord | None = await asked_again_when_refused(
+            lambda: handle.query("cluster", cluster, result_type=ClusterRecord | None)  # type: ignore[arg-type]
+        )
+        return record
 
     async def _cluster_facts(self, cluster: str) -> tuple[str, dict[str, str]]:
         """The cluster's gateway address and labels, as its workflow last reported them."""
-        for record in (await self._fleet_view()).clusters:
-            if record.spec.name == cluster:
-                if not record.gateway_address:
-                    raise ApplicationError(f"cluster {cluster} reports no gateway address yet")
-                return record.gateway_address, dict(record.spec.metadata.labels)
+        record = await self._cluster_record(cluster)
+        if record is not None:
+            if not record.gateway_address:
+                raise ApplicationError(f"cluster {cluster} reports no gateway address yet")
+            return record.gateway_address, dict(record.spec.metadata.labels)
         raise ApplicationError(f"cluster {cluster} is not in the fleet")
 
     @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)

@@ -24,7 +24,6 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.sim import cloud_catalog
-from modelfleet.contracts.status import FleetView
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, start_dev_server
@@ -147,7 +146,7 @@ async def _wait_published(client: Client, names: set[str], limit: float = 60.0) 
     handle = client.get_workflow_handle(FLEET_ID)
     deadline = asyncio.get_running_loop().time() + limit
     while asyncio.get_running_loop().time() < deadline:
-        view: FleetView = await handle.query(FleetWorkflow.view)
-        if names <= {c.spec.name for c in view.clusters if c.ready}:
+        records = await handle.query(FleetWorkflow.clusters)
+        if names <= {c.spec.name for c in records if c.ready}:
             return
         await asyncio.sleep(0.2)

@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
-from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.autoscaling.records import AutoscalerStatus
 from modelfleet.cli.connection import open_client, require_worker
@@ -47,8 +47,10 @@ from modelfleet.cli.manifests import (
 from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.cache_payloads import CacheStatus
+from modelfleet.contracts.fleet_payloads import ReplicaPage, ReplicaPageRequest
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.contracts.status import (
+    ClusterRecord,
     ClusterStatus,
     DeploymentStatus,
     FleetView,
@@ -150,11 +152,23 @@ def _phase(w: WorkflowExecution) -> str | None:
     return w.typed_search_attributes.get(search.PHASE)
 
 
-async def fleet_view(client: Client) -> FleetView:
-    view: FleetView = await query(
-        client.get_workflow_handle(FLEET_ID), FleetWorkflow.view, what="the Fleet workflow"
-    )
-    return view
+async def fleet_view(client: Client, *, replicas: bool = True) -> FleetView:
+    """The Fleet's classes, clusters and (with ``replicas``) placed replicas, asked in
+    bounded pieces: one answer holding every replica (~1 KB each) outgrows what a query may
+    carry past a few thousand."""
+    handle = client.get_workflow_handle(FLEET_ID)
+    what = "the Fleet workflow"
+    clusters: list[ClusterRecord] = await query(handle, FleetWorkflow.clusters, what=what)
+    classes = await fleet_classes(client)
+    placed: list[ModelReplica] = []
+    after: str | None = "" if replicas else None
+    while after is not None:
+        page: ReplicaPage = await query(
+            handle, FleetWorkflow.replica_page, ReplicaPageRequest(after=after), what=what
+        )
+        placed += page.replicas
+        after = page.next_after or None
+    return FleetView(classes=sorted(c.name for c in classes), clusters=clusters, replicas=placed)
 
 
 async def fleet_classes(client: Client) -> list[InferenceClass]:
@@ -261,7 +275,7 @@ async def _deployments(client: Client, namespace: str | None, wanted: set[str]) 
 
 
 async def _classes(client: Client, wanted: set[str]) -> list[Fetched]:
-    view = await fleet_view(client)
+    view = await fleet_view(client, replicas=False)
     classes = await fleet_classes(client)
     out = []
     for cls in classes:

@@ -125,3 +125,24 @@ class PublishRequest(WireModel):
     spec: InferenceCluster | None = None
     report: ClusterReport | None = None
     remove: str | None = None
+
+
+# Replicas per page of the Fleet's ``replica_page`` query: ~1 KB each, so a page stays far
+# below the 512 KiB at which the SDK warns about a payload (and the 2 MiB it refuses).
+REPLICA_PAGE_LIMIT = 250
+
+
+class ReplicaPageRequest(WireModel):
+    """A page of the Fleet's placed replicas, by key (``namespace/name``) order: those after
+    ``after``, optionally only of one namespace or one cluster."""
+
+    after: str = ""
+    limit: int = Field(default=REPLICA_PAGE_LIMIT, ge=1, le=REPLICA_PAGE_LIMIT)
+    namespace: str = ""
+    cluster: str = ""
+
+
+class ReplicaPage(WireModel):
+    replicas: list[ModelReplica] = Field(default_factory=list)
+    # The key to ask ``after`` for the next page; "" when this is the last.
+    next_after: str = ""

@@ -23,6 +23,7 @@ scheduler it runs is a pure function.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from collections import ChainMap, deque
 from collections.abc import Collection, Mapping
@@ -48,6 +49,8 @@ with workflow.unsafe.imports_passed_through():
         PlaceRequest,
         PlaceResponse,
         ReleaseRequest,
+        ReplicaPage,
+        ReplicaPageRequest,
         ReplicaRemoval,
         template_key,
     )
@@ -648,11 +651,35 @@ class FleetWorkflow:
 
     @workflow.query
     def view(self) -> FleetView:
+        """Classes, clusters and every placed replica in one answer: ~1 KB a replica, so past
+        a few thousand replicas too large for one query. Kept for older CLIs; ``clusters``,
+        ``cluster`` and ``replica_page`` answer the same in bounded pieces."""
         return FleetView(
             classes=sorted(self._classes),
             clusters=[self._clusters[k] for k in sorted(self._clusters)],
             replicas=[self._book.replica(k) for k in self._book.sorted_keys()],
         )
+
+    @workflow.query
+    def cluster(self, name: str) -> ClusterRecord | None:
+        """One cluster's record (what an endpoint publication needs), or None."""
+        return self._clusters.get(name)
+
+    @workflow.query
+    def replica_page(self, request: ReplicaPageRequest) -> ReplicaPage:
+        """Placed replicas in key order, a bounded page at a time (``ReplicaPageRequest``)."""
+        keys = sorted(self._book.keys_on(request.cluster)) if request.cluster else None
+        keys = keys if keys is not None else self._book.sorted_keys()
+        start = bisect.bisect_right(keys, request.after) if request.after else 0
+        page: list[ModelReplica] = []
+        for i in range(start, len(keys)):
+            replica = self._book.replica(keys[i])
+            if request.namespace and replica.namespace != request.namespace:
+                continue
+            if len(page) == request.limit:
+                return ReplicaPage(replicas=page, next_after=keys[i - 1])
+            page.append(replica)
+        return ReplicaPage(replicas=page)
 
     @workflow.query
     def stats(self) -> FleetStats:
