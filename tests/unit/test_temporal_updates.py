@@ -28,6 +28,12 @@ LIMIT = RPCError(
     b"",
 )
 ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
+QUERY_BUFFER = RPCError(
+    "consistent query buffer is full, this may be caused by too many queries and workflow not"
+    " able to process query fast enough",
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    b"",
+)
 NOT_FOUND = RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
 OTHER_EXHAUSTED = RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
 
@@ -35,6 +41,7 @@ OTHER_EXHAUSTED = RPCError("namespace rate limit exceeded", RPCStatusCode.RESOUR
 def test_only_refusals_that_applied_nothing_count() -> None:
     assert refused_for_load(LIMIT)
     assert refused_for_load(ABORTED)
+    assert refused_for_load(QUERY_BUFFER)
     assert not refused_for_load(NOT_FOUND)
     assert not refused_for_load(OTHER_EXHAUSTED)
     assert not refused_for_load(ValueError("limit on number of concurrent in-flight updates"))

@@ -60,6 +60,13 @@ class FleetActivities:
                 )
             )
 
+    async def _query(self, name: str, arg: Any, *, result_type: type) -> Any:
+        # Queries of the one Fleet meet the server's buffer of queries per workflow when many
+        # deployments resync at once; refused ones are asked again, as refused Updates are.
+        return await asked_again_when_refused(
+            lambda: self._fleet().query(name, arg, result_type=result_type)
+        )
+
     def _fleet(self) -> WorkflowHandle[Any, Any]:
         return self._client.get_workflow_handle(FLEET_WORKFLOW_ID)
 
@@ -93,13 +100,13 @@ class FleetActivities:
 
     @activity.defn(name=FLEET_REPLICAS_ON)
     async def replicas_on(self, cluster: str) -> list[str]:
-        names: list[str] = await self._fleet().query("replicas_on", cluster, result_type=list[str])
+        names: list[str] = await self._query("replicas_on", cluster, result_type=list[str])
         return names
 
     @activity.defn(name=FLEET_REPLICAS_BY_POOL)
     async def replicas_by_pool(self, cluster: str) -> dict[str, list[str]]:
         """Per node pool of ``cluster``, the replicas on it (a query: no Fleet history)."""
-        found: dict[str, list[str]] = await self._fleet().query(
+        found: dict[str, list[str]] = await self._query(
             "replicas_by_pool", cluster, result_type=dict[str, list[str]]
         )
         return found
@@ -109,7 +116,7 @@ class FleetActivities:
         """Whether a deployment's last placement is still current (a query: no Fleet history,
         no Update slot). A deployment whose own spec is unchanged skips ``fleet.place`` when
         this says True."""
-        current: bool = await self._fleet().query("placement_current", check, result_type=bool)
+        current: bool = await self._query("placement_current", check, result_type=bool)
         return current
 
     @activity.defn(name=FLEET_SWEEP_PENDING)

@@ -1,5 +1,5 @@
-"""Updates sent through the Temporal client to the fleet's shared workflows (the Fleet, the
-endpoint directory) and, with start, to any entity workflow.
+"""Updates (and queries) sent through the Temporal client to the fleet's shared workflows (the
+Fleet, the endpoint directory) and, with start, to any entity workflow.
 
 Two things the SDK leaves to its caller:
 
@@ -11,6 +11,8 @@ Two things the SDK leaves to its caller:
   several workers together are not (two workers at 6 each already refuse some), so a refused
   Update is asked again here after a short, jittered, growing pause, as many times as
   ``REFUSED_ATTEMPTS``; after that the error goes to the caller (an activity's retry policy).
+  Queries of those workflows meet the same kind of limit (RESOURCE_EXHAUSTED "consistent query
+  buffer is full" while a workflow task is running) and are asked again the same way.
 - **The start operation's own outcome.** Update-with-start settles a future of the start
   operation that nobody awaits when the Update fails; asyncio then prints "Future exception
   was never retrieved" with a traceback into the log at garbage collection. It is retrieved
@@ -39,14 +41,18 @@ LONGEST_PAUSE_SECONDS = 5.0
 
 _LIMIT = "limit on number of concurrent in-flight updates"
 _ABORTED = "workflow update was aborted"
+_QUERY_BUFFER = "consistent query buffer is full"
 
 
 def refused_for_load(err: BaseException) -> bool:
-    """Whether the server refused the Update without applying it (in-flight limit, aborted)."""
+    """Whether the server refused the call without doing it: an Update over the in-flight
+    limit or aborted, a query over the workflow's query buffer."""
     if not isinstance(err, RPCError):
         return False
     message = str(err)
-    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED and _LIMIT in message:
+    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED and (
+        _LIMIT in message or _QUERY_BUFFER in message
+    ):
         return True
     return _ABORTED in message
 
