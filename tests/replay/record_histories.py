@@ -19,6 +19,8 @@ history it fetched against the current workflow code, and only then writes them 
   ``--only paused`` records just this one, to add it beside the committed goldens);
 * quiet (``--only quiet``, not in the full run): a rollout, a periodic resync that found its
   placement current, and a failed replica, on the quiet paths of issue 11;
+* backoff (``--only backoff``, not in the full run): a rollout, then a quiet resync after which
+  the deployment rests twice as long (120 s);
 * template (``--only template``, not in the full run): a rollout then a scale by Update, whose
   later placements name the deployment's template by key (with the Fleet that served it);
 * accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource);
@@ -314,8 +316,32 @@ async def template(rec: Recorder) -> None:
     await rec.record("template-fleet.json", FLEET_ID, "Fleet", scenario)
 
 
+async def backoff(rec: Recorder) -> None:
+    """The resync back-off (patch rollout-resync-backs-off-when-current): a one-replica rollout
+    to Ready, a 60 s rest, a periodic resync that finds its placement current, and the next
+    rest started at 120 s (about 60 s of real time)."""
+    ns = "replay-backoff"
+    await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    await rec.wait_status(ns, ready(1), "Ready")
+    handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+
+    async def backed_off() -> bool | None:
+        events = (await handle.fetch_history()).events
+        rests = [
+            e.timer_started_event_attributes.start_to_fire_timeout.ToSeconds()
+            for e in events
+            if e.HasField("timer_started_event_attributes")
+        ]
+        return True if 120 in rests else None
+
+    await wait_for(backed_off, 150, "a resync that found its placement current, then 120 s")
+    scenario = "a one-replica rollout to Ready, a quiet resync, then a rest twice as long"
+    await rec.record("backoff-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario)
+
+
 SCENARIOS = {
     "rollout": rollout,
+    "backoff": backoff,
     "scale": scale,
     "roll": roll,
     "paused": paused,

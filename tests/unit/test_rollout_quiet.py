@@ -126,3 +126,64 @@ def test_the_version_is_carried_across_continue_as_new_and_old_inputs_load() -> 
     assert rollout.carried(resting).fleet_version == 3
     legacy = rollout.DeploymentState.model_validate({"spec": MD.model_dump(by_alias=True)})
     assert legacy.fleet_version == 0
+
+
+def _rest_then_resync(
+    state: rollout.DeploymentState, current: bool, policy: rollout.Policy = rollout.Policy()
+) -> tuple[rollout.DeploymentState, float]:
+    """From a resting deployment: the rest it takes (seconds), then its quiet resync, the
+    Fleet answering ``current``, carried out until it rests again."""
+    state, action = rollout.next_action(state, T0, policy)
+    assert isinstance(action, rollout.Rest)
+    rest = action.timeout.total_seconds()
+    state = rollout.woke(state, T0, policy)
+    state, action = rollout.next_action(state, T0, policy)
+    assert isinstance(action, rollout.CheckPlacement)
+    state = rollout.placement_checked(state, current)
+    while True:
+        state, action = rollout.next_action(state, T0, policy)
+        if isinstance(action, rollout.Place):
+            state = rollout.placed(state, PlaceResponse(version=action.sequence + 10))
+        elif isinstance(action, rollout.Rest):
+            return state, rest
+
+
+def test_quiet_resyncs_rest_longer_each_time_up_to_five_minutes() -> None:
+    state = _resting_after_a_placement(7)
+    rests = []
+    for _ in range(6):
+        state, rest = _rest_then_resync(state, current=True)
+        rests.append(rest)
+    assert rests == [60, 120, 240, 300, 300, 300]
+    assert rollout.carried(state).quiet_resyncs == 6  # kept across continue-as-new
+    # The Fleet says something changed: it places, and the next rest is 60 s again.
+    state, _ = _rest_then_resync(state, current=False)
+    assert rollout.next_action(state, T0)[1] == rollout.Rest(timeout=rollout.RESYNC_INTERVAL)
+
+
+def test_a_change_starts_the_short_resync_again() -> None:
+    state = _resting_after_a_placement(7)
+    for _ in range(4):
+        state, _ = _rest_then_resync(state, current=True)
+    # A scale, an apply or the Fleet's nudge: the pass it starts places, then 60 s rests.
+    state = rollout.woke(rollout.resync(state), T0)
+    places = 0
+    while True:
+        state, action = rollout.next_action(state, T0)
+        if isinstance(action, rollout.Place):
+            places += 1
+            state = rollout.placed(state, PlaceResponse(version=20))
+        elif isinstance(action, rollout.Rest):
+            break
+    assert places == 1
+    assert action == rollout.Rest(timeout=rollout.RESYNC_INTERVAL)
+
+
+def test_histories_before_the_backoff_rest_sixty_seconds_every_time() -> None:
+    old = rollout.Policy(resync_backoff=False)
+    state = _resting_after_a_placement(7)
+    rests = []
+    for _ in range(4):
+        state, rest = _rest_then_resync(state, current=True, policy=old)
+        rests.append(rest)
+    assert rests == [60, 60, 60, 60]

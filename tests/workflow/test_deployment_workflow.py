@@ -138,20 +138,28 @@ async def test_a_resync_with_nothing_changed_sends_no_placement(harness: Harness
     await harness.wait_status(handle, ready(2), "2 ready")
     placed = len(harness.fleet.requests)
     upserts = await phase_upserts(handle)
-    # Three periodic resyncs (60 s each): each asks the Fleet by query, none places, and none
-    # rewrites the unchanged search attributes.
+    # Periodic resyncs, each resting twice as long as the last while the placement stays
+    # current (60, 120, 240 s): each asks the Fleet by query, none places, and none rewrites
+    # the unchanged search attributes.
     await harness.env.sleep(timedelta(seconds=185))
     await handle.query(DeploymentWorkflow.status)
-    assert len(harness.fleet.checks) >= 3
+    assert len(harness.fleet.checks) == 2  # at 60 and 180 s, not 60, 120 and 180
+    await harness.env.sleep(timedelta(seconds=240))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.checks) == 3
     assert await phase_upserts(handle) == upserts
     assert {c.version for c in harness.fleet.checks} == {harness.fleet.version}
     assert len(harness.fleet.requests) == placed
-    # Something changed in the Fleet: the next resync places again.
+    # Something changed in the Fleet: the next resync (now 300 s away) places again, and the
+    # rest after it is 60 s again.
     harness.fleet.current = False
-    await harness.env.sleep(timedelta(seconds=65))
+    await harness.env.sleep(timedelta(seconds=305))
     await handle.query(DeploymentWorkflow.status)
     assert len(harness.fleet.requests) == placed + 1
     assert harness.fleet.requests[-1].desired == 2
+    await harness.env.sleep(timedelta(seconds=65))
+    await handle.query(DeploymentWorkflow.status)
+    assert len(harness.fleet.requests) == placed + 2
 
 
 async def test_later_placements_name_the_template_and_resend_it_when_the_fleet_forgot(

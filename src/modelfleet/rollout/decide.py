@@ -47,6 +47,12 @@ from modelfleet.rollout.state import (
 from modelfleet.rollout.state import DryPlace as DryPlaceOp
 
 RESYNC_INTERVAL = timedelta(seconds=60)
+# A settled deployment (every replica placed, the Fleet's answer still current) rests longer
+# after each quiet resync, up to this: what changes under it is signalled (scale, apply, a
+# replica's Ready/Degraded/Failed/Done, the Fleet's nudge when a cluster stays NotReady), so
+# the resync is only the net under those. At 60 s every deployment cost the Fleet a query a
+# minute: 1.7 activities/s and 18 events/s for 100 idle deployments.
+LONGEST_QUIET_RESYNC = timedelta(seconds=300)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
 BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
 _FINISHED = (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED)
@@ -72,6 +78,16 @@ class Policy:
     # query) whether its last placement is still current, and sends no placement Update if it
     # is (issue 11: every deployment placed again every 60 s, an Update on the one Fleet).
     skip_current: bool = True
+    # After each quiet resync that found the placement current, the next rest doubles (60 s,
+    # 120 s, 240 s, then 300 s); a change or a placement not current starts again at 60 s.
+    # Before, every deployment resynced every 60 s forever.
+    resync_backoff: bool = True
+
+
+def resync_interval(quiet_resyncs: int) -> timedelta:
+    """How long a deployment rests after ``quiet_resyncs`` quiet resyncs in a row."""
+    doubled: timedelta = RESYNC_INTERVAL * (2 ** min(quiet_resyncs, 8))
+    return min(doubled, LONGEST_QUIET_RESYNC)
 
 
 def next_action(
@@ -86,7 +102,8 @@ def next_action(
         _note_summary(s, now)
         if s.stage is Stage.REST:
             if not s.deleting:
-                return s, Rest(timeout=RESYNC_INTERVAL)
+                quiet = s.quiet_resyncs if policy.resync_backoff else 0
+                return s, Rest(timeout=resync_interval(quiet))
             _begin_delete(s)
         if not s.ops:
             if s.stage is Stage.DELETE:
@@ -131,6 +148,8 @@ def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> De
         s.ops.insert(1, DryPlaceOp(purpose="gate"))
     elif policy.skip_current and quiet and _settled(s):
         s.ops.insert(1, CheckCurrent(version=s.fleet_version))
+        return s  # ``placement_checked`` counts the quiet resyncs
+    s.quiet_resyncs = 0
     return s
 
 

@@ -267,6 +267,7 @@ def placement_checked(state: DeploymentState, current: bool) -> DeploymentState:
     assert isinstance(op, CheckCurrent), f"a placement check while the next op is {op.op}"
     if current and s.ops and isinstance(s.ops[0], PlaceFor) and s.ops[0].purpose == "reconcile":
         s.ops.pop(0)
+    s.quiet_resyncs = s.quiet_resyncs + 1 if current else 0
     return s
 
 

@@ -204,6 +204,9 @@ class DeploymentState(WireModel):
     # "is it still current" check of a periodic resync. Versions are per Fleet run; the Fleet
     # answers "not current" for a version it no longer knows.
     fleet_version: int = 0
+    # Periodic resyncs in a row that found the placement current (``Policy.resync_backoff``):
+    # each doubles the next rest, up to ``LONGEST_QUIET_RESYNC``; any change starts again.
+    quiet_resyncs: int = 0
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:
