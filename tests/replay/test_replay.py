@@ -41,6 +41,14 @@ def of_type(history: WorkflowHistory, event_type: EventType.ValueType) -> list[H
     return [e for e in history.events if e.event_type == event_type]
 
 
+def holds_patch(history: WorkflowHistory, patch: str) -> bool:
+    """Whether the history recorded ``workflow.patched(patch)``'s marker."""
+    return any(
+        patch.encode() in e.marker_recorded_event_attributes.SerializeToString()
+        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+    )
+
+
 def activities(history: WorkflowHistory) -> list[str]:
     return [
         e.activity_task_scheduled_event_attributes.activity_type.name

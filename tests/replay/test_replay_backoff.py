@@ -6,18 +6,14 @@ with every other golden; the older goldens rest 60 s every time and still replay
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
-from test_replay import load, of_type
+from test_replay import holds_patch, load, of_type
 
 from modelfleet.workflows.deployment import PATCH_RESYNC_BACKOFF
 
 
 def test_backoff_golden_rests_twice_as_long_after_a_quiet_resync() -> None:
     history = load("backoff-deployment.json")
-    markers = [
-        e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    ]
-    assert any(PATCH_RESYNC_BACKOFF.encode() in m for m in markers)
+    assert holds_patch(history, PATCH_RESYNC_BACKOFF)
     timeline = [
         (
             "rest",

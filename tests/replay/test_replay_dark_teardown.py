@@ -8,24 +8,16 @@ the teardown ending there; older replica goldens have neither, so both paths rep
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
-from test_replay import activities, load, of_type
+from test_replay import activities, holds_patch, load, of_type
 
 from modelfleet.contracts.activity_names import FLEET_SWEEP_PENDING, KUBE_DELETE
 from modelfleet.contracts.serving_payloads import ENDPOINTS_WITHDRAW
 from modelfleet.workflows.replica import DELETE_TRY, PATCH_DARK_TEARDOWN
 
 
-def _has_marker(history: WorkflowHistory, patch: str) -> bool:
-    return any(
-        patch.encode() in e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    )
-
-
 def test_dark_teardown_golden_holds_the_marker_and_the_bounded_tries() -> None:
     history = load("dark-teardown-replica.json")
-    assert _has_marker(history, PATCH_DARK_TEARDOWN)
+    assert holds_patch(history, PATCH_DARK_TEARDOWN)
     names = activities(history)
     teardown = names[names.index(ENDPOINTS_WITHDRAW) + 1 :]
     assert teardown == [KUBE_DELETE, FLEET_SWEEP_PENDING, KUBE_DELETE, FLEET_SWEEP_PENDING]
@@ -49,5 +41,5 @@ def test_dark_teardown_golden_holds_the_marker_and_the_bounded_tries() -> None:
 def test_older_replica_goldens_replay_without_the_dark_teardown_path() -> None:
     for name in ("drift-replica.json", "selfheal-rollout-replica.json"):
         history = load(name)
-        assert not _has_marker(history, PATCH_DARK_TEARDOWN), name
+        assert not holds_patch(history, PATCH_DARK_TEARDOWN), name
         assert FLEET_SWEEP_PENDING not in activities(history), name

@@ -6,18 +6,14 @@ started when the cluster went NotReady and fired at the grace's end, and a place
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
-from test_replay import load, of_type, updates
+from test_replay import holds_patch, load, of_type, updates
 
 from modelfleet.workflows.fleet import GRACE_NUDGE_PATCH, GRACE_TIMER_PATCH, NOT_READY_GRACE
 
 
 def test_grace_golden_holds_the_patch_and_the_fired_timer() -> None:
     history = load("grace-fleet.json")
-    markers = [
-        e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    ]
-    assert any(GRACE_TIMER_PATCH.encode() in m for m in markers)
+    assert holds_patch(history, GRACE_TIMER_PATCH)
     started = of_type(history, EventType.EVENT_TYPE_TIMER_STARTED)
     assert len(started) == 1
     timeout = started[0].timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
@@ -38,11 +34,7 @@ def test_nudge_golden_signals_the_deployment_at_the_grace_end() -> None:
     marker, and a signal to the deployment on the dark cluster after the timer fired; the
     older golden has neither, so both code paths replay."""
     history = load("grace-nudge-fleet.json")
-    markers = [
-        e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    ]
-    assert any(GRACE_NUDGE_PATCH.encode() in m for m in markers)
+    assert holds_patch(history, GRACE_NUDGE_PATCH)
     fired = next(
         i for i, e in enumerate(history.events) if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
     )

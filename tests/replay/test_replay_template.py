@@ -8,18 +8,14 @@ from __future__ import annotations
 import json
 
 from temporalio.api.enums.v1 import EventType
-from test_replay import load, of_type, updates
+from test_replay import holds_patch, load, of_type, updates
 
 from modelfleet.workflows.deployment import PATCH_PLACE_BY_TEMPLATE
 
 
 def test_template_golden_sends_the_deployment_whole_once_then_its_key() -> None:
     history = load("template-deployment.json")
-    markers = [
-        e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    ]
-    assert any(PATCH_PLACE_BY_TEMPLATE.encode() in m for m in markers)
+    assert holds_patch(history, PATCH_PLACE_BY_TEMPLATE)
     requests = [
         e.activity_task_scheduled_event_attributes.input.payloads[0].data
         for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
