@@ -15,6 +15,7 @@ from pydantic import Field
 from modelfleet.api.meta import Condition
 from modelfleet.api.services import InferenceGateway, ServiceEndpoint
 from modelfleet.contracts.wire import WireModel
+from modelfleet.rendering.endpoint_groups import EndpointGroup
 from modelfleet.rendering.front_door import EndpointRecord
 
 ENDPOINTS_ID = "endpoints"
@@ -109,9 +110,12 @@ class ProviderTokensRequest(WireModel):
 
 
 class EndpointsInput(WireModel):
-    """The endpoint directory's state, carried across continue-as-new."""
+    """The endpoint directory's state, carried across continue-as-new: replicas' endpoints in
+    ``groups`` (``rendering.endpoint_groups``), the others whole in ``endpoints`` (every
+    record there in inputs written before the groups)."""
 
     endpoints: list[EndpointRecord] = Field(default_factory=list)
+    groups: list[EndpointGroup] = Field(default_factory=list)
     watches: list[WatchRequest] = Field(default_factory=list)
     gateway: InferenceGateway | None = None
 

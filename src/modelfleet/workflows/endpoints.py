@@ -25,7 +25,14 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
         WatchResult,
     )
+    from modelfleet.rendering.endpoint_groups import expand_groups, group_endpoints
     from modelfleet.rendering.front_door import EndpointRecord
+
+# The continue-as-new input groups replicas' endpoints (``rendering.endpoint_groups``): as
+# whole records it grows ~360 bytes an endpoint and passes Temporal's 2 MiB payload limit near
+# 5,800 endpoints, after which the directory could no longer continue-as-new (issue 11). Runs
+# recorded before wrote every record whole; both forms are read.
+PATCH_GROUPED_INPUT = "endpoints-grouped-input"
 
 
 def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
@@ -41,7 +48,8 @@ def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
 class EndpointDirectoryWorkflow:
     @workflow.init
     def __init__(self, arg: EndpointsInput) -> None:
-        self._endpoints: dict[str, EndpointRecord] = {e.key: e for e in arg.endpoints}
+        records = [*arg.endpoints, *expand_groups(arg.groups)]
+        self._endpoints: dict[str, EndpointRecord] = {e.key: e for e in records}
         self._watches: dict[str, WatchRequest] = {w.watcher: w for w in arg.watches}
         self._gateway: InferenceGateway | None = arg.gateway
         self._pending: set[str] = set()
@@ -113,13 +121,17 @@ class EndpointDirectoryWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._pending:
-                    workflow.continue_as_new(
-                        EndpointsInput(
-                            endpoints=[self._endpoints[k] for k in sorted(self._endpoints)],
-                            watches=[self._watches[k] for k in sorted(self._watches)],
-                            gateway=self._gateway,
-                        )
-                    )
+                    workflow.continue_as_new(self._carried())
+
+    def _carried(self) -> EndpointsInput:
+        records = [self._endpoints[k] for k in sorted(self._endpoints)]
+        watches = [self._watches[k] for k in sorted(self._watches)]
+        if not workflow.patched(PATCH_GROUPED_INPUT):
+            return EndpointsInput(endpoints=records, watches=watches, gateway=self._gateway)
+        groups, whole = group_endpoints(records)
+        return EndpointsInput(
+            endpoints=whole, groups=groups, watches=watches, gateway=self._gateway
+        )
 
     def _matching(self, watch: WatchRequest) -> list[EndpointRecord]:
         return [

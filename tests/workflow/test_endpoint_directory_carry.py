@@ -1,0 +1,107 @@
+"""The endpoint directory continues-as-new with its replicas' endpoints grouped
+(``rendering.endpoint_groups``, patch ``endpoints-grouped-input``) and loses nothing.
+
+On the real dev server, which suggests continue-as-new (the time-skipping server does not),
+with the suggestion lowered to 40 events so that 30 published endpoints cross it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from modelfleet.contracts.serving_payloads import EndpointsInput
+from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.worker.devserver import start_dev_server
+from modelfleet.workflows.endpoints import PATCH_GROUPED_INPUT, EndpointDirectoryWorkflow
+
+SUGGEST_AT = 40
+ENDPOINTS = 30
+
+
+@pytest_asyncio.fixture
+async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
+    server = await start_dev_server(
+        tmp_path,
+        ui=False,
+        db_file=False,
+        extra_args=[
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
+        ],
+    )
+    try:
+        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
+    finally:
+        server.stop()
+
+
+def published(i: int) -> EndpointRecord:
+    name = f"md-{i % 3}-{i:04x}"
+    path = f"/team/{name}/"
+    return EndpointRecord(
+        namespace="team",
+        name=name,
+        labels={"modelfleet.dev/deployment": f"md-{i % 3}", "modelfleet.dev/cluster": "c1"},
+        url=f"http://10.0.0.1:8080{path}v1",
+        rewrite_path=path,
+        replica=name,
+    )
+
+
+async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -> None:
+    client = dev_client
+    queue = f"directory-{uuid.uuid4()}"
+    wid = f"endpoints-{uuid.uuid4()}"
+    authored = EndpointRecord(
+        namespace="team", name="openai", url="https://api.openai.com/v1", auth_secret="key"
+    )
+    async with Worker(client, task_queue=queue, workflows=[EndpointDirectoryWorkflow]):
+        handle = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=wid, task_queue=queue
+        )
+        first_run = handle.result_run_id
+        for record in [authored, *(published(i) for i in range(ENDPOINTS))]:
+            await client.get_workflow_handle(wid).execute_update(
+                EndpointDirectoryWorkflow.put, record
+            )
+
+        first = client.get_workflow_handle(wid, run_id=first_run)
+        for _ in range(200):  # the run continues-as-new once its handlers are done
+            if (await first.describe()).status.name == "CONTINUED_AS_NEW":
+                break
+            await asyncio.sleep(0.05)
+        history = await first.fetch_history()
+        last = history.events[-1]
+        assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+        markers = [
+            e.marker_recorded_event_attributes.SerializeToString()
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        ]
+        assert any(PATCH_GROUPED_INPUT.encode() in m for m in markers)
+        carried = json.loads(
+            last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+        )
+        # The replicas' endpoints in groups (one per deployment here), the authored one whole.
+        held = await first.query(EndpointDirectoryWorkflow.list_endpoints, "")
+        before = {r.key: r for r in held}
+        assert [e["name"] for e in carried["endpoints"]] == ["openai"]
+        assert len(carried["groups"]) == 3
+        assert sum(len(g["members"]) for g in carried["groups"]) == len(before) - 1
+        assert len(before) > 4
+
+        # The last run holds every endpoint, those carried as they were (first-seen time too).
+        latest = client.get_workflow_handle(wid)
+        now = {r.key: r for r in await latest.query(EndpointDirectoryWorkflow.list_endpoints, "")}
+        assert len(now) == ENDPOINTS + 1
+        assert {k: now[k] for k in before} == before
+        await client.get_workflow_handle(wid).terminate()
