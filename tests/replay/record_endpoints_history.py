@@ -19,16 +19,14 @@ import uuid
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
-from test_endpoint_directory_carry import ENDPOINTS, SUGGEST_AT, published
+from test_endpoint_directory_carry import fill_until_carried, suggesting_server
 
-from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointsInput
-from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.worker.devserver import start_dev_server
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
 
@@ -37,41 +35,15 @@ FILENAME = "grouped-endpoints.json"
 
 
 async def record(state: Path) -> WorkflowHistory:
-    server = await start_dev_server(
-        state,
-        ui=False,
-        db_file=False,
-        extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
-        ],
-    )
-    try:
-        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+    async with suggesting_server(state) as client:
         queue = f"record-{uuid.uuid4()}"
-        authored = EndpointRecord(
-            namespace="team", name="openai", url="https://api.openai.com/v1", auth_secret="key"
-        )
         async with Worker(client, task_queue=queue, workflows=[EndpointDirectoryWorkflow]):
-            handle = await client.start_workflow(
-                EndpointDirectoryWorkflow.run, EndpointsInput(), id=ENDPOINTS_ID, task_queue=queue
-            )
-            first = client.get_workflow_handle(ENDPOINTS_ID, run_id=handle.result_run_id)
-            for record in [authored, *(published(i) for i in range(ENDPOINTS))]:
-                await client.get_workflow_handle(ENDPOINTS_ID).execute_update(
-                    EndpointDirectoryWorkflow.put, record
-                )
-            for _ in range(200):
-                if (await first.describe()).status.name == "CONTINUED_AS_NEW":
-                    break
-                await asyncio.sleep(0.05)
+            first = await fill_until_carried(client, ENDPOINTS_ID, queue)
             history = await first.fetch_history()
             last = history.events[-1].event_type
             assert last == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last
             await client.get_workflow_handle(ENDPOINTS_ID).terminate()
             return history
-    finally:
-        server.stop()
 
 
 async def main() -> None:

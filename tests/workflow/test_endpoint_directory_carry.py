@@ -7,14 +7,16 @@ with the suggestion lowered to 40 events so that 30 published endpoints cross it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -27,10 +29,11 @@ SUGGEST_AT = 40
 ENDPOINTS = 30
 
 
-@pytest_asyncio.fixture
-async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
+@contextlib.asynccontextmanager
+async def suggesting_server(state: Path) -> AsyncIterator[Client]:
+    """A dev server that suggests continue-as-new at ``SUGGEST_AT`` events, and a client."""
     server = await start_dev_server(
-        tmp_path,
+        state,
         ui=False,
         db_file=False,
         extra_args=[
@@ -42,6 +45,12 @@ async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
         yield await Client.connect(server.address, data_converter=pydantic_data_converter)
     finally:
         server.stop()
+
+
+@pytest_asyncio.fixture
+async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
+    async with suggesting_server(tmp_path) as client:
+        yield client
 
 
 def published(i: int) -> EndpointRecord:
@@ -57,28 +66,33 @@ def published(i: int) -> EndpointRecord:
     )
 
 
+AUTHORED = EndpointRecord(
+    namespace="team", name="openai", url="https://api.openai.com/v1", auth_secret="key"
+)
+
+
+async def fill_until_carried(client: Client, wid: str, queue: str) -> WorkflowHandle[Any, Any]:
+    """Start the directory, put an authored endpoint and ``ENDPOINTS`` replica endpoints, and
+    wait until the first run has continued-as-new; its handle."""
+    handle = await client.start_workflow(
+        EndpointDirectoryWorkflow.run, EndpointsInput(), id=wid, task_queue=queue
+    )
+    first = client.get_workflow_handle(wid, run_id=handle.result_run_id)
+    for record in [AUTHORED, *(published(i) for i in range(ENDPOINTS))]:
+        await client.get_workflow_handle(wid).execute_update(EndpointDirectoryWorkflow.put, record)
+    for _ in range(200):  # the run continues-as-new once its handlers are done
+        if (await first.describe()).status is WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            break
+        await asyncio.sleep(0.05)
+    return first
+
+
 async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -> None:
     client = dev_client
     queue = f"directory-{uuid.uuid4()}"
     wid = f"endpoints-{uuid.uuid4()}"
-    authored = EndpointRecord(
-        namespace="team", name="openai", url="https://api.openai.com/v1", auth_secret="key"
-    )
     async with Worker(client, task_queue=queue, workflows=[EndpointDirectoryWorkflow]):
-        handle = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=wid, task_queue=queue
-        )
-        first_run = handle.result_run_id
-        for record in [authored, *(published(i) for i in range(ENDPOINTS))]:
-            await client.get_workflow_handle(wid).execute_update(
-                EndpointDirectoryWorkflow.put, record
-            )
-
-        first = client.get_workflow_handle(wid, run_id=first_run)
-        for _ in range(200):  # the run continues-as-new once its handlers are done
-            if (await first.describe()).status.name == "CONTINUED_AS_NEW":
-                break
-            await asyncio.sleep(0.05)
+        first = await fill_until_carried(client, wid, queue)
         history = await first.fetch_history()
         last = history.events[-1]
         assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
