@@ -5,6 +5,7 @@ service, no gateway reported as such, and delete removing the route."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -239,4 +240,94 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
         assert doubles.deleted[0].kind == "HTTPRoute"  # the route goes before its backends
         listed = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
         assert [e.name for e in listed] == ["b-1", "b-2"]
+        await directory.terminate()
+
+
+@dataclass
+class HeldApply(Doubles):
+    """Doubles whose route apply, once ``hold`` is set, waits until it is cleared."""
+
+    hold: asyncio.Event | None = None
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        if self.hold is not None:
+            self.entered.set()
+            await self.hold.wait()
+        return await super().apply(request)
+
+
+async def test_status_shows_new_weights_only_once_the_route_carries_them(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = HeldApply(client, directory_id)
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
+        activities=[
+            doubles.watch,
+            doubles.unwatch,
+            doubles.probe,
+            doubles.gateway_address,
+            doubles.apply,
+            doubles.delete,
+        ],
+    ):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        gateway = parse_resource(
+            {
+                "apiVersion": "modelfleet.dev/v1alpha1",
+                "kind": "InferenceGateway",
+                "metadata": {"name": "default"},
+                "spec": {"cluster": "front"},
+            }
+        )
+        assert isinstance(gateway, InferenceGateway)
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(
+                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}, "weight": 100}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def weights() -> dict[str, int]:
+            status: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return {e.name: e.weight for e in status.endpoints}
+
+        async def both() -> bool:
+            return await weights() == {"a-1": 1, "a-2": 1}
+
+        await _until(env, both, "both endpoints in rotation")
+        # a-2 fails its probe; the route apply that takes it out is held.
+        doubles.hold = asyncio.Event()
+        doubles.unhealthy["ml/a-2"] = "answered 503"
+
+        async def applying() -> bool:
+            return doubles.entered.is_set()
+
+        await _until(env, applying, "the route apply without a-2")
+        # The gateway still sends a-2 traffic, and the status says so.
+        assert await weights() == {"a-1": 1, "a-2": 1}
+        doubles.hold.set()
+
+        async def a2_out() -> bool:
+            return await weights() == {"a-1": 1, "a-2": 0}
+
+        await _until(env, a2_out, "a-2 out once the route is applied")
+        assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
+        await service.terminate()
         await directory.terminate()

@@ -248,7 +248,7 @@ class ServiceWorkflow:
             ]
             for group in groups
         ]
-        self._weights = distribute_weights(
+        weights = distribute_weights(
             [
                 (entry.weight, [e.key for e in group])
                 for entry, group in zip(spec.spec.endpoints, healthy, strict=True)
@@ -276,6 +276,7 @@ class ServiceWorkflow:
                     "no InferenceGateway 'default' is applied",
                 )
             )
+            self._weights = weights
             self._conditions, self._phase = conditions, "Pending"
             return
         door = FrontDoor(
@@ -284,13 +285,17 @@ class ServiceWorkflow:
             gateway_namespace=gateway.spec.gateway_namespace,
         )
         try:
-            await self._apply_route(door, gateway)
+            await self._apply_route(door, gateway, weights)
         except ActivityError as exc:
             conditions.append(
                 _condition("RoutingReady", False, "Configuring", str(exc.cause or exc))
             )
             self._conditions, self._phase = conditions, "Degraded"
             return
+        # The status shows the new weights only once the route carries them: set before the
+        # apply, a status query during it said an endpoint was out of rotation while the
+        # gateway still sent it traffic (seen as 503s right after "canary out").
+        self._weights = weights
         in_rotation = len(self._weights)
         conditions.append(
             _condition(
@@ -317,19 +322,21 @@ class ServiceWorkflow:
             summary="sync API key hashes",
         )
 
-    async def _apply_route(self, door: FrontDoor, gateway: InferenceGateway) -> None:
-        """Apply the route and what it needs, only when any of it changed (a steady service
-        costs one probe per interval and nothing else)."""
+    async def _apply_route(
+        self, door: FrontDoor, gateway: InferenceGateway, weights: dict[str, int]
+    ) -> None:
+        """Apply the route with ``weights`` and what it needs, only when any of it changed (a
+        steady service costs one probe per interval and nothing else)."""
         spec = self._spec
         manifests = render_front_door(
             door,
             spec.namespace,
             spec.name,
-            self._weights,
+            weights,
             self._endpoints,
             auth=spec.spec.auth is not None,
         )
-        tokens = provider_tokens(spec.name, self._weights, self._endpoints)
+        tokens = provider_tokens(spec.name, weights, self._endpoints)
         namespace = workload_namespace(spec.namespace)
         secrets = [
             ObjectRef(api_version="v1", kind="Secret", name=name, namespace=namespace)
@@ -365,7 +372,7 @@ class ServiceWorkflow:
             heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
             schedule_to_close_timeout=timedelta(minutes=3),
             retry_policy=RETRY,
-            summary=f"front door: {len(self._weights)} backend(s)",
+            summary=f"front door: {len(weights)} backend(s)",
         )
         stale = self._stale(door.cluster, refs)
         if stale is not None:
