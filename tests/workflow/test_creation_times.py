@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
-from test_service import Doubles, _service
+from test_service import Doubles, _service, serving_worker
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
@@ -238,19 +238,7 @@ async def test_a_service_keeps_its_creation_time(time_skipping_env: WorkflowEnvi
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doubles(env.client, directory_id)
     spec = _service([{"selector": {"matchLabels": {"dep": "a"}}}])
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
-        activities=[
-            doubles.watch,
-            doubles.unwatch,
-            doubles.probe,
-            doubles.gateway_address,
-            doubles.apply,
-            doubles.delete,
-        ],
-    ):
+    async with serving_worker(doubles, queue):
         directory = await env.client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )

@@ -114,6 +114,36 @@ def _service(entries: list[dict[str, Any]]) -> ModelService:
     return resource
 
 
+def serving_worker(doubles: Doubles, queue: str) -> Worker:
+    """A worker for the directory and the service, with ``doubles`` for their activities."""
+    return Worker(
+        doubles.client,
+        task_queue=queue,
+        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
+        activities=[
+            doubles.watch,
+            doubles.unwatch,
+            doubles.probe,
+            doubles.gateway_address,
+            doubles.apply,
+            doubles.delete,
+        ],
+    )
+
+
+def _gateway() -> InferenceGateway:
+    gateway = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "InferenceGateway",
+            "metadata": {"name": "default"},
+            "spec": {"cluster": "front"},
+        }
+    )
+    assert isinstance(gateway, InferenceGateway)
+    return gateway
+
+
 def _weights(route: dict[str, Any]) -> dict[str, int]:
     refs = route["spec"]["rules"][0]["backendRefs"]
     return {r["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"]: r["weight"] for r in refs}
@@ -138,19 +168,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doubles(client, directory_id)
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
-        activities=[
-            doubles.watch,
-            doubles.unwatch,
-            doubles.probe,
-            doubles.gateway_address,
-            doubles.apply,
-            doubles.delete,
-        ],
-    ):
+    async with serving_worker(doubles, queue):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )
@@ -186,16 +204,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
 
         await _until(env, waiting, "WaitingForGateway")
         assert doubles.routes == []
-        gateway = parse_resource(
-            {
-                "apiVersion": "modelfleet.dev/v1alpha1",
-                "kind": "InferenceGateway",
-                "metadata": {"name": "default"},
-                "spec": {"cluster": "front"},
-            }
-        )
-        assert isinstance(gateway, InferenceGateway)
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
 
         async def routed() -> bool:
             return (await status()).phase == "Ready"
@@ -266,32 +275,11 @@ async def test_status_shows_new_weights_only_once_the_route_carries_them(
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = HeldApply(client, directory_id)
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
-        activities=[
-            doubles.watch,
-            doubles.unwatch,
-            doubles.probe,
-            doubles.gateway_address,
-            doubles.apply,
-            doubles.delete,
-        ],
-    ):
+    async with serving_worker(doubles, queue):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )
-        gateway = parse_resource(
-            {
-                "apiVersion": "modelfleet.dev/v1alpha1",
-                "kind": "InferenceGateway",
-                "metadata": {"name": "default"},
-                "spec": {"cluster": "front"},
-            }
-        )
-        assert isinstance(gateway, InferenceGateway)
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
         for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
             await directory.execute_update(EndpointDirectoryWorkflow.put, record)
         service = await client.start_workflow(
