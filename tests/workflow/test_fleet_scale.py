@@ -24,10 +24,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest_asyncio
 from fleet_scale_support import (
     capacity_gpus,
     classes,
@@ -36,7 +33,6 @@ from fleet_scale_support import (
 )
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.contracts.fleet_payloads import (
@@ -48,7 +44,6 @@ from modelfleet.contracts.fleet_payloads import (
     ReplicaPageRequest,
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
-from modelfleet.worker.devserver import start_dev_server
 from modelfleet.workflows.fleet import FleetWorkflow
 
 CLUSTERS = 1_000
@@ -58,15 +53,6 @@ STATE_LIMIT = 1024 * 1024  # well under Temporal's 2 MiB payload limit
 # One place Update of 100 replicas takes well under a second; a bound far above that only
 # turns a lost Update into a retry instead of a hang.
 UPDATE_SECONDS = 60.0
-
-
-@pytest_asyncio.fixture
-async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
-    server = await start_dev_server(tmp_path, ui=False, db_file=False)
-    try:
-        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
-    finally:
-        server.stop()
 
 
 async def place(client: Client, fleet_id: str, request: PlaceRequest) -> PlaceResponse:
