@@ -1,8 +1,13 @@
 """The time-skipping Temporal test server, a fresh one per test, with modelfleet's search
-attributes registered; and the real dev server (``dev_client``) for tests that send Updates
-to runs that continue-as-new or complete under them, which the time-skipping server does not
-always answer (sdk-java #1537, #1903; seen here as "invalid history builder state for action"
-followed by an RPC that never returns).
+attributes registered; and the real dev server (``dev_client``) where the time-skipping
+server is known to strand a run:
+- an Update that arrives while the run continues-as-new is never answered (sdk-java #1537,
+  #1903);
+- a workflow task that cancels a timer which fired while the task was with the worker (a
+  ``wait_condition`` with a timeout, woken by a signal or an Update just as its timeout came
+  due) is refused with "invalid history builder state for action", and the run is never given
+  another task (sdk-java #2606, #3088). A test whose polling sleep equals the workflow's own
+  poll period lands every skip on such a timer, and then sends its Update right there.
 
 Per test, not per session: the test server keeps time skipping locked while anything it tracks
 is in flight (an activity whose workflow was terminated under it, a timer of a run with no

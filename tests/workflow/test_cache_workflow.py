@@ -4,9 +4,11 @@ retried after its back-off, the Job and the token Secret cleaned once Ready, rea
 to the Fleet, a revision change re-hydrating, a selector change leaving a cluster, and deletion
 that keeps a mounted volume until forced. (The integration test runs it on the simulated fleet.)
 
-Not on the time-skipping server: these runs complete under a delete Update, and that server
-twice left such a run unanswered on CI ("invalid history builder state for action", then an
-RPC that never returned). Polls of a second make real time cheap here.
+Not on the time-skipping server: there the test's 5 s polling sleeps landed on the workflow's
+5 s poll timer, and an Update sent right after woke the run just as that timer fired; the
+server refuses the cancel of a fired timer and never gives the run another task (sdk-java
+#2606, #3088), which hung this module on CI twice. On the dev server, polls of a second keep
+real time cheap.
 """
 
 from __future__ import annotations
