@@ -184,9 +184,12 @@ async def _dark_then_back(
         fake.up = True
         await _until(env, handle, lambda s: s.ready)
         probes = fake.probes
-        # A few more probes, so a retried or repeated sweep has the chance to show.
+        # A few more probes, so a retried or repeated sweep has the chance to show. Steps of a
+        # third of the probe interval: a skip as long as the interval lands on the next probe's
+        # timer, and the delete sent then would cancel a timer that just fired, which the
+        # time-skipping server refuses and never recovers from (sdk-java #2606, #3088).
         while fake.probes < probes + probes_after:
-            await env.sleep(timedelta(seconds=15))
+            await env.sleep(timedelta(seconds=5))
         calls = list(fake.calls)
         fake.ledger.clear()  # drained: the delete need not wait
         await handle.execute_update(ClusterWorkflow.delete)

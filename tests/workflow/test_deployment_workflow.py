@@ -265,8 +265,9 @@ async def test_pause_holds_a_new_template_while_scale_works_and_resume_rolls_it(
         "2 ready, both on the old image",
     )
     assert scaled.phase == "Paused"
-    # Let resyncs pass: nothing is rolled while paused.
-    await harness.env.sleep(timedelta(minutes=3))
+    # Let resyncs pass: nothing is rolled while paused. Not a whole number of minutes: the
+    # resume must not cancel a resync timer as it fires (sdk-java #2606, #3088).
+    await harness.env.sleep(timedelta(seconds=210))
     assert not [e for e in harness.clusters.events if e.endswith("vllm:2")]
 
     resumed = await handle.execute_update(DeploymentWorkflow.resume)

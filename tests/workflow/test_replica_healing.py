@@ -167,7 +167,9 @@ async def _serve(
         handle: WorkflowHandle[Any, ReplicaResult] = env.client.get_workflow_handle(
             workflow_id, result_type=ReplicaResult
         )
-        await env.sleep(serve_for)
+        # Off the 10 s check grid (and the 5 s repair polls): a teardown that cancels a timer as
+        # it fires strands the run on the time-skipping server (sdk-java #2606, #3088).
+        await env.sleep(serve_for + timedelta(seconds=2.5))
         desc = await handle.describe()
         if desc.status is not None and desc.status.name == "RUNNING":
             await handle.signal(ReplicaWorkflow.teardown)

@@ -205,8 +205,10 @@ async def _run(
         # No run ID: a serving replica continues-as-new, and the handle must follow it.
         handle = env.client.get_workflow_handle(replica_wf, result_type=ReplicaResult)
         if teardown:
-            # Serving: the health watch runs until it is told to tear down.
-            await env.sleep(timedelta(minutes=2))
+            # Serving: the health watch runs until it is told to tear down. Halfway between two
+            # 30 s checks, never on one: a teardown that cancels a check's timer as it fires
+            # strands the run on the time-skipping server (sdk-java #2606, #3088).
+            await env.sleep(timedelta(seconds=135))
             await handle.signal(ReplicaWorkflow.teardown)
         # The test server's long poll for the result can come back empty while a teardown
         # retries for a while (RuntimeError "No completion event found"): wait for the close.
