@@ -92,6 +92,66 @@ def test_an_edited_spec_or_a_re_created_object_differs_from_the_baseline() -> No
     assert renamed.changed
 
 
+def owned(manager: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    """A managedFields entry: ``manager`` owns these label and annotation keys."""
+    fields: dict[str, Any] = {}
+    if labels:
+        fields["f:labels"] = {".": {}, **{f"f:{k}": {} for k in labels}}
+    if annotations:
+        fields["f:annotations"] = {".": {}, **{f"f:{k}": {} for k in annotations}}
+    return {"manager": manager, "operation": "Apply", "fieldsV1": {"f:metadata": fields}}
+
+
+def labelled(
+    ours: dict[str, str], theirs: dict[str, str], annotations: dict[str, str] | None = None
+) -> Listed:
+    """The replica's Deployment with labels modelfleet applied and labels another writer owns
+    (and controller annotations, owned by the controller manager)."""
+    api_version, kind, obj = deployment()
+    m = obj["metadata"]
+    m["labels"] = {**LABELS, **ours, **theirs}
+    m["annotations"] = {"modelfleet.dev/spec": "abc", **(annotations or {})}
+    m["managedFields"] = [
+        owned("modelfleet", {**LABELS, **ours}, {"modelfleet.dev/spec": "abc"}),
+        owned("kubectl-label", theirs, {}),
+        owned("kube-controller-manager", {}, annotations or {}),
+    ]
+    return (api_version, kind, obj)
+
+
+def test_labels_and_annotations_modelfleet_owns_are_part_of_the_baseline() -> None:
+    before = [labelled({"app": "m"}, {}), pool(), config()]
+    entry = watched(baseline=observe(watched(), before).baseline)
+    # `kubectl label --overwrite app=x`: the value changes and kubectl takes the key over.
+    taken = labelled({}, {"app": "x"})
+    assert observe(entry, [taken, pool(), config()]).changed
+    # `kubectl label app-`: gone from the object and from our fields.
+    assert observe(entry, [labelled({}, {}), pool(), config()]).changed
+    # What others add is theirs: a team's label, the controller's revision annotation.
+    added = labelled({"app": "m"}, {"team": "a"}, {"deployment.kubernetes.io/revision": "2"})
+    assert not observe(entry, [added, pool(), config()]).changed
+
+
+def test_kinds_without_a_generation_are_compared_by_content() -> None:
+    def epp_config(data: str) -> Listed:
+        return ("v1", "ConfigMap", {"metadata": meta("m-a-epp", None), "data": {"c": data}})
+
+    entry = watched(baseline=observe(watched(), [deployment(), pool(), epp_config("a")]).baseline)
+    assert not observe(entry, [deployment(), pool(), epp_config("a")]).changed
+    assert observe(entry, [deployment(), pool(), epp_config("b")]).changed
+
+
+def test_a_baseline_of_the_older_form_is_taken_anew_not_read_as_a_change() -> None:
+    first = observe(watched(), healthy())
+    older = watched(digest=first.digest, baseline="0123456789abcdef")
+    (rebased,) = changed_scans([older], healthy())
+    assert not rebased.changed
+    assert rebased.baseline == first.baseline
+    # Once kept, the replica is quiet again.
+    settled = watched(digest=rebased.digest, baseline=rebased.baseline)
+    assert changed_scans([settled], healthy()) == []
+
+
 def test_readiness_is_the_rule_of_rendering_readiness_for_every_workload() -> None:
     picker = deployment("m-a-epp", available="False")
     not_yet = observe(watched(objects=4), [*healthy(), picker])

@@ -2,11 +2,14 @@
 kind: its objects are found by their namespace and replica labels (no names travel); it is
 ready when every workload of it (Deployment, LeaderWorkerSet, the endpoint picker's included)
 meets the rule of ``rendering.readiness`` (explained by ``adapters.kube_readiness``); objects
-are missing when fewer stand than it applied; and they changed when the digest of their kinds,
-names and ``metadata.generation`` differs from the baseline taken at the first scan that found
-them all (deleted and re-created, or the spec edited outside modelfleet). The replica then
-compares field by field with ``kube.drift`` and repairs. An edit that moves no generation
-(labels, annotations; kinds without a generation such as ConfigMap) is not seen here.
+are missing when fewer stand than it applied; and they changed when the digest of what
+modelfleet set differs from the baseline taken at the first scan that found them all. That
+digest covers each object's kind and name (deleted and re-created), ``metadata.generation``
+(its spec edited outside modelfleet), the labels and annotations modelfleet's field manager
+owns (``metadata.managedFields``: another writer that changes or removes one takes it over, so
+the set changes; labels others add, or annotations controllers write, are not ours and do not
+count), and, for kinds without a generation (ConfigMap, Service, Role ...), their content. The
+replica then compares field by field with ``kube.drift`` and repairs.
 
 Pure: works on the JSON dicts the activity listed. It may not do I/O or import SDKs.
 """
@@ -18,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from modelfleet.adapters.kube_client import FIELD_MANAGER
 from modelfleet.adapters.kube_readiness import evaluate, is_workload
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.contracts.watch_payloads import ReplicaScan, WatchedReplica
@@ -29,8 +33,54 @@ __all__ = ["Listed", "by_replica", "changed_scans", "observe"]
 Listed = tuple[str, str, Mapping[str, Any]]
 
 
+# Marks baselines of the digest described above; one without it was taken by a worker that
+# digested generations only, and is taken anew instead of read as a change (else an upgrade
+# would send every watched replica through a repair at once).
+BASELINE_FORM = "v2:"
+
+
 def _digest(value: object) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def _owned_metadata(meta: Mapping[str, Any]) -> list[tuple[str, str, object]]:
+    """The labels and annotations modelfleet's field manager owns, with their live values."""
+    out: list[tuple[str, str, object]] = []
+    for entry in meta.get("managedFields") or []:
+        if entry.get("manager") != FIELD_MANAGER:
+            continue
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata")) or {}
+        for section in ("labels", "annotations"):
+            live = meta.get(section) or {}
+            for owned in fields.get(f"f:{section}") or {}:
+                if owned.startswith("f:"):
+                    key = owned[2:]
+                    out.append((section, key, live.get(key)))
+    return sorted(set(out), key=repr)
+
+
+def _identity(api_version: str, kind: str, obj: Mapping[str, Any]) -> tuple[object, ...]:
+    meta = obj.get("metadata") or {}
+    generation = meta.get("generation")
+    # Without a generation the content stands in for it (all of it but metadata and status:
+    # nothing in these kinds is written by anyone else once created).
+    content = (
+        None
+        if generation is not None
+        else _digest(sorted((k, v) for k, v in obj.items() if k not in _NOT_CONTENT))
+    )
+    return (
+        api_version,
+        kind,
+        str(meta.get("namespace") or ""),
+        str(meta.get("name")),
+        generation,
+        content,
+        _owned_metadata(meta),
+    )
+
+
+_NOT_CONTENT = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 
 def by_replica(listed: Iterable[Listed]) -> dict[str, list[Listed]]:
@@ -49,19 +99,10 @@ def observe(watched: WatchedReplica, objects: list[Listed]) -> ReplicaScan:
     """One replica as the listing shows it; ``objects`` are those carrying its labels."""
     live = [o for o in objects if not (o[2].get("metadata") or {}).get("deletionTimestamp")]
     missing = max(watched.objects - len(live), 0)
-    ids = sorted(
-        (
-            api_version,
-            kind,
-            str((obj.get("metadata") or {}).get("namespace") or ""),
-            str((obj.get("metadata") or {}).get("name")),
-            (obj.get("metadata") or {}).get("generation"),
-        )
-        for api_version, kind, obj in live
-    )
-    now = _digest(ids)
-    baseline = watched.baseline or ("" if missing else now)
-    changed = bool(watched.baseline) and now != watched.baseline
+    now = BASELINE_FORM + _digest(sorted((_identity(*o) for o in live), key=repr))
+    kept = watched.baseline if _current(watched) else ""
+    baseline = kept or ("" if missing else now)
+    changed = bool(kept) and now != kept
     ready, reason, reported = True, "", False
     workloads = [o for o in live if is_workload(o[0], o[1])]
     if not workloads:
@@ -102,6 +143,11 @@ def changed_scans(
     for watched in replicas:
         scan = observe(watched, grouped.get(watched.key, []))
         healthy = scan.ready and not scan.missing and not scan.changed
-        if scan.digest != watched.digest or not watched.baseline or not healthy:
+        if scan.digest != watched.digest or not _current(watched) or not healthy:
             out.append(scan)
     return out
+
+
+def _current(watched: WatchedReplica) -> bool:
+    """The replica has a baseline of this digest's form (else the scan takes one)."""
+    return watched.baseline.startswith(BASELINE_FORM)
