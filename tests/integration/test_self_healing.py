@@ -1,8 +1,8 @@
 """Self-healing on the dev server and the simulated fleet (issue #16): objects of a serving
 replica deleted with the Kubernetes client come back within the cluster's scan interval and the
-history says why; a cluster restarted empty under a running deployment is re-populated without
-anything being re-applied; one injected 500 on the cluster's replica scan leaves a Ready replica
-Ready.
+history says why; a label and a config edited with kubectl (edits that move no generation) are
+put back; a cluster restarted empty under a running deployment is re-populated without anything
+being re-applied; one injected 500 on the cluster's replica scan leaves a Ready replica Ready.
 
 A Ready replica is watched by its InferenceCluster (``workflows.cluster_watch``): the cluster's
 probe loop (every ``probe_interval_seconds``, 15 s as the stack applies the clusters) scans its
@@ -14,9 +14,12 @@ h100-east; each test deletes what it created.
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from integration_support import Stack, delete_deployment, deployment, wait_for
@@ -178,6 +181,89 @@ async def test_objects_deleted_outside_modelfleet_come_back_and_the_history_says
         for m in targets:
             what = f"{m['kind']} {m['metadata']['namespace']}/{m['metadata']['name']}"
             assert f"{what} was deleted outside modelfleet: re-created" in repairs
+        kube.close()
+
+
+async def test_a_label_or_a_config_edited_with_kubectl_is_put_back_and_the_history_says_why(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Edits that move no generation: a label of ours overwritten on the engine's Deployment,
+    and the endpoint picker's ConfigMap (a kind without a generation) patched."""
+    ns = "self-heal-edit"
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not on PATH (the fresh machine has it)"
+    async with serving_replica(stack, ns) as (replica, wf):
+        rendered = render_replica(replica, ClusterFacts())
+        manifests = {
+            m["kind"] + "/" + m["metadata"]["name"]: m for s in rendered.steps for m in s.manifests
+        }
+        (engine,) = [
+            m
+            for k, m in manifests.items()
+            if k.startswith("Deployment/") and not k.endswith("-epp")
+        ]
+        (picker_config,) = [m for k, m in manifests.items() if k.startswith("ConfigMap/")]
+        target_ns = engine["metadata"]["namespace"]
+        label = "modelfleet.dev/deployment"
+
+        async def run(*args: str) -> None:
+            proc = await asyncio.create_subprocess_exec(
+                kubectl,
+                *args,
+                "-n",
+                target_ns,
+                env={"KUBECONFIG": str(stack.env.fleet.kubeconfig(CLUSTER)), "HOME": str(tmp_path)},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await proc.communicate()
+            assert proc.returncode == 0, (args, out, err)
+
+        await run(
+            "label",
+            "deployment",
+            engine["metadata"]["name"],
+            f"{label}=edited",
+            "--overwrite",
+        )
+        (key, value), *_ = sorted(picker_config["data"].items())
+        await run(
+            "patch",
+            "configmap",
+            picker_config["metadata"]["name"],
+            "--type",
+            "merge",
+            "-p",
+            json.dumps({"data": {key: value + "\n# edited"}}),
+        )
+        kube = stack.kube(CLUSTER)
+
+        def live(m: dict[str, Any]) -> dict[str, Any]:
+            meta = m["metadata"]
+            found = kube.get(m["apiVersion"], m["kind"], meta["name"], meta["namespace"])
+            assert found is not None
+            return found
+
+        edited = await asyncio.to_thread(live, engine)
+        assert edited["metadata"]["labels"][label] == "edited"
+
+        async def put_back() -> bool | None:
+            deployment_now = await asyncio.to_thread(live, engine)
+            config_now = await asyncio.to_thread(live, picker_config)
+            restored = (
+                deployment_now["metadata"]["labels"][label] == engine["metadata"]["labels"][label]
+                and config_now["data"][key] == value
+            )
+            return True if restored else None
+
+        await wait_for(put_back, 3 * SCAN_SECONDS + 15, "the label and the config put back")
+        await wait_phase(wf, ReplicaPhase.READY)
+        repairs = "\n".join(
+            s for s in await activity_summaries(stack, wf) if s.startswith("repair")
+        )
+        for m in (engine, picker_config):
+            what = f"{m['kind']} {m['metadata']['namespace']}/{m['metadata']['name']}"
+            assert f"{what} was changed outside modelfleet" in repairs, repairs
         kube.close()
 
 

@@ -1,6 +1,6 @@
 """Record the golden histories of the per-cluster replica watch (a script, not a test).
 
-    .venv/bin/python tests/replay/record_cluster_watch_history.py
+    .venv/bin/python tests/replay/record_cluster_watch_history.py [--verified]
 
 Adds the ``replica-cluster-watch`` path (issue 11): on a dev server with the simulated quickstart
 fleet, a one-replica deployment is rolled out to Ready and its replica registers with its
@@ -12,6 +12,10 @@ histories are replayed against the current code and only then written as
 ``watched-replica.json`` and ``watched-cluster.json`` beside the other goldens, with their
 ``index.json`` entries (the other entries are kept). Paths in stack traces are cut to
 ``site-packages/...`` and repository-relative paths.
+
+With ``--verified`` it writes only the replica's history, as ``verified-watched-replica.json``
+(``replica-verify-watch-baseline``: the first news after each registration is followed by a
+drift comparison); the two older files stay as they are, guarding the runs recorded before.
 
 When to run it: as for ``record_histories.py``, only after an intentional, patched change.
 """
@@ -50,6 +54,13 @@ CLUSTER_FILE = "watched-cluster.json"
 REPLICA_SCENARIO = (
     "a Ready replica watched by its cluster (replica-cluster-watch): registered, told its engine "
     "Deployment was missing, repaired it, registered again, told healthy, then torn down"
+)
+VERIFIED_FILE = "verified-watched-replica.json"
+VERIFIED_SCENARIO = (
+    "a Ready replica watched by its cluster, each baseline verified "
+    "(replica-verify-watch-baseline): registered, compared when acknowledged, told its engine "
+    "Deployment was missing, repaired it, registered again, compared again, told healthy, then "
+    "torn down"
 )
 CLUSTER_SCENARIO = (
     "a cluster scanning the replica registered with it: a missing Deployment signalled, the "
@@ -140,10 +151,19 @@ def scrubbed(text: str) -> str:
 
 async def main() -> None:
     recorded = await record()
+    names: dict[str, tuple[str, str | None]] = {
+        REPLICA_FILE: (REPLICA_FILE, REPLICA_SCENARIO),
+        CLUSTER_FILE: (CLUSTER_FILE, None),
+    }
+    if "--verified" in sys.argv[1:]:
+        names = {REPLICA_FILE: (VERIFIED_FILE, VERIFIED_SCENARIO)}
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     index_path = HISTORIES / "index.json"
     index = json.loads(index_path.read_text())
-    for filename, workflow_id, history in recorded:
+    for recorded_as, workflow_id, history in recorded:
+        if recorded_as not in names:
+            continue
+        filename, scenario = names[recorded_as]
         text = scrubbed(json.dumps(json.loads(history.to_json()), indent=1, sort_keys=True))
         again = WorkflowHistory.from_json(workflow_id, text)
         result = await replayer.replay_workflow(again, raise_on_replay_failure=False)
@@ -153,11 +173,14 @@ async def main() -> None:
         if f"{ROOT.parent}/" in text or "/home/" in text:
             raise SystemExit(f"{filename} still holds a machine path")
         (HISTORIES / filename).write_text(text + "\n")
-        kind = "ModelReplica" if filename == REPLICA_FILE else "InferenceCluster"
-        scenario = REPLICA_SCENARIO if filename == REPLICA_FILE else CLUSTER_SCENARIO
-        index[filename] = {"workflow_id": workflow_id, "type": kind, "scenario": scenario}
+        kind = "ModelReplica" if recorded_as == REPLICA_FILE else "InferenceCluster"
+        index[filename] = {
+            "workflow_id": workflow_id,
+            "type": kind,
+            "scenario": scenario or CLUSTER_SCENARIO,
+        }
+        print(f"wrote {filename} and its index.json entry to {HISTORIES}")
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {REPLICA_FILE}, {CLUSTER_FILE} and their index.json entries to {HISTORIES}")
 
 
 if __name__ == "__main__":

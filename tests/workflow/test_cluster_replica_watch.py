@@ -72,6 +72,11 @@ class Kube:
     store: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     scans: list[list[str]] = field(default_factory=list)
+    # Objects edited outside modelfleet in a way the scan cannot see (no generation moved);
+    # only the field-by-field comparison finds them.
+    edited: set[tuple[str, str, str, str]] = field(default_factory=set)
+    # The first apply of this kind is edited so right after it (before any scan).
+    edit_after_apply: str | None = None
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
@@ -87,6 +92,10 @@ class Kube:
                     "conditions": [{"type": "Available", "status": "True"}],
                 }
             self.store[_key(ref)] = obj
+            self.edited.discard(_key(ref))
+            if ref.kind == self.edit_after_apply:
+                self.edited.add(_key(ref))
+                self.edit_after_apply = None
         self.calls.append("apply:" + ",".join(r.kind for r in refs))
         return ApplyResult(applied=refs)
 
@@ -108,6 +117,9 @@ class Kube:
             if ref.kind != "Namespace" and _key(ref) not in self.store:
                 reason = f"{ref} was deleted outside modelfleet: re-created"
                 found.append(DriftFound(index=index, ref=ref, kind="missing", reason=reason))
+            elif _key(ref) in self.edited:
+                reason = f"{ref} was changed outside modelfleet (metadata.labels): re-applied"
+                found.append(DriftFound(index=index, ref=ref, kind="changed", reason=reason))
         return DriftResult(drifted=found)
 
     @activity.defn(name=KUBE_DELETE)
@@ -235,13 +247,16 @@ async def test_an_idle_ready_replica_runs_nothing_for_hours_while_its_cluster_sc
     async with fleet(time_skipping_env) as f:
         replica = await f.start("qwen-idle1")
         await f.scans_after(2)  # registered, acknowledged and baselined
+        # One comparison when the cluster acknowledged (the baseline it took is checked
+        # against what was applied), and none after.
+        assert f.kube.calls.count("drift") == 1
         before = await _events(replica)
         scans = len(f.kube.scans)
         await time_skipping_env.sleep(timedelta(hours=3))
         # Not one event in three hours: no timer, no activity, no signal.
         assert await _events(replica) == before
         assert "check" not in f.kube.calls
-        assert "drift" not in f.kube.calls
+        assert f.kube.calls.count("drift") == 1
         # The cluster scanned on every probe meanwhile, the replica among those watched.
         assert len(f.kube.scans) - scans >= 3 * 3600 // PROBE_SECONDS - 2
         assert f.kube.scans[-1] == ["ml/qwen-idle1"]
@@ -252,6 +267,24 @@ async def test_an_idle_ready_replica_runs_nothing_for_hours_while_its_cluster_sc
         await time_skipping_env.sleep(timedelta(seconds=PROBE_SECONDS * 4))
         assert f.probe.probes >= probes + 3
         assert len(f.kube.scans) == scans
+
+
+async def test_an_edit_made_before_the_clusters_first_scan_is_found_and_put_back(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    # The edit is in the baseline the first scan takes, so no scan would ever report it: the
+    # comparison the replica makes when the cluster acknowledges it finds it.
+    async with fleet(time_skipping_env) as f:
+        f.kube.edit_after_apply = "Deployment"
+        replica = await f.start("qwen-edit1")
+        assert f.kube.edited == {f.kube.engine("qwen-edit1")}
+        await f.scans_after(2)
+        assert f.kube.edited == set()
+        drift = f.kube.calls.index("drift")
+        assert f.kube.calls[drift + 1] == "apply:Deployment"
+        assert (await replica.query(ReplicaWorkflow.progress)).phase is ReplicaPhase.READY
+        await replica.signal(ReplicaWorkflow.teardown)
+        assert (await replica.result()).phase is ReplicaPhase.TERMINATED
 
 
 async def test_a_scan_tells_only_the_replica_that_changed_and_a_missing_object_comes_back(
@@ -318,7 +351,9 @@ async def test_a_replica_whose_cluster_does_not_scan_it_polls_instead(
     async with fleet(time_skipping_env, up=False) as f:
         replica = await f.start("qwen-alone")
         assert "check" not in f.kube.calls
-        await time_skipping_env.sleep(timedelta(minutes=15))
+        # 10 min for the acknowledgement, then 30 s checks; ending 15 s off that grid, so the
+        # teardown does not cancel a check's timer as it fires (sdk-java #2606, #3088).
+        await time_skipping_env.sleep(timedelta(seconds=885))
         assert f.kube.calls.count("check") >= 3
         assert f.kube.scans == []
         status = await f.cluster.query(ClusterWorkflow.status)

@@ -150,6 +150,7 @@ class ReplicaWorkflow(ReplicaWatch):
         self._repair_deadline = arg.repair_deadline
         # What the cluster's replica watch said since the serving loop last looked.
         self._news: list[HealthNews] = []
+        self._unverified = False
 
     @workflow.signal
     def teardown(self) -> None:

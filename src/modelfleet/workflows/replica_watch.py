@@ -92,6 +92,12 @@ PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
 # ran a health check every 30 s and a drift comparison every 5 minutes, forever (330
 # activities/s at 10,000 replicas). Histories recorded before schedule those timers and checks.
 PATCH_CLUSTER_WATCH = "replica-cluster-watch"
+# The cluster takes a replica's baseline with its first scan after a registration: an edit made
+# before that scan (between the apply, or a repair, and the scan, up to a probe interval) is
+# part of the baseline, and no later scan would see it. Since this patch the first news after a
+# registration is followed by one field-by-field comparison (``kube.drift``), repaired like any
+# other; histories recorded before run none.
+PATCH_VERIFY_BASELINE = "replica-verify-watch-baseline"
 # How long a registered replica waits for its cluster's first scan (the next probe: 15 s by
 # default) before it polls instead.
 ACK_WAIT = timedelta(minutes=10)
@@ -116,6 +122,8 @@ class ReplicaWatch:
     _failed_checks: int
     _repair_deadline: datetime | None
     _news: list[HealthNews]
+    # Registered, and the cluster's baseline not yet compared with what was applied.
+    _unverified: bool
 
     async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
         raise NotImplementedError
@@ -235,14 +243,28 @@ class ReplicaWatch:
                 )
 
     async def _on_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
+        unverified, self._unverified = self._unverified, False
         if news.kind is NewsKind.REPAIR:
-            if await self._repair_drift(rendered) and self._repair_deadline is None:
-                self._repair_deadline = workflow.now() + timedelta(
-                    seconds=self._input.progress_deadline_seconds
-                )
-            # A fresh baseline (new generations) for what it applied, and its phase now.
+            await self._repair_and_register(rendered)
+            return  # its comparison was the verification
+        await self._on_health_news(news)
+        if unverified and workflow.patched(PATCH_VERIFY_BASELINE):
+            await self._repair_and_register(rendered, only_if_drifted=True)
+
+    async def _repair_and_register(
+        self, rendered: RenderedReplica, *, only_if_drifted: bool = False
+    ) -> None:
+        drifted = await self._repair_drift(rendered)
+        if drifted and self._repair_deadline is None:
+            self._repair_deadline = workflow.now() + timedelta(
+                seconds=self._input.progress_deadline_seconds
+            )
+        if drifted or not only_if_drifted:
+            # A fresh baseline for what it applied, and its phase now.
             await self._register()
-        elif news.kind is NewsKind.WATCHING:
+
+    async def _on_health_news(self, news: HealthNews) -> None:
+        if news.kind is NewsKind.WATCHING:
             pass  # the acknowledgement of a registration
         elif news.kind is NewsKind.HEALTHY:
             if self._phase is not ReplicaPhase.READY:
@@ -284,6 +306,7 @@ class ReplicaWatch:
         except ApplicationError as exc:
             workflow.logger.info("no cluster workflow watches %s: %s", r.name, exc)
             return False
+        self._unverified = True
         return True
 
     async def _unregister(self) -> None:
