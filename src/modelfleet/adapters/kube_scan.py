@@ -17,6 +17,7 @@ Pure: works on the JSON dicts the activity listed. It may not do I/O or import S
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -37,6 +38,8 @@ Listed = tuple[str, str, Mapping[str, Any]]
 # digested generations only, and is taken anew instead of read as a change (else an upgrade
 # would send every watched replica through a repair at once).
 BASELINE_FORM = "v2:"
+# What an object's content is, for kinds without a generation: all of it but these.
+_NOT_CONTENT = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 
 def _digest(value: object) -> str:
@@ -67,7 +70,12 @@ def _identity(api_version: str, kind: str, obj: Mapping[str, Any]) -> tuple[obje
     content = (
         None
         if generation is not None
-        else _digest(sorted((k, v) for k, v in obj.items() if k not in _NOT_CONTENT))
+        # Key order as JSON sorts it: two listings of the same object digest the same.
+        else _digest(
+            json.dumps(
+                {k: v for k, v in obj.items() if k not in _NOT_CONTENT}, sort_keys=True, default=str
+            )
+        )
     )
     return (
         api_version,
@@ -78,9 +86,6 @@ def _identity(api_version: str, kind: str, obj: Mapping[str, Any]) -> tuple[obje
         content,
         _owned_metadata(meta),
     )
-
-
-_NOT_CONTENT = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 
 def by_replica(listed: Iterable[Listed]) -> dict[str, list[Listed]]:
