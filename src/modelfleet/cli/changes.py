@@ -30,8 +30,7 @@ from modelfleet.cli.resources import (
     deployment_status,
     directory_gateway,
     fetch,
-    fleet_classes,
-    fleet_view,
+    fleet_state,
     is_running,
 )
 from modelfleet.contracts.status import FleetView
@@ -61,8 +60,7 @@ class LiveFleet:
 
 async def read_live(client: Client, resources: list[Resource]) -> LiveFleet:
     try:
-        view = await fleet_view(client)
-        classes = {c.name: c for c in await fleet_classes(client)}
+        view, classes = await fleet_state(client)
     except NotFoundError:  # nothing was ever applied: the Fleet workflow does not exist yet
         view, classes = FleetView(classes=[], clusters=[], replicas=[]), {}
     live = LiveFleet(view, classes)

@@ -21,7 +21,7 @@ from modelfleet.api.deployments import ModelReplica
 from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, _with_server_fields
 from modelfleet.cli.output import console
-from modelfleet.cli.resources import cluster_status, fleet_classes, fleet_view, running
+from modelfleet.cli.resources import cluster_status, fleet_state, placed_replicas, running
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount, free_devices
 from modelfleet.scheduling.observed_devices import device_differences, published_devices
@@ -39,13 +39,12 @@ async def _status_or_none(client: Client, name: str) -> ClusterStatus | None:
 
 async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
     """Every cluster the Fleet holds (or the ``wanted`` ones), with its workflow's status."""
-    view = await fleet_view(client)
+    view, classes = await fleet_state(client)
     records = [r for r in view.clusters if not wanted or r.spec.name in wanted]
     if not records:
         return []
     runs = {w.id: w for w in await running(client, "InferenceCluster")}
     statuses = await asyncio.gather(*(_status_or_none(client, r.spec.name) for r in records))
-    classes = {c.name: c for c in await fleet_classes(client)}
     free = _free(classes, view.clusters, view.replicas)
     out = []
     for record, status in zip(records, statuses, strict=True):
@@ -240,8 +239,7 @@ def _missing(piece: StackPiece) -> str:
 
 async def replicas_on(client: Client, name: str) -> list[ModelReplica]:
     """The replicas the Fleet has placed on cluster ``name``."""
-    view = await fleet_view(client)
-    return [r for r in view.replicas if r.spec.cluster_name == name]
+    return await placed_replicas(client, cluster=name)
 
 
 async def guard_delete(client: Client, name: str, *, force: bool) -> list[ModelReplica]:

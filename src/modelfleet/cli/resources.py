@@ -153,22 +153,42 @@ def _phase(w: WorkflowExecution) -> str | None:
 
 
 async def fleet_view(client: Client, *, replicas: bool = True) -> FleetView:
-    """The Fleet's classes, clusters and (with ``replicas``) placed replicas, asked in
-    bounded pieces: one answer holding every replica (~1 KB each) outgrows what a query may
-    carry past a few thousand."""
+    """The Fleet's classes, clusters and (with ``replicas``) placed replicas."""
+    view, _ = await fleet_state(client, replicas=replicas)
+    return view
+
+
+async def fleet_state(
+    client: Client, *, replicas: bool = True
+) -> tuple[FleetView, dict[str, InferenceClass]]:
+    """The Fleet's view and its class catalog by name, the catalog asked once: commands that
+    need both take them from here. Replicas come in bounded pages: one answer holding every
+    replica (~1 KB each) outgrows what a query may carry past a few thousand."""
     handle = client.get_workflow_handle(FLEET_ID)
-    what = "the Fleet workflow"
-    clusters: list[ClusterRecord] = await query(handle, FleetWorkflow.clusters, what=what)
+    clusters: list[ClusterRecord] = await query(
+        handle, FleetWorkflow.clusters, what="the Fleet workflow"
+    )
     classes = await fleet_classes(client)
+    placed = await placed_replicas(client) if replicas else []
+    view = FleetView(classes=sorted(c.name for c in classes), clusters=clusters, replicas=placed)
+    return view, {c.name: c for c in classes}
+
+
+async def placed_replicas(client: Client, *, cluster: str = "") -> list[ModelReplica]:
+    """The replicas the Fleet has placed (only those on ``cluster`` when given), page by page."""
+    handle = client.get_workflow_handle(FLEET_ID)
     placed: list[ModelReplica] = []
-    after: str | None = "" if replicas else None
+    after: str | None = ""
     while after is not None:
         page: ReplicaPage = await query(
-            handle, FleetWorkflow.replica_page, ReplicaPageRequest(after=after), what=what
+            handle,
+            FleetWorkflow.replica_page,
+            ReplicaPageRequest(after=after, cluster=cluster),
+            what="the Fleet workflow",
         )
         placed += page.replicas
         after = page.next_after or None
-    return FleetView(classes=sorted(c.name for c in classes), clusters=clusters, replicas=placed)
+    return placed
 
 
 async def fleet_classes(client: Client) -> list[InferenceClass]:
@@ -275,10 +295,9 @@ async def _deployments(client: Client, namespace: str | None, wanted: set[str]) 
 
 
 async def _classes(client: Client, wanted: set[str]) -> list[Fetched]:
-    view = await fleet_view(client, replicas=False)
-    classes = await fleet_classes(client)
+    view, classes = await fleet_state(client, replicas=False)
     out = []
-    for cls in classes:
+    for cls in classes.values():
         if wanted and cls.name not in wanted:
             continue
         users = sorted(
