@@ -1,6 +1,6 @@
 """Record the golden histories of the per-cluster replica watch (a script, not a test).
 
-    .venv/bin/python tests/replay/record_cluster_watch_history.py [--verified]
+    .venv/bin/python tests/replay/record_cluster_watch_history.py [--verified] [--rewatch]
 
 Adds the ``replica-cluster-watch`` path (issue 11): on a dev server with the simulated quickstart
 fleet, a one-replica deployment is rolled out to Ready and its replica registers with its
@@ -15,7 +15,10 @@ histories are replayed against the current code and only then written as
 
 With ``--verified`` it writes only the replica's history, as ``verified-watched-replica.json``
 (``replica-verify-watch-baseline``: the first news after each registration is followed by a
-drift comparison); the two older files stay as they are, guarding the runs recorded before.
+drift comparison); with ``--rewatch`` only the cluster's, as ``rewatching-cluster.json``
+(``cluster-rewatches-after-fresh-start``: a run started afresh asks the Fleet, once Ready, which
+replicas to tell to register again). The two older files stay as they are, guarding the runs
+recorded before.
 
 When to run it: as for ``record_histories.py``, only after an intentional, patched change.
 """
@@ -61,6 +64,12 @@ VERIFIED_SCENARIO = (
     "(replica-verify-watch-baseline): registered, compared when acknowledged, told its engine "
     "Deployment was missing, repaired it, registered again, compared again, told healthy, then "
     "torn down"
+)
+REWATCH_FILE = "rewatching-cluster.json"
+REWATCH_SCENARIO = (
+    "a cluster run started afresh (cluster-rewatches-after-fresh-start): asked the Fleet once, "
+    "at its first Ready probe, which replicas to tell to register again, then scanned the one "
+    "that registered, signalled its missing Deployment (still running when recorded)"
 )
 CLUSTER_SCENARIO = (
     "a cluster scanning the replica registered with it: a missing Deployment signalled, the "
@@ -155,8 +164,12 @@ async def main() -> None:
         REPLICA_FILE: (REPLICA_FILE, REPLICA_SCENARIO),
         CLUSTER_FILE: (CLUSTER_FILE, None),
     }
-    if "--verified" in sys.argv[1:]:
-        names = {REPLICA_FILE: (VERIFIED_FILE, VERIFIED_SCENARIO)}
+    chosen = {
+        REPLICA_FILE: (VERIFIED_FILE, VERIFIED_SCENARIO) if "--verified" in sys.argv else None,
+        CLUSTER_FILE: (REWATCH_FILE, REWATCH_SCENARIO) if "--rewatch" in sys.argv else None,
+    }
+    if any(chosen.values()):
+        names = {k: v for k, v in chosen.items() if v is not None}
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     index_path = HISTORIES / "index.json"
     index = json.loads(index_path.read_text())

@@ -105,9 +105,12 @@ class FakeCluster:
 
     @activity.defn(name=FLEET_REPLICAS_ON)
     async def replicas_on(self, cluster: str) -> list[str]:
-        self.calls.append("ledger")
+        # A sweep lists the cluster, then asks the ledger; asked without a listing, it is a
+        # run started afresh asking which replicas to watch again (``cluster_watch``).
+        sweeping = self.calls[-1:] == ["list"]
+        self.calls.append("ledger" if sweeping else "rewatch")
         held = sorted(self.ledger)
-        if self.released_after_asked is not None:
+        if sweeping and self.released_after_asked is not None:
             self.ledger.discard(self.released_after_asked)
             self.released_after_asked = None
         return held
@@ -177,7 +180,10 @@ async def _dark_then_back(
             result_type=ClusterStatus,
         )
         await _until(env, handle, lambda s: s.ready)
-        assert fake.calls == [], "no sweep on the first Ready: the cluster was never dark"
+        # A run started afresh asks once which replicas to watch again; no sweep on the first
+        # Ready, the cluster was never dark.
+        assert fake.calls == ["rewatch"]
+        fake.calls.clear()
         fake.up = False
         await _until(env, handle, lambda s: not s.ready)
         assert fake.calls == [], "nothing is swept while the cluster is dark"
@@ -257,7 +263,8 @@ async def test_a_run_continued_while_dark_still_sweeps_on_return(
         assert fake.calls == []
         fake.up = True
         status = await _until(env, handle, lambda s: s.ready and not s.sweep_pending)
-        assert fake.calls == ["list", "ledger", "sweep ns/moved-1"]
+        # Started afresh (the test gives it no earlier run): it asks what to watch again too.
+        assert fake.calls == ["list", "ledger", "sweep ns/moved-1", "rewatch"]
         assert fake.objects == set()
         await handle.execute_update(ClusterWorkflow.delete)
         await handle.result()
@@ -310,6 +317,8 @@ async def test_the_slow_resync_sweeps_what_was_left_while_the_cluster_stayed_rea
             result_type=ClusterStatus,
         )
         await _until(env, handle, lambda s: s.ready)
+        assert fake.calls == ["rewatch"]  # started afresh
+        fake.calls.clear()
         started = await env.get_current_time()
         await _until_fake(env, lambda: ("ns", "crashed") not in fake.objects, "first resync")
         waited = await env.get_current_time() - started

@@ -287,6 +287,38 @@ async def test_an_edit_made_before_the_clusters_first_scan_is_found_and_put_back
         assert (await replica.result()).phase is ReplicaPhase.TERMINATED
 
 
+async def test_a_cluster_workflow_started_afresh_asks_its_replicas_to_register_again(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    # A watched, healthy replica has no timer of its own: without being asked, it would never
+    # learn that the cluster's new run does not know it, and would go unwatched for good.
+    env = time_skipping_env
+    async with fleet(env) as f:
+        replica = await f.start("qwen-again")
+        await f.scans_after(2)
+        assert f.kube.scans[-1] == ["ml/qwen-again"]
+        f.probe.ledger = {"ml/qwen-again", "ml/long-gone"}  # what the Fleet has placed here
+        # The first run asked too, once, when it was first Ready (nothing was placed then).
+        assert f.probe.calls == ["rewatch"]
+        await f.cluster.terminate("terminated by hand")
+        await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=SPEC, probe_interval_seconds=PROBE_SECONDS),
+            id=cluster_id(REPLICA.spec.cluster_name),
+            task_queue=f.queue,
+        )
+        await f.scans_after(2)
+        assert f.kube.scans[-1] == ["ml/qwen-again"]
+        assert f.probe.calls == ["rewatch", "rewatch"]  # once a run, not at every probe
+        # Watched again for real: a Deployment deleted now is found and put back.
+        del f.kube.store[f.kube.engine("qwen-again")]
+        await f.scans_after(2)
+        assert f.kube.engine("qwen-again") in f.kube.store
+        assert (await replica.query(ReplicaWorkflow.progress)).phase is ReplicaPhase.READY
+        await replica.signal(ReplicaWorkflow.teardown)
+        assert (await replica.result()).phase is ReplicaPhase.TERMINATED
+
+
 async def test_a_scan_tells_only_the_replica_that_changed_and_a_missing_object_comes_back(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:

@@ -452,6 +452,8 @@ class ClusterWorkflow:
             if self._failed >= threshold:
                 self._ready = False
         await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
+        # A run started afresh asks the replicas placed here to register again, once.
+        await self._watcher.ask_to_register_again(self._spec.name, ready=self._ready)
         await self._watcher.scan(self._probe_request(), ready=self._ready)  # Ready replicas
         phase = "Ready" if self._ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])

@@ -15,6 +15,13 @@ replicas placed on this cluster, and is carried across continue-as-new in ``Clus
 Runs recorded before this watch have no ``watch_replica`` signals, so the map stays empty and they
 schedule no scan: no patch is needed for them to replay.
 
+A run that starts afresh (not continued, nothing carried: the workflow was terminated or failed
+and started again) knows none of the replicas that registered with the run before it, and a
+watched, healthy replica waits for its cluster's word with no timer of its own: it would go
+unwatched for good. So once the cluster is Ready such a run asks the Fleet which replicas are
+placed on it and tells each to compare and register again (``repair`` news, the replica's own
+way back to a fresh baseline; ``PATCH_REWATCH``).
+
 Deterministic orchestration only: the activity lists, the judge decides.
 """
 
@@ -28,19 +35,21 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.contracts.activity_names import KUBE_SCAN_REPLICAS
+    from modelfleet.contracts.activity_names import FLEET_REPLICAS_ON, KUBE_SCAN_REPLICAS
     from modelfleet.contracts.kube_payloads import ProbeRequest
     from modelfleet.contracts.watch_payloads import (
         REPLICA_HEALTH,
         UNWATCH_REPLICA,
         WATCH_REPLICA,
         HealthNews,
+        NewsKind,
         ScanRequest,
         ScanResult,
         WatchedReplica,
     )
     from modelfleet.rendering.orphans import REPLICA_KINDS
     from modelfleet.rollout.cluster_watch import judge, registered
+    from modelfleet.workflows.ids import replica_id
 
 # A scan's API errors are retried a few times, quickly; past that it is no sample (the next
 # probe scans again), so the probe loop is never held up for long.
@@ -50,6 +59,9 @@ with workflow.unsafe.imports_passed_through():
 PATCH_SCAN = "cluster-scans-replicas"
 # What a replica applies, all labelled with it; its pods are the controllers' (and many).
 SCAN_KINDS = [k for k in REPLICA_KINDS if k != ("v1", "Pod")]
+# A fresh run asks the replicas placed on its cluster to register again (see the docstring);
+# histories recorded before ask nothing.
+PATCH_REWATCH = "cluster-rewatches-after-fresh-start"
 SCAN_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
@@ -64,6 +76,9 @@ class ReplicaWatcher:
     def __init__(self, watched: list[WatchedReplica]) -> None:
         self.entries: dict[str, WatchedReplica] = {w.key: w for w in watched}
         self.last: str | None = None  # what the last scan did, for the logs
+        # A run started afresh (no earlier run's map carried) that has not yet asked the
+        # replicas on its cluster to register again.
+        self.rewatch = not watched and workflow.info().continued_run_id is None
 
     @classmethod
     def installed(cls, watched: list[WatchedReplica]) -> ReplicaWatcher:
@@ -83,6 +98,39 @@ class ReplicaWatcher:
     def state(self) -> list[WatchedReplica]:
         """For continue-as-new."""
         return [self.entries[k] for k in sorted(self.entries)]
+
+    async def ask_to_register_again(self, cluster: str, *, ready: bool) -> None:
+        """Once, in a run started afresh and only when the cluster is Ready (the replicas
+        compare against it): every replica the Fleet placed here is told to compare and
+        register again. A replica whose workflow is gone is skipped; a Fleet that cannot
+        answer now is asked again after the next probe."""
+        if not (self.rewatch and ready) or not workflow.patched(PATCH_REWATCH):
+            return
+        try:
+            keys: list[str] = await workflow.execute_activity(
+                FLEET_REPLICAS_ON,
+                cluster,
+                result_type=list[str],
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(seconds=60),
+                retry_policy=SCAN_RETRY,
+                summary="replicas to watch again",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("cannot ask the Fleet what to watch again: %s", exc)
+            return
+        self.rewatch = False
+        news = HealthNews(
+            kind=NewsKind.REPAIR, reason="the cluster's watch started afresh: register again"
+        )
+        targets = [k.split("/", 1) for k in keys if k not in self.entries and "/" in k]
+        await asyncio.gather(*(self._nudge(replica_id(ns, name), news) for ns, name in targets))
+
+    async def _nudge(self, workflow_id: str, news: HealthNews) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(REPLICA_HEALTH, news)
+        except ApplicationError as exc:
+            workflow.logger.info("not asked to register again: %s (%s)", workflow_id, exc)
 
     async def scan(self, probe: ProbeRequest, *, ready: bool) -> None:
         """One scan (after a probe that found the cluster ``ready``; a dark cluster's scan would
