@@ -319,3 +319,62 @@ async def test_status_shows_new_weights_only_once_the_route_carries_them(
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
         await service.terminate()
         await directory.terminate()
+
+
+async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """A replica that stops serving withdraws its endpoint; the service hears it at once, but
+    the gateway routes to it until a route without it is applied: the status says so."""
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = HeldApply(client, directory_id)
+    async with serving_worker(doubles, queue):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
+        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(
+                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}, "weight": 100}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def weights() -> dict[str, int]:
+            status: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return {e.name: e.weight for e in status.endpoints}
+
+        async def both() -> bool:
+            return await weights() == {"a-1": 1, "a-2": 1}
+
+        await _until(env, both, "both endpoints in rotation")
+        doubles.hold = asyncio.Event()
+        await directory.execute_update(
+            EndpointDirectoryWorkflow.withdraw, EndpointKey(namespace="ml", name="a-2")
+        )
+
+        async def applying() -> bool:
+            return doubles.entered.is_set()
+
+        await _until(env, applying, "the route apply without a-2")
+        status: ServiceStatus = await service.query(ServiceWorkflow.status)
+        (a2,) = [e for e in status.endpoints if e.name == "a-2"]
+        assert a2.weight == 1
+        assert "withdrawn" in a2.reason
+        doubles.hold.set()
+
+        async def a2_gone() -> bool:
+            return await weights() == {"a-1": 1}
+
+        await _until(env, a2_gone, "a-2 gone once the route is applied")
+        assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
+        await service.terminate()
+        await directory.terminate()

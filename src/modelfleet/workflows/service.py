@@ -97,6 +97,9 @@ class ServiceWorkflow:
         self._gateway: InferenceGateway | None = None
         self._health: dict[str, EndpointHealth] = {}
         self._weights: dict[str, int] = {}
+        # The endpoints the applied route carries (entry index and record), so the status
+        # still lists one the directory withdrew until a route without it is applied.
+        self._routed: dict[str, tuple[int, EndpointRecord]] = {}
         self._backends: dict[str, int] = {}
         self._address: str | None = None
         self._conditions: list[Condition] = []
@@ -277,6 +280,7 @@ class ServiceWorkflow:
                 )
             )
             self._weights = weights
+            self._routed = {}
             self._conditions, self._phase = conditions, "Pending"
             return
         door = FrontDoor(
@@ -296,6 +300,12 @@ class ServiceWorkflow:
         # apply, a status query during it said an endpoint was out of rotation while the
         # gateway still sent it traffic (seen as 503s right after "canary out").
         self._weights = weights
+        self._routed = {
+            e.key: (index, e)
+            for index, group in enumerate(groups)
+            for e in group
+            if weights.get(e.key, 0) > 0
+        }
         in_rotation = len(self._weights)
         conditions.append(
             _condition(
@@ -439,9 +449,11 @@ class ServiceWorkflow:
     def _status(self) -> ServiceStatus:
         groups = select_endpoints(self._spec.spec.endpoints, self._endpoints)
         endpoints = []
+        listed: set[str] = set()
         for index, group in enumerate(groups):
             for e in group:
                 health = self._health.get(e.key)
+                listed.add(e.key)
                 endpoints.append(
                     ServiceEndpointStatus(
                         name=e.name,
@@ -452,6 +464,21 @@ class ServiceWorkflow:
                         reason=health.reason if health else "not probed yet",
                     )
                 )
+        # Withdrawn (or no longer selected) but still in the applied route: the gateway sends
+        # it traffic until the next reconcile applies a route without it, and the status says
+        # so (dropped at once, a user saw "out of rotation" and then 503s from it).
+        for key in sorted(self._routed.keys() - listed):
+            index, e = self._routed[key]
+            endpoints.append(
+                ServiceEndpointStatus(
+                    name=e.name,
+                    url=e.url,
+                    entry=index,
+                    weight=self._weights.get(key, 0),
+                    healthy=False,
+                    reason="withdrawn; still in the route until the next reconcile",
+                )
+            )
         return ServiceStatus(
             name=self._spec.name,
             namespace=self._spec.namespace,
