@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import math
 from collections.abc import AsyncIterator, Callable
@@ -256,61 +257,78 @@ async def test_quickstart_chat_through_the_service_address_streaming_and_not(
     assert await directory_endpoints(stack.client, ns) == []
 
 
+async def _leave_nothing(stack: Stack, ns: str, service: str, deployments: list[str]) -> None:
+    """Best-effort clean-up after a failed test (its own failure is what the run reports)."""
+    with contextlib.suppress(Exception):
+        await delete_serving(stack.client, "ModelService", ns, service, wait=True)
+    for name in deployments:
+        with contextlib.suppress(Exception):
+            await delete_deployment(stack, ns, name)
+
+
 async def test_weights_split_traffic_and_shift_on_reapply(stack: Stack) -> None:
     ns = "serve-canary"
-    await _gateway(stack)
-    await asyncio.gather(
-        _ready(stack, _deployment("stable", ns, "us-central")),
-        _ready(stack, _deployment("canary", ns, "us-east")),
-    )
-    svc = _service("split", ns, [_selects("stable", 90), _selects("canary", 10)])
-    await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
-    status = await _wait_service(
-        stack, ns, "split", _in_rotation("stable", "canary"), "both in rotation"
-    )
-    assert sorted(status.backends.values()) == [1, 9]
-    assert status.address is not None
-    served = collections.Counter(await _served_by(status.address, 1000))
-    low, high = _binomial_bounds(1000, 0.9)
-    assert low <= served["stable"] <= high, served
-    assert served["stable"] + served["canary"] == 1000
-
-    svc = _service("split", ns, [_selects("stable", 50), _selects("canary", 50)])
-    await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
-    await _wait_service(
-        stack, ns, "split", lambda s: sorted(s.backends.values()) == [1, 1], "weights 50/50"
-    )
-    served = collections.Counter(await _served_by(status.address, 1000))
-    low, high = _binomial_bounds(1000, 0.5)
-    assert low <= served["stable"] <= high, served
-
-    # A replica killed: its pod comes back never ready, so its endpoint leaves the route and
-    # traffic keeps flowing through the other; once it recovers it returns.
-    store = stack.fleet.store("h100-east")
-    workload_ns = f"mf-{ns}"
-
-    async def kill_canary_pods() -> None:
-        for pod in await store.list("v1", "Pod", namespace=workload_ns):
-            if pod["metadata"]["name"].startswith("canary-"):
-                await store.delete("v1", "Pod", pod["metadata"]["name"], namespace=workload_ns)
-
-    stack.fleet.update_faults("h100-east", {"never_ready": ["canary-*"]})
+    # A failure half-way must not leave the deployments holding capacity the tests after this
+    # one (same stack) need: cleaned up on the way out too, then.
+    done = False
     try:
-        await kill_canary_pods()
-        status = await _wait_service(stack, ns, "split", _in_rotation("stable"), "canary out")
-        out = [e for e in status.endpoints if e.name.startswith("canary-")]
-        assert all(not e.healthy for e in out)
-        assert all(e.reason for e in out)
+        await _gateway(stack)
+        await asyncio.gather(
+            _ready(stack, _deployment("stable", ns, "us-central")),
+            _ready(stack, _deployment("canary", ns, "us-east")),
+        )
+        svc = _service("split", ns, [_selects("stable", 90), _selects("canary", 10)])
+        await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
+        status = await _wait_service(
+            stack, ns, "split", _in_rotation("stable", "canary"), "both in rotation"
+        )
+        assert sorted(status.backends.values()) == [1, 9]
         assert status.address is not None
-        assert set(await _served_by(status.address, 50)) == {"stable"}
+        served = collections.Counter(await _served_by(status.address, 1000))
+        low, high = _binomial_bounds(1000, 0.9)
+        assert low <= served["stable"] <= high, served
+        assert served["stable"] + served["canary"] == 1000
+
+        svc = _service("split", ns, [_selects("stable", 50), _selects("canary", 50)])
+        await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
+        await _wait_service(
+            stack, ns, "split", lambda s: sorted(s.backends.values()) == [1, 1], "weights 50/50"
+        )
+        served = collections.Counter(await _served_by(status.address, 1000))
+        low, high = _binomial_bounds(1000, 0.5)
+        assert low <= served["stable"] <= high, served
+
+        # A replica killed: its pod comes back never ready, so its endpoint leaves the route and
+        # traffic keeps flowing through the other; once it recovers it returns.
+        store = stack.fleet.store("h100-east")
+        workload_ns = f"mf-{ns}"
+
+        async def kill_canary_pods() -> None:
+            for pod in await store.list("v1", "Pod", namespace=workload_ns):
+                if pod["metadata"]["name"].startswith("canary-"):
+                    await store.delete("v1", "Pod", pod["metadata"]["name"], namespace=workload_ns)
+
+        stack.fleet.update_faults("h100-east", {"never_ready": ["canary-*"]})
+        try:
+            await kill_canary_pods()
+            status = await _wait_service(stack, ns, "split", _in_rotation("stable"), "canary out")
+            out = [e for e in status.endpoints if e.name.startswith("canary-")]
+            assert all(not e.healthy for e in out)
+            assert all(e.reason for e in out)
+            assert status.address is not None
+            assert set(await _served_by(status.address, 50)) == {"stable"}
+        finally:
+            stack.fleet.update_faults("h100-east", {"never_ready": []})
+        await kill_canary_pods()
+        await _wait_service(stack, ns, "split", _in_rotation("stable", "canary"), "canary back")
+        await delete_serving(stack.client, "ModelService", ns, "split", wait=True)
+        await asyncio.gather(
+            delete_deployment(stack, ns, "stable"), delete_deployment(stack, ns, "canary")
+        )
+        done = True
     finally:
-        stack.fleet.update_faults("h100-east", {"never_ready": []})
-    await kill_canary_pods()
-    await _wait_service(stack, ns, "split", _in_rotation("stable", "canary"), "canary back")
-    await delete_serving(stack.client, "ModelService", ns, "split", wait=True)
-    await asyncio.gather(
-        delete_deployment(stack, ns, "stable"), delete_deployment(stack, ns, "canary")
-    )
+        if not done:
+            await _leave_nothing(stack, ns, "split", ["stable", "canary"])
 
 
 async def test_external_endpoint_gets_its_share_and_keys_are_enforced(

@@ -160,6 +160,13 @@ async def _until(
     raise AssertionError(f"never: {what}")
 
 
+async def _stop(client: Client, *workflow_ids: str) -> None:
+    """Terminate each workflow's current run: by ID, not by the handle's first run, which may
+    have continued-as-new meanwhile (terminating it then answers "Completed workflow")."""
+    for workflow_id in workflow_ids:
+        await client.get_workflow_handle(workflow_id).terminate()
+
+
 async def test_service_routes_healthy_endpoints_and_follows_changes(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:
@@ -249,7 +256,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
         assert doubles.deleted[0].kind == "HTTPRoute"  # the route goes before its backends
         listed = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
         assert [e.name for e in listed] == ["b-1", "b-2"]
-        await directory.terminate()
+        await _stop(client, directory_id)
 
 
 @dataclass
@@ -317,8 +324,7 @@ async def test_status_shows_new_weights_only_once_the_route_carries_them(
 
         await _until(env, a2_out, "a-2 out once the route is applied")
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
-        await service.terminate()
-        await directory.terminate()
+        await _stop(client, service.id, directory_id)
 
 
 async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it(
@@ -376,5 +382,4 @@ async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it
 
         await _until(env, a2_gone, "a-2 gone once the route is applied")
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
-        await service.terminate()
-        await directory.terminate()
+        await _stop(client, service.id, directory_id)
