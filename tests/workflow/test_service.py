@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -274,10 +275,21 @@ class HeldApply(Doubles):
         return await super().apply(request)
 
 
-async def test_status_shows_new_weights_only_once_the_route_carries_them(
-    time_skipping_env: WorkflowEnvironment,
-) -> None:
-    env = time_skipping_env
+@dataclass
+class TwoInRotation:
+    """A service over a-1 and a-2, both in rotation, with the route apply holdable."""
+
+    doubles: HeldApply
+    directory: WorkflowHandle[Any, Any]
+    service: WorkflowHandle[Any, Any]
+
+    async def weights(self) -> dict[str, int]:
+        status: ServiceStatus = await self.service.query(ServiceWorkflow.status)
+        return {e.name: e.weight for e in status.endpoints}
+
+
+@asynccontextmanager
+async def two_in_rotation(env: WorkflowEnvironment) -> AsyncIterator[TwoInRotation]:
     client = env.client
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
@@ -298,15 +310,22 @@ async def test_status_shows_new_weights_only_once_the_route_carries_them(
             id=f"service/ml/svc-{uuid.uuid4()}",
             task_queue=queue,
         )
-
-        async def weights() -> dict[str, int]:
-            status: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return {e.name: e.weight for e in status.endpoints}
+        two = TwoInRotation(doubles, directory, service)
 
         async def both() -> bool:
-            return await weights() == {"a-1": 1, "a-2": 1}
+            return await two.weights() == {"a-1": 1, "a-2": 1}
 
         await _until(env, both, "both endpoints in rotation")
+        yield two
+        await _stop(client, service.id, directory_id)
+
+
+async def test_status_shows_new_weights_only_once_the_route_carries_them(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    async with two_in_rotation(env) as two:
+        doubles, weights = two.doubles, two.weights
         # a-2 fails its probe; the route apply that takes it out is held.
         doubles.hold = asyncio.Event()
         doubles.unhealthy["ml/a-2"] = "answered 503"
@@ -324,7 +343,6 @@ async def test_status_shows_new_weights_only_once_the_route_carries_them(
 
         await _until(env, a2_out, "a-2 out once the route is applied")
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
-        await _stop(client, service.id, directory_id)
 
 
 async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it(
@@ -333,37 +351,10 @@ async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it
     """A replica that stops serving withdraws its endpoint; the service hears it at once, but
     the gateway routes to it until a route without it is applied: the status says so."""
     env = time_skipping_env
-    client = env.client
-    queue = f"tq-{uuid.uuid4()}"
-    directory_id = f"endpoints-{uuid.uuid4()}"
-    doubles = HeldApply(client, directory_id)
-    async with serving_worker(doubles, queue):
-        directory = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
-        )
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
-        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
-            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
-        service = await client.start_workflow(
-            ServiceWorkflow.run,
-            ServiceInput(
-                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}, "weight": 100}]),
-                probe_interval_seconds=5,
-            ),
-            id=f"service/ml/svc-{uuid.uuid4()}",
-            task_queue=queue,
-        )
-
-        async def weights() -> dict[str, int]:
-            status: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return {e.name: e.weight for e in status.endpoints}
-
-        async def both() -> bool:
-            return await weights() == {"a-1": 1, "a-2": 1}
-
-        await _until(env, both, "both endpoints in rotation")
+    async with two_in_rotation(env) as two:
+        doubles, weights, service = two.doubles, two.weights, two.service
         doubles.hold = asyncio.Event()
-        await directory.execute_update(
+        await two.directory.execute_update(
             EndpointDirectoryWorkflow.withdraw, EndpointKey(namespace="ml", name="a-2")
         )
 
@@ -382,4 +373,3 @@ async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it
 
         await _until(env, a2_gone, "a-2 gone once the route is applied")
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
-        await _stop(client, service.id, directory_id)
