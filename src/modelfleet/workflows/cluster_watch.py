@@ -124,13 +124,16 @@ class ReplicaWatcher:
             kind=NewsKind.REPAIR, reason="the cluster's watch started afresh: register again"
         )
         targets = [k.split("/", 1) for k in keys if k not in self.entries and "/" in k]
-        await asyncio.gather(*(self._nudge(replica_id(ns, name), news) for ns, name in targets))
+        await asyncio.gather(*(self._signal(replica_id(ns, name), news) for ns, name in targets))
 
-    async def _nudge(self, workflow_id: str, news: HealthNews) -> None:
+    async def _signal(self, workflow_id: str, news: HealthNews) -> bool:
+        """Tell a replica; False when its workflow is closed (torn down, failed)."""
         try:
             await workflow.get_external_workflow_handle(workflow_id).signal(REPLICA_HEALTH, news)
         except ApplicationError as exc:
-            workflow.logger.info("not asked to register again: %s (%s)", workflow_id, exc)
+            workflow.logger.info("%s not told %s: %s", workflow_id, news.kind.value, exc)
+            return False
+        return True
 
     async def scan(self, probe: ProbeRequest, *, ready: bool) -> None:
         """One scan (after a probe that found the cluster ``ready``; a dark cluster's scan would
@@ -171,11 +174,6 @@ class ReplicaWatcher:
             await asyncio.gather(*(self._tell(entry, news) for entry, news in tell))
 
     async def _tell(self, entry: WatchedReplica, news: HealthNews) -> None:
-        handle = workflow.get_external_workflow_handle(entry.workflow_id)
-        try:
-            await handle.signal(REPLICA_HEALTH, news)
-        except ApplicationError as exc:
-            # The replica's workflow is closed (torn down, failed): nobody left to watch.
-            workflow.logger.info("stopped watching %s: %s", entry.key, exc)
-            if self.entries.get(entry.key) is entry:
-                del self.entries[entry.key]
+        # A replica whose workflow is closed has nobody left to watch.
+        if not await self._signal(entry.workflow_id, news) and self.entries.get(entry.key) is entry:
+            del self.entries[entry.key]
