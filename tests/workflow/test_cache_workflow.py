@@ -197,6 +197,17 @@ class Harness:
                 raise AssertionError(f"never: {what}; last status {status}")
             await asyncio.sleep(STATUS_POLL)
 
+    async def told(self, clusters: dict[str, str]) -> CacheReport:
+        """The Fleet's last report once it says ``clusters``: the report is the pass's last
+        activity, so a status query can see the pass's outcome before the Fleet is told."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not (self.fleet.reports and self.fleet.reports[-1].clusters == clusters):
+            if time.monotonic() > deadline:
+                last = self.fleet.reports[-1] if self.fleet.reports else None
+                raise AssertionError(f"the Fleet never told {clusters}; last report {last}")
+            await asyncio.sleep(STATUS_POLL)
+        return self.fleet.reports[-1]
+
     async def finished(self, handle: WorkflowHandle[Any, Any]) -> CacheStatus:
         result: CacheStatus = await asyncio.wait_for(handle.result(), WAIT_SECONDS)
         return result
@@ -242,9 +253,8 @@ async def test_hydrates_everywhere_retries_a_failure_cleans_up_and_reports(
     for name in "ab":
         assert harness.fleet.cluster(name).jobs == {}
         assert harness.fleet.cluster(name).secret is False
-    last = harness.fleet.reports[-1]
+    last = await harness.told({"a": "Ready", "b": "Ready"})
     assert (last.namespace, last.name) == ("ml", spec.name)
-    assert last.clusters == {"a": "Ready", "b": "Ready"}
     await handle.execute_update(CacheWorkflow.delete, DeleteCache())
     final = await harness.finished(handle)
     assert final.clusters == []
@@ -271,7 +281,7 @@ async def test_a_new_revision_rehydrates_and_a_selector_change_leaves_a_cluster(
     assert harness.fleet.cluster("a").created_jobs[0] == first[0]
     assert harness.fleet.cluster("a").created_jobs[1] != first[0]
     assert harness.fleet.cluster("b").claim == "Absent"  # b's volume removed
-    assert harness.fleet.reports[-1].clusters == {"a": "Ready"}
+    await harness.told({"a": "Ready"})
     await handle.execute_update(CacheWorkflow.delete, DeleteCache())
     await harness.finished(handle)
 
@@ -290,7 +300,7 @@ async def test_delete_keeps_a_mounted_volume_until_forced(harness: Harness) -> N
     assert status.deleting
     assert harness.fleet.cluster("a").claim == "Bound"
     # Nothing new may be placed against a cache being deleted.
-    assert harness.fleet.reports[-1].clusters == {}
+    await harness.told({})
     await handle.execute_update(CacheWorkflow.delete, DeleteCache(force=True))
     final = await harness.finished(handle)
     assert final.deleting
