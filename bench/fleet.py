@@ -42,10 +42,10 @@ from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.fleet_payloads import FleetStats, PlaceRequest, PlaceResponse
 from modelfleet.contracts.fleet_state import cluster_record
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
 from modelfleet.scheduling.placement import place
 from modelfleet.worker.devserver import start_dev_server
-from modelfleet.workflows.fleet import FleetWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "workflow"))

@@ -92,10 +92,10 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.kinds import parse_resource
     from modelfleet.cli.apply import apply_resource
     from modelfleet.cli.devenv import DevEnvironment, dev_environment
+    from modelfleet.contracts.ids import FLEET_ID, deployment_id
+    from modelfleet.deployment.workflow import DeploymentWorkflow
+    from modelfleet.fleet.workflow import FleetWorkflow
     from modelfleet.worker.devserver import temporal_binary
-    from modelfleet.workflows.deployment import DeploymentWorkflow
-    from modelfleet.workflows.fleet import FleetWorkflow
-    from modelfleet.workflows.ids import FLEET_ID, deployment_id
 
 T = TypeVar("T")
 NAMESPACE = "bench"

@@ -18,6 +18,8 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.sim.clouds.clouds import SimulatedClouds
 from modelfleet.sim.simulated_fleet import SimulatedFleet
@@ -25,8 +27,6 @@ from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import start_dev_server
 from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 PROVISIONING = ROOT / "examples" / "provisioning"
 _LOADED = load_paths([str(PROVISIONING)]).resources

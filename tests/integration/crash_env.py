@@ -30,7 +30,10 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import load_fleet
+from modelfleet.contracts.ids import FLEET_ID, deployment_id
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.rendering.replica_manifests import ClusterFacts, Step, render_replica
 from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.simulated_fleet import SimulatedFleet
@@ -38,9 +41,6 @@ from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, free_port, start_dev_server
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import ENV_PAYLOAD_KEY, TemporalSettings
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, deployment_id
 
 T = TypeVar("T")
 

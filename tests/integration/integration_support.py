@@ -25,11 +25,11 @@ from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
 from modelfleet.cli.devenv import DevEnvironment
+from modelfleet.contracts.ids import FLEET_ID, deployment_id
 from modelfleet.contracts.status import DeploymentStatus, FleetView
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.simulated_fleet import SimulatedFleet
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, deployment_id
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"

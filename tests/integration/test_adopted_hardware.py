@@ -12,9 +12,9 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, DeploymentStatus
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 NAME = "real-hw"
 REAL_PRODUCT = "NVIDIA L4 (rev B)"

@@ -9,12 +9,12 @@ from integration_support import Stack, delete_deployment, deployment, wait_for
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.kinds import parse_resource
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import ReplicaPhase
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 
 NS = "autoscale-a"
 

@@ -23,17 +23,17 @@ from typer.testing import CliRunner
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import ModelService
-from modelfleet.autoscaling.decide import GATEWAY_METRIC
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.decide import GATEWAY_METRIC
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.main import app
 from modelfleet.cli.serving import delete_serving
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.load import LoadReport, LoadSpec, run_load
 from modelfleet.sim.serving.backend_wait import WAIT_HEADER
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.ids import service_id
-from modelfleet.workflows.service import ServiceWorkflow
 
 WAITING = "vllm:num_requests_waiting"
 TARGET = 4.0

@@ -17,10 +17,10 @@ from temporalio.client import WorkflowUpdateFailedError
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.naming import LABEL_REPLICA
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.ids import deployment_id
 
 NS = "bad-changes"
 GPU_20GI = ["h100-east", "l4-dev"]

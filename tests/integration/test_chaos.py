@@ -22,10 +22,10 @@ from integration_support import deployment, wait_for
 from temporalio.client import WorkflowExecutionStatus
 
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import deployment_id, replica_id
 from modelfleet.contracts.status import DeploymentStatus
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import deployment_id, replica_id
 
 STARTUP_SECONDS = 1.0
 OLD_IMAGE = "vllm/vllm-openai:v0.23.0"

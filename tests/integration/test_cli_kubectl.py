@@ -29,8 +29,8 @@ from temporalio.service import RPCError
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.worker.devserver import start_dev_server
-from modelfleet.workflows.ids import deployment_id
 
 CLI = [sys.executable, "-m", "modelfleet.cli"]
 

@@ -19,6 +19,8 @@ from crash_env import CrashEnv, register_fleet, tolerant
 from integration_support import wait_for
 from temporalio.api.enums.v1 import EventType
 
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.sim.clouds.clouds import SimulatedClouds
@@ -26,8 +28,6 @@ from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import free_port
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 # Long enough operations that the kill lands inside them (0.2 s per poll).
 SLOW_POLLS = 15

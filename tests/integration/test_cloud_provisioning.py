@@ -22,13 +22,13 @@ from test_no_secrets import assert_absent, haystack
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.output import rejection_reason
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id
 from modelfleet.contracts.status import ClusterStatus, DeploymentStatus
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -17,9 +17,9 @@ from test_cli_kubectl import run
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.sim import write_state
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.deployment.workflow import DeploymentWorkflow
 
 
 @pytest_asyncio.fixture(scope="module")

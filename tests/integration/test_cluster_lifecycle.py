@@ -10,9 +10,9 @@ from integration_support import Stack, deployment, wait_for
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 
 def _cluster(name: str) -> InferenceCluster:

@@ -20,9 +20,9 @@ from temporalio.service import RPCError
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import KUBE_POLL_READY
+from modelfleet.contracts.ids import replica_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaStep
-from modelfleet.workflows.ids import replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 # Long enough that a replica is still waiting for its leader when the crash comes.
 STARTUP_SECONDS = 4.0

@@ -24,8 +24,8 @@ from integration_support import QUICKSTART, Stack, delete_deployment, deployment
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA, workload_namespace
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import dev_environment
+from modelfleet.cluster.orphans import REPLICA_KINDS
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.rendering.orphans import REPLICA_KINDS
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.worker.tuning import Tuning
 

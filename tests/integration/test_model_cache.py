@@ -20,15 +20,15 @@ from integration_support import wait_for
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli import columns
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.resources import fetch
 from modelfleet.contracts.cache_payloads import CacheStatus, DeleteCache, cache_id
+from modelfleet.contracts.ids import replica_id
 from modelfleet.contracts.status import ReplicaProgress, ReplicaStep
 from modelfleet.rendering.model_cache import auth_secret_name, claim_name
 from modelfleet.sim.simulated_fleet import SimulatedFleet
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.ids import replica_id
 
 NS = "cache-it"
 WORKLOADS = f"mf-{NS}"

@@ -25,11 +25,11 @@ from temporalio.api.common.v1 import Payload
 
 from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.codec import ENCODING, EncryptionCodec
-from modelfleet.workflows.ids import service_id
-from modelfleet.workflows.service import ServiceWorkflow
 
 SECRET_CLUSTER = "l4-dev"
 PLANTED_TOKEN = "mfplanted-token-5f0c2e8b9d4a47c1a3e6"

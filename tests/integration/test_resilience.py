@@ -24,12 +24,12 @@ from temporalio.exceptions import ApplicationError
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import replica_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import Step, render_replica
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.workflows.ids import replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 # Clusters with a GPU of 20Gi or more that an untolerating deployment can use.
 GPU_20GI = ["h100-east", "l4-dev"]

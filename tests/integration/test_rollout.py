@@ -15,9 +15,9 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow, ScaleRequest
 
 
 def all_ready(n: int):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ history says why; a label and a config edited with kubectl (edits that move no g
 put back; a cluster restarted empty under a running deployment is re-populated without anything
 being re-applied; one injected 500 on the cluster's replica scan leaves a Ready replica Ready.
 
-A Ready replica is watched by its InferenceCluster (``workflows.cluster_watch``): the cluster's
+A Ready replica is watched by its InferenceCluster (``cluster.watch``): the cluster's
 probe loop (every ``probe_interval_seconds``, 15 s as the stack applies the clusters) scans its
 replicas and signals the one that changed. The first and the last test run a ModelReplica
 workflow of their own (started directly, with a parent that does not exist: nobody is told) on
@@ -29,13 +29,13 @@ from temporalio.client import WorkflowHandle
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import KUBE_SCAN_REPLICAS, TASK_QUEUE
+from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
 from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput, ReplicaResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import render_replica
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.sim.faults import FaultConfig
-from modelfleet.workflows.ids import cluster_id, deployment_id, replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 CLUSTER = "h100-east"
 # The stack's clusters probe (and scan their replicas) this often (ClusterInput's default).

@@ -31,11 +31,11 @@ from modelfleet.cli.manifests import as_document
 from modelfleet.cli.resources import directory_endpoints, fetch, service_status
 from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cli.serving_inspect import describe_service
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
-from modelfleet.workflows.ids import service_id
-from modelfleet.workflows.service import ServiceWorkflow
 
 MODEL = "qwen"  # the quickstart's --served-model-name
 PROBE_SECONDS = 1.0

@@ -16,10 +16,10 @@ from integration_support import QUICKSTART, wait_for
 
 from modelfleet.api.loading import load_paths
 from modelfleet.cli.apply import apply_resource
+from modelfleet.contracts.ids import FLEET_ID
 from modelfleet.contracts.stack_payloads import DEFAULT_STACK
 from modelfleet.contracts.status import ClusterStatus
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID
+from modelfleet.fleet.workflow import FleetWorkflow
 
 LWS = next(c for c in DEFAULT_STACK if c.kind == "LeaderWorkerSet")
 LWS_CRD = {

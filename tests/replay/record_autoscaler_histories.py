@@ -39,6 +39,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from modelfleet.api.autoscalers import ModelAutoscaler
+from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.autoscaler import plot_history
 from modelfleet.contracts.activity_names import (
     AUTOSCALER_GATEWAY_WAITING,
@@ -60,7 +61,6 @@ from modelfleet.contracts.autoscaler_payloads import (
 )
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

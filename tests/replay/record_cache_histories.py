@@ -40,13 +40,13 @@ from test_cache_workflow import FakeFleet, cache
 from test_replica_model_cache import FakeCache, cached_replica
 from test_replica_saga import FakeCluster, ProgressSink
 
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache, cache_id
 from modelfleet.contracts.status import ReplicaPhase
 from modelfleet.contracts.workflow_inputs import ReplicaInput
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

@@ -39,11 +39,11 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster, NodePool
 from modelfleet.api.loading import load_paths
 from modelfleet.cli.apply import apply_resource
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed

@@ -39,12 +39,12 @@ from temporalio.worker import Replayer
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import dev_environment
+from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id, replica_id
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from integration_support import deployment, wait_for

@@ -36,8 +36,8 @@ from test_replica_saga import REPLICA, FakeCluster, ProgressSink
 
 from modelfleet.contracts.status import ReplicaPhase
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).resolve().parent / "histories"

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 from test_endpoint_directory_carry import fill_until_carried, suggesting_server
 
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID
+from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILENAME = "grouped-endpoints.json"

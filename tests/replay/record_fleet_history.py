@@ -33,9 +33,9 @@ from modelfleet.api.loading import load_paths
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, ReleaseRequest
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.fleet import FleetWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).resolve().parent / "histories"

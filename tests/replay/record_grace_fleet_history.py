@@ -37,8 +37,8 @@ from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+from modelfleet.fleet.workflow import NOT_READY_GRACE, FleetWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.fleet import NOT_READY_GRACE, FleetWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILENAME = "grace-fleet.json"

@@ -53,19 +53,19 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.cli.serving import apply_serving, delete_serving
+from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id, replica_id, service_id
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
+from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, cluster_id, deployment_id, replica_id, service_id
-from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.service import ServiceWorkflow
 
 # The same deployment builder and condition wait as the integration tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))

@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 from conftest import start_time_skipping_env
 from test_cluster_orphan_sweep import SPEC, FakeCluster, _until
 
+from modelfleet.cluster.sweep_schedule import FOLLOW_UPS
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
-from modelfleet.rendering.sweep_schedule import FOLLOW_UPS
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.cluster import ClusterWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILENAME = "swept-cluster.json"

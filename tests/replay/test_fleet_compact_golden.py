@@ -11,7 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
 from modelfleet.contracts.workflow_inputs import FleetInput
-from modelfleet.workflows.fleet import COMPACT_STATE_PATCH
+from modelfleet.fleet.workflow import COMPACT_STATE_PATCH
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 

@@ -24,8 +24,8 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.replica import ReplicaWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())

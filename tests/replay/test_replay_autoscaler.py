@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from modelfleet.autoscaler.workflow import PATCH_SCALE_FROM_ZERO
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.autoscaler import PATCH_SCALE_FROM_ZERO
 
 HISTORIES = Path(__file__).resolve().parent / "autoscaler"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from test_replay import holds_patch, load, of_type
 
-from modelfleet.workflows.deployment import PATCH_RESYNC_BACKOFF
+from modelfleet.deployment.workflow import PATCH_RESYNC_BACKOFF
 
 
 def test_backoff_golden_rests_twice_as_long_after_a_quiet_resync() -> None:

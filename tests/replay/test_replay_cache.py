@@ -16,8 +16,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.contracts.cache_payloads import CACHE_READINESS
+from modelfleet.replica.workflow import PATCH_WAIT_MODEL_CACHE
 from modelfleet.worker.runner import WORKFLOWS
-from modelfleet.workflows.replica import PATCH_WAIT_MODEL_CACHE
 
 HISTORIES = Path(__file__).resolve().parent / "cache"
 INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from test_replay import activities, load, of_type
 
-from modelfleet.workflows.cluster import PATCH_ACCESS, PATCH_POOL_CHANGES, PATCH_PROVISION
+from modelfleet.cluster.workflow import PATCH_ACCESS, PATCH_POOL_CHANGES, PATCH_PROVISION
 
 
 def _patches(filename: str) -> list[str]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from test_replay import activities, commands, holds_patch, load, signals
 
+from modelfleet.cluster.watch import PATCH_REWATCH
 from modelfleet.contracts.activity_names import (
     FLEET_REPLICAS_ON,
     KUBE_CHECK_READY,
     KUBE_PROBE,
     KUBE_SCAN_REPLICAS,
 )
-from modelfleet.workflows.cluster_watch import PATCH_REWATCH
-from modelfleet.workflows.replica_watch import PATCH_VERIFY_BASELINE
+from modelfleet.replica.serving import PATCH_VERIFY_BASELINE
 
 
 def test_the_watched_replica_golden_registers_repairs_on_news_and_never_polls() -> None:

@@ -12,7 +12,7 @@ from test_replay import activities, holds_patch, load, of_type
 
 from modelfleet.contracts.activity_names import FLEET_SWEEP_PENDING, KUBE_DELETE
 from modelfleet.contracts.serving_payloads import ENDPOINTS_WITHDRAW
-from modelfleet.workflows.replica import DELETE_TRY, PATCH_DARK_TEARDOWN
+from modelfleet.replica.workflow import DELETE_TRY, PATCH_DARK_TEARDOWN
 
 
 def test_dark_teardown_golden_holds_the_marker_and_the_bounded_tries() -> None:

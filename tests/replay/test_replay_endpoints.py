@@ -11,7 +11,7 @@ import json
 from temporalio.api.enums.v1 import EventType
 from test_replay import holds_patch, load
 
-from modelfleet.workflows.endpoints import PATCH_GROUPED_INPUT
+from modelfleet.endpoints.workflow import PATCH_GROUPED_INPUT
 
 
 def test_grouped_golden_carries_the_replicas_endpoints_in_groups() -> None:

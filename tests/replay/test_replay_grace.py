@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio.api.enums.v1 import EventType
 from test_replay import holds_patch, load, of_type, updates
 
-from modelfleet.workflows.fleet import GRACE_NUDGE_PATCH, GRACE_TIMER_PATCH, NOT_READY_GRACE
+from modelfleet.fleet.workflow import GRACE_NUDGE_PATCH, GRACE_TIMER_PATCH, NOT_READY_GRACE
 
 
 def test_grace_golden_holds_the_patch_and_the_fired_timer() -> None:

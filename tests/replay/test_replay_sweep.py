@@ -14,13 +14,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from test_replay import activities, load, of_type
 
+from modelfleet.cluster.sweep import PATCH_SWEEP, PATCH_SWEEP_RESYNC
+from modelfleet.cluster.sweep_schedule import FOLLOW_UPS
 from modelfleet.contracts.activity_names import (
     FLEET_REPLICAS_ON,
     KUBE_REPLICAS_FOUND,
     KUBE_SWEEP_REPLICAS,
 )
-from modelfleet.rendering.sweep_schedule import FOLLOW_UPS
-from modelfleet.workflows.cluster_sweep import PATCH_SWEEP, PATCH_SWEEP_RESYNC
 
 SWEPT = {KUBE_REPLICAS_FOUND, FLEET_REPLICAS_ON, KUBE_SWEEP_REPLICAS}
 

@@ -10,7 +10,7 @@ import json
 from temporalio.api.enums.v1 import EventType
 from test_replay import holds_patch, load, of_type, updates
 
-from modelfleet.workflows.deployment import PATCH_PLACE_BY_TEMPLATE
+from modelfleet.deployment.workflow import PATCH_PLACE_BY_TEMPLATE
 
 
 def test_template_golden_sends_the_deployment_whole_once_then_its_key() -> None:

@@ -10,7 +10,6 @@ from typing import Literal
 
 from placement_builders import deployment, existing
 
-from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Strategy
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
@@ -19,7 +18,8 @@ from modelfleet.contracts.fleet_payloads import (
     ReplicaRemoval,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStatus, ReplicaStep
-from modelfleet.rollout import DeploymentState, template_hash
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState, template_hash
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

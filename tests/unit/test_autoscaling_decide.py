@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from modelfleet.api.autoscalers import ModelAutoscalerSpec
-from modelfleet.autoscaling.behavior import record_scale
-from modelfleet.autoscaling.decide import GATEWAY_METRIC, decide
-from modelfleet.autoscaling.records import Decision, History, Observation
+from modelfleet.autoscaler.behavior import record_scale
+from modelfleet.autoscaler.decide import GATEWAY_METRIC, decide
+from modelfleet.autoscaler.records import Decision, History, Observation
 from modelfleet.contracts.autoscaler_payloads import ReplicaLoad
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -26,13 +26,13 @@ from modelfleet.cli.errors import UsageError
 from modelfleet.cli.main import app
 from modelfleet.cli.output import console
 from modelfleet.cli.sim_cloud_faults import Cloud, CloudError, CloudStep, When, fault_body
+from modelfleet.cluster.probe_failure import probe_failure
 from modelfleet.contracts.cloud_payloads import ClusterStep
 from modelfleet.contracts.kube_payloads import DeviceGroup, PoolObservation
 from modelfleet.contracts.stack_payloads import DEFAULT_STACK
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount
 from modelfleet.scheduling.pricing import estimate
-from modelfleet.workflows.probe_failure import probe_failure
 
 PROVISIONING = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 _LOADED = load_paths([str(PROVISIONING)]).resources

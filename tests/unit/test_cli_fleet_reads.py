@@ -9,7 +9,7 @@ import pytest
 
 from modelfleet.cli import clusters, resources
 from modelfleet.contracts.fleet_payloads import ReplicaPage, ReplicaPageRequest
-from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 
 
 class FakeClient:

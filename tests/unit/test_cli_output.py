@@ -13,7 +13,6 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
-from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_text
@@ -26,8 +25,9 @@ from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
 from modelfleet.cli.targets import Target, parse_targets, resolve_namespace, resource_name
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
-from modelfleet.rollout import DeploymentState
-from modelfleet.workflows.signal_payloads import scale_replicas
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState
+from modelfleet.deployment.signals import scale_replicas
 
 QWEN = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
 LONG = "gemma3-27b-bf16-a-very-long-replica-name-0123456789abcdef"

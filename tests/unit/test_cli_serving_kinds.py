@@ -13,7 +13,7 @@ from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.loading import load_paths, load_text
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision, MetricReading
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision, MetricReading
 from modelfleet.cli import columns
 from modelfleet.cli.apply import ORDER
 from modelfleet.cli.changes import CONFIGURED, CREATED, UNCHANGED, LiveFleet, read_only, verdict

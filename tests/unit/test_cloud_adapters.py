@@ -23,10 +23,10 @@ from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cluster.plan import cloud_cluster, plan_pools
 from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolRef, PoolRequest
 from modelfleet.sim.clouds.clouds import SIM_GKE_TOKEN, ThreadedClouds, clouds_in_thread
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
-from modelfleet.workflows.cluster_plan import cloud_cluster, plan_pools
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 

@@ -4,12 +4,12 @@ observed pools per cloud, and the refusal to remove a pool that still runs repli
 from __future__ import annotations
 
 from modelfleet.api.clusters import ClusterSource
-from modelfleet.contracts.cloud_payloads import PoolPlan, PoolShape
-from modelfleet.workflows.cluster_plan import (
+from modelfleet.cluster.plan import (
     desired_shape,
     diff_pools,
     removal_refused,
 )
+from modelfleet.contracts.cloud_payloads import PoolPlan, PoolShape
 
 
 def plan(name: str, count: int = 1, low: int | None = None, high: int | None = None) -> PoolPlan:

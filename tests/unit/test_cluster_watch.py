@@ -1,5 +1,5 @@
 """The per-cluster replica watch's pure parts: what a scan observes of each watched replica
-(``adapters.kube_scan``) and how the cluster judges it over time (``rollout.cluster_watch``)."""
+(``adapters.kube_scan``) and how the cluster judges it over time (``cluster.watch_decide``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from modelfleet.adapters.kube_scan import Listed, by_replica, changed_scans, observe
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA
+from modelfleet.cluster.watch_decide import judge, registered
 from modelfleet.contracts.watch_payloads import NewsKind, ReplicaScan, WatchedReplica
-from modelfleet.rollout.cluster_watch import judge, registered
 
 NS = "mf-ml"
 LABELS = {LABEL_NAMESPACE: "ml", LABEL_REPLICA: "m-a"}

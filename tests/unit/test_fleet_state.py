@@ -31,9 +31,9 @@ from modelfleet.contracts.fleet_state import (
 )
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.status import ClusterRecord
+from modelfleet.fleet.book import FleetBook
 from modelfleet.scheduling.fill import LedgerCache
 from modelfleet.scheduling.placement import place
-from modelfleet.workflows.fleet_book import FleetBook
 
 
 def roundtrip(replica: ModelReplica) -> ModelReplica:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelfleet.rendering.orphans import REPLICA_KINDS, orphaned
+from modelfleet.cluster.orphans import REPLICA_KINDS, orphaned
 
 
 def test_replicas_the_ledger_holds_are_kept_and_the_others_are_orphans() -> None:

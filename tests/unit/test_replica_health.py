@@ -1,4 +1,4 @@
-"""Health over time and when to repair drift (``rollout.replica_health``)."""
+"""Health over time and when to repair drift (``replica.health``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from modelfleet.contracts.kube_payloads import DriftFound, ObjectRef, ReadyResult
 from modelfleet.contracts.status import ReplicaPhase
-from modelfleet.rollout.replica_health import (
+from modelfleet.replica.health import (
     after_check,
     drift_check_due,
     repair_phase,

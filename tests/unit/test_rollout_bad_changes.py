@@ -25,7 +25,6 @@ from placement_builders import (
 )
 from rollout_builders import Driver
 
-from modelfleet import rollout
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Strategy
 from modelfleet.api.rules import validate
 from modelfleet.contracts.fleet_payloads import (
@@ -35,7 +34,8 @@ from modelfleet.contracts.fleet_payloads import (
     ReplicaRemoval,
 )
 from modelfleet.contracts.status import ReplicaPhase
-from modelfleet.rollout import DeploymentState
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState
 from modelfleet.scheduling.placement import place
 from modelfleet.scheduling.snapshot import FleetSnapshot
 

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from rollout_builders import T0, replica, reported, spec, state_with, status
 
-from modelfleet import rollout
 from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
-from modelfleet.rollout import DeploymentState, Stage
-from modelfleet.rollout.state import PlaceFor, Reap, Roll, TearDown
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState, Stage
+from modelfleet.deployment.state import PlaceFor, Reap, Roll, TearDown
 
 OLD = spec(2, image="vllm:1")
 NEW = spec(2, image="vllm:2")

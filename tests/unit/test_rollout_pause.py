@@ -8,11 +8,11 @@ from datetime import timedelta
 
 from rollout_builders import T0, Driver, ToyFleet, fleet_with, serving, spec, state_with, status
 
-from modelfleet import rollout
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.fleet_payloads import PlaceResponse
-from modelfleet.rollout import DeploymentState
-from modelfleet.rollout.state import LOG_LIMIT, REVISION_LIMIT
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState
+from modelfleet.deployment.state import LOG_LIMIT, REVISION_LIMIT
 
 OLD = spec(2, image="vllm:1")
 NEW = spec(2, image="vllm:2")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from rollout_builders import T0, spec, state_with, status
 
-from modelfleet import rollout
 from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-from modelfleet.rollout.progress import in_flight, parent_needs, with_progress
-from modelfleet.rollout.state import CheckCurrent, PlaceFor, Reap, Roll
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.state import CheckCurrent, PlaceFor, Reap, Roll
+from modelfleet.replica.progress import in_flight, parent_needs, with_progress
 
 MD = spec(2)
 P, R, F, D = (

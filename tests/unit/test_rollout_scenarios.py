@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from rollout_builders import Driver, ToyFleet, fleet_with, serving, spec, state_with, status
 
-from modelfleet import rollout
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
-from modelfleet.rollout import DeploymentState
+from modelfleet.deployment import decisions as rollout
+from modelfleet.deployment.decisions import DeploymentState
 
 OLD = spec(2, image="vllm:1")
 NEW = spec(2, image="vllm:2")

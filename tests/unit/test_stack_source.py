@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
+from modelfleet.cluster.stack import stack_reason
 from modelfleet.contracts.stack_payloads import DEFAULT_STACK, StackReport
 from modelfleet.sim.apiserver.server import serve_in_thread
-from modelfleet.workflows.cluster_stack import stack_reason
 
 DOCS = [
     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lws-system"}},

@@ -1,4 +1,4 @@
-"""The ModelCache staging decisions (``staging.decide``): from the record and an observation of
+"""The ModelCache staging decisions (``cache.decide``): from the record and an observation of
 one cluster, what to do next, through a whole hydration (volume, Job, progress, success, clean
 up), a failure with back-off, a revision change, a lost volume, and removal that keeps a volume
 a workload mounts unless forced."""
@@ -8,13 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from modelfleet.api.kinds import parse_resource
-from modelfleet.contracts.cache_payloads import (
-    CacheObservation,
-    CachePhase,
-    CacheTarget,
-    ClusterCache,
-)
-from modelfleet.staging.decide import (
+from modelfleet.cache.decide import (
     Act,
     RetryPolicy,
     Want,
@@ -23,6 +17,12 @@ from modelfleet.staging.decide import (
     plan_cluster,
     plan_removal,
     targets_for,
+)
+from modelfleet.contracts.cache_payloads import (
+    CacheObservation,
+    CachePhase,
+    CacheTarget,
+    ClusterCache,
 )
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

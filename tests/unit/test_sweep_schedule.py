@@ -1,11 +1,11 @@
-"""When a cluster sweeps its orphans (``rendering.sweep_schedule``): on return from a dark spell,
+"""When a cluster sweeps its orphans (``cluster.sweep_schedule``): on return from a dark spell,
 at the next probes while a replica it kept may be on its way out (bounded), and on a resync."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from modelfleet.rendering.sweep_schedule import (
+from modelfleet.cluster.sweep_schedule import (
     FOLLOW_UPS,
     SweepKind,
     SweepSchedule,

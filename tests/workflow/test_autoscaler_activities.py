@@ -25,9 +25,9 @@ from modelfleet.contracts.autoscaler_payloads import (
     TargetRequest,
 )
 from modelfleet.contracts.fleet_payloads import PlaceRequest, PlaceResponse, ReleaseRequest
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
-from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
 

@@ -25,7 +25,8 @@ from temporalio.worker import Worker
 from typer.testing import CliRunner
 
 from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli import output
 from modelfleet.cli.autoscaler import fetch, plot_history
 from modelfleet.cli.main import app
@@ -47,7 +48,6 @@ from modelfleet.contracts.autoscaler_payloads import (
     TargetRequest,
     TargetState,
 )
-from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 WAITING = "vllm:num_requests_waiting"
 

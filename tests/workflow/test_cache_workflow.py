@@ -28,6 +28,7 @@ from temporalio.worker import Worker
 
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.kinds import parse_resource
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.contracts.cache_payloads import (
     CACHE_CLEAN,
     CACHE_OBSERVE,
@@ -45,7 +46,6 @@ from modelfleet.contracts.cache_payloads import (
     StageRequest,
     cache_id,
 )
-from modelfleet.workflows.cache import CacheWorkflow
 
 # Observations a download stays Active for before it ends.
 DOWNLOAD_LOOKS = 3

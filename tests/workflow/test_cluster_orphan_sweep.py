@@ -22,6 +22,9 @@ from temporalio.worker import Worker
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cluster.orphans import REPLICA_KINDS
+from modelfleet.cluster.sweep_schedule import FOLLOW_UPS
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import (
     FLEET_PUBLISH_CLUSTER,
     FLEET_REPLICAS_BY_POOL,
@@ -48,9 +51,6 @@ from modelfleet.contracts.stack_payloads import (
 )
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
-from modelfleet.rendering.orphans import REPLICA_KINDS
-from modelfleet.rendering.sweep_schedule import FOLLOW_UPS
-from modelfleet.workflows.cluster import ClusterWorkflow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 _LOADED = load_paths([str(EXAMPLES)]).resources

@@ -25,6 +25,7 @@ from test_replica_saga import REPLICA, ProgressSink
 
 from modelfleet.adapters.kube_scan import changed_scans
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
     KUBE_CHECK_READY,
@@ -33,6 +34,7 @@ from modelfleet.contracts.activity_names import (
     KUBE_POLL_READY,
     KUBE_SCAN_REPLICAS,
 )
+from modelfleet.contracts.ids import cluster_id, replica_id
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
@@ -54,9 +56,7 @@ from modelfleet.contracts.serving_payloads import (
 from modelfleet.contracts.status import ClusterStatus, ReplicaPhase
 from modelfleet.contracts.watch_payloads import ScanRequest, ScanResult
 from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput, ReplicaResult
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id, replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 PROBE_SECONDS = 120
 

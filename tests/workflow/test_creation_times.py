@@ -24,10 +24,12 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from test_service import Doubles, _service, serving_worker
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cli import cluster_view
 from modelfleet.cli.clusters import cluster_resource
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.accepted import AcceptedInput, AcceptedStatus
 from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, KUBE_PROBE
 from modelfleet.contracts.fleet_payloads import PublishRequest
@@ -35,11 +37,9 @@ from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, Pr
 from modelfleet.contracts.serving_payloads import EndpointsInput, ServiceStatus
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
-from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
+from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -12,8 +12,8 @@ from datetime import timedelta
 from test_deployment_workflow import Harness, harness, ready
 
 from modelfleet.contracts.status import DeploymentStatus
-from modelfleet.rollout import AVOID_AFTER_FAILURE
-from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
+from modelfleet.deployment.decisions import AVOID_AFTER_FAILURE
+from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 
 __all__ = ["harness"]
 

@@ -17,7 +17,7 @@ from deployment_fakes import deployment
 from temporalio.testing import WorkflowEnvironment
 from test_deployment_workflow import Harness, harness, ready
 
-from modelfleet.workflows.deployment import DeploymentWorkflow
+from modelfleet.deployment.workflow import DeploymentWorkflow
 
 __all__ = ["harness"]
 

@@ -28,15 +28,15 @@ from temporalio.worker import Worker
 from test_deployment_workflow import CLUSTERS, Harness
 
 from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_WAIT_READY
+from modelfleet.contracts.ids import replica_id
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
     ReadyResult,
     WaitReadyRequest,
 )
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 # The rollout's cluster calls, in order: namespace, claims, gangs, leader readiness, routing,
 # endpoint-picker readiness.

@@ -20,11 +20,11 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from modelfleet.contracts.ids import deployment_id, replica_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.rollout import template_hash
-from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.ids import deployment_id, replica_id
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.deployment.decisions import template_hash
+from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow, ScaleRequest
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 CLUSTERS = ["east", "north", "west"]
 Handle = WorkflowHandle[DeploymentWorkflow, DeploymentStatus]

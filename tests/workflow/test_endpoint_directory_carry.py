@@ -21,9 +21,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.contracts.serving_payloads import EndpointsInput
+from modelfleet.endpoints.workflow import PATCH_GROUPED_INPUT, EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.worker.devserver import start_dev_server
-from modelfleet.workflows.endpoints import PATCH_GROUPED_INPUT, EndpointDirectoryWorkflow
 
 SUGGEST_AT = 40
 ENDPOINTS = 30

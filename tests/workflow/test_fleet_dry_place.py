@@ -23,7 +23,7 @@ from modelfleet.contracts.fleet_payloads import (
 )
 from modelfleet.contracts.status import FleetView
 from modelfleet.contracts.workflow_inputs import FleetInput
-from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 
 
 def cluster(name: str) -> InferenceCluster:

@@ -19,10 +19,10 @@ from modelfleet.api.deployments import ModelDeployment
 from modelfleet.contracts.cache_payloads import CacheReport
 from modelfleet.contracts.fleet_payloads import DryPlaceRequest, PlaceRequest
 from modelfleet.contracts.fleet_state import cluster_entry, cluster_record
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.fleet.workflow import FleetWorkflow
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -17,9 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlacementCheck, PlaceRequest
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
-from modelfleet.workflows.fleet import NOT_READY_GRACE, FleetWorkflow
-from modelfleet.workflows.ids import deployment_id
+from modelfleet.fleet.workflow import NOT_READY_GRACE, FleetWorkflow
 
 STEP = timedelta(seconds=60)
 

@@ -44,7 +44,7 @@ from modelfleet.contracts.fleet_payloads import (
     ReplicaPageRequest,
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
-from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 
 CLUSTERS = 1_000
 DEPLOYMENTS = 100

@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 from modelfleet.contracts.fleet_payloads import FleetStats, PlaceRequest, template_key
 from modelfleet.contracts.status import DecisionQuery
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
-from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 
 
 async def test_a_named_template_places_as_the_whole_deployment(

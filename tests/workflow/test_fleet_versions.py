@@ -17,7 +17,7 @@ from modelfleet.contracts.fleet_payloads import (
     ReleaseRequest,
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
-from modelfleet.workflows.fleet import FleetWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 
 
 async def test_placement_current_follows_what_matters(

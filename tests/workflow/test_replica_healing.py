@@ -50,7 +50,7 @@ from modelfleet.contracts.serving_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 READY = ReadyResult(ready=True, reason="all ready")
 GONE = ReadyResult(ready=False, reason="Deployment mf-ml/qwen-abcde-vllm-7641c not found")

@@ -21,7 +21,7 @@ from modelfleet.contracts.cache_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 
 @dataclass

@@ -41,7 +41,7 @@ from modelfleet.contracts.serving_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
-from modelfleet.workflows.replica import ReplicaWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
 
 REPLICA = ModelReplica.model_validate(
     {

@@ -42,9 +42,9 @@ from modelfleet.contracts.serving_payloads import (
     WatchRequest,
     WatchResult,
 )
+from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
-from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
+from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
 
 
 @dataclass

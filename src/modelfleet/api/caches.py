@@ -7,7 +7,7 @@ OCI artifact (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``oci://registry/r
 sources a simple pinned download tool covers (``rendering.model_cache`` says which).
 
 The auth Secret is named, never inlined: it is read on the worker only. The ModelCache workflow
-(``workflows.cache``) stages it; docs/model-cache.md says how.
+(``cache.workflow``) stages it; docs/model-cache.md says how.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
@@ -23,6 +24,7 @@ from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.changes import (
     LiveFleet,
@@ -47,17 +49,15 @@ from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.cache_payloads import CacheInput
+from modelfleet.contracts.ids import FLEET_ID, accepted_id, cache_id, cluster_id, deployment_id
+from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentInput, DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID, accepted_id, cache_id, cluster_id, deployment_id
 
 # Classes first (clusters reference them), then clusters and the front door on one of them,
 # then what runs on them, then what routes to and scales what runs.

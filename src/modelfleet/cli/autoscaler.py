@@ -19,7 +19,8 @@ from rich.markup import escape
 from temporalio.client import Client
 
 from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
 from modelfleet.cli.entities import update_with_start
@@ -29,7 +30,6 @@ from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
 from modelfleet.cli.resources import connect_with_worker, is_running, query
 from modelfleet.cli.targets import resolve_namespace
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.autoscaler import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)
 

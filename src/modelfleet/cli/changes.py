@@ -33,11 +33,11 @@ from modelfleet.cli.resources import (
     fleet_state,
     is_running,
 )
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import FleetView
-from modelfleet.rollout.state import template_hash
+from modelfleet.deployment.state import template_hash
 from modelfleet.scheduling.fleet_placement import live_snapshot
 from modelfleet.scheduling.placement import Placement, place
-from modelfleet.workflows.ids import deployment_id
 
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
 

@@ -22,9 +22,9 @@ from modelfleet.cli.output import console
 from modelfleet.cli.resources import cluster_status, connect_with_worker, is_running
 from modelfleet.cli.targets import single_target
 from modelfleet.contracts.cloud_payloads import ClusterStep
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.ids import cluster_id
 
 POLL_SECONDS = 0.5
 # A cluster waiting for classes it names waits for a person: after this long following it, say

@@ -22,11 +22,11 @@ from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, _with_server_fields
 from modelfleet.cli.output import console
 from modelfleet.cli.resources import cluster_status, fleet_state, placed_replicas, running
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount, free_devices
 from modelfleet.scheduling.observed_devices import device_differences, published_devices
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.ids import cluster_id
 
 
 async def _status_or_none(client: Client, name: str) -> ClusterStatus | None:

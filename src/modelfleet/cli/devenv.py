@@ -24,14 +24,14 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.sim import cloud_catalog
+from modelfleet.contracts.ids import FLEET_ID
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import DevServer, start_dev_server
 from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID
 
 
 @dataclass

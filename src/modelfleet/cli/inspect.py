@@ -13,7 +13,8 @@ import typer
 import yaml
 from rich.markup import escape
 
-from modelfleet.autoscaling.records import Decision as AutoscalerDecision
+from modelfleet.autoscaler.records import Decision as AutoscalerDecision
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.cluster_view import describe_cluster
 from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
@@ -43,11 +44,10 @@ from modelfleet.cli.targets import (
     single_target,
 )
 from modelfleet.contracts.cache_payloads import cache_id
-from modelfleet.rollout import LogEntry
+from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
+from modelfleet.deployment.decisions import LogEntry
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import cluster_id, deployment_id, replica_id
 
 __all__ = ["describe", "get", "rollout_status", "watch_rollout"]
 

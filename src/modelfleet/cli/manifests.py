@@ -18,7 +18,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import API_VERSION
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
-from modelfleet.autoscaling.records import AutoscalerStatus
+from modelfleet.autoscaler.records import AutoscalerStatus
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.serving_payloads import ServiceStatus

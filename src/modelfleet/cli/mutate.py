@@ -9,8 +9,11 @@ from typing import Annotated
 import typer
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli.clusters import delete_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.entities import delete_entity
@@ -41,12 +44,7 @@ from modelfleet.cli.targets import (
     single_target,
 )
 from modelfleet.contracts.cache_payloads import DeleteCache
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow, ScaleRequest
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import (
+from modelfleet.contracts.ids import (
     FLEET_ID,
     accepted_id,
     cache_id,
@@ -54,6 +52,8 @@ from modelfleet.workflows.ids import (
     deployment_id,
     service_id,
 )
+from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
+from modelfleet.fleet.workflow import FleetWorkflow
 
 # What goes first when deleting several: what scales and routes to deployments, then what runs
 # on clusters, then clusters, then classes (apply's order, reversed).

@@ -18,6 +18,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.meta import Resource
 from modelfleet.cli.output import console, print_table
+from modelfleet.cluster.plan import plan_pools
 from modelfleet.contracts.cloud_payloads import PoolPlan
 from modelfleet.scheduling.pricing import (
     PRICES_RECORDED,
@@ -27,7 +28,6 @@ from modelfleet.scheduling.pricing import (
     PriceSource,
     estimate,
 )
-from modelfleet.workflows.cluster_plan import plan_pools
 
 REGION_OF_PRICES = {"GKE": "us-central1", "EKS": "us-east-2"}
 

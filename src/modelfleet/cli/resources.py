@@ -24,12 +24,15 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.services import InferenceGateway, ModelService
-from modelfleet.autoscaling.records import AutoscalerStatus
+from modelfleet.autoscaler.records import AutoscalerStatus
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
+from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli.connection import open_client, require_worker
 from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError, UsageError
 from modelfleet.cli.manifests import (
@@ -45,28 +48,12 @@ from modelfleet.cli.manifests import (
     service_resource,
 )
 from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts import search
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.fleet_payloads import ReplicaPage, ReplicaPageRequest
-from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
-from modelfleet.contracts.status import (
-    ClusterRecord,
-    ClusterStatus,
-    DeploymentStatus,
-    FleetView,
-    ReplicaProgress,
-)
-from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.rollout.progress import in_flight, with_progress
-from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows import search
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow, autoscaler_id
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import (
+from modelfleet.contracts.ids import (
     FLEET_ID,
     accepted_id,
     cache_id,
@@ -75,8 +62,21 @@ from modelfleet.workflows.ids import (
     replica_id,
     service_id,
 )
-from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.service import ServiceWorkflow
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
+from modelfleet.contracts.status import (
+    ClusterRecord,
+    ClusterStatus,
+    DeploymentStatus,
+    FleetView,
+    ReplicaProgress,
+)
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.rendering.front_door import EndpointRecord
+from modelfleet.replica.progress import in_flight, with_progress
+from modelfleet.replica.workflow import ReplicaWorkflow
+from modelfleet.service.workflow import ServiceWorkflow
+from modelfleet.worker.settings import TemporalSettings
 
 QUERY_TIMEOUT = timedelta(seconds=8)
 

@@ -8,7 +8,7 @@ one per distinct template, the last ten, carried across continue-as-new) and rea
 from __future__ import annotations
 
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.rollout import Revision, template_hash
+from modelfleet.deployment.decisions import Revision, template_hash
 
 
 def undo_spec(history: list[Revision], current: ModelDeployment, to: int | None) -> ModelDeployment:

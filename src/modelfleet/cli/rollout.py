@@ -43,11 +43,11 @@ from modelfleet.cli.resources import (
 )
 from modelfleet.cli.revisions import undo_spec
 from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
+from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.rollout import Revision
+from modelfleet.deployment.decisions import Revision
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.ids import deployment_id
 
 # A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
 # after we started watching is reported with the scheduler's reasons instead of watched on.

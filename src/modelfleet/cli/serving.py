@@ -15,10 +15,10 @@ from modelfleet.activities.serving import directory_update
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.cli.entities import delete_entity, update_with_start
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.workflows.ids import service_id
-from modelfleet.workflows.service import ServiceInput, ServiceWorkflow
+from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
 
 SERVING_KINDS = ("InferenceGateway", "ModelEndpoint", "ModelService")
 

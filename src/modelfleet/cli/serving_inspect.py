@@ -11,16 +11,16 @@ from __future__ import annotations
 from rich.markup import escape
 from temporalio.client import Client
 
-from modelfleet.autoscaling.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.records import AutoscalerStatus, Decision
+from modelfleet.autoscaler.workflow import autoscaler_id
 from modelfleet.cli.autoscaler import HISTORY_HEADER, history_rows
 from modelfleet.cli.columns import autoscaler_metrics
 from modelfleet.cli.manifests import Fetched
 from modelfleet.cli.output import console, print_table
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.settings import TemporalSettings
-from modelfleet.workflows.autoscaler import autoscaler_id
-from modelfleet.workflows.ids import service_id
-from modelfleet.workflows.service import ServiceWorkflow
 
 ENDPOINT_HEADER = ["ENDPOINT", "ENTRY", "WEIGHT", "HEALTH", "URL", "REASON"]
 

@@ -171,7 +171,7 @@ class ProvisioningState(WireModel):
     cloud: CloudCluster | None = None
     created: list[CreatedRef] = []
     provisioned: bool = False
-    # The steps so far, oldest first (bounded: see workflows/cluster_steps.py).
+    # The steps so far, oldest first (bounded: see cluster/steps.py).
     steps: list[ClusterStep] = []
     # The nodePools[] (wire form) the cloud pools were last made to match; a spec whose pools
     # differ is reconciled. None: as provisioned (runs from before pool changes).

@@ -185,5 +185,5 @@ class ClusterStatus(WireModel):
     # When the cluster was created (kept across the workflow's continue-as-new).
     created: datetime | None = None
     # It went NotReady after being Ready: when it is Ready again, what replicas that moved away
-    # left on it is swept (``workflows.cluster_sweep``), so a teardown may leave that to it.
+    # left on it is swept (``cluster.sweep``), so a teardown may leave that to it.
     sweep_pending: bool = False

@@ -3,7 +3,7 @@ InferenceCluster workflow, which scans the cluster with one ``kube.scan_replicas
 probe and signals only the replicas whose health changed.
 
 Layer rule: data only (WireModel, tolerant of unknown fields); workflows, activities and the
-pure judge (``rollout.cluster_watch``) import them.
+pure judge (``cluster.watch_decide``) import them.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class WatchedReplica(WireModel):
 class ScanRequest(WireModel):
     cluster: str
     kubeconfig: KubeconfigRef | None = None
-    # The (apiVersion, kind) pairs to list (``rendering.orphans.REPLICA_KINDS`` but pods).
+    # The (apiVersion, kind) pairs to list (``cluster.orphans.REPLICA_KINDS`` but pods).
     kinds: list[tuple[str, str]]
     replicas: list[WatchedReplica]
 

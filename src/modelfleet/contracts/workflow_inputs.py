@@ -28,7 +28,7 @@ from modelfleet.rendering.facts import ClusterFacts
 
 
 class FleetLimits(WireModel):
-    """When the Fleet continues-as-new, and how much it may hold (see ``workflows.fleet``)."""
+    """When the Fleet continues-as-new, and how much it may hold (see ``fleet.workflow``)."""
 
     # History length and bytes past which the Fleet continues-as-new: replaying ~2,000 events
     # (~400 placements) after a cache eviction stays a few seconds, far below the task timeout.
@@ -90,7 +90,7 @@ class ClusterInput(WireModel):
     # When the resource was created: the first run's start, carried across continue-as-new
     # (None in payloads from before it was carried: then this run's start stands in).
     created: datetime | None = None
-    # The Ready replicas this cluster watches (``workflows.cluster_watch``), carried across
+    # The Ready replicas this cluster watches (``cluster.watch``), carried across
     # continue-as-new; bounded by the replicas placed on the cluster.
     watched: list[WatchedReplica] = []
 

@@ -58,7 +58,7 @@ def cluster_of(activity_type: str, args: Sequence[Any]) -> str | None:
 
 
 def owner_of(workflow_id: str | None) -> dict[str, str]:
-    """The entity the calling workflow stands for, from its business ID (``workflows.ids``):
+    """The entity the calling workflow stands for, from its business ID (``contracts.ids``):
     ``replica/<ns>/<name>``, ``deployment/<ns>/<name>`` or ``cluster/<name>``."""
     kind, _, rest = (workflow_id or "").partition("/")
     if kind in ("replica", "deployment", "cluster") and rest:

@@ -25,6 +25,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 
+from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.activities.autoscaler import AutoscalerActivities
 from modelfleet.activities.caches import CacheActivities
 from modelfleet.activities.catalog import CatalogActivities
@@ -34,19 +35,18 @@ from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.activities.serving import ServingActivities
 from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow
+from modelfleet.cache.workflow import CacheWorkflow
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.ids import FLEET_ID
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.replica.workflow import ReplicaWorkflow
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.interceptor import ActivityLogInterceptor
 from modelfleet.worker.tuning import Tuning
-from modelfleet.workflows.accepted import AcceptedResourceWorkflow
-from modelfleet.workflows.autoscaler import AutoscalerWorkflow
-from modelfleet.workflows.cache import CacheWorkflow
-from modelfleet.workflows.cluster import ClusterWorkflow
-from modelfleet.workflows.deployment import DeploymentWorkflow
-from modelfleet.workflows.endpoints import EndpointDirectoryWorkflow
-from modelfleet.workflows.fleet import FleetWorkflow
-from modelfleet.workflows.ids import FLEET_ID
-from modelfleet.workflows.replica import ReplicaWorkflow
-from modelfleet.workflows.service import ServiceWorkflow
 
 log = logging.getLogger(__name__)
 

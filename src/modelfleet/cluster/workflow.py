@@ -1,0 +1,507 @@
+"""The InferenceCluster workflow (ID ``cluster/<name>``): connects a cluster to the fleet and keeps
+its published state true.
+
+For ``source: Existing`` it verifies on the worker (where the kubeconfig lives) that the cluster
+answers, publishes the spec and what it observed (nodes per pool, gateway address, readiness) to
+the Fleet, then probes health on a durable timer and marks the cluster NotReady after a grace
+period of failed probes; each probe also scans the Ready replicas there (``cluster_watch``). GKE
+and EKS sources first run the provisioning saga of :mod:`modelfleet.cluster.provisioning`
+(cluster, then one pool per entry, compensated in reverse on failure), then the same loop.
+``delete`` withdraws the cluster from the Fleet and deletes the cloud resources this workflow
+created. Deterministic orchestration only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.clusters import ClusterSource, InferenceCluster
+    from modelfleet.api.manifest_errors import InvalidResourceError
+    from modelfleet.api.meta import Condition
+    from modelfleet.api.rules import validate
+    from modelfleet.cluster import steps as cluster_steps
+    from modelfleet.cluster.plan import removal_refused, removed_pools
+    from modelfleet.cluster.pools import reconcile_pools, replicas_by_pool
+    from modelfleet.cluster.probe_failure import probe_failure
+    from modelfleet.cluster.provisioning import Provisioner, ProvisioningFailedError
+    from modelfleet.cluster.stack import (
+        review_access,
+        stack_pieces,
+        stack_reason,
+        verify_and_install,
+    )
+    from modelfleet.cluster.sweep import PATCH_SWEEP, DarkWatch
+    from modelfleet.cluster.watch import ReplicaWatcher
+    from modelfleet.contracts import search
+    from modelfleet.contracts.activity_names import (
+        FLEET_PUBLISH_CLUSTER,
+        FLEET_REPLICAS_ON,
+        KUBE_PROBE,
+    )
+    from modelfleet.contracts.cloud_payloads import ProvisioningState
+    from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
+    from modelfleet.contracts.kube_payloads import (
+        KubeconfigRef,
+        PoolObservation,
+        ProbeRequest,
+        ProbeResult,
+    )
+    from modelfleet.contracts.stack_payloads import StackReport
+    from modelfleet.contracts.status import ClusterStatus
+    from modelfleet.contracts.workflow_inputs import ClusterInput
+    from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
+
+# A probe fails only after a few quick retries: one 500 or 429 says little about health.
+PROBE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=4,
+)
+
+PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
+# GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
+# then must replay that branch, new runs provision.
+PATCH_PROVISION = "provision-cloud-clusters"
+# Existing and provisioned clusters verify (and install) the serving stack once reachable.
+PATCH_STACK = "verify-serving-stack"
+# Condition types of a cluster's status, in the order they are shown.
+REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
+POOLS = "NodePools"
+CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
+# Reachable clusters are checked (SelfSubjectAccessReview per verb and resource) for the RBAC
+# the worker needs before they take placements; runs recorded before the check replay without.
+PATCH_ACCESS = "review-cluster-access"
+# A changed nodePools[] is reconciled on the cloud (pools created, resized, deleted) and removing
+# a pool that still runs replicas is refused; runs recorded before replay without either.
+PATCH_POOL_CHANGES = "reconcile-node-pools"
+# How often a cluster waiting for its classes looks again.
+CLASS_RECHECK = timedelta(seconds=30)
+# Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
+# hour): the worker writes a fresh one this often.
+KUBECONFIG_REFRESH = timedelta(minutes=10)
+
+
+@workflow.defn(name="InferenceCluster")
+class ClusterWorkflow:
+    @workflow.init
+    def __init__(self, arg: ClusterInput) -> None:
+        self._spec = arg.spec
+        self._created = arg.created or workflow.info().start_time
+        self._failed = arg.failed_probes
+        self._ready = arg.ready
+        self._reason = "not yet probed"
+        self._gateway: str | None = None
+        self._pools: dict[str, PoolObservation] = {}
+        self._last_probe: datetime | None = None
+        self._deleting = False
+        self._changed = True
+        self._probe_now = False
+        self._published: tuple[object, ...] | None = None
+        self._provisioning = arg.provisioning or ProvisioningState()
+        self._provisioner: Provisioner | None = None
+        self._failed_provisioning = False
+        self._kubeconfig_at: datetime | None = None
+        self._stack_ok = False
+        self._stack_enabled = False
+        self._stack_report: StackReport | None = None
+        self._access_ok = False
+        self._access_enabled = False
+        self._pools_enabled = False
+        # Kept per type; derived from what the run did, so they add no history events.
+        self._conditions: dict[str, Condition] = {}
+        self._sweeps = DarkWatch.of(arg)  # run() enables
+        if self._provisioning.provisioned:
+            # Carried across continue-as-new: provisioned by an earlier run.
+            self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
+
+    @workflow.update
+    async def apply(self, spec: InferenceCluster) -> ClusterStatus:
+        if spec.to_wire() != self._spec.to_wire():
+            removed = removed_pools(self._spec, spec)
+            if removed and self._pools_enabled:
+                # The Fleet knows which replicas run on which pool; a pool still in use stays.
+                refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
+                if refused is not None:
+                    raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
+            self._spec = spec
+            self._changed = True
+            self._probe_now = True
+        return self._status()
+
+    @apply.validator
+    def _check_apply(self, spec: InferenceCluster) -> None:
+        if spec.name != self._spec.name:
+            raise ValueError(f"this workflow holds {self._spec.ref}, not {spec.ref}")
+        if spec.spec.cluster.source is not self._spec.spec.cluster.source:
+            raise ValueError("spec.cluster.source cannot change; delete and re-create the cluster")
+        errors = validate(spec)
+        if errors:
+            raise InvalidResourceError(spec.ref, errors)
+
+    @workflow.update
+    async def delete(self) -> ClusterStatus:
+        self._deleting = True
+        return self._status()
+
+    @workflow.query
+    def status(self) -> ClusterStatus:
+        return self._status()
+
+    @workflow.run
+    async def run(self, arg: ClusterInput) -> ClusterStatus:
+        # Runs recorded before the serving-stack check have no such activities: they replay
+        # without it (and are Ready on a probe alone, as they were).
+        self._stack_enabled = workflow.patched(PATCH_STACK)
+        self._access_enabled = workflow.patched(PATCH_ACCESS)
+        self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
+        self._sweeps.enabled = workflow.patched(PATCH_SWEEP)
+        self._watcher = ReplicaWatcher.installed(arg.watched)  # its signals: cluster_watch
+        workflow.upsert_search_attributes(
+            [
+                search.KIND.value_set("InferenceCluster"),
+                search.NAME.value_set(self._spec.name),
+                search.CLUSTERS.value_set([self._spec.name]),
+            ]
+        )
+        if self._spec.spec.cluster.source is not ClusterSource.EXISTING and workflow.patched(
+            PATCH_PROVISION
+        ):
+            await self._provision(
+                timedelta(seconds=arg.provision_deadline_seconds),
+                timedelta(seconds=arg.cloud_heartbeat_seconds),
+            )
+        elif self._spec.spec.cluster.source is not ClusterSource.EXISTING:
+            self._ready = False
+            self._reason = (
+                f"ProvisioningNotSupported: provisioning {self._spec.spec.cluster.source.value} "
+                "clusters is not built yet; use source Existing"
+            )
+            await self._publish(spec=True)
+            await workflow.wait_condition(lambda: self._deleting)
+        interval = timedelta(seconds=arg.probe_interval_seconds)
+        while not self._deleting:
+            await self._refresh_kubeconfig()
+            await self._probe(arg.failure_threshold)
+            if not workflow.patched(PATCH_REPORT_ON_CHANGE):
+                await self._publish(spec=self._changed)
+            elif self._changed or self._observation() != self._published:
+                # Every report is an Update on the one Fleet workflow: send only news.
+                await self._publish(spec=self._changed)
+                self._published = self._observation()
+            self._changed = False
+            self._probe_now = False
+            if (
+                self._pools_enabled
+                and self._provisioning.provisioned
+                and self._provisioning.pools_applied != self._declared_pools()
+            ):
+                await self._reconcile_pools()
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    arg.model_copy(
+                        update={
+                            "spec": self._spec,
+                            "failed_probes": self._failed,
+                            "ready": self._ready,
+                            "provisioning": self._provisioning,
+                            "created": self._created,
+                            "sweep_pending": self._sweeps.pending,
+                            "watched": self._watcher.state(),
+                        }
+                    )
+                )
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._deleting or self._probe_now,
+                    timeout=interval,
+                    timeout_summary="next health probe",
+                )
+        await self._drain(timedelta(seconds=arg.drain_timeout_seconds))
+        await workflow.execute_activity(
+            FLEET_PUBLISH_CLUSTER,
+            PublishRequest(remove=self._spec.name),
+            start_to_close_timeout=timedelta(seconds=30),
+            summary="withdraw from the fleet",
+        )
+        self._ready = False
+        self._reason = "deleted"
+        if self._provisioning.created:
+            await self._deprovision()
+        workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._status()
+
+    async def _provision(self, deadline: timedelta, heartbeat: timedelta) -> None:
+        """Run the provisioning saga until it succeeds or the cluster is deleted. A failure
+        (after compensation) waits for a changed spec or a delete before trying again."""
+        while not self._provisioning.provisioned and not self._deleting:
+            prov = Provisioner(self._spec, self._provisioning, deadline, heartbeat)
+            self._provisioner = prov
+            self._set_phase("Provisioning", "reading the pools' classes from the fleet")
+            plans, problems = prov.plan(await prov.classes())
+            if problems:
+                self._set_phase("Provisioning", "WaitingForClasses: " + "; ".join(problems))
+                await self._publish(spec=True)
+                self._changed = False
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._deleting or self._changed,
+                        timeout=CLASS_RECHECK,
+                        timeout_summary="look for the pools' classes again",
+                    )
+                continue
+            self._failed_provisioning = False
+            self._set_phase("Provisioning", f"creating {len(plans)} pool(s)")
+            await self._publish(spec=True)
+            try:
+                await prov.provision(plans)
+            except ProvisioningFailedError as failed:
+                self._failed_provisioning = True
+                self._condition(
+                    PROVISIONED, "False", "ProvisioningFailed", f"{failed.step}: {failed.reason}"
+                )
+                self._set_phase(
+                    "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
+                )
+                await self._publish(spec=False)
+                self._changed = False
+                await workflow.wait_condition(lambda: self._deleting or self._changed)
+                continue
+            self._reason = "provisioned; waiting for the first probe"
+            self._provisioning.pools_applied = self._declared_pools()
+            self._condition(PROVISIONED, "True", "Provisioned", f"{len(plans)} pool(s) created")
+        self._changed = True
+
+    async def _check_stack(self) -> bool:
+        """Verify the serving stack; install what is missing; keep the cluster out of placement
+        (NotReady, the missing pieces named) until every piece is served. True when it is."""
+        steps = self._provisioning.steps
+        cluster_steps.begin(steps, "verify the serving stack")
+        try:
+            report = await verify_and_install(self._spec.name, self._probe_request().kubeconfig)
+        except ActivityError as exc:
+            # Unverified is not ready: the next probe tries again.
+            self._ready = False
+            self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
+            cluster_steps.end(steps, self._reason)
+            self._condition(STACK, "Unknown", "ServingStackUnverified", str(exc.__cause__ or exc))
+            return False
+        self._stack_report = report
+        if not report.missing:
+            self._stack_ok = True
+            cluster_steps.end(steps)
+            self._condition(STACK, "True", "ServingStackReady", "every component is served")
+            return True
+        self._ready, self._reason = False, stack_reason(report)
+        cluster_steps.end(steps, self._reason)
+        message = self._reason.removeprefix("ServingStackMissing: ")
+        self._condition(STACK, "False", "ServingStackMissing", message)
+        return False
+
+    def _declared_pools(self) -> list[dict[str, Any]]:
+        return [p.model_dump(mode="json", by_alias=True) for p in self._spec.spec.node_pools]
+
+    async def _reconcile_pools(self) -> None:
+        """Make the cloud's pools match nodePools[]; a failure is shown as the NodePools
+        condition and retried on the next probe."""
+        declared = self._declared_pools()
+        nodes = {pool: seen.nodes for pool, seen in self._pools.items()}
+        status, reason, message = await reconcile_pools(self._spec, self._provisioning, nodes)
+        self._condition(POOLS, status, reason, message)
+        if status == "True":
+            self._provisioning.pools_applied = declared
+            self._probe_now = True
+
+    async def _check_access(self) -> bool:
+        """Review the RBAC the worker needs; keep the cluster out of placement, the missing
+        verbs and resources named, until the credentials may do all of it. True when they may."""
+        try:
+            denied = await review_access(self._spec.name, self._probe_request().kubeconfig)
+        except ActivityError as exc:
+            self._ready = False
+            self._reason = f"AccessUnverified: {exc.__cause__ or exc}"
+            self._condition(ACCESS, "Unknown", "AccessUnverified", str(exc.__cause__ or exc))
+            return False
+        if not denied:
+            self._access_ok = True
+            self._condition(ACCESS, "True", "AccessGranted", "every verb modelfleet uses")
+            return True
+        message = "the cluster's credentials may not: " + ", ".join(denied)
+        self._ready, self._reason = False, f"AccessDenied: {message}"
+        self._condition(ACCESS, "False", "AccessDenied", message)
+        return False
+
+    def _condition(self, type_: str, status: str, reason: str, message: str) -> None:
+        self._conditions[type_] = Condition.model_validate(
+            {"type": type_, "status": status, "reason": reason, "message": message}
+        )
+
+    async def _refresh_kubeconfig(self) -> None:
+        """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
+        if not self._provisioning.provisioned:
+            return
+        now = workflow.now()
+        if self._kubeconfig_at is None and self._provisioner is not None:
+            self._kubeconfig_at = now  # this run provisioned the cluster and just wrote it
+            return
+        if self._kubeconfig_at is not None and now - self._kubeconfig_at < KUBECONFIG_REFRESH:
+            return
+        self._kubeconfig_at = now
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        problem = await prov.refresh_kubeconfig()
+        if problem is not None:
+            # The probe that follows reports the consequence; the cause is shown here.
+            workflow.set_current_details(f"**kubeconfig refresh failed** · {problem}")
+
+    async def _deprovision(self) -> None:
+        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        self._reason = "deprovisioning: deleting the cloud resources this cluster created"
+        workflow.set_current_details(f"**Deleting** · {self._reason}")
+        problems = await prov.deprovision()
+        self._reason = (
+            f"deleted; cleanup incomplete: {'; '.join(problems)}" if problems else "deleted"
+        )
+
+    def _set_phase(self, phase: str, reason: str) -> None:
+        self._ready, self._reason = False, reason
+        workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
+        workflow.set_current_details(f"**{phase}** · {reason}")
+
+    def _phase(self) -> str:
+        if self._deleting:
+            return "Deleting"
+        if self._ready:
+            return "Ready"
+        source = self._spec.spec.cluster.source
+        if source is not ClusterSource.EXISTING and not self._provisioning.provisioned:
+            if self._failed_provisioning:
+                return "Failed"
+            if self._provisioner is not None:
+                return "Provisioning"
+        return "NotReady"
+
+    def _observation(self) -> tuple[object, ...]:
+        return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
+
+    async def _drain(self, limit: timedelta) -> None:
+        """Move every replica off the cluster (deployments re-place them) before leaving."""
+        self._ready, self._reason = False, "draining: replicas are being moved elsewhere"
+        workflow.upsert_search_attributes([search.PHASE.value_set("Draining")])
+        await self._publish(spec=False, draining=True)
+        deadline = workflow.now() + limit
+        while workflow.now() < deadline:
+            remaining: list[str] = await workflow.execute_activity(
+                FLEET_REPLICAS_ON,
+                self._spec.name,
+                result_type=list[str],
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="replicas still on the cluster",
+            )
+            if not remaining:
+                return
+            self._reason = f"draining: {len(remaining)} replica(s) left: {', '.join(remaining)}"
+            workflow.set_current_details(f"**Draining** · {self._reason}")
+            await workflow.sleep(timedelta(seconds=5), summary="wait for the drain")
+        self._reason = f"drain timed out after {limit}; withdrawn with replicas left"
+
+    async def _probe(self, threshold: int) -> None:
+        try:
+            result: ProbeResult = await workflow.execute_activity(
+                KUBE_PROBE,
+                self._probe_request(),
+                result_type=ProbeResult,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(seconds=60),
+                retry_policy=PROBE_RETRY,
+                summary="probe cluster health",
+            )
+        except ActivityError as exc:
+            result = ProbeResult(reachable=False, reason=probe_failure(exc))
+        self._last_probe = workflow.now()
+        if result.reachable:
+            self._condition(REACHABLE, "True", "ProbeSucceeded", result.reason)
+        else:
+            self._condition(REACHABLE, "False", "ProbeFailed", result.reason)
+        if result.reachable:
+            self._failed = 0
+            missing = [p.name for p in self._spec.spec.node_pools if p.name not in result.pools]
+            self._gateway = result.gateway_address
+            self._pools = dict(result.pools)
+            if result.gateway_address is None:
+                self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+            elif self._access_enabled and not self._access_ok and not await self._check_access():
+                pass  # not placeable: the review said what is missing
+            elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
+                pass  # not placeable: the check said why
+            else:
+                self._ready = True
+                self._reason = (
+                    f"no nodes found for pool(s) {', '.join(missing)}" if missing else "probe ok"
+                )
+        else:
+            self._failed += 1
+            failed = "1 probe" if self._failed == 1 else f"{self._failed} probes in a row"
+            self._reason = f"unreachable ({failed} failed): {result.reason}"
+            if self._failed >= threshold:
+                self._ready = False
+        await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
+        # A run started afresh asks the replicas placed here to register again, once.
+        await self._watcher.ask_to_register_again(self._spec.name, ready=self._ready)
+        await self._watcher.scan(self._probe_request(), ready=self._ready)  # Ready replicas
+        phase = "Ready" if self._ready else "NotReady"
+        workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
+        workflow.set_current_details(f"**{phase}** · {self._reason}")
+
+    def _probe_request(self) -> ProbeRequest:
+        """The probe names the cluster's kubeconfig secretRef and its own settings (pool labels,
+        gateway), so the worker resolves and probes the cluster as the spec describes it."""
+        existing = self._spec.spec.cluster.existing
+        ref = existing.secret_ref if existing is not None else None
+        return ProbeRequest(
+            cluster=self._spec.name,
+            kubeconfig=KubeconfigRef(name=ref.name, key=ref.key) if ref is not None else None,
+            facts=cluster_facts(self._spec) if has_own_settings(self._spec) else None,
+        )
+
+    async def _publish(self, *, spec: bool, draining: bool = False) -> None:
+        report = ClusterReport(
+            draining=draining,
+            name=self._spec.name,
+            ready=self._ready,
+            reason=self._reason,
+            gateway_address=self._gateway,
+            observed_pools=self._pools,
+            since=workflow.now(),
+        )
+        await workflow.execute_activity(
+            FLEET_PUBLISH_CLUSTER,
+            PublishRequest(spec=self._spec if spec else None, report=report),
+            start_to_close_timeout=timedelta(seconds=30),
+            summary="publish to the fleet",
+        )
+
+    def _status(self) -> ClusterStatus:
+        return ClusterStatus(
+            name=self._spec.name,
+            phase=self._phase(),
+            ready=self._ready,
+            reason=self._reason,
+            gateway_address=self._gateway,
+            observed_pools=self._pools,
+            failed_probes=self._failed,
+            last_probe=self._last_probe,
+            step=cluster_steps.current(self._provisioning.steps),
+            steps=list(self._provisioning.steps),
+            stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
+            conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
+            created=self._created,
+            sweep_pending=self._sweeps.pending,
+        )

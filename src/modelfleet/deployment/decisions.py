@@ -1,0 +1,113 @@
+"""Rollout decisions for the ModelDeployment workflow, as pure functions of its state.
+
+The workflow keeps one ``DeploymentState``; it asks ``next_action`` what to do, carries the
+action out (an activity, a child workflow, a signal, a wait), and feeds what happened back
+through the functions in ``events``. Everything here is pure: no I/O, no clock, no Temporal,
+so every decision is unit-tested without a server (tests/unit/test_rollout_*.py).
+
+May import: ``api``, the workflow/activity contract models (``activities.contracts``,
+``workflows.status``), the standard library and pydantic. Nothing else.
+
+Extending it: a new step of a pass is a new op in ``state`` (what is left to do, as data) with
+its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
+the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
+placement that only checks whether the new template fits, ahead of a roll, is an op before
+``Roll`` (``DryPlace``, under ``Policy.guard_changes``); a bounded teardown is a deadline on
+``Wait``; cancelling a replica's rollout is an action. A change that alters the actions taken
+for an existing history goes behind a ``Policy`` switch that the workflow sets from
+``workflow.patched``.
+"""
+
+from modelfleet.deployment.actions import (
+    Action,
+    CheckPlacement,
+    DryPlace,
+    EndPass,
+    Finish,
+    Forget,
+    Place,
+    Rest,
+    SignalTeardown,
+    StartReplica,
+    Wait,
+)
+from modelfleet.deployment.decide import (
+    AVOID_AFTER_FAILURE,
+    RESYNC_INTERVAL,
+    Policy,
+    next_action,
+    rest_over,
+    wait_over,
+    woke,
+)
+from modelfleet.deployment.events import (
+    applied,
+    carried,
+    deleted,
+    dry_place_request,
+    dry_placed,
+    fleet_failed,
+    forgotten,
+    paused,
+    place_request,
+    placed,
+    placement_checked,
+    progressed,
+    resumed,
+    resync,
+    scaled,
+    started,
+)
+from modelfleet.deployment.report import report
+from modelfleet.deployment.state import (
+    DeploymentState,
+    LogEntry,
+    Revision,
+    Stage,
+    effective_spec,
+    template_hash,
+)
+
+__all__ = [
+    "AVOID_AFTER_FAILURE",
+    "RESYNC_INTERVAL",
+    "Action",
+    "CheckPlacement",
+    "DeploymentState",
+    "DryPlace",
+    "EndPass",
+    "Finish",
+    "Forget",
+    "LogEntry",
+    "Place",
+    "Policy",
+    "Rest",
+    "Revision",
+    "SignalTeardown",
+    "Stage",
+    "StartReplica",
+    "Wait",
+    "applied",
+    "carried",
+    "deleted",
+    "dry_place_request",
+    "dry_placed",
+    "effective_spec",
+    "fleet_failed",
+    "forgotten",
+    "next_action",
+    "paused",
+    "place_request",
+    "placed",
+    "placement_checked",
+    "progressed",
+    "report",
+    "rest_over",
+    "resumed",
+    "resync",
+    "scaled",
+    "started",
+    "template_hash",
+    "wait_over",
+    "woke",
+]

@@ -1,0 +1,293 @@
+"""How the deployment's state changes when something happens: the user's apply, scale and
+delete, a replica's progress, the Fleet's answer to a placement, a released replica, and the
+state carried across continue-as-new.
+
+Pure: each function returns a new state and never mutates its input.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
+    PlaceRequest,
+    PlaceResponse,
+    ReplicaRemoval,
+)
+from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+from modelfleet.deployment.actions import DryPlace, Place
+from modelfleet.deployment.decide import BLOCKED, replace_in_place
+from modelfleet.deployment.state import (
+    AwaitReady,
+    CheckCurrent,
+    DeploymentState,
+    Op,
+    PlaceFor,
+    Stage,
+    Start,
+    TearDown,
+    effective_spec,
+    note,
+    record_revision,
+    template_hash,
+)
+from modelfleet.deployment.state import DryPlace as DryPlaceOp
+
+
+def started(state: DeploymentState, at: datetime) -> DeploymentState:
+    """A run begins at ``at``: the first run records the creation time and revision 1; a run
+    continued from an input without them (an older worker's) starts keeping them now."""
+    if state.created is not None and state.revisions:
+        return state
+    s = state.model_copy(deep=True)
+    if s.created is None:
+        s.created = at
+    if not s.revisions:
+        record_revision(s, at, "created" if s.generation == 1 else "running when history began")
+    return s
+
+
+def applied(
+    state: DeploymentState, spec: ModelDeployment, at: datetime | None = None, cause: str = "apply"
+) -> DeploymentState:
+    """A new spec (already validated); the same spec again changes nothing.
+
+    A deployment that has Ready replicas of its current template but no ``last_good`` yet
+    (it predates the field) remembers the current spec as last good before taking the new one."""
+    if spec.to_wire() == state.spec.to_wire():
+        return state
+    update: dict[str, object] = {"spec": spec, "generation": state.generation + 1, "dirty": True}
+    running = template_hash(effective_spec(state))
+    if state.last_good is None and any(
+        r.phase is ReplicaPhase.READY and r.template_hash == running
+        for r in state.replicas.values()
+    ):
+        update["last_good"] = effective_spec(state)
+    s = state.model_copy(update=update)
+    record_revision(s, at, cause)
+    return s
+
+
+def scaled(
+    state: DeploymentState, replicas: int, at: datetime | None = None, cause: str = "scale"
+) -> DeploymentState:
+    if replicas == state.spec.spec.replicas:
+        return state
+    spec = state.spec.model_copy(deep=True)
+    spec.spec.replicas = replicas
+    s = state.model_copy(update={"spec": spec, "generation": state.generation + 1, "dirty": True})
+    record_revision(s, at, cause)
+    return s
+
+
+def paused(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout pause``: no new roll starts and new replicas keep the template in effect now;
+    a replacement under way finishes. Pausing a paused deployment changes nothing."""
+    if state.paused:
+        return state
+    s = state.model_copy(deep=True)
+    s.paused, s.pinned = True, effective_spec(state).model_copy(deep=True)
+    note(s, at, "rollout paused")
+    return s
+
+
+def resumed(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout resume``: the next pass rolls to the spec's template."""
+    if not state.paused:
+        return state
+    s = state.model_copy(deep=True)
+    s.paused, s.pinned, s.dirty = False, None, True
+    note(s, at, "rollout resumed")
+    return s
+
+
+def deleted(state: DeploymentState) -> DeploymentState:
+    return state.model_copy(update={"deleting": True})
+
+
+def resync(state: DeploymentState) -> DeploymentState:
+    return state.model_copy(update={"dirty": True})
+
+
+def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentState:
+    """A replica reported; a replica that has finished makes the next pass reap it."""
+    if progress.name not in state.replicas:
+        return state
+    s = state.model_copy(deep=True)
+    status = s.replicas[progress.name]
+    status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
+    status.updated = progress.at
+    if (
+        progress.phase is ReplicaPhase.READY
+        and status.template_hash == template_hash(s.spec)
+        and status.template_hash != s.held
+    ):
+        # A replica of the spec's template serves: that template is now the one to return to.
+        s.last_good = s.spec.model_copy(deep=True)
+    if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
+        progress.step is ReplicaStep.DONE
+    ):
+        s.dirty = True
+    return s
+
+
+def place_request(
+    state: DeploymentState, place: Place, request_id: str, now: datetime
+) -> PlaceRequest:
+    """The Fleet request for ``place``; clusters whose avoidance has expired are not sent."""
+    avoid = sorted(c for c, until in state.avoid.items() if until > now)
+    return PlaceRequest(
+        request_id=request_id,
+        deployment=effective_spec(state),
+        desired=place.desired,
+        avoid_clusters=avoid,
+        avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+    )
+
+
+def dry_place_request(
+    state: DeploymentState, dry: DryPlace, request_id: str, now: datetime
+) -> DryPlaceRequest:
+    """The Fleet request for a dry placement of the spec's template (never the held-back one:
+    the point is to ask about the new template)."""
+    avoid = sorted(c for c, until in state.avoid.items() if until > now)
+    return DryPlaceRequest(
+        request_id=request_id,
+        deployment=state.spec,
+        desired=dry.desired,
+        avoid_clusters=avoid,
+        avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+        without=dry.without,
+    )
+
+
+def dry_placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
+    """The Fleet answered the pending ``DryPlace``. Nothing placed: a gate holds the template
+    back (the deployment keeps running its last good one), a replacement pauses the rollout
+    with the old replica still serving. Either way the status says why, in the scheduler's
+    words."""
+    s = state.model_copy(deep=True)
+    op = s.ops.pop(0)
+    assert isinstance(op, DryPlaceOp), f"a dry placement answer while the next op is {op.op}"
+    if response.placed:
+        if op.purpose == "gate":
+            s.checked = template_hash(s.spec)
+        return s
+    why = _why_not(response)
+    s.rejections = response.rejections
+    if op.purpose == "gate" and s.last_good is not None:
+        s.held = template_hash(s.spec)
+        s.held_reason = f"change blocked: the new template cannot be placed: {why}"
+        s.summary = s.held_reason
+        return s
+    s.summary = f"rollout paused: no room for a replacement of {op.old}: {why}"
+    s.ops.clear()
+    return s
+
+
+def _why_not(response: PlaceResponse) -> str:
+    reasons = "; ".join(f"{c}: {r}" for c, r in sorted(response.rejections.items()))
+    failed = [c.message for c in response.conditions if c.status == "False" and c.message]
+    return reasons or "; ".join(failed) or response.summary or "no cluster can hold it"
+
+
+def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
+    """The Fleet answered the pending ``PlaceFor``: queue what its answer asks for."""
+    s = state.model_copy(deep=True)
+    s.conditions = response.conditions
+    s.rejections = response.rejections
+    s.summary = response.summary
+    for kept in response.kept:
+        s.placed[kept.name] = kept
+    op = s.ops.pop(0)
+    assert isinstance(op, PlaceFor), f"a placement answer while the next op is {op.op}"
+    if op.purpose == "reconcile":
+        s.fleet_version = response.version
+    head: list[Op]
+    if op.purpose == "surge":
+        # Victims named in a surge answer wait for the next pass's reconcile placement.
+        if response.placed:
+            surged = response.placed[0].name
+            head = [
+                Start(replica=response.placed[0]),
+                AwaitReady(
+                    name=surged,
+                    paused=f"rollout paused: surge replica {surged} failed",
+                    then_replace=op.old,
+                    rollback=op.guard,
+                ),
+            ]
+        elif op.fallback:
+            head = [*replace_in_place(op.old, guard=op.guard)]
+        else:
+            s.summary = BLOCKED
+            s.ops.clear()
+            return s
+    else:
+        # Guarded: serving replicas of an older template that the placement evicts (the new
+        # template no longer fits where they run) keep serving until the replacements placed
+        # in this answer are Ready; other victims (scale-down, gone clusters) go at once.
+        deferred = [v.replica.name for v in response.victims if op.guard and _serving_old(s, v)]
+        head = [
+            TearDown(name=v.replica.name, reason=v.reason)
+            for v in response.victims
+            if v.replica.name not in deferred
+        ]
+        head += [Start(replica=r) for r in response.placed]
+        if op.purpose == "fill-await" or deferred:
+            head += [
+                AwaitReady(
+                    name=r.name,
+                    paused=f"rollout paused: replica {r.name} failed",
+                    rollback=op.guard,
+                    also_replace=deferred if i == len(response.placed) - 1 else [],
+                )
+                for i, r in enumerate(response.placed)
+            ]
+    s.ops = [*head, *s.ops]
+    return s
+
+
+def _serving_old(s: DeploymentState, victim: ReplicaRemoval) -> bool:
+    status = s.replicas.get(victim.replica.name)
+    return (
+        status is not None
+        and status.phase is ReplicaPhase.READY
+        and status.template_hash != template_hash(effective_spec(s))
+    )
+
+
+def placement_checked(state: DeploymentState, current: bool) -> DeploymentState:
+    """The Fleet answered the pending ``CheckCurrent`` (``current`` False also when it could
+    not be asked): a current placement needs no reconcile placement this pass."""
+    s = state.model_copy(deep=True)
+    op = s.ops.pop(0)
+    assert isinstance(op, CheckCurrent), f"a placement check while the next op is {op.op}"
+    if current and s.ops and isinstance(s.ops[0], PlaceFor) and s.ops[0].purpose == "reconcile":
+        s.ops.pop(0)
+    s.quiet_resyncs = s.quiet_resyncs + 1 if current else 0
+    return s
+
+
+def fleet_failed(state: DeploymentState, reason: str) -> DeploymentState:
+    """The Fleet did not answer a placement (or a dry one) within its total timeout: the pass
+    ends with nothing changed and says why; the next resync tries again."""
+    s = state.model_copy(deep=True)
+    s.summary = f"placement failed, retrying on the next resync: {reason}"
+    s.ops.clear()
+    return s
+
+
+def forgotten(state: DeploymentState, name: str) -> DeploymentState:
+    """The replica's capacity is released: it leaves the state."""
+    s = state.model_copy(deep=True)
+    s.replicas.pop(name, None)
+    s.placed.pop(name, None)
+    return s
+
+
+def carried(state: DeploymentState) -> DeploymentState:
+    """The input of the next run after continue-as-new: it starts with a reconcile pass."""
+    return state.model_copy(update={"dirty": True, "stage": Stage.REST, "ops": []})

@@ -1,0 +1,102 @@
+"""The deployment's status as users see it (``status`` query, ``get``, the UI), computed from
+its state. Pure."""
+
+from __future__ import annotations
+
+from modelfleet.api.meta import Condition
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.deployment.state import DeploymentState, effective_spec, template_hash
+
+
+def report(state: DeploymentState) -> DeploymentStatus:
+    current = template_hash(effective_spec(state))
+    spec_hash = template_hash(state.spec)
+    replicas = [state.replicas[k] for k in sorted(state.replicas)]
+    ready = sum(1 for r in replicas if r.phase is ReplicaPhase.READY)
+    desired = state.spec.spec.replicas
+    conditions = list(state.conditions)
+    if desired == 0:
+        # Scaled to zero is a state the user asked for, not a failure.
+        reason, message = "ScaledToZero", "scaled to 0 replicas: nothing to run"
+    else:
+        if ready >= desired:
+            reason = "AllReplicasReady"
+        elif not replicas:
+            reason = "NoReplicasScheduled"
+        elif any(r.phase is not ReplicaPhase.READY for r in replicas):
+            reason = "ModelStarting"
+        else:  # the rest could not be placed: ReplicasScheduled says why
+            reason = "ReplicasUnscheduled"
+        message = f"{ready} of {desired} ready"
+    conditions.append(
+        Condition(
+            type="ReplicasReady",
+            status="True" if ready >= desired else "False",
+            reason=reason,
+            message=message,
+        )
+    )
+    held = bool(state.held) and state.held == template_hash(state.spec)
+    summary = state.summary
+    if held and state.held_reason not in summary:
+        summary = f"{state.held_reason} · {summary}" if summary else state.held_reason
+    if held:
+        # The change is held back; the status says why until the spec changes again.
+        conditions.append(
+            Condition(
+                type="RolloutBlocked",
+                status="True",
+                reason="RolledBack" if state.held_reason.startswith("rolled") else "NoFit",
+                message=state.held_reason,
+            )
+        )
+    if state.paused:
+        # kubectl's condition for a paused deployment.
+        conditions.append(
+            Condition(
+                type="Progressing",
+                status="Unknown",
+                reason="DeploymentPaused",
+                message="rollout paused: no new template is rolled out until it is resumed",
+            )
+        )
+    unplaceable = len(replicas) < desired and any(
+        c.type == "ReplicasScheduled" and c.status == "False" for c in state.conditions
+    )
+    if state.deleting:
+        phase = "Deleting"
+    elif state.paused:
+        phase = "Paused"
+    elif ready >= desired and all(r.template_hash == current for r in replicas):
+        phase = "Ready"
+    elif any(r.phase is ReplicaPhase.FAILED for r in replicas):
+        phase = "Degraded"
+    elif unplaceable and ready == 0:
+        # The scheduler found no room: nothing is on its way, as a Pod the scheduler cannot
+        # place is Pending. The summary (MESSAGE) carries the scheduler's reasons.
+        phase = "Pending"
+    elif unplaceable:
+        phase = "Degraded"
+    else:
+        phase = "Progressing"
+    return DeploymentStatus(
+        namespace=state.spec.namespace,
+        name=state.spec.name,
+        generation=state.generation,
+        desired=desired,
+        scheduled=len(replicas),
+        ready=ready,
+        # Paused, as kubectl counts it: up to date is the spec's template, not the pinned one.
+        updated=sum(
+            1 for r in replicas if r.template_hash == (spec_hash if state.paused else current)
+        ),
+        phase=phase,
+        conditions=conditions,
+        replicas=replicas,
+        rejections=state.rejections,
+        summary=summary,
+        deleting=state.deleting,
+        paused=state.paused,
+        created=state.created,
+        observed_generation=state.observed,
+    )

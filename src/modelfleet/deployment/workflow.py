@@ -1,0 +1,520 @@
+"""The ModelDeployment workflow (ID ``deployment/<ns>/<name>``): holds the spec and reconciles the
+deployment's replicas against it.
+
+Every decision (what to place, what to tear down, surge or replace in place, when to pause, which
+clusters to avoid) is made by the pure ``deployment.decisions`` from the workflow's one
+state object. This workflow only asks it for the next action and carries that out: the Fleet's
+``fleet.place`` and ``fleet.release`` activities, a ModelReplica child per replica, the
+``teardown`` signal to a replica, and durable waits.
+
+Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
+name), ``pause`` and ``resume`` (Updates), ``delete`` (Update), ``resync`` and
+``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
+Deterministic orchestration only. One piece on purpose (just over 500 lines): the handlers are
+methods of one class sharing its state, and every decision already lives in ``rollout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.deployments import ModelDeployment
+    from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
+    from modelfleet.api.rules import validate
+    from modelfleet.contracts import search
+    from modelfleet.contracts.activity_names import (
+        FLEET_DRY_PLACE,
+        FLEET_PLACE,
+        FLEET_PLACEMENT_CURRENT,
+        FLEET_RELEASE,
+    )
+    from modelfleet.contracts.fleet_payloads import (
+        PlacementCheck,
+        PlaceRequest,
+        PlaceResponse,
+        ReleaseRequest,
+        template_key,
+    )
+    from modelfleet.contracts.ids import replica_id
+    from modelfleet.contracts.status import (
+        DeploymentStatus,
+        ReplicaPhase,
+        ReplicaProgress,
+        ReplicaStep,
+    )
+    from modelfleet.contracts.wire import WireModel
+    from modelfleet.contracts.workflow_inputs import ReplicaInput
+    from modelfleet.deployment import decisions as rollout
+    from modelfleet.deployment.decisions import DeploymentState
+    from modelfleet.deployment.signals import scale_replicas
+    from modelfleet.rendering.facts import ClusterFacts
+    from modelfleet.replica.workflow import ReplicaWorkflow
+
+FLEET_TIMEOUT = timedelta(seconds=30)
+FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
+# A placement that has not been answered in this long fails with the last error, instead of
+# retrying forever; the pass ends saying why and the next resync asks again.
+FLEET_TOTAL = timedelta(minutes=3)
+# A replica told to tear down gets this long to finish; then its workflow is cancelled (which
+# cancels its current activity and compensates), and after as long again it is given up on.
+TEARDOWN_GRACE = timedelta(minutes=10)
+MAX_REPLICAS = 10
+START_ATTEMPTS = 30
+PATCH_PHASE_ON_PROGRESS = "publish-phase-on-replica-progress"
+# A roll whose target template is replaced by a newer apply ends, and the next pass rolls to the
+# newer one. Before, the roll kept comparing replicas with the template it started with, so every
+# replica it started (running the newer template) counted as outdated and was replaced again.
+PATCH_ROLL_FOLLOWS_SPEC = "rollout-roll-follows-spec"
+# Never continue-as-new while deleting: the delete Update waits for the replicas to go, so
+# waiting for it to finish before continuing-as-new never ended.
+PATCH_NO_CAN_WHILE_DELETING = "rollout-no-continue-as-new-while-deleting"
+# A change never removes a serving replica before its replacement is Ready (issue 16): a new
+# template is placed dry first and held back when it fits nowhere, in-place replacements are
+# placed dry first, and a failed replacement rolls back to the last good template. This adds a
+# ``fleet.dry_place`` activity before some placements and changes which teardowns happen, so
+# histories recorded before it keep the old decisions (``rollout.Policy.guard_changes``).
+PATCH_GUARD_CHANGES = "rollout-guard-changes"
+# A teardown wait is bounded (a timer), and past it the replica's workflow is cancelled. Before,
+# the deployment waited with no timeout for a replica that checked for teardown only between
+# steps, so a delete could block for the whole progress deadline or forever.
+PATCH_BOUNDED_TEARDOWN = "rollout-bounded-teardown"
+# ``rollout pause``/``resume`` are new Updates: no history recorded before them holds one, so
+# they change no recorded decision. The marker is written where a pause or resume first takes
+# effect in a run, so the histories that rely on pause support are recognisable (a worker or a
+# later change of pause semantics can branch on it) rather than only implied by an Update name.
+PATCH_PAUSE = "rollout-pause"
+# A periodic resync that finds nothing changed in the deployment asks the Fleet by query
+# (``fleet.placement_current``) whether its last placement is still current and then sends no
+# placement Update (issue 11: every deployment's 60 s resync was an Update on the one Fleet).
+# Histories recorded before place on every resync (``rollout.Policy.skip_current``).
+PATCH_SKIP_CURRENT = "rollout-resync-skips-current-placement"
+# ModelfleetPhase and ModelfleetClusters are upserted only when their values change (issue 11:
+# a deployment rewrote both on every replica report and every pass, ~20 upserts per
+# deployment of 2 replicas). Histories recorded before hold an upsert per publication.
+PATCH_QUIET_PUBLISH = "rollout-publish-on-change"
+# Once the Fleet has answered a placement that carried the whole deployment, later placements
+# of the same template send only its ``template_key`` (issue 11: every ``fleet.place`` carried
+# the whole spec, in this history and in the Fleet's); the Fleet answers ``unknown_template``
+# when it no longer holds it and the placement is sent again whole. Histories recorded before
+# sent it whole every time: the request differs, and after an unknown template a second
+# ``fleet.place`` activity is a new command.
+PATCH_PLACE_BY_TEMPLATE = "rollout-place-by-template-key"
+# A settled deployment rests longer after each quiet resync that found its placement current:
+# 60, 120, 240, then 300 s (issue 11: an idle fleet of 100 deployments spent 1.7 activities/s
+# and 18 events/s on resyncs). Histories recorded before start a 60 s timer every rest; the
+# timer's duration differs, so the change is behind a patch (``rollout.Policy.resync_backoff``).
+PATCH_RESYNC_BACKOFF = "rollout-resync-backs-off-when-current"
+# Template keys this run's Fleet answers kept (memory only: a new run sends the first whole).
+MAX_KNOWN_TEMPLATES = 8
+
+# The continue-as-new input is the workflow's whole state.
+DeploymentInput = DeploymentState
+
+
+class ScaleRequest(WireModel):
+    replicas: int
+
+
+@workflow.defn(name="ModelDeployment")
+class DeploymentWorkflow:
+    @workflow.init
+    def __init__(self, arg: DeploymentInput) -> None:
+        # The first run stamps the creation time and revision 1; both are carried onwards.
+        self._state = rollout.started(rollout.carried(arg), workflow.info().start_time)
+        # Rendering settings per cluster from the Fleet's answers. Not carried across
+        # continue-as-new: every replica start follows a placement answer in the same run.
+        self._facts: dict[str, ClusterFacts] = {}
+        self._fleet_templates: dict[str, None] = {}
+        self._policy = rollout.Policy()
+        self._passes = 0  # passes ended in this run
+        # The search attribute values last upserted (PATCH_QUIET_PUBLISH).
+        self._upserted: tuple[str, list[str]] | None = None
+
+    # --- handlers --------------------------------------------------------------------------
+
+    @workflow.update
+    def apply(self, spec: ModelDeployment) -> DeploymentStatus:
+        self._state = rollout.applied(self._state, spec, workflow.now())
+        return self._status()
+
+    @apply.validator
+    def _check_apply(self, spec: ModelDeployment) -> None:
+        held = self._state.spec
+        if (spec.namespace, spec.name) != (held.namespace, held.name):
+            raise ValueError(f"this workflow holds {held.ref}, not {spec.ref}")
+        if self._state.deleting:
+            raise ValueError(f"{held.ref} is being deleted")
+        errors = validate(spec)
+        if errors:
+            raise InvalidResourceError(spec.ref, errors)
+
+    @workflow.update
+    def scale(self, request: ScaleRequest) -> DeploymentStatus:
+        self._state = rollout.scaled(self._state, request.replicas, workflow.now())
+        return self._status()
+
+    @scale.validator
+    def _check_scale(self, request: ScaleRequest) -> None:
+        if not 0 <= request.replicas <= MAX_REPLICAS:
+            raise InvalidResourceError(
+                self._state.spec.ref,
+                [FieldError(("spec", "replicas"), f"must be between 0 and {MAX_REPLICAS}")],
+            )
+        if self._state.deleting:
+            raise ValueError(f"{self._state.spec.ref} is being deleted")
+
+    @workflow.signal(name="scale")
+    def scale_signal(self, replicas: Any) -> None:
+        # Signals cannot be rejected. The payload is taken raw (a typed int made the SDK log a
+        # decoding traceback on every replay) and validated here; a bad one is ignored and
+        # logged once with the reason (workflow.logger is silent during replay).
+        wanted = scale_replicas(replicas, MAX_REPLICAS)
+        if isinstance(wanted, str):
+            workflow.logger.warning("ignored scale signal: %s", wanted)
+        elif self._state.deleting:
+            workflow.logger.warning(
+                "ignored scale signal: %s is being deleted", self._state.spec.ref
+            )
+        else:
+            self._state = rollout.scaled(self._state, wanted, workflow.now(), "scale signal")
+
+    @workflow.update
+    def pause(self) -> DeploymentStatus:
+        """No new roll starts; replicas keep running and scaling still works."""
+        workflow.patched(PATCH_PAUSE)
+        self._state = rollout.paused(self._state, workflow.now())
+        return self._status()
+
+    @workflow.update
+    def resume(self) -> DeploymentStatus:
+        """The next pass rolls to the spec's template."""
+        workflow.patched(PATCH_PAUSE)
+        self._state = rollout.resumed(self._state, workflow.now())
+        return self._status()
+
+    @pause.validator
+    def _check_pause(self) -> None:
+        if self._state.deleting:
+            raise ValueError(f"{self._state.spec.ref} is being deleted")
+
+    @resume.validator
+    def _check_resume(self) -> None:
+        self._check_pause()
+
+    @workflow.update
+    async def delete(self) -> DeploymentStatus:
+        self._state = rollout.deleted(self._state)
+        await workflow.wait_condition(lambda: not self._state.replicas)
+        return self._status()
+
+    @workflow.signal
+    def resync(self) -> None:
+        """Reconcile now (the Fleet asks when a cluster with our replicas is drained)."""
+        self._state = rollout.resync(self._state)
+
+    @workflow.signal
+    def replica_progress(self, progress: ReplicaProgress) -> None:
+        if progress.name not in self._state.replicas:
+            return
+        self._state = rollout.progressed(self._state, progress)
+        if workflow.patched(PATCH_PHASE_ON_PROGRESS):
+            # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
+            self._publish()
+
+    @workflow.query
+    def status(self) -> DeploymentStatus:
+        return self._status()
+
+    @workflow.query
+    def spec(self) -> ModelDeployment:
+        """The spec held now (``modelfleet get -o yaml``, ``diff``). A query only: adding it
+        changes no history."""
+        return self._state.spec
+
+    @workflow.query
+    def revisions(self) -> list[rollout.Revision]:
+        """The kept revisions, oldest first (``rollout history``, ``undo``). A query only."""
+        return self._state.revisions
+
+    @workflow.query
+    def decisions(self) -> list[rollout.LogEntry]:
+        """The decisions that changed something, oldest first (``describe``). A query only."""
+        return self._state.log
+
+    # --- main loop: ask, then carry out ----------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: DeploymentInput) -> DeploymentStatus:
+        md = self._state.spec
+        workflow.upsert_search_attributes(
+            [
+                search.KIND.value_set("ModelDeployment"),
+                search.NAMESPACE.value_set(md.namespace),
+                search.NAME.value_set(md.name),
+            ]
+        )
+        policy = rollout.Policy(
+            roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC),
+            guard_changes=workflow.patched(PATCH_GUARD_CHANGES),
+            skip_current=workflow.patched(PATCH_SKIP_CURRENT),
+            resync_backoff=workflow.patched(PATCH_RESYNC_BACKOFF),
+        )
+        self._policy = policy
+        while True:
+            self._state, action = rollout.next_action(self._state, workflow.now(), policy)
+            if isinstance(action, rollout.Rest):
+                await self._rest(action)
+            elif isinstance(action, rollout.Place):
+                await self._place(action)
+            elif isinstance(action, rollout.CheckPlacement):
+                await self._check_placement(action)
+            elif isinstance(action, rollout.DryPlace):
+                await self._dry_place(action)
+            elif isinstance(action, rollout.StartReplica):
+                await self._start_replica(action)
+            elif isinstance(action, rollout.SignalTeardown):
+                await self._signal_teardown(action.name)
+            elif isinstance(action, rollout.Forget):
+                # Release first: a replica leaves the status only once its capacity is free.
+                await self._release([action.name])
+                self._state = rollout.forgotten(self._state, action.name)
+            elif isinstance(action, rollout.Wait):
+                await self._wait(action)
+            elif isinstance(action, rollout.EndPass):
+                self._publish()
+                await self._maybe_continue_as_new()
+            else:
+                assert isinstance(action, rollout.Finish)
+                self._publish()
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self._status()
+
+    async def _rest(self, action: rollout.Rest) -> None:
+        # A timeout is the periodic resync: it starts a pass like any change does.
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: rollout.rest_over(self._state),
+                timeout=action.timeout,
+                timeout_summary="periodic resync",
+            )
+        self._state = rollout.woke(self._state, workflow.now(), self._policy)
+
+    async def _wait(self, action: rollout.Wait) -> None:
+        if action.until != "done" or not workflow.patched(PATCH_BOUNDED_TEARDOWN):
+            await workflow.wait_condition(
+                lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
+            )
+            return
+        handle = workflow.get_external_workflow_handle(
+            replica_id(self._state.spec.namespace, action.name)
+        )
+        for last in (False, True):
+            try:
+                await workflow.wait_condition(
+                    lambda: rollout.wait_over(self._state, action),
+                    timeout=TEARDOWN_GRACE,
+                    timeout_summary=action.summary,
+                )
+                return
+            except TimeoutError:
+                if last:
+                    # Gone silent: give it up rather than hold the deployment (its own cleanup
+                    # timeout bounds what it still does).
+                    self._gone(action.name, "teardown did not finish in time; given up")
+                    return
+                # Cancelling the replica cancels its current activity; it compensates.
+                with contextlib.suppress(ApplicationError):
+                    await handle.cancel()
+
+    async def _signal_teardown(self, name: str) -> None:
+        handle = workflow.get_external_workflow_handle(replica_id(self._state.spec.namespace, name))
+        try:
+            await handle.signal("teardown")
+        except ApplicationError:
+            # Its workflow already ended (the signal target is gone): nothing left to wait for.
+            self._gone(name, "its workflow had already ended")
+
+    def _gone(self, name: str, reason: str) -> None:
+        self._state = rollout.progressed(
+            self._state,
+            ReplicaProgress(
+                name=name,
+                phase=ReplicaPhase.TERMINATED,
+                step=ReplicaStep.DONE,
+                reason=reason,
+                at=workflow.now(),
+            ),
+        )
+
+    async def _maybe_continue_as_new(self) -> None:
+        self._passes += 1
+        per_run = self._state.passes_per_run
+        due = bool(per_run) and self._passes >= per_run
+        if not (workflow.info().is_continue_as_new_suggested() or due) or self._state.dirty:
+            return
+        if self._state.deleting and workflow.patched(PATCH_NO_CAN_WHILE_DELETING):
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(rollout.carried(self._state))
+
+    # --- fleet calls -----------------------------------------------------------------------
+
+    async def _place(self, action: rollout.Place) -> None:
+        info = workflow.info()
+        request = rollout.place_request(
+            self._state,
+            action,
+            request_id=f"{info.workflow_id}/{info.run_id}/{action.sequence}",
+            now=workflow.now(),
+        )
+        assert request.deployment is not None
+        key = template_key(request.deployment)
+        try:
+            response: PlaceResponse | None = None
+            if key in self._fleet_templates and workflow.patched(PATCH_PLACE_BY_TEMPLATE):
+                named = request.model_copy(update={"deployment": None, "template": key})
+                response = await self._fleet_place(named, action.desired)
+                if response.unknown_template:
+                    del self._fleet_templates[key]
+                    response = None
+                    # A new update ID: the server answers a repeated one from the first.
+                    request = request.model_copy(update={"request_id": f"{request.request_id}/w"})
+            if response is None:
+                response = await self._fleet_place(request, action.desired)
+                self._fleet_templates[key] = None
+                while len(self._fleet_templates) > MAX_KNOWN_TEMPLATES:
+                    del self._fleet_templates[next(iter(self._fleet_templates))]
+        except ActivityError as exc:
+            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            return
+        self._facts.update(response.facts)
+        self._state = rollout.placed(self._state, response)
+
+    async def _fleet_place(self, request: PlaceRequest, desired: int) -> PlaceResponse:
+        response: PlaceResponse = await workflow.execute_activity(
+            FLEET_PLACE,
+            request,
+            result_type=PlaceResponse,
+            summary=f"place {desired} replica(s)",
+            start_to_close_timeout=FLEET_TIMEOUT,
+            schedule_to_close_timeout=FLEET_TOTAL,
+            retry_policy=FLEET_RETRY,
+        )
+        return response
+
+    async def _check_placement(self, action: rollout.CheckPlacement) -> None:
+        md = self._state.spec
+        try:
+            current: bool = await workflow.execute_activity(
+                FLEET_PLACEMENT_CURRENT,
+                PlacementCheck(namespace=md.namespace, deployment=md.name, version=action.version),
+                result_type=bool,
+                summary="is the placement current",
+                start_to_close_timeout=FLEET_TIMEOUT,
+                schedule_to_close_timeout=FLEET_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError:
+            current = False  # unknown: place as before
+        self._state = rollout.placement_checked(self._state, current)
+
+    async def _dry_place(self, action: rollout.DryPlace) -> None:
+        request = rollout.dry_place_request(
+            self._state, action, request_id="dry", now=workflow.now()
+        )
+        try:
+            response: PlaceResponse = await workflow.execute_activity(
+                FLEET_DRY_PLACE,
+                request,
+                result_type=PlaceResponse,
+                summary=f"check where {action.desired} replica(s) of the new template would go",
+                start_to_close_timeout=FLEET_TIMEOUT,
+                schedule_to_close_timeout=FLEET_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError as exc:
+            # Unknown is not "fits": nothing serving is touched until the Fleet answers.
+            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            return
+        self._state = rollout.dry_placed(self._state, response)
+
+    async def _release(self, names: list[str]) -> None:
+        await workflow.execute_activity(
+            FLEET_RELEASE,
+            ReleaseRequest(namespace=self._state.spec.namespace, replicas=names),
+            result_type=int,
+            summary=f"release {', '.join(names)}",
+            start_to_close_timeout=FLEET_TIMEOUT,
+            retry_policy=FLEET_RETRY,
+        )
+
+    # --- children --------------------------------------------------------------------------
+
+    async def _start_replica(self, action: rollout.StartReplica) -> None:
+        replica = action.replica
+        arg = ReplicaInput(
+            replica=replica,
+            parent_id=workflow.info().workflow_id,
+            progress_deadline_seconds=action.progress_deadline_seconds,
+            facts=self._facts.get(replica.spec.cluster_name, ClusterFacts()),
+        )
+        # A replacement takes the name of the slot it fills; the previous holder of that name
+        # may still be closing (it reports done just before it returns), so retry briefly.
+        for attempt in range(START_ATTEMPTS):
+            try:
+                await workflow.start_child_workflow(
+                    ReplicaWorkflow.run,
+                    arg,
+                    id=replica_id(replica.namespace, replica.name),
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"{replica.name} on {replica.spec.cluster_name}",
+                )
+                return
+            except WorkflowAlreadyStartedError:
+                if attempt == START_ATTEMPTS - 1:
+                    break
+                await workflow.sleep(timedelta(seconds=1), summary=f"{replica.name} still closing")
+        child_id = replica_id(replica.namespace, replica.name)
+        # Never fail the deployment for it: the replica counts as failed, the next pass reaps
+        # it (releasing its capacity) and places again.
+        self._state = rollout.progressed(
+            self._state,
+            ReplicaProgress(
+                name=replica.name,
+                phase=ReplicaPhase.FAILED,
+                step=ReplicaStep.DONE,
+                reason=f"could not start: workflow {child_id} is still running",
+                at=workflow.now(),
+            ),
+        )
+
+    # --- reporting -------------------------------------------------------------------------
+
+    def _status(self) -> DeploymentStatus:
+        return rollout.report(self._state)
+
+    def _publish(self) -> None:
+        status = self._status()
+        values = (status.phase, sorted({r.cluster for r in status.replicas}))
+        if values != self._upserted or not workflow.patched(PATCH_QUIET_PUBLISH):
+            workflow.upsert_search_attributes(
+                [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
+            )
+            self._upserted = values
+        workflow.set_current_details(
+            f"**{status.phase}** · {status.ready}/{status.desired} ready"
+            + (f"\n\n{status.summary}" if status.summary else "")
+        )
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.__cause__ or exc
+    return str(cause) or type(cause).__name__
