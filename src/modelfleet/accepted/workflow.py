@@ -9,6 +9,7 @@ It acts on nothing: it re-validates what it is given, keeps it, answers ``status
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.kinds import parse_resource
@@ -20,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
 NOT_ACTED_UPON_PHASE = "NotActedUpon"
 
 
-@workflow.defn(name="AcceptedResource")
+@workflow.defn(name="AcceptedResource", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class AcceptedResourceWorkflow:
     @workflow.init
     def __init__(self, arg: AcceptedInput) -> None:

@@ -29,7 +29,7 @@ import contextlib
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -94,7 +94,7 @@ class AutoscalerInput(Model):
     created: datetime | None = None
 
 
-@workflow.defn(name="ModelAutoscaler")
+@workflow.defn(name="ModelAutoscaler", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class AutoscalerWorkflow:
     @workflow.init
     def __init__(self, arg: AutoscalerInput) -> None:

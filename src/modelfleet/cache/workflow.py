@@ -22,7 +22,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -90,7 +90,7 @@ REPORT_STEP = 10
 MAX_HISTORY_EVENTS = 4000
 
 
-@workflow.defn(name="ModelCache")
+@workflow.defn(name="ModelCache", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class CacheWorkflow:
     @workflow.init
     def __init__(self, arg: CacheInput) -> None:

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, settings
+from modelfleet.cli.output import EXIT_INVALID, err_console
 from modelfleet.worker.logs import LogFormat, configure_logging
 from modelfleet.worker.runner import run_worker
-from modelfleet.worker.settings import ENV_CREDENTIALS
+from modelfleet.worker.settings import ENV_CREDENTIALS, SettingsError
+from modelfleet.worker.versioning import deployment_config
 
 log = logging.getLogger("modelfleet.worker")
 
@@ -56,6 +59,12 @@ def worker(
         raise typer.BadParameter(f"expected one of {', '.join(LEVELS)}", param_hint="--log-level")
     configure_logging(log_format, log_level)
     s = settings(address, temporal_namespace)
+    try:
+        # MODELFLEET_WORKER_BUILD_ID set: the workers run as that worker deployment version.
+        versioning = deployment_config()
+    except SettingsError as exc:
+        err_console.print(f"[red]error[/]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
 
     async def go() -> None:
         client = await open_client(s)
@@ -66,7 +75,11 @@ def worker(
         # describe() names where, never a secret.
         log.info("connected to Temporal: %s", s.describe())
         await run_worker(
-            client, credentials_dir, stop, max_concurrent_activities=max_concurrent_activities
+            client,
+            credentials_dir,
+            stop,
+            max_concurrent_activities=max_concurrent_activities,
+            versioning=versioning,
         )
 
     asyncio.run(go())

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -88,7 +88,7 @@ CLASS_RECHECK = timedelta(seconds=30)
 KUBECONFIG_REFRESH = timedelta(minutes=10)
 
 
-@workflow.defn(name="InferenceCluster")
+@workflow.defn(name="InferenceCluster", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ClusterWorkflow:
     @workflow.init
     def __init__(self, arg: ClusterInput) -> None:

@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -123,7 +123,7 @@ class ScaleRequest(WireModel):
     replicas: int
 
 
-@workflow.defn(name="ModelDeployment")
+@workflow.defn(name="ModelDeployment", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:

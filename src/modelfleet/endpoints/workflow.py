@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -44,7 +45,9 @@ def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
     )
 
 
-@workflow.defn(name=ENDPOINT_DIRECTORY_WORKFLOW)
+@workflow.defn(
+    name=ENDPOINT_DIRECTORY_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE
+)
 class EndpointDirectoryWorkflow:
     @workflow.init
     def __init__(self, arg: EndpointsInput) -> None:

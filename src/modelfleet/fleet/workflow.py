@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -119,7 +120,7 @@ AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 _EVALUATOR = SelectorEvaluator()
 
 
-@workflow.defn(name="Fleet")
+@workflow.defn(name="Fleet", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class FleetWorkflow:
     @workflow.init
     def __init__(self, arg: FleetInput) -> None:

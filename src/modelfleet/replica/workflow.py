@@ -22,7 +22,7 @@ import contextlib
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -130,7 +130,9 @@ _STEP_NAMES = {
 }
 
 
-@workflow.defn(name="ModelReplica")
+# Pinned under Worker Versioning: the rollout saga and its compensation in reverse run on the
+# code that made the steps (docs/operations.md, "Upgrading workflows").
+@workflow.defn(name="ModelReplica", versioning_behavior=VersioningBehavior.PINNED)
 class ReplicaWorkflow(ReplicaWatch):
     @workflow.init
     def __init__(self, arg: ReplicaInput) -> None:

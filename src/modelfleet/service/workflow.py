@@ -17,7 +17,7 @@ import json
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -87,7 +87,7 @@ def _condition(kind: str, ok: bool, reason: str, message: str = "") -> Condition
     return Condition(type=kind, status="True" if ok else "False", reason=reason, message=message)
 
 
-@workflow.defn(name=SERVICE_WORKFLOW)
+@workflow.defn(name=SERVICE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
 class ServiceWorkflow:
     @workflow.init
     def __init__(self, arg: ServiceInput) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.activities.autoscaler import AutoscalerActivities
@@ -95,6 +95,7 @@ def build_worker(
     max_concurrent_activities: int = 32,
     executor: ThreadPoolExecutor | None = None,
     fleet: FleetActivities | None = None,
+    versioning: WorkerDeploymentConfig | None = None,
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = fleet or FleetActivities(client)
@@ -150,12 +151,17 @@ def build_worker(
         max_concurrent_activities=max_concurrent_activities,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=[ActivityLogInterceptor()],
+        deployment_config=versioning,
     )
     return worker, kube
 
 
 def build_fleet_worker(
-    client: Client, *, task_queue: str = TASK_QUEUE, fleet: FleetActivities | None = None
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    fleet: FleetActivities | None = None,
+    versioning: WorkerDeploymentConfig | None = None,
 ) -> Worker:
     """The worker of the Fleet's own queue: the Fleet workflow and the ``fleet.*`` activities
     (for callers that route them there), with slots of their own. Pass the main worker's
@@ -178,6 +184,7 @@ def build_fleet_worker(
         max_concurrent_activities=FLEET_ACTIVITY_SLOTS,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=[ActivityLogInterceptor()],
+        deployment_config=versioning,
     )
 
 
@@ -189,8 +196,10 @@ async def run_worker(
     task_queue: str = TASK_QUEUE,
     max_concurrent_activities: int = 32,
     tuning: Tuning | None = None,
+    versioning: WorkerDeploymentConfig | None = None,
 ) -> None:
-    """Run until ``stop`` is set, then shut down gracefully."""
+    """Run until ``stop`` is set, then shut down gracefully. ``versioning``: the worker
+    deployment version both workers run as (``worker.versioning``); None, unversioned."""
     await ensure_fleet(client, task_queue, tuning=tuning)
     # One FleetActivities for both workers: one bound on this process's Updates to the Fleet.
     fleet = FleetActivities(client)
@@ -200,6 +209,7 @@ async def run_worker(
         task_queue=task_queue,
         max_concurrent_activities=max_concurrent_activities,
         fleet=fleet,
+        versioning=versioning,
     )
     fields = {
         "task_queue": task_queue,
@@ -208,7 +218,11 @@ async def run_worker(
         "identity": client.identity,
         "credentials_dir": str(credentials_dir),
     }
-    fleet_worker = build_fleet_worker(client, task_queue=task_queue, fleet=fleet)
+    if versioning is not None:
+        fields["worker_deployment_version"] = str(versioning.version)
+    fleet_worker = build_fleet_worker(
+        client, task_queue=task_queue, fleet=fleet, versioning=versioning
+    )
     fields["fleet_task_queue"] = fleet_task_queue(task_queue)
     try:
         async with worker, fleet_worker:
