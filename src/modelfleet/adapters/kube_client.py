@@ -34,6 +34,10 @@ from kubernetes.config import ConfigException, new_client_from_config
 
 from modelfleet.adapters.kube_errors import (
     KubeError,
+    KubeInvalidError,
+    KubeMisconfiguredError,
+    KubeUnavailableError,
+    KubeUnknownKindError,
     PermanentKubeError,
     RetryableKubeError,
     error_from_response,
@@ -148,7 +152,7 @@ class KubeCluster:
             )
         except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
             # The loader's messages can quote kubeconfig content; name the file and the class only.
-            raise PermanentKubeError(
+            raise KubeMisconfiguredError(
                 f"cannot load kubeconfig {self._kubeconfig}: {type(exc).__name__}",
                 reason="InvalidKubeconfig",
             ) from None
@@ -225,7 +229,7 @@ class KubeCluster:
                     apply=apply,
                     secrets=self._secrets(),
                 ) from None
-            raise PermanentKubeError(
+            raise KubeMisconfiguredError(
                 f"{operation} on {self.server}: TLS or client error before a response",
                 reason="TLSError",
             ) from None
@@ -236,7 +240,7 @@ class KubeCluster:
             # is often transient (a metadata server, an identity endpoint), and a plugin that is
             # truly missing still surfaces on every attempt. The class only: the loader's
             # messages may quote the plugin's output.
-            raise RetryableKubeError(
+            raise KubeUnavailableError(
                 f"{operation} on {self.server}: refreshing credentials failed "
                 f"({type(exc).__name__})",
                 reason="CredentialsUnavailable",
@@ -251,7 +255,7 @@ class KubeCluster:
                 if status == 404:
                     decoded = {}
                 else:
-                    raise RetryableKubeError(
+                    raise KubeUnavailableError(
                         f"{operation} on {self.server}: the response was not JSON",
                         status=status,
                         reason="BadResponse",
@@ -296,7 +300,7 @@ class KubeCluster:
             self._discovery[api_version] = fresh
         found = fresh.kinds.get(kind)
         if found is None:
-            raise PermanentKubeError(
+            raise KubeUnknownKindError(
                 f"{self.server} does not serve {kind} in {api_version} (is its CRD installed?)",
                 status=404,
                 reason="UnknownKind",
@@ -314,10 +318,8 @@ class KubeCluster:
         """Whether discovery lists ``kind`` in ``api_version`` (a miss always looks afresh)."""
         try:
             self._resource(api_version, kind)
-        except PermanentKubeError as exc:
-            if exc.reason == "UnknownKind":
-                return False
-            raise
+        except KubeUnknownKindError:
+            return False
         return True
 
     def server_version(self) -> str:
@@ -333,7 +335,7 @@ class KubeCluster:
         metadata = manifest.get("metadata") or {}
         name = metadata.get("name")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not name:
-            raise PermanentKubeError(
+            raise KubeInvalidError(
                 "apply: the manifest needs apiVersion, kind and metadata.name",
                 reason="Invalid",
             )
@@ -443,7 +445,7 @@ class KubeCluster:
                 absent_ok=True,
                 text=True,
             )
-        except PermanentKubeError as exc:
+        except KubeInvalidError as exc:
             if exc.status == 400:
                 return ""  # the container has not started yet
             raise

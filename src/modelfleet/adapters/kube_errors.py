@@ -1,6 +1,8 @@
 """The error taxonomy of the Kubernetes adapter: every failure talking to a cluster becomes a
 :class:`RetryableKubeError` or a :class:`PermanentKubeError`, so that activities can hand Temporal
-a retry decision without knowing HTTP.
+a retry decision without knowing HTTP, and, within that split, one class per reason
+(:class:`KubeNotFoundError`, :class:`KubeConflictError`, :class:`KubeThrottledError`, ...), each
+also an ``adapters.errors`` category, so that callers catch a reason rather than test a status.
 
 This module may touch: HTTP status codes, response headers and ``Status`` bodies handed to it, and
 urllib3's exception types (to recognise transport failures). It may not: import the ``kubernetes``
@@ -20,8 +22,30 @@ from typing import Any
 
 import urllib3.exceptions
 
+from modelfleet.adapters.errors import (
+    ConflictError,
+    ForbiddenError,
+    GoneError,
+    InvalidError,
+    MisconfiguredError,
+    NotFoundError,
+    ThrottledError,
+    UnavailableError,
+)
+
 __all__ = [
+    "KubeApplyContentionError",
+    "KubeConflictError",
     "KubeError",
+    "KubeForbiddenError",
+    "KubeGoneError",
+    "KubeInvalidError",
+    "KubeMisconfiguredError",
+    "KubeNamespaceTerminatingError",
+    "KubeNotFoundError",
+    "KubeThrottledError",
+    "KubeUnavailableError",
+    "KubeUnknownKindError",
     "PermanentKubeError",
     "RetryableKubeError",
     "error_from_response",
@@ -53,7 +77,7 @@ class KubeError(Exception):
     """A failed request to a cluster. ``str(e)`` is meant for people and never holds credentials.
 
     ``status`` is the HTTP status (None when no response arrived), ``reason`` the Kubernetes
-    ``Status.reason`` (e.g. ``NotFound``, ``Invalid``) or a transport reason (``Timeout``,
+    ``Status.reason`` (e.g. ``NotFoundError``, ``InvalidError``) or a transport reason (``Timeout``,
     ``ConnectionError``), and ``retry_after`` the server's requested delay in seconds, if any.
     """
 
@@ -103,6 +127,58 @@ class PermanentKubeError(KubeError):
     kind, a conflict outside server-side apply, an unusable kubeconfig."""
 
     retryable = False
+
+
+# One class per reason. Where a reason can go either way (a 409, a 403), the context decides the
+# split and each side has its class.
+
+
+class KubeNotFoundError(PermanentKubeError, NotFoundError):
+    """404: the object (or what the path names) does not exist."""
+
+
+class KubeUnknownKindError(KubeNotFoundError, InvalidError):
+    """The cluster does not serve the kind (no CRD): not found, and a request that cannot
+    succeed until someone installs it."""
+
+
+class KubeConflictError(PermanentKubeError, ConflictError):
+    """409 outside server-side apply: AlreadyExists, or a stale resourceVersion we sent."""
+
+
+class KubeApplyContentionError(RetryableKubeError, ConflictError):
+    """409 on a forced server-side apply: contention inside the server; a retry resolves it."""
+
+
+class KubeForbiddenError(PermanentKubeError, ForbiddenError):
+    """401 or 403: the credentials are refused or lack the permission."""
+
+
+class KubeNamespaceTerminatingError(RetryableKubeError, ForbiddenError):
+    """403 for creating in a namespace being deleted; refused only until the deletion ends."""
+
+
+class KubeInvalidError(PermanentKubeError, InvalidError):
+    """The request as sent cannot succeed: 400, 405, 415, 422, 501, any other status that is
+    neither retryable nor another reason, a manifest without apiVersion, kind or name."""
+
+
+class KubeThrottledError(RetryableKubeError, ThrottledError):
+    """429: throttled by the API server (or its priority and fairness); ``retry_after`` says
+    how long to wait when the server says."""
+
+
+class KubeUnavailableError(RetryableKubeError, UnavailableError):
+    """5xx (but 501), 408 and 504, timeouts, refused or lost connections, a response that is
+    not JSON, credentials that could not be refreshed."""
+
+
+class KubeGoneError(RetryableKubeError, GoneError):
+    """410: an expired list continuation or watch; starting over succeeds."""
+
+
+class KubeMisconfiguredError(PermanentKubeError, MisconfiguredError):
+    """The worker's kubeconfig cannot be loaded, or the TLS handshake with the server fails."""
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -163,26 +239,33 @@ _DEFAULT_REASONS = {
 }
 
 
-def _retryable_status(
-    status: int, reason: str, status_body: Mapping[str, Any], apply: bool
-) -> bool:
-    if status == 429 or status == 408 or status == 410:
-        # 410: an expired list continuation or watch; starting over succeeds.
-        return True
-    if 500 <= status <= 599:
-        return status != 501
+def _namespace_terminating(status_body: Mapping[str, Any]) -> bool:
+    causes = (status_body.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+
+
+def _class_for(status: int, status_body: Mapping[str, Any], apply: bool) -> type[KubeError]:
+    """The class of a non-2xx response: its reason, and within it whether a retry can help."""
+    if status == 404:
+        return KubeNotFoundError
     if status == 409:
         # A server-side apply with force=True cannot lose an ownership conflict; a 409 there is
         # optimistic-concurrency contention inside the server, which a retry resolves. Any other
         # 409 (AlreadyExists, a stale resourceVersion we sent) means our request is wrong.
-        return apply
-    if status == 403:
+        return KubeApplyContentionError if apply else KubeConflictError
+    if status == 403 and _namespace_terminating(status_body):
         # Creating in a namespace that is being deleted is refused until the deletion finishes.
-        causes = (status_body.get("details") or {}).get("causes") or []
-        return any(
-            isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes
-        )
-    return False
+        return KubeNamespaceTerminatingError
+    if status in (401, 403):
+        return KubeForbiddenError
+    if status == 410:
+        # An expired list continuation or watch; starting over succeeds.
+        return KubeGoneError
+    if status == 429:
+        return KubeThrottledError
+    if status == 408 or (500 <= status <= 599 and status != 501):
+        return KubeUnavailableError
+    return KubeInvalidError
 
 
 def error_from_response(
@@ -212,11 +295,7 @@ def error_from_response(
     message = redact(message, secrets)
     if len(message) > _MAX_MESSAGE:
         message = message[: _MAX_MESSAGE - 3] + "..."
-    cls = (
-        RetryableKubeError
-        if _retryable_status(status, reason, status_body, apply)
-        else PermanentKubeError
-    )
+    cls = _class_for(status, status_body, apply)
     return cls(message, status=status, reason=reason, retry_after=retry_after)
 
 
@@ -227,7 +306,7 @@ def error_from_transport(operation: str, exc: BaseException) -> KubeError:
     connection objects there, and nothing about it helps an operator more than the class does.
     """
     if isinstance(exc, urllib3.exceptions.SSLError):
-        return PermanentKubeError(
+        return KubeMisconfiguredError(
             f"{operation}: TLS handshake failed ({type(exc).__name__})",
             reason="TLSError",
         )
@@ -241,4 +320,4 @@ def error_from_transport(operation: str, exc: BaseException) -> KubeError:
     else:
         reason, what = "ConnectionError", "the connection to the API server failed"
     name = type(cause).__name__ if cause is not None else type(exc).__name__
-    return RetryableKubeError(f"{operation}: {what} ({name})", reason=reason)
+    return KubeUnavailableError(f"{operation}: {what} ({name})", reason=reason)
