@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from modelfleet.api.clusters import Taint
+from modelfleet.contracts import error_types
 from modelfleet.contracts.wire import WireModel
 
 # Activity names: dotted, so the Temporal UI timeline reads as the provisioning steps.
@@ -66,9 +67,24 @@ RETRYABLE_REASONS = frozenset(
 )
 
 
+_ERROR_TYPES = {
+    CloudErrorReason.QUOTA_EXCEEDED: error_types.CLOUD_QUOTA_EXCEEDED,
+    CloudErrorReason.PERMISSION_DENIED: error_types.CLOUD_PERMISSION_DENIED,
+    CloudErrorReason.UNAUTHENTICATED: error_types.CLOUD_UNAUTHENTICATED,
+    CloudErrorReason.INVALID_ARGUMENT: error_types.CLOUD_INVALID_ARGUMENT,
+    CloudErrorReason.ALREADY_EXISTS: error_types.CLOUD_ALREADY_EXISTS,
+    CloudErrorReason.NOT_FOUND: error_types.CLOUD_NOT_FOUND,
+    CloudErrorReason.THROTTLED: error_types.CLOUD_THROTTLED,
+    CloudErrorReason.UNAVAILABLE: error_types.CLOUD_UNAVAILABLE,
+    CloudErrorReason.OPERATION_RUNNING: error_types.CLOUD_OPERATION_RUNNING,
+    CloudErrorReason.RESOURCE_IN_USE: error_types.CLOUD_RESOURCE_IN_USE,
+    CloudErrorReason.OPERATION_FAILED: error_types.CLOUD_OPERATION_FAILED,
+}
+
+
 def error_type(reason: CloudErrorReason) -> str:
-    """The ApplicationError type an activity raises for ``reason``."""
-    return f"Cloud{reason.value}"
+    """The ApplicationError type an activity raises for ``reason`` (``Cloud<reason>``)."""
+    return _ERROR_TYPES[reason]
 
 
 class CloudCluster(WireModel):
