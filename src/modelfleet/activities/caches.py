@@ -18,10 +18,9 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from modelfleet.activities.kube_ops import to_temporal
+from modelfleet.activities.errors import missing_secret, to_temporal
 from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.api.clusters import NamespaceMode
 from modelfleet.api.naming import workload_namespace
@@ -75,11 +74,9 @@ class WorkerSecrets:
                 lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
                 if lines:
                     return lines[0]
-        raise ApplicationError(
+        raise missing_secret(
             f"auth secret {namespace}/{name} (key {key}) is not in the worker's secrets "
-            f"directory (looked for secrets/{namespace}/{name}/{key} and secrets/{name})",
-            type="MissingSecret",
-            non_retryable=True,
+            f"directory (looked for secrets/{namespace}/{name}/{key} and secrets/{name})"
         )
 
 

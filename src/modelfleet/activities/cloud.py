@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from modelfleet.activities.errors import to_temporal
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.cloud_errors import CloudError
 from modelfleet.adapters.eks import EKS, nodegroup_failure
@@ -47,19 +47,9 @@ from modelfleet.contracts.cloud_payloads import (
     PoolRef,
     PoolRequest,
     PoolShape,
-    error_type,
 )
 
 T = TypeVar("T")
-
-
-def to_temporal(error: CloudError) -> ApplicationError:
-    return ApplicationError(
-        error.message,
-        error.reason.value,
-        type=error_type(error.reason),
-        non_retryable=not error.retryable,
-    )
 
 
 def _guarded(fn: Callable[[], T]) -> T:

@@ -2,9 +2,9 @@
 applied with what the cluster holds (drift), scan a cluster's watched replicas, probe a cluster.
 
 Thin by design: each resolves the cluster's kubeconfig on the worker, calls the Kubernetes
-adapter, and translates the adapter's error taxonomy into Temporal's (retryable vs not, with
-Retry-After honoured). Credentials never leave the worker: payloads name clusters only, and
-error messages come from the adapter, which never includes them.
+adapter, and translates the adapter's error taxonomy into Temporal's (``activities.errors``:
+retryable vs not, with Retry-After honoured). Credentials never leave the worker: payloads name
+clusters only, and error messages come from the adapter, which never includes them.
 
 These are synchronous activities; the worker runs them on a thread pool.
 """
@@ -17,12 +17,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from modelfleet.activities.errors import (
+    cancelled,
+    missing_credentials,
+    not_ready_yet,
+    readiness_deadline_exceeded,
+    to_temporal,
+)
 from modelfleet.activities.keepalive import KeepAlive
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
+from modelfleet.adapters.kube_errors import KubeNotFoundError
 from modelfleet.adapters.kube_scan import Listed, changed_scans
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (
@@ -79,11 +86,9 @@ class KubeconfigStore:
             if candidate.is_file():
                 return candidate
         looked = " or ".join(str(c.relative_to(self.directory)) for c in candidates[:2])
-        raise ApplicationError(
+        raise missing_credentials(
             f"no kubeconfig for cluster {cluster!r} in the worker's credentials directory "
-            f"(looked for {looked} in {self.directory})",
-            type="MissingCredentials",
-            non_retryable=True,
+            f"(looked for {looked} in {self.directory})"
         )
 
 
@@ -95,17 +100,6 @@ def _pool_of(node: NodeInfo, facts: ClusterFacts | None) -> str | None:
         if node.labels.get(key) == pool:
             return pool
     return node.labels.get(facts.default_pool_label)
-
-
-def to_temporal(error: KubeError) -> ApplicationError:
-    """The adapter's taxonomy in Temporal's terms."""
-    delay = timedelta(seconds=error.retry_after) if error.retry_after else None
-    return ApplicationError(
-        str(error),
-        type="RetryableKubeError" if error.retryable else "PermanentKubeError",
-        non_retryable=not error.retryable,
-        next_retry_delay=delay,
-    )
 
 
 class KubeActivities:
@@ -210,9 +204,9 @@ class KubeActivities:
         for api_version, kind in request.kinds:
             try:
                 objects = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
+            except KubeNotFoundError:
+                continue  # not served here (no CRD): nothing of that kind to find
             except KubeError as exc:
-                if exc.status == 404:
-                    continue  # not served here (no CRD): nothing of that kind to find
                 raise to_temporal(exc) from None
             for obj in objects:
                 labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -232,9 +226,9 @@ class KubeActivities:
         for api_version, kind in request.kinds:
             try:
                 objects = cluster.list(api_version, kind, None, {LABEL_MANAGED_BY: MANAGED_BY})
+            except KubeNotFoundError:
+                continue  # not served here: nothing of that kind exists
             except KubeError as exc:
-                if exc.status == 404:
-                    continue  # not served here: nothing of that kind exists
                 raise to_temporal(exc) from None
             listed += [(api_version, kind, obj) for obj in objects]
             activity.heartbeat()
@@ -252,9 +246,9 @@ class KubeActivities:
             for kind in request.kinds:
                 try:
                     deleted += _delete_labelled(cluster, kind, None, labels)
+                except KubeNotFoundError:
+                    continue  # not served here: nothing of that kind to delete
                 except KubeError as exc:
-                    if exc.status == 404:
-                        continue
                     raise to_temporal(exc) from None
             activity.heartbeat()
         return deleted
@@ -317,16 +311,8 @@ class KubeActivities:
         if result.ready:
             return result
         if datetime.now(UTC) >= request.deadline:
-            raise ApplicationError(
-                f"not ready by the progress deadline: {result.reason}",
-                type="ReadinessDeadlineExceeded",
-                non_retryable=True,
-            )
-        raise ApplicationError(
-            f"not ready yet: {result.reason}",
-            type="NotReadyYet",
-            category=ApplicationErrorCategory.BENIGN,
-        )
+            raise readiness_deadline_exceeded(result.reason)
+        raise not_ready_yet(result.reason)
 
     @activity.defn(name=KUBE_WAIT_READY)
     def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
@@ -338,15 +324,11 @@ class KubeActivities:
                 return result
             activity.heartbeat(result.reason)
             if datetime.now(UTC) >= request.deadline:
-                raise ApplicationError(
-                    f"not ready by the progress deadline: {result.reason}",
-                    type="ReadinessDeadlineExceeded",
-                    non_retryable=True,
-                )
+                raise readiness_deadline_exceeded(result.reason)
             # Returns early when the activity is cancelled (needs the heartbeat above).
             activity.wait_for_cancelled_sync(timeout=timedelta(seconds=request.poll_seconds))
             if activity.is_cancelled():
-                raise ApplicationError("cancelled while waiting", type="Cancelled")
+                raise cancelled("cancelled while waiting")
 
     @activity.defn(name=KUBE_PROBE)
     def probe(self, request: ProbeRequest) -> ProbeResult:

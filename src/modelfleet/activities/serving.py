@@ -22,8 +22,9 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
+from modelfleet.activities.errors import missing_secret, to_temporal
 from modelfleet.activities.fleet_updates import FLEET_WORKFLOW_ID
-from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.activities.kube_ops import KubeconfigStore
 from modelfleet.adapters.endpoint_probe import probe_models
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_errors import KubeError
@@ -77,10 +78,8 @@ class SecretStore:
         try:
             text = path.read_text()
         except OSError:
-            raise ApplicationError(
-                f"secret {name!r} is not in the worker's secrets directory ({self.directory})",
-                type="MissingSecret",
-                non_retryable=True,
+            raise missing_secret(
+                f"secret {name!r} is not in the worker's secrets directory ({self.directory})"
             ) from None
         return [line.strip() for line in text.splitlines() if line.strip()]
 
@@ -239,9 +238,7 @@ class ServingActivities:
         for name, source in sorted(request.tokens.items()):
             lines = self._secrets.lines(source)
             if not lines:
-                raise ApplicationError(
-                    f"secret {source!r} is empty", type="MissingSecret", non_retryable=True
-                )
+                raise missing_secret(f"secret {source!r} is empty")
             secrets[name] = (UPSTREAM_TOKEN_TYPE, {"token": lines[0]})
         self._write_secrets(request.cluster, request.namespace, request.service, secrets)
         return len(secrets)

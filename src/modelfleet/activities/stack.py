@@ -12,9 +12,9 @@ import os
 import threading
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from modelfleet.activities.kube_ops import KubeconfigStore, to_temporal
+from modelfleet.activities.errors import stack_source_unavailable, to_temporal
+from modelfleet.activities.kube_ops import KubeconfigStore
 from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.adapters.stack_source import StackSourceError, fetch_manifests
 from modelfleet.contracts.stack_payloads import (
@@ -67,9 +67,7 @@ class StackActivities:
                         documents = fetch_manifests(self._source, component.manifest)
                     except StackSourceError as exc:
                         if exc.retryable:
-                            raise ApplicationError(
-                                str(exc), type="StackSourceUnavailable"
-                            ) from None
+                            raise stack_source_unavailable(str(exc)) from None
                         problems[component.name] = str(exc)
                         continue
                     for document in documents:
