@@ -26,7 +26,7 @@ from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, Pla
 from modelfleet.contracts.kube_payloads import WaitReadyRequest
 from modelfleet.contracts.status import ClusterRecord, FleetView
 from modelfleet.contracts.wire import WireModel
-from modelfleet.contracts.workflow_inputs import FleetInput, FleetState, ReplicaInput
+from modelfleet.contracts.workflow_inputs import ReplicaInput
 
 T = TypeVar("T")
 CONVERTER = pydantic_data_converter.payload_converter
@@ -107,14 +107,12 @@ def test_new_shaped_payload_drops_unknown_fields_at_every_depth() -> None:
 def test_unknown_fields_inside_nested_contracts_and_resources_in_a_continue_as_new_input() -> None:
     dep = deployment()
     replica = existing(dep, "a", 0)
-    state = FleetState(replicas={"ml-team/x": replica})
-    doc = to_json(FleetInput(state=state))
-    doc["state"]["replicas"]["ml-team/x"]["spec"]["newPlacementHint"] = "pool-2"
-    doc["state"]["newCounter"] = 3
+    doc = to_json(ReplicaInput(replica=replica, parent_id="p"))
+    doc["replica"]["spec"]["newPlacementHint"] = "pool-2"
+    doc["facts"]["newFact"] = 3
     doc["shard"] = 1
-    for value in read(doc, FleetInput):
-        assert value.state is not None
-        assert value.state.replicas == {"ml-team/x": replica}
+    for value in read(doc, ReplicaInput):
+        assert value == ReplicaInput(replica=replica, parent_id="p")
 
 
 def test_a_newer_model_and_an_older_model_read_each_others_payloads() -> None:

@@ -17,8 +17,8 @@ RESYNC = timedelta(minutes=10)
 PROBE = timedelta(seconds=15)
 
 
-def _back_from_dark(resync: timedelta | None = RESYNC) -> SweepSchedule:
-    s = SweepSchedule(resync=resync).observe(True, T0)
+def _back_from_dark() -> SweepSchedule:
+    s = SweepSchedule(resync=RESYNC).observe(True, T0)
     s = s.observe(False, T0 + PROBE)
     return s.observe(True, T0 + 2 * PROBE)
 
@@ -107,13 +107,3 @@ def test_a_return_sweep_restarts_the_resync_clock() -> None:
     s = s.swept(SweepKind.RETURN, T0 + RESYNC - PROBE, frozenset())
     assert s.due(T0 + RESYNC) is None
     assert s.due(T0 + 2 * RESYNC - PROBE) is SweepKind.RESYNC
-
-
-def test_without_the_resync_patch_only_the_return_sweeps() -> None:
-    s = _back_from_dark(resync=None)
-    assert s.due(T0) is SweepKind.RETURN
-    s = s.swept(SweepKind.RETURN, T0, frozenset({"ns/racing"}))
-    assert (s.dark, s.suspects, s.next_resync) == (False, frozenset(), None)
-    for n in range(1, 100):
-        now = T0 + n * RESYNC
-        assert s.observe(True, now).due(now) is None

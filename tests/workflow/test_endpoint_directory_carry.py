@@ -1,5 +1,5 @@
 """The endpoint directory continues-as-new with its replicas' endpoints grouped
-(``rendering.endpoint_groups``, patch ``endpoints-grouped-input``) and loses nothing.
+(``rendering.endpoint_groups``) and loses nothing.
 
 On the real dev server, which suggests continue-as-new (the time-skipping server does not),
 with the suggestion lowered to 40 events so that 30 published endpoints cross it."""
@@ -21,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.contracts.serving_payloads import EndpointsInput
-from modelfleet.endpoints.workflow import PATCH_GROUPED_INPUT, EndpointDirectoryWorkflow
+from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.worker.devserver import start_dev_server
 
@@ -96,12 +96,6 @@ async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -
         history = await first.fetch_history()
         last = history.events[-1]
         assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
-        markers = [
-            e.marker_recorded_event_attributes.SerializeToString()
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        ]
-        assert any(PATCH_GROUPED_INPUT.encode() in m for m in markers)
         carried = json.loads(
             last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
         )

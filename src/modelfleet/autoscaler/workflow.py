@@ -72,9 +72,6 @@ READ_RETRY = RetryPolicy(
 )
 SCALE_TIMEOUT = timedelta(seconds=30)
 SCALE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=5)
-# Scale from zero: a target at 0 replicas (minReplicas 0) gets a new activity per decision, the
-# gateway's waiting requests. Guarded so histories recorded before it replay without it.
-PATCH_SCALE_FROM_ZERO = "autoscaler-scale-from-zero-gateway"
 
 
 def autoscaler_id(namespace: str, name: str) -> str:
@@ -232,11 +229,7 @@ class AutoscalerWorkflow:
         self._current = target.desired
         loads = await self._read(target)
         gateway: GatewayWaitingResult | None = None
-        if (
-            target.desired == 0
-            and spec.min_replicas == 0
-            and workflow.patched(PATCH_SCALE_FROM_ZERO)
-        ):
+        if target.desired == 0 and spec.min_replicas == 0:
             gateway = await self._gateway_waiting()
         observation = Observation(
             at=workflow.now(),

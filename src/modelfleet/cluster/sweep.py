@@ -15,7 +15,6 @@ Deterministic orchestration only: activities do the listing, the ledger query an
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
@@ -33,17 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.kube_payloads import ReplicaSweepRequest
     from modelfleet.contracts.workflow_inputs import ClusterInput
 
-# Clusters recorded before the sweep never ran these activities after a return to Ready; the
-# marker keeps their histories replaying (new runs record it once, at the start).
-PATCH_SWEEP = "sweep-orphans-after-dark"
 # A cluster just back may still be flaky: a few retries, then the sweep waits for the next
 # return (bounded, so the probe loop is never held up for long).
-# Sweeping once on return left for good what a teardown giving up in the race with the return
-# (its replica still held when the ledger was asked) or anything left while the cluster stayed
-# Ready (a crashed teardown, a terminated replica workflow) had left: runs since this patch also
-# sweep at the next probes after a return (follow-ups) and on a slow resync. Runs recorded before
-# replay without those sweeps.
-PATCH_SWEEP_RESYNC = "sweep-orphans-on-resync"
 SWEEP_RETRY = RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10))
 
 
@@ -97,39 +87,25 @@ class DarkWatch:
     dark spell (a failed one is tried again at the next Ready probe), at the next probes after it
     while a replica it kept may be on its way out, and on a slow resync. The workflow carries
     ``dark`` across continue-as-new (``ClusterInput.sweep_pending``); the follow-ups and the
-    resync clock start again with each run (the resync catches what a restart cut short).
-    Disabled (``enabled`` False: a history from before ``PATCH_SWEEP``) it does nothing; without
-    ``PATCH_SWEEP_RESYNC`` it sweeps on return only."""
+    resync clock start again with each run (the resync catches what a restart cut short)."""
 
-    def __init__(
-        self, enabled: bool, *, ready: bool, dark: bool = False, resync_seconds: int = 600
-    ) -> None:
-        self.enabled = enabled
-        self._resync = timedelta(seconds=resync_seconds)
-        self._patched: bool | None = None  # PATCH_SWEEP_RESYNC, asked at the first probe
-        self.schedule = SweepSchedule(resync=None, ready=ready, dark=dark)
+    def __init__(self, *, ready: bool, dark: bool = False, resync_seconds: int = 600) -> None:
+        resync = timedelta(seconds=resync_seconds)
+        self.schedule = SweepSchedule(resync=resync, ready=ready, dark=dark)
         self.last: str | None = None  # what the last sweep did
 
     @classmethod
     def of(cls, arg: ClusterInput) -> DarkWatch:
-        """Disabled until ``run()`` sets ``enabled``; what the input carries over."""
-        return cls(
-            False, ready=arg.ready, dark=arg.sweep_pending, resync_seconds=arg.sweep_resync_seconds
-        )
+        """What the input carries over."""
+        return cls(ready=arg.ready, dark=arg.sweep_pending, resync_seconds=arg.sweep_resync_seconds)
 
     @property
     def pending(self) -> bool:
         """A sweep will run when the cluster is Ready again."""
-        return self.enabled and self.schedule.dark
+        return self.schedule.dark
 
     async def observe(self, cluster: str, ready: bool) -> None:
         """Called after every probe with the cluster's readiness."""
-        if not self.enabled:
-            return
-        if self._patched is None:
-            self._patched = workflow.patched(PATCH_SWEEP_RESYNC)
-            if self._patched:
-                self.schedule = replace(self.schedule, resync=self._resync)
         now = workflow.now()
         self.schedule = self.schedule.observe(ready, now)
         kind = self.schedule.due(now)

@@ -46,10 +46,9 @@ def still_held(found: Iterable[ReplicaName], held: Iterable[str]) -> frozenset[s
 
 @dataclass(frozen=True)
 class SweepSchedule:
-    """What a cluster's sweeps are waiting for. ``resync`` None: a run from before the resync
-    and the follow-ups existed, which sweeps on return only (its commands stay as recorded)."""
+    """What a cluster's sweeps are waiting for."""
 
-    resync: timedelta | None
+    resync: timedelta
     ready: bool = False
     dark: bool = False
     # Found and held at the return sweep and at every follow-up since; empty: no follow-up.
@@ -61,9 +60,7 @@ class SweepSchedule:
         """After a probe: a Ready cluster that is not Ready any more is dark until swept; the
         first probe starts the resync clock."""
         dark = self.dark or (self.ready and not ready)
-        start = self.next_resync
-        if self.resync is not None and start is None:
-            start = now + self.resync
+        start = self.next_resync if self.next_resync is not None else now + self.resync
         return replace(self, ready=ready, dark=dark, next_resync=start)
 
     def due(self, now: datetime) -> SweepKind | None:
@@ -82,8 +79,6 @@ class SweepSchedule:
         """After a sweep of ``kind`` that succeeded and kept the replicas ``kept`` (found and
         held, :func:`still_held`)."""
         after = self._next(now)
-        if self.resync is None:  # the old path: sweep on return only
-            return replace(after, dark=False)
         if kind is SweepKind.RETURN:
             return replace(after, dark=False, suspects=kept, follow_ups_left=FOLLOW_UPS)
         if kind is SweepKind.FOLLOW_UP:
@@ -102,4 +97,4 @@ class SweepSchedule:
         return self
 
     def _next(self, now: datetime) -> SweepSchedule:
-        return replace(self, next_resync=None if self.resync is None else now + self.resync)
+        return replace(self, next_resync=now + self.resync)

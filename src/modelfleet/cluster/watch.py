@@ -12,15 +12,12 @@ they become Ready, after a repair and after their own continue-as-new, and unreg
 first signal that cannot reach it; that never fails the cluster. The watched map is bounded by the
 replicas placed on this cluster, and is carried across continue-as-new in ``ClusterInput.watched``.
 
-Runs recorded before this watch have no ``watch_replica`` signals, so the map stays empty and they
-schedule no scan: no patch is needed for them to replay.
-
 A run that starts afresh (not continued, nothing carried: the workflow was terminated or failed
 and started again) knows none of the replicas that registered with the run before it, and a
 watched, healthy replica waits for its cluster's word with no timer of its own: it would go
 unwatched for good. So once the cluster is Ready such a run asks the Fleet which replicas are
 placed on it and tells each to compare and register again (``repair`` news, the replica's own
-way back to a fresh baseline; ``PATCH_REWATCH``).
+way back to a fresh baseline).
 
 Deterministic orchestration only: the activity lists, the judge decides.
 """
@@ -51,17 +48,10 @@ with workflow.unsafe.imports_passed_through():
         WatchedReplica,
     )
 
-# A scan's API errors are retried a few times, quickly; past that it is no sample (the next
-# probe scans again), so the probe loop is never held up for long.
-# Scanning is a new command after a probe: a cluster whose history holds ``watch_replica``
-# signals that a worker from before the watch received (a rolling upgrade) scanned nothing
-# then, and must not on replay; it scans from its next run on.
-PATCH_SCAN = "cluster-scans-replicas"
 # What a replica applies, all labelled with it; its pods are the controllers' (and many).
 SCAN_KINDS = [k for k in REPLICA_KINDS if k != ("v1", "Pod")]
-# A fresh run asks the replicas placed on its cluster to register again (see the docstring);
-# histories recorded before ask nothing.
-PATCH_REWATCH = "cluster-rewatches-after-fresh-start"
+# A scan's API errors are retried a few times, quickly; past that it is no sample (the next
+# probe scans again), so the probe loop is never held up for long.
 SCAN_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
@@ -104,7 +94,7 @@ class ReplicaWatcher:
         compare against it): every replica the Fleet placed here is told to compare and
         register again. A replica whose workflow is gone is skipped; a Fleet that cannot
         answer now is asked again after the next probe."""
-        if not (self.rewatch and ready) or not workflow.patched(PATCH_REWATCH):
+        if not (self.rewatch and ready):
             return
         try:
             keys: list[str] = await workflow.execute_activity(
@@ -138,7 +128,7 @@ class ReplicaWatcher:
     async def scan(self, probe: ProbeRequest, *, ready: bool) -> None:
         """One scan (after a probe that found the cluster ``ready``; a dark cluster's scan would
         be no sample) and what follows from it; a scan that fails changes nothing."""
-        if not ready or not self.entries or not workflow.patched(PATCH_SCAN):
+        if not ready or not self.entries:
             return
         sent = dict(self.entries)
         try:

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         stack_reason,
         verify_and_install,
     )
-    from modelfleet.cluster.sweep import PATCH_SWEEP, DarkWatch
+    from modelfleet.cluster.sweep import DarkWatch
     from modelfleet.cluster.watch import ReplicaWatcher
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import (
@@ -65,22 +65,10 @@ PROBE_RETRY = RetryPolicy(
     maximum_attempts=4,
 )
 
-PATCH_REPORT_ON_CHANGE = "report-cluster-on-change"
-# GKE/EKS clusters used to answer ProvisioningNotSupported and wait for delete; runs recorded
-# then must replay that branch, new runs provision.
-PATCH_PROVISION = "provision-cloud-clusters"
-# Existing and provisioned clusters verify (and install) the serving stack once reachable.
-PATCH_STACK = "verify-serving-stack"
 # Condition types of a cluster's status, in the order they are shown.
 REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
 POOLS = "NodePools"
 CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
-# Reachable clusters are checked (SelfSubjectAccessReview per verb and resource) for the RBAC
-# the worker needs before they take placements; runs recorded before the check replay without.
-PATCH_ACCESS = "review-cluster-access"
-# A changed nodePools[] is reconciled on the cloud (pools created, resized, deleted) and removing
-# a pool that still runs replicas is refused; runs recorded before replay without either.
-PATCH_POOL_CHANGES = "reconcile-node-pools"
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
@@ -109,14 +97,11 @@ class ClusterWorkflow:
         self._failed_provisioning = False
         self._kubeconfig_at: datetime | None = None
         self._stack_ok = False
-        self._stack_enabled = False
         self._stack_report: StackReport | None = None
         self._access_ok = False
-        self._access_enabled = False
-        self._pools_enabled = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
-        self._sweeps = DarkWatch.of(arg)  # run() enables
+        self._sweeps = DarkWatch.of(arg)
         if self._provisioning.provisioned:
             # Carried across continue-as-new: provisioned by an earlier run.
             self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
@@ -125,7 +110,7 @@ class ClusterWorkflow:
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
         if spec.to_wire() != self._spec.to_wire():
             removed = removed_pools(self._spec, spec)
-            if removed and self._pools_enabled:
+            if removed:
                 # The Fleet knows which replicas run on which pool; a pool still in use stays.
                 refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
                 if refused is not None:
@@ -156,12 +141,6 @@ class ClusterWorkflow:
 
     @workflow.run
     async def run(self, arg: ClusterInput) -> ClusterStatus:
-        # Runs recorded before the serving-stack check have no such activities: they replay
-        # without it (and are Ready on a probe alone, as they were).
-        self._stack_enabled = workflow.patched(PATCH_STACK)
-        self._access_enabled = workflow.patched(PATCH_ACCESS)
-        self._pools_enabled = workflow.patched(PATCH_POOL_CHANGES)
-        self._sweeps.enabled = workflow.patched(PATCH_SWEEP)
         self._watcher = ReplicaWatcher.installed(arg.watched)  # its signals: cluster_watch
         workflow.upsert_search_attributes(
             [
@@ -170,36 +149,23 @@ class ClusterWorkflow:
                 search.CLUSTERS.value_set([self._spec.name]),
             ]
         )
-        if self._spec.spec.cluster.source is not ClusterSource.EXISTING and workflow.patched(
-            PATCH_PROVISION
-        ):
+        if self._spec.spec.cluster.source is not ClusterSource.EXISTING:
             await self._provision(
                 timedelta(seconds=arg.provision_deadline_seconds),
                 timedelta(seconds=arg.cloud_heartbeat_seconds),
             )
-        elif self._spec.spec.cluster.source is not ClusterSource.EXISTING:
-            self._ready = False
-            self._reason = (
-                f"ProvisioningNotSupported: provisioning {self._spec.spec.cluster.source.value} "
-                "clusters is not built yet; use source Existing"
-            )
-            await self._publish(spec=True)
-            await workflow.wait_condition(lambda: self._deleting)
         interval = timedelta(seconds=arg.probe_interval_seconds)
         while not self._deleting:
             await self._refresh_kubeconfig()
             await self._probe(arg.failure_threshold)
-            if not workflow.patched(PATCH_REPORT_ON_CHANGE):
-                await self._publish(spec=self._changed)
-            elif self._changed or self._observation() != self._published:
+            if self._changed or self._observation() != self._published:
                 # Every report is an Update on the one Fleet workflow: send only news.
                 await self._publish(spec=self._changed)
                 self._published = self._observation()
             self._changed = False
             self._probe_now = False
             if (
-                self._pools_enabled
-                and self._provisioning.provisioned
+                self._provisioning.provisioned
                 and self._provisioning.pools_applied != self._declared_pools()
             ):
                 await self._reconcile_pools()
@@ -437,9 +403,9 @@ class ClusterWorkflow:
             self._pools = dict(result.pools)
             if result.gateway_address is None:
                 self._ready, self._reason = False, "no gateway address yet (serving stack?)"
-            elif self._access_enabled and not self._access_ok and not await self._check_access():
+            elif not self._access_ok and not await self._check_access():
                 pass  # not placeable: the review said what is missing
-            elif self._stack_enabled and not self._stack_ok and not await self._check_stack():
+            elif not self._stack_ok and not await self._check_stack():
                 pass  # not placeable: the check said why
             else:
                 self._ready = True
@@ -500,7 +466,7 @@ class ClusterWorkflow:
             last_probe=self._last_probe,
             step=cluster_steps.current(self._provisioning.steps),
             steps=list(self._provisioning.steps),
-            stack=stack_pieces(self._stack_report) if self._stack_enabled else [],
+            stack=stack_pieces(self._stack_report),
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
             created=self._created,
             sweep_pending=self._sweeps.pending,

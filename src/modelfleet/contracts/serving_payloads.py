@@ -111,8 +111,7 @@ class ProviderTokensRequest(WireModel):
 
 class EndpointsInput(WireModel):
     """The endpoint directory's state, carried across continue-as-new: replicas' endpoints in
-    ``groups`` (``rendering.endpoint_groups``), the others whole in ``endpoints`` (every
-    record there in inputs written before the groups)."""
+    ``groups`` (``rendering.endpoint_groups``), the others whole in ``endpoints``."""
 
     endpoints: list[EndpointRecord] = Field(default_factory=list)
     groups: list[EndpointGroup] = Field(default_factory=list)

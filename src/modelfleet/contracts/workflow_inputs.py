@@ -18,10 +18,9 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.cloud_payloads import ProvisioningState
-from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
 from modelfleet.contracts.kube_payloads import ObjectRef
-from modelfleet.contracts.status import ClusterRecord, Decision, ReplicaPhase
+from modelfleet.contracts.status import Decision, ReplicaPhase
 from modelfleet.contracts.watch_payloads import WatchedReplica
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
@@ -43,17 +42,11 @@ class FleetLimits(WireModel):
 
 
 class FleetState(WireModel):
-    """The Fleet workflow's whole state, carried across continue-as-new.
-
-    ``clusters``, ``replicas`` and ``answered`` are the full-object form written by Fleets that
-    predate the compact state; they are read (and converted) but no longer written."""
+    """The Fleet workflow's whole state, carried across continue-as-new, in compact form (see
+    ``contracts.fleet_state``)."""
 
     classes: dict[str, InferenceClass] = {}
-    clusters: dict[str, ClusterRecord] = {}
-    replicas: dict[str, ModelReplica] = {}
     decisions: list[Decision] = []
-    answered: dict[str, PlaceResponse] = {}
-    # The compact form (see ``contracts.fleet_state``).
     cluster_entries: dict[str, ClusterEntry] = {}
     layouts: dict[str, list[Any]] = {}
     ledger: CompactLedger | None = None

@@ -29,12 +29,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.rendering.endpoint_groups import expand_groups, group_endpoints
     from modelfleet.rendering.front_door import EndpointRecord
 
-# The continue-as-new input groups replicas' endpoints (``rendering.endpoint_groups``): as
-# whole records it grows ~360 bytes an endpoint and passes Temporal's 2 MiB payload limit near
-# 5,800 endpoints, after which the directory could no longer continue-as-new (issue 11). Runs
-# recorded before wrote every record whole; both forms are read.
-PATCH_GROUPED_INPUT = "endpoints-grouped-input"
-
 
 def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
     if endpoint.namespace != watch.namespace:
@@ -127,10 +121,11 @@ class EndpointDirectoryWorkflow:
                     workflow.continue_as_new(self._carried())
 
     def _carried(self) -> EndpointsInput:
+        """The continue-as-new input, replicas' endpoints grouped (``rendering.endpoint_groups``):
+        as whole records it would grow ~360 bytes an endpoint and pass Temporal's 2 MiB payload
+        limit near 5,800 endpoints (issue 11); what does not group is carried whole."""
         records = [self._endpoints[k] for k in sorted(self._endpoints)]
         watches = [self._watches[k] for k in sorted(self._watches)]
-        if not workflow.patched(PATCH_GROUPED_INPUT):
-            return EndpointsInput(endpoints=records, watches=watches, gateway=self._gateway)
         groups, whole = group_endpoints(records)
         return EndpointsInput(
             endpoints=whole, groups=groups, watches=watches, gateway=self._gateway

@@ -92,26 +92,13 @@ CARRIED_DECISIONS = 50
 CARRIED_REJECTIONS = 20
 CARRIED_ANSWERS = 32
 RETRY_WINDOW = timedelta(minutes=15)
-# Fleets recorded before this patch carry full objects and continue-as-new only when the server
-# suggests it; new runs write the compact state and also continue-as-new on FleetLimits. The
-# marker keeps their golden histories replaying (the extra continue-as-new is a new command).
-COMPACT_STATE_PATCH = "fleet-compact-state"
 # A cluster NotReady for longer than this loses its replicas to re-placement (the default of
 # ``FleetLimits.not_ready_grace_seconds``; each Fleet uses its own limits').
 NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
-# The grace ends with no report (time alone changes placement), so nothing moved a NotReady
-# cluster's version then and ``placement_current`` kept answering "current" to a deployment that
-# had asked inside the grace: its replicas stayed on the dark cluster for good. From this patch
-# on a timer at each grace's end marks the cluster changed. Older histories have no such timer.
-GRACE_TIMER_PATCH = "fleet-not-ready-grace-timer"
 # Deployments kept by ``template_key`` for placement requests that name one instead of sending
 # it whole (memory only, never carried into continue-as-new: a request naming one the new run
 # does not hold is answered ``unknown_template`` and resent whole). ~1-2 KB each.
 MAX_TEMPLATES = 256
-# Marked changed at the grace's end, a deployment on the cluster still learned it only at its
-# next periodic resync (a minute later); from this patch the Fleet also asks each to reconcile
-# at once (signals: new commands), so its replicas move within the grace plus one rollout.
-GRACE_NUDGE_PATCH = "fleet-nudge-deployments-at-grace-end"
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
@@ -127,33 +114,25 @@ class FleetWorkflow:
         state = arg.state or FleetState()
         self._limits = arg.limits
         self._grace = timedelta(seconds=arg.limits.not_ready_grace_seconds)
-        self._compact = False  # decided by the patch marker in run()
-        self._grace_timers = False  # likewise (GRACE_TIMER_PATCH)
         self._timers: set[asyncio.Task[None]] = set()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
-        self._clusters: dict[str, ClusterRecord] = dict(state.clusters)
-        self._clusters.update(
-            {
-                name: cluster_record(entry, state.layouts)
-                for name, entry in state.cluster_entries.items()
-            }
-        )
+        self._clusters: dict[str, ClusterRecord] = {
+            name: cluster_record(entry, state.layouts)
+            for name, entry in state.cluster_entries.items()
+        }
         # Each cluster's compact form, made when it changes rather than all at continue-as-new.
         self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {}
         self._ledger_cache: LedgerCache = LedgerCache()
-        if state.ledger is not None:
-            self._book = FleetBook.from_compact(state.ledger)
-        else:
-            self._book = FleetBook.from_replicas(state.replicas.values())
+        self._book = (
+            FleetBook.from_compact(state.ledger) if state.ledger is not None else FleetBook()
+        )
         self._decisions: deque[Decision] = deque(state.decisions, maxlen=MAX_DECISIONS)
-        # request ID -> (when answered, the answer); old Fleets carried no time: "now".
-        now = workflow.now()
+        # request ID -> (when answered, the answer). Carried answers stay compact until a retry
+        # asks for one: expanding 32 answers of 100 replicas each at start-up costs seconds,
+        # past the workflow task's deadlock timeout.
         self._answered: dict[str, tuple[datetime, PlaceResponse | CompactAnswer]] = {
-            rid: (now, response) for rid, response in state.answered.items()
+            rid: (a.at, a) for rid, a in state.remembered.items()
         }
-        # Carried answers stay compact until a retry asks for one: expanding 32 answers of 100
-        # replicas each at start-up costs seconds, past the workflow task's deadlock timeout.
-        self._answered.update({rid: (a.at, a) for rid, a in state.remembered.items()})
         self._snapshot: FleetSnapshot | None = None
         self._snapshot_gone: frozenset[str] = frozenset()
         # Change versions (memory only): a PlacementCheck older than this run's start is
@@ -168,30 +147,22 @@ class FleetWorkflow:
 
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
-        self._compact = workflow.patched(COMPACT_STATE_PATCH)
-        self._grace_timers = workflow.patched(GRACE_TIMER_PATCH)
-        if self._grace_timers:
-            # Graces still running when the previous run continued-as-new (its timers died
-            # with it); one already over is covered by the new run's version horizon.
-            for name in sorted(self._clusters):
-                since = self._clusters[name].not_ready_since
-                if since is not None and workflow.now() - since <= self._grace:
-                    self._start_grace_timer(name, since)
+        # Graces still running when the previous run continued-as-new (its timers died with
+        # it); one already over is covered by the new run's version horizon.
+        for name in sorted(self._clusters):
+            since = self._clusters[name].not_ready_since
+            if since is not None and workflow.now() - since <= self._grace:
+                self._start_grace_timer(name, since)
         workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
         await workflow.wait_condition(self._should_continue_as_new)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if self._compact:
-            workflow.continue_as_new(FleetInput(state=self._state(), limits=self._limits))
-        workflow.continue_as_new(FleetInput(state=self._legacy_state()))
+        workflow.continue_as_new(FleetInput(state=self._state(), limits=self._limits))
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        if info.is_continue_as_new_suggested():
-            return True
-        if not self._compact:
-            return False
         return (
-            info.get_current_history_length() >= self._limits.max_history_events
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self._limits.max_history_events
             or info.get_current_history_size() >= self._limits.max_history_bytes
         )
 
@@ -218,19 +189,6 @@ class FleetWorkflow:
                 for rid, at, response in recent
             },
             version=self._version,
-        )
-
-    def _legacy_state(self) -> FleetState:
-        """The full-object state, for a run replayed from before the compact state."""
-        return FleetState(
-            classes=self._classes,
-            clusters=self._clusters,
-            replicas={k: self._book.replica(k) for k in self._book.sorted_keys()},
-            decisions=list(self._decisions),
-            answered={
-                rid: answer_from_compact(a) if isinstance(a, CompactAnswer) else a
-                for rid, (_, a) in self._answered.items()
-            },
         )
 
     # --- change tracking -------------------------------------------------------------------
@@ -334,8 +292,7 @@ class FleetWorkflow:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
             record.not_ready_since = workflow.now()
-            if self._grace_timers:
-                self._start_grace_timer(report.name, record.not_ready_since)
+            self._start_grace_timer(report.name, record.not_ready_since)
         if record.observed() != before:
             self._cluster_changed(report.name)
 
@@ -352,8 +309,7 @@ class FleetWorkflow:
         record = self._clusters.get(name)
         if record is not None and record.not_ready_since == since:
             self._cluster_changed(name)
-            if workflow.patched(GRACE_NUDGE_PATCH):
-                await self._nudge_deployments_on(name)
+            await self._nudge_deployments_on(name)
 
     async def _nudge_deployments_on(self, cluster: str) -> None:
         """Ask every deployment with a replica on ``cluster`` to reconcile now."""
@@ -370,8 +326,7 @@ class FleetWorkflow:
         New placements of deployments referencing it go only where it is Ready; on a change,
         deployments of its namespace that were short are told to place again (so they land as
         soon as it is Ready, and meanwhile say how it stands). The cache workflow reports only
-        changes, in 10% steps. New in the ModelCache change: older histories never call it, so
-        no patch."""
+        changes, in 10% steps."""
         key = f"{report.namespace}/{report.name}"
         changed = False
         for name, record in self._clusters.items():
@@ -499,7 +454,7 @@ class FleetWorkflow:
         every = self._book.replicas_of((deployment.namespace, deployment.name))
         desired = request.desired
         room = self._limits.max_replicas - len(self._book) + len(every)
-        if desired > room and self._compact:
+        if desired > room:
             # The size guard: past it the continue-as-new input would approach 2 MiB.
             desired = max(room, 0)
         by_cluster: Mapping[str, Collection[ModelReplica]] = self._book.by_cluster
@@ -684,7 +639,7 @@ class FleetWorkflow:
 
     @workflow.query
     def stats(self) -> FleetStats:
-        state = self._state() if self._compact else self._legacy_state()
+        state = self._state()
         return FleetStats(
             classes=len(self._classes),
             clusters=len(self._clusters),
