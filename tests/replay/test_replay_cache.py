@@ -1,8 +1,8 @@
 """Golden ModelCache-related histories (``cache/``, recorded by ``record_cache_histories.py``)
 replay against the current workflow code without non-determinism: a ModelReplica that waited
-for its cache (the ``replica-waits-for-model-cache`` patch) and a ModelCache staged with a retried
-download. A failure means a change would break running workflows: guard it with
-``workflow.patched``; never re-record to silence it."""
+for its cache (the ``replica-waits-for-model-cache`` patch) and the ModelCache golden
+(``cache.json``), staged with a retried download. A failure without an intended change to
+their commands is a determinism bug; never re-record to silence it."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_goldens_cover_the_wait_and_the_staging() -> None:
     done = activities(replica)
     assert done.count(CACHE_READINESS) >= 2
     assert done.index(CACHE_READINESS) < done.index("kube.apply")
-    staged = activities(load("cache-staged.json"))
+    staged = activities(load("cache.json"))
     assert {"cache.targets", "cache.observe", "cache.stage", "cache.clean", "cache.report"} <= set(
         staged
     )

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from test_replay import activities, commands, holds_patch, load, signals
 
-from modelfleet.cluster.watch import PATCH_REWATCH
-from modelfleet.contracts.activity_names import (
-    FLEET_REPLICAS_ON,
-    KUBE_CHECK_READY,
-    KUBE_PROBE,
-    KUBE_SCAN_REPLICAS,
-)
+from modelfleet.contracts.activity_names import KUBE_CHECK_READY
 from modelfleet.replica.serving import PATCH_VERIFY_BASELINE
 
 
@@ -49,24 +43,3 @@ def test_the_verified_golden_compares_once_after_each_registration_is_acknowledg
     ]
     assert steps.count("kube.drift") == 3
     assert steps.index("unwatch_replica") < steps.index("kube.delete")
-
-
-def test_the_watched_cluster_golden_scans_and_signals_only_on_news() -> None:
-    history = load("watched-cluster.json")
-    steps = commands(history)
-    assert {"watch_replica", "unwatch_replica"} <= signals(history)
-    scans = steps.count(KUBE_SCAN_REPLICAS)
-    told = steps.count("replica_health")
-    assert scans >= 3
-    assert 1 <= told < scans
-
-
-def test_the_rewatching_golden_asks_the_fleet_once_at_its_first_ready_probe() -> None:
-    history = load("rewatching-cluster.json")
-    assert holds_patch(history, PATCH_REWATCH)
-    assert not holds_patch(load("watched-cluster.json"), PATCH_REWATCH)
-    steps = activities(history)
-    assert steps.count(FLEET_REPLICAS_ON) == 1
-    # After the first probe (and its access and stack checks), before the first scan.
-    assert steps.index(FLEET_REPLICAS_ON) > steps.index(KUBE_PROBE)
-    assert steps.index(FLEET_REPLICAS_ON) < steps.index(KUBE_SCAN_REPLICAS)
