@@ -13,6 +13,7 @@ created. Deterministic orchestration only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import datetime, timedelta
 from typing import Any
@@ -102,23 +103,27 @@ class ClusterWorkflow:
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
         self._sweeps = DarkWatch.of(arg)
+        # Held by ``apply`` across the Fleet's answer, so that a later apply waits for it
+        # instead of committing in between and being overwritten by the older spec.
+        self._lock = asyncio.Lock()
         if self._provisioning.provisioned:
             # Carried across continue-as-new: provisioned by an earlier run.
             self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
-        if spec.to_wire() != self._spec.to_wire():
-            removed = removed_pools(self._spec, spec)
-            if removed:
-                # The Fleet knows which replicas run on which pool; a pool still in use stays.
-                refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
-                if refused is not None:
-                    raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
-            self._spec = spec
-            self._changed = True
-            self._probe_now = True
-        return self._status()
+        async with self._lock:
+            if spec.to_wire() != self._spec.to_wire():
+                removed = removed_pools(self._spec, spec)
+                if removed:
+                    # The Fleet knows which replicas run on which pool; one still in use stays.
+                    refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
+                    if refused is not None:
+                        raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
+                self._spec = spec
+                self._changed = True
+                self._probe_now = True
+            return self._status()
 
     @apply.validator
     def _check_apply(self, spec: InferenceCluster) -> None:

@@ -115,6 +115,9 @@ class FleetWorkflow:
         self._limits = arg.limits
         self._grace = timedelta(seconds=arg.limits.not_ready_grace_seconds)
         self._timers: set[asyncio.Task[None]] = set()
+        # Held by the handlers that await (signals) while they change cluster records, so that
+        # another report cannot interleave and be overwritten by an older one.
+        self._lock = asyncio.Lock()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
         self._clusters: dict[str, ClusterRecord] = {
             name: cluster_record(entry, state.layouts)
@@ -274,6 +277,10 @@ class FleetWorkflow:
 
     @workflow.update
     async def report_cluster(self, report: ClusterReport) -> None:
+        async with self._lock:
+            await self._report_cluster(report)
+
+    async def _report_cluster(self, report: ClusterReport) -> None:
         record = self._clusters.get(report.name)
         if record is None:
             return  # removed meanwhile; the report is stale
@@ -327,6 +334,10 @@ class FleetWorkflow:
         deployments of its namespace that were short are told to place again (so they land as
         soon as it is Ready, and meanwhile say how it stands). The cache workflow reports only
         changes, in 10% steps."""
+        async with self._lock:
+            await self._report_cache(report)
+
+    async def _report_cache(self, report: CacheReport) -> None:
         key = f"{report.namespace}/{report.name}"
         changed = False
         for name, record in self._clusters.items():
