@@ -9,12 +9,14 @@ Deterministic and pure (no I/O, no Temporal calls): the Fleet workflow carries i
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.naming import replica_name
+from modelfleet.contracts.fleet_payloads import ReplicaPage, ReplicaPageRequest
 from modelfleet.contracts.fleet_state import (
     CompactLedger,
     DeploymentRows,
@@ -140,6 +142,20 @@ class FleetBook:
             for pool in sorted(set(self._rows[key][3])):
                 out.setdefault(pool, []).append(key)
         return out
+
+    def page(self, request: ReplicaPageRequest) -> ReplicaPage:
+        """Placed replicas in key order, a bounded page at a time (``ReplicaPageRequest``)."""
+        keys = sorted(self.keys_on(request.cluster)) if request.cluster else self.sorted_keys()
+        start = bisect.bisect_right(keys, request.after) if request.after else 0
+        page: list[ModelReplica] = []
+        for i in range(start, len(keys)):
+            replica = self.replica(keys[i])
+            if request.namespace and replica.namespace != request.namespace:
+                continue
+            if len(page) == request.limit:
+                return ReplicaPage(replicas=page, next_after=keys[i - 1])
+            page.append(replica)
+        return ReplicaPage(replicas=page)
 
     def replicas_of(self, owner: DeploymentKey) -> list[ModelReplica]:
         return [self.replica(k) for k in self._by_deployment.get(owner, {})]

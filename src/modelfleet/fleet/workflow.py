@@ -11,10 +11,9 @@ growing its state towards Temporal's 2 MiB payload limit. The scheduler snapshot
 cached on it) is kept between placements and dropped only when a class, a cluster's spec or a
 scheduling-relevant part of its report changes. It runs on its own task queue. See docs/fleet.md.
 
-One piece on purpose (over 500 lines): a workflow's handlers are methods of one class sharing
-its state; the pure parts (the book, compact state, placement) already live in
-:mod:`modelfleet.fleet.book`, :mod:`modelfleet.contracts.fleet_state` and
-:mod:`modelfleet.scheduling.fleet_placement`.
+The pure parts live beside it: the book (:mod:`modelfleet.fleet.book`), what continue-as-new
+carries (:mod:`modelfleet.fleet.carry`, :mod:`modelfleet.contracts.fleet_state`) and placement
+(:mod:`modelfleet.fleet.placing`, :mod:`modelfleet.scheduling.fleet_placement`).
 
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
 scheduler it runs is a pure function.
@@ -23,10 +22,8 @@ scheduler it runs is a pure function.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
-from collections import ChainMap, deque
-from collections.abc import Collection, Mapping
+from collections import deque
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,10 +34,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
     from modelfleet.api.clusters import InferenceCluster
-    from modelfleet.api.deployments import ModelDeployment, ModelReplica
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.rules import validate
-    from modelfleet.cel.evaluator import SelectorEvaluator
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
@@ -53,8 +48,6 @@ with workflow.unsafe.imports_passed_through():
         ReleaseRequest,
         ReplicaPage,
         ReplicaPageRequest,
-        ReplicaRemoval,
-        template_key,
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
@@ -62,49 +55,30 @@ with workflow.unsafe.imports_passed_through():
         answer_from_compact,
         cluster_entry,
         cluster_record,
-        compact_answer,
     )
     from modelfleet.contracts.ids import deployment_id
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
-    from modelfleet.contracts.workflow_inputs import (
-        FleetInput,
-        FleetLimits,
-        FleetState,
-    )
+    from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
-    from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
-    from modelfleet.scheduling.fill import LedgerCache
-    from modelfleet.scheduling.fleet_placement import (
-        live_snapshot,
-        place_in_fleet,
+    from modelfleet.fleet.carry import carried_state
+    from modelfleet.fleet.placing import (
+        PlacingView,
+        Templates,
+        decision_of,
+        explained_rejections,
+        fleet_place,
     )
-    from modelfleet.scheduling.selector_errors import selector_errors
+    from modelfleet.fleet.versions import Versions
+    from modelfleet.scheduling.fill import LedgerCache
+    from modelfleet.scheduling.fleet_placement import live_snapshot
     from modelfleet.scheduling.snapshot import FleetSnapshot
 
 # Bounded memory: a long-lived workflow must not grow without limit.
 MAX_DECISIONS = 500
 MAX_REMEMBERED_REQUESTS = 200
-# Carried across continue-as-new: the latest decisions (rejections capped, one per cluster at
-# 1,000 clusters would be ~60 KB each) and the answers a retried ``fleet.place`` can still ask
-# for. The activity's attempts are 30 s apart at most (timeout) plus a 10 s backoff, so an
-# answer older than the window has been received or will be re-asked as a fresh placement.
-CARRIED_DECISIONS = 50
-CARRIED_REJECTIONS = 20
-CARRIED_ANSWERS = 32
-RETRY_WINDOW = timedelta(minutes=15)
 # A cluster NotReady for longer than this loses its replicas to re-placement (the default of
 # ``FleetLimits.not_ready_grace_seconds``; each Fleet uses its own limits').
 NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
-# Deployments kept by ``template_key`` for placement requests that name one instead of sending
-# it whole (memory only, never carried into continue-as-new: a request naming one the new run
-# does not hold is answered ``unknown_template`` and resent whole). ~1-2 KB each.
-MAX_TEMPLATES = 256
-# Reported for an avoided cluster when the request does not say why.
-AVOIDED_WITHOUT_REASON = "a replica failed here recently"
-# One evaluator for every placement in the worker process: compiled selectors and their results
-# per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
-# (lark parsing) on every placement.
-_EVALUATOR = SelectorEvaluator()
 
 
 @workflow.defn(name="Fleet", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
@@ -140,13 +114,8 @@ class FleetWorkflow:
         self._snapshot_gone: frozenset[str] = frozenset()
         # Change versions (memory only): a PlacementCheck older than this run's start is
         # answered "changed", so nothing needs carrying.
-        self._version = state.version + 1
-        self._horizon = self._version
-        self._catalog_version = self._version
-        self._cluster_version: dict[str, int] = {}
-        self._deployment_version: dict[tuple[str, str], int] = {}
-        self._short: set[tuple[str, str]] = set()
-        self._templates: dict[str, ModelDeployment] = {}
+        self._versions = Versions(state.version)
+        self._templates = Templates()
 
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
@@ -170,35 +139,27 @@ class FleetWorkflow:
         )
 
     def _state(self) -> FleetState:
-        """The compact state (see ``contracts.fleet_state``)."""
-        now = workflow.now()
-        recent = [
-            (rid, at, response)
-            for rid, (at, response) in self._answered.items()
-            if now - at <= RETRY_WINDOW
-        ][-CARRIED_ANSWERS:]
-        decisions = list(self._decisions)[-CARRIED_DECISIONS:]
-        entries = {name: self._entry(name) for name in sorted(self._clusters)}
-        return FleetState(
+        return carried_state(
             classes=self._classes,
-            cluster_entries={name: entry for name, (entry, _, _) in entries.items()},
-            layouts={key: layout for _, key, layout in entries.values()},
-            ledger=self._book.compact(),
-            decisions=[_trimmed(d) for d in decisions],
-            remembered={
-                rid: response
-                if isinstance(response, CompactAnswer)
-                else compact_answer(response, at, rejections=CARRIED_REJECTIONS)
-                for rid, at, response in recent
-            },
-            version=self._version,
+            entries={name: self._entry(name) for name in sorted(self._clusters)},
+            book=self._book,
+            decisions=self._decisions,
+            answered=self._answered,
+            version=self._versions.version,
+            now=workflow.now(),
+        )
+
+    def _placing(self) -> PlacingView:
+        return PlacingView(
+            book=self._book,
+            classes=self._classes,
+            clusters=self._clusters,
+            limits=self._limits,
+            ledger_cache=self._ledger_cache,
+            snapshot=self._live_snapshot,
         )
 
     # --- change tracking -------------------------------------------------------------------
-
-    def _bump(self) -> int:
-        self._version += 1
-        return self._version
 
     def _entry(self, name: str) -> tuple[ClusterEntry, str, list[Any]]:
         entry = self._entries.get(name)
@@ -207,12 +168,12 @@ class FleetWorkflow:
         return entry
 
     def _cluster_changed(self, name: str) -> None:
-        self._cluster_version[name] = self._bump()
+        self._versions.cluster_changed(name)
         self._entries.pop(name, None)
         self._snapshot = None
 
     def _catalog_changed(self) -> None:
-        self._catalog_version = self._bump()
+        self._versions.catalog_changed()
         self._snapshot = None
 
     def _live_snapshot(self, gone: set[str]) -> FleetSnapshot:
@@ -351,7 +312,7 @@ class FleetWorkflow:
             changed = True
             self._cluster_changed(name)
         if changed:
-            for namespace, deployment in sorted(self._short):
+            for namespace, deployment in sorted(self._versions.short):
                 if namespace != report.namespace:
                     continue
                 handle = workflow.get_external_workflow_handle(deployment_id(namespace, deployment))
@@ -390,56 +351,27 @@ class FleetWorkflow:
                 answer = answer_from_compact(answer)
                 self._answered[request.request_id] = (at, answer)
             return answer
-        deployment = self._resolve(request)
+        deployment = self._templates.resolve(request)
         if deployment is None:
             # Named by a template this Fleet does not hold (evicted, or the Fleet continued-
             # as-new since): nothing decided or remembered; the sender resends it whole under
             # a new request ID.
-            return PlaceResponse(unknown_template=True, version=self._version)
+            return PlaceResponse(unknown_template=True, version=self._versions.version)
         now = workflow.now()
         stale = self._stale(now)
-        response = self._place(request, deployment, gone=stale)
+        response = fleet_place(self._placing(), request, deployment, gone=stale)
         owner = (deployment.namespace, deployment.name)
         if response.placed:
-            self._deployment_version[owner] = self._bump()
+            self._versions.deployment_changed(owner)
         # The scheduler already brought the charged-pool cache up to date with these (or
         # dropped their clusters' entries): see ``placement.place``.
         for replica in response.placed:
             self._book.add(replica)
-        if response.summary:
-            self._short.add(owner)
-        else:
-            self._short.discard(owner)
-        response.version = self._version
+        self._versions.placed(owner, short=bool(response.summary))
+        response.version = self._versions.version
         self._remember(request.request_id, response)
-        self._decisions.append(
-            Decision(
-                at=now,
-                namespace=deployment.namespace,
-                deployment=deployment.name,
-                desired=request.desired,
-                placed=[f"{r.name}@{r.spec.cluster_name}" for r in response.placed],
-                victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
-                summary=response.summary,
-                rejections=response.rejections,
-            )
-        )
+        self._decisions.append(decision_of(now, deployment, request, response))
         return response
-
-    def _resolve(self, request: PlaceRequest) -> ModelDeployment | None:
-        """The request's deployment: sent whole (then kept by its ``template_key`` for later
-        requests that name it), or named by a key kept earlier; None when not kept."""
-        if request.deployment is not None:
-            key = template_key(request.deployment)
-            self._templates.pop(key, None)
-            self._templates[key] = request.deployment
-            while len(self._templates) > MAX_TEMPLATES:
-                self._templates.pop(next(iter(self._templates)))
-            return request.deployment
-        deployment = self._templates.pop(request.template, None)
-        if deployment is not None:
-            self._templates[request.template] = deployment  # most recently used last
-        return deployment
 
     def _stale(self, now: datetime) -> set[str]:
         """Clusters NotReady past their grace: left out of the fleet for placement."""
@@ -448,90 +380,6 @@ class FleetWorkflow:
             for name, rec in self._clusters.items()
             if (rec.not_ready_since is not None and now - rec.not_ready_since > self._grace)
         }
-
-    def _place(
-        self,
-        request: PlaceRequest,
-        deployment: ModelDeployment,
-        *,
-        gone: set[str],
-        without: frozenset[str] = frozenset(),
-        dry: bool = False,
-    ) -> PlaceResponse:
-        """The scheduler's answer for ``request``, booking nothing; the caller books what it
-        places unless ``dry`` (the scheduler keeps the charged-pool cache as if booked, so a
-        dry placement works on a copy). ``without`` (book keys of this deployment's replicas)
-        are left out as if released: a dry placement's question."""
-        every = self._book.replicas_of((deployment.namespace, deployment.name))
-        desired = request.desired
-        room = self._limits.max_replicas - len(self._book) + len(every)
-        if desired > room:
-            # The size guard: past it the continue-as-new input would approach 2 MiB.
-            desired = max(room, 0)
-        by_cluster: Mapping[str, Collection[ModelReplica]] = self._book.by_cluster
-        ledger_cache = self._ledger_cache
-        if without:
-            ours = [r for r in every if replica_key(r.namespace, r.name) not in without]
-            # Clusters holding a left-out replica are charged without it, and never from or
-            # into the Fleet's cache: a private copy of the rest keeps this call read-only.
-            touched = {
-                r.spec.cluster_name for r in every if replica_key(r.namespace, r.name) in without
-            }
-            by_cluster = ChainMap(
-                {
-                    c: [self._book.replica(k) for k in self._book.keys_on(c) if k not in without]
-                    for c in touched
-                },
-                self._book.by_cluster,  # type: ignore[arg-type]
-            )
-            ledger_cache = LedgerCache(
-                {c: p for c, p in self._ledger_cache.items() if c not in touched}
-            )
-        else:
-            ours = every
-            if dry:
-                # Entries are replaced, never changed in place: a shallow copy is private.
-                ledger_cache = LedgerCache(self._ledger_cache)
-        placement = place_in_fleet(
-            deployment,
-            desired=desired,
-            classes=self._classes,
-            clusters={},
-            replicas=(),
-            gone=gone,
-            avoid={
-                c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON)
-                for c in request.avoid_clusters
-            },
-            evaluator=_EVALUATOR,
-            snapshot=self._live_snapshot(gone),
-            indexed=(ours, by_cluster),
-            ledger_cache=ledger_cache,
-        )
-        on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
-        summary = placement.summary
-        if desired < request.desired:
-            summary = (
-                f"the Fleet holds {len(self._book)} replicas, its limit "
-                f"({self._limits.max_replicas}); shard the fleet to place more"
-            )
-            placement = placement.model_copy(update={"summary": summary})
-        return PlaceResponse(
-            facts={
-                name: cluster_facts(self._clusters[name].spec)
-                for name in sorted(on)
-                if name in self._clusters and has_own_settings(self._clusters[name].spec)
-            },
-            kept=placement.kept,
-            placed=placement.placed,
-            victims=[
-                ReplicaRemoval(replica=v.replica, reason=v.message or v.reason.value)
-                for v in placement.victims
-            ],
-            conditions=placement.conditions,
-            rejections=placement.rejections,
-            summary=placement.summary,
-        )
 
     @place.validator
     def _check_place(self, request: PlaceRequest) -> None:
@@ -552,24 +400,20 @@ class FleetWorkflow:
         a rollout asks before it removes anything that serves. Read-only: nothing is booked,
         remembered or logged as a decision (an Update, not a query, so it is ordered after the
         placements and releases sent before it)."""
-        deployment = self._resolve(request)
+        deployment = self._templates.resolve(request)
         if deployment is None:
-            return PlaceResponse(unknown_template=True, version=self._version)
+            return PlaceResponse(unknown_template=True, version=self._versions.version)
         stale = self._stale(workflow.now())
         namespace = deployment.namespace
-        placement = self._place(
+        placement = fleet_place(
+            self._placing(),
             request,
             deployment,
             gone=stale,
             without=frozenset(replica_key(namespace, n) for n in request.without),
             dry=True,
         )
-        rejections = dict(placement.rejections)
-        if not placement.placed:
-            # A selector that fails at evaluation looks like one that does not match; say so.
-            specs = {n: r.spec for n, r in self._clusters.items() if n not in stale}
-            for name, why in selector_errors(deployment, self._classes, specs, _EVALUATOR).items():
-                rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
+        rejections = explained_rejections(self._placing(), deployment, placement, stale)
         return PlaceResponse(
             placed=placement.placed,
             conditions=placement.conditions,
@@ -590,9 +434,7 @@ class FleetWorkflow:
                 released += 1
                 owner, cluster = removed
                 self._ledger_cache.pop(cluster, None)
-                self._deployment_version[owner] = self._bump()
-                # Freed capacity there may change where others' replicas go.
-                self._cluster_version[cluster] = self._version
+                self._versions.released(owner, cluster)
         return released
 
     @workflow.query
@@ -601,18 +443,7 @@ class FleetWorkflow:
         ``check.version``: its replicas, the clusters they are on and the class catalog are
         unchanged, and it was not short of capacity (then any change might make room)."""
         owner = (check.namespace, check.deployment)
-        if owner in self._short:
-            return False
-        if check.version == self._version:
-            return True
-        if check.version < self._horizon or check.version > self._version:
-            return False
-        if self._catalog_version > check.version:
-            return False
-        if self._deployment_version.get(owner, 0) > check.version:
-            return False
-        clusters = self._book.clusters_of(owner)
-        return all(self._cluster_version.get(c, 0) <= check.version for c in clusters)
+        return self._versions.current(owner, check.version, self._book.clusters_of(owner))
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -635,18 +466,7 @@ class FleetWorkflow:
     @workflow.query
     def replica_page(self, request: ReplicaPageRequest) -> ReplicaPage:
         """Placed replicas in key order, a bounded page at a time (``ReplicaPageRequest``)."""
-        keys = sorted(self._book.keys_on(request.cluster)) if request.cluster else None
-        keys = keys if keys is not None else self._book.sorted_keys()
-        start = bisect.bisect_right(keys, request.after) if request.after else 0
-        page: list[ModelReplica] = []
-        for i in range(start, len(keys)):
-            replica = self._book.replica(keys[i])
-            if request.namespace and replica.namespace != request.namespace:
-                continue
-            if len(page) == request.limit:
-                return ReplicaPage(replicas=page, next_after=keys[i - 1])
-            page.append(replica)
-        return ReplicaPage(replicas=page)
+        return self._book.page(request)
 
     @workflow.query
     def stats(self) -> FleetStats:
@@ -655,7 +475,7 @@ class FleetWorkflow:
             classes=len(self._classes),
             clusters=len(self._clusters),
             replicas=len(self._book),
-            version=self._version,
+            version=self._versions.version,
             state_bytes=len(state.model_dump_json(by_alias=True)),
             history_events=workflow.info().get_current_history_length(),
         )
@@ -674,20 +494,3 @@ class FleetWorkflow:
             if d.namespace == query.namespace and d.deployment == query.deployment
         ]
         return mine[-query.limit :]
-
-
-def _trimmed(decision: Decision) -> Decision:
-    """A decision as carried across continue-as-new: at most ``CARRIED_REJECTIONS`` cluster
-    reasons and names (its summary still counts them all)."""
-    cap = CARRIED_REJECTIONS
-
-    def names(items: list[str]) -> list[str]:
-        return items if len(items) <= cap else [*items[:cap], f"... and {len(items) - cap} more"]
-
-    return decision.model_copy(
-        update={
-            "rejections": dict(sorted(decision.rejections.items())[:cap]),
-            "placed": names(decision.placed),
-            "victims": names(decision.victims),
-        }
-    )
