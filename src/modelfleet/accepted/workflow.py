@@ -17,11 +17,14 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.support import not_acted_upon
     from modelfleet.contracts import search
     from modelfleet.contracts.accepted import AcceptedInput, AcceptedStatus
+    from modelfleet.contracts.versioning import declared
 
 NOT_ACTED_UPON_PHASE = "NotActedUpon"
 
 
-@workflow.defn(name="AcceptedResource", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(
+    name="AcceptedResource", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
+)
 class AcceptedResourceWorkflow:
     @workflow.init
     def __init__(self, arg: AcceptedInput) -> None:

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         TargetState,
     )
     from modelfleet.contracts.ids import deployment_id
+    from modelfleet.contracts.versioning import declared
 
 # How many decisions the ring keeps (the `decisions` query and `describe` read them).
 MAX_DECISIONS = 120
@@ -91,7 +92,9 @@ class AutoscalerInput(Model):
     created: datetime | None = None
 
 
-@workflow.defn(name="ModelAutoscaler", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(
+    name="ModelAutoscaler", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
+)
 class AutoscalerWorkflow:
     @workflow.init
     def __init__(self, arg: AutoscalerInput) -> None:

@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         ObserveRequest,
         StageRequest,
     )
+    from modelfleet.contracts.versioning import declared
     from modelfleet.rendering.model_cache import (
         auth_secret_name,
         cache_bytes,
@@ -90,7 +91,7 @@ REPORT_STEP = 10
 MAX_HISTORY_EVENTS = 4000
 
 
-@workflow.defn(name="ModelCache", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(name="ModelCache", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE))
 class CacheWorkflow:
     @workflow.init
     def __init__(self, arg: CacheInput) -> None:

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
+    from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import ClusterInput
     from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
 
@@ -77,7 +78,9 @@ CLASS_RECHECK = timedelta(seconds=30)
 KUBECONFIG_REFRESH = timedelta(minutes=10)
 
 
-@workflow.defn(name="InferenceCluster", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(
+    name="InferenceCluster", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
+)
 class ClusterWorkflow:
     @workflow.init
     def __init__(self, arg: ClusterInput) -> None:

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaProgress,
         ReplicaStep,
     )
+    from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.wire import WireModel
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.deployment import decisions as rollout
@@ -123,7 +124,9 @@ class ScaleRequest(WireModel):
     replicas: int
 
 
-@workflow.defn(name="ModelDeployment", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(
+    name="ModelDeployment", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
+)
 class DeploymentWorkflow:
     @workflow.init
     def __init__(self, arg: DeploymentInput) -> None:

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
         WatchResult,
     )
+    from modelfleet.contracts.versioning import declared
     from modelfleet.rendering.endpoint_groups import expand_groups, group_endpoints
     from modelfleet.rendering.front_door import EndpointRecord
 
@@ -40,7 +41,7 @@ def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
 
 
 @workflow.defn(
-    name=ENDPOINT_DIRECTORY_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE
+    name=ENDPOINT_DIRECTORY_WORKFLOW, versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
 )
 class EndpointDirectoryWorkflow:
     @workflow.init

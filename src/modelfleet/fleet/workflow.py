@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.ids import deployment_id
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
+    from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
     from modelfleet.fleet.carry import carried_state
@@ -81,7 +82,7 @@ MAX_REMEMBERED_REQUESTS = 200
 NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
 
 
-@workflow.defn(name="Fleet", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(name="Fleet", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE))
 class FleetWorkflow:
     @workflow.init
     def __init__(self, arg: FleetInput) -> None:

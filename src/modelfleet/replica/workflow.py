@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         ReplicaEndpointRequest,
     )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
+    from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
     from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
     from modelfleet.rendering.replica_manifests import (
@@ -132,7 +133,7 @@ _STEP_NAMES = {
 
 # Pinned under Worker Versioning: the rollout saga and its compensation in reverse run on the
 # code that made the steps (docs/operations.md, "Upgrading workflows").
-@workflow.defn(name="ModelReplica", versioning_behavior=VersioningBehavior.PINNED)
+@workflow.defn(name="ModelReplica", versioning_behavior=declared(VersioningBehavior.PINNED))
 class ReplicaWorkflow(ReplicaWatch):
     @workflow.init
     def __init__(self, arg: ReplicaInput) -> None:

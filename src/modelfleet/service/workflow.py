@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         WatchRequest,
         WatchResult,
     )
+    from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.wire import WireModel
     from modelfleet.rendering.front_door import (
         EndpointRecord,
@@ -87,7 +88,7 @@ def _condition(kind: str, ok: bool, reason: str, message: str = "") -> Condition
     return Condition(type=kind, status="True" if ok else "False", reason=reason, message=message)
 
 
-@workflow.defn(name=SERVICE_WORKFLOW, versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+@workflow.defn(name=SERVICE_WORKFLOW, versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE))
 class ServiceWorkflow:
     @workflow.init
     def __init__(self, arg: ServiceInput) -> None:

@@ -4,10 +4,11 @@ Unset (the default), the workers are unversioned and every workflow runs on whic
 polls its task. With ``MODELFLEET_WORKER_BUILD_ID`` set, every worker of the process runs as
 version ``<MODELFLEET_WORKER_DEPLOYMENT>.<build ID>`` (deployment ``modelfleet`` unless named)
 and the server routes each workflow by the behaviour its type declares on its
-``@workflow.defn``: a pinned ModelReplica finishes its rollout saga (and its compensation) on
-the code that started it, every long-lived entity moves to the current version at its next
-workflow task. A release becomes current with ``temporal worker deployment
-set-current-version``; docs/operations.md ("Upgrading workflows") has the policy and the steps.
+``@workflow.defn`` (declared only in such a process: ``contracts.versioning``): a pinned
+ModelReplica finishes its rollout saga (and its compensation) on the code that started it,
+every long-lived entity moves to the current version at its next workflow task. A release
+becomes current with ``temporal worker deployment set-current-version``; docs/operations.md
+("Upgrading workflows") has the policy and the steps.
 
 May touch: environment variables (read only).
 """
@@ -21,10 +22,10 @@ from collections.abc import Mapping
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import WorkerDeploymentConfig
 
+from modelfleet.contracts.versioning import ENV_BUILD_ID
 from modelfleet.worker.settings import SettingsError
 
 ENV_DEPLOYMENT = "MODELFLEET_WORKER_DEPLOYMENT"
-ENV_BUILD_ID = "MODELFLEET_WORKER_BUILD_ID"
 DEFAULT_DEPLOYMENT = "modelfleet"
 
 # Plain identifiers. A release number is a natural build ID ("0.2.0"), but a "." in the
