@@ -139,7 +139,6 @@ class Driver:
     now: datetime = T0
     behaviour: dict[str, Behaviour] = field(default_factory=dict)  # cluster -> behaviour
     log: list[str] = field(default_factory=list)
-    policy: rollout.Policy = field(default_factory=rollout.Policy)
     failing_images: set[str] = field(default_factory=set)  # replicas running these fail
 
     def report(self, name: str, phase: ReplicaPhase, step: ReplicaStep, reason: str = "") -> None:
@@ -150,11 +149,11 @@ class Driver:
         """Run until the deployment rests with nothing to do, is stuck waiting, or finishes;
         returns which ('rest', 'wait <name>', 'finish')."""
         for _ in range(max_steps):
-            self.state, action = rollout.next_action(self.state, self.now, self.policy)
+            self.state, action = rollout.next_action(self.state, self.now)
             if isinstance(action, rollout.Rest):
                 if not rollout.rest_over(self.state):
                     return "rest"
-                self.state = rollout.woke(self.state, self.now, self.policy)
+                self.state = rollout.woke(self.state, self.now)
             elif isinstance(action, rollout.Place):
                 request_id = f"r/{action.sequence}"
                 request = rollout.place_request(self.state, action, request_id, self.now)

@@ -279,38 +279,33 @@ def test_scale_during_a_rollout_keeps_rolling_and_the_next_pass_places_the_new_c
     assert action == rollout.Place(desired=3, sequence=state.sequence)
 
 
-def _apply_during_a_surge(policy: rollout.Policy) -> tuple[DeploymentState, rollout.Action]:
+def _apply_during_a_surge() -> tuple[DeploymentState, rollout.Action]:
     """One replica on OLD rolls to NEW; while the surge is placed the user applies NEWEST, so
     the surge replica runs NEWEST. Returns what comes after the old replica is gone."""
     state = rolling(status(OLD, "a", "east"), md=spec(1, image="vllm:2"))
-    state, _ = rollout.next_action(state, T0, policy)  # the surge: the roll targets NEW
+    state, _ = rollout.next_action(state, T0)  # the surge: the roll targets NEW
     newest = spec(1, image="vllm:3")
     state = rollout.applied(state, newest)
     state = answer(state, placed=[replica(newest, "c", "north")])
-    state, _ = rollout.next_action(state, T0, policy)  # starts c on NEWEST
+    state, _ = rollout.next_action(state, T0)  # starts c on NEWEST
     assert state.replicas["c"].template_hash == rollout.template_hash(newest)
     state = reported(state, "c", ReplicaPhase.READY, ReplicaStep.SERVING)
-    state, action = rollout.next_action(state, T0, policy)
+    state, action = rollout.next_action(state, T0)
     assert action == rollout.SignalTeardown(name="a")
     state = reported(state, "a", ReplicaPhase.TERMINATED, ReplicaStep.DONE)
-    state, action = rollout.next_action(state, T0, policy)
+    state, action = rollout.next_action(state, T0)
     assert action == rollout.Forget(name="a")
-    return rollout.next_action(rollout.forgotten(state, "a"), T0, policy)
+    return rollout.next_action(rollout.forgotten(state, "a"), T0)
 
 
 def test_an_apply_during_a_roll_ends_it_instead_of_replacing_the_newest_replica() -> None:
-    state, action = _apply_during_a_surge(rollout.Policy())
+    state, action = _apply_during_a_surge()
     assert action == rollout.EndPass()
     assert state.dirty  # the apply asked for another pass
     state, _ = rollout.next_action(rollout.woke(state, T0), T0)
     state = answer(state, kept=[replica(state.spec, "c", "north")])
     state, action = rollout.next_action(state, T0)
     assert action == rollout.EndPass()  # c already runs the newest template: nothing to roll
-
-
-def test_histories_from_before_the_fix_still_replace_the_newest_replica() -> None:
-    _, action = _apply_during_a_surge(rollout.Policy(roll_follows_spec=False))
-    assert isinstance(action, rollout.Place)  # a surge to replace c, against the stale target
 
 
 def test_delete_tears_down_every_replica_in_name_order_then_finishes() -> None:
@@ -342,18 +337,12 @@ def test_delete_during_a_pass_stops_the_roll() -> None:
     assert action == rollout.SignalTeardown(name="a")
 
 
-def test_continue_as_new_input_starts_with_a_pass_and_old_inputs_still_load() -> None:
+def test_continue_as_new_input_starts_with_a_pass() -> None:
     state = state_with(OLD, status(OLD, "a", "east"), dirty=False, sequence=7)
     carried = rollout.carried(state)
     assert carried.dirty
     assert carried.stage is Stage.REST
     assert carried.sequence == 7
-    # What an older worker wrote: only the original seven fields.
-    old_shape = {"spec": OLD.model_dump(mode="json", by_alias=True), "generation": 3}
-    loaded = DeploymentState.model_validate(old_shape)
-    assert loaded.generation == 3
-    assert loaded.dirty
-    assert not loaded.deleting
     round_trip = DeploymentState.model_validate_json(passing(state).model_dump_json())
     assert round_trip == passing(state)
 

@@ -69,9 +69,9 @@ def test_a_pause_during_a_roll_lets_the_replacement_under_way_finish_and_stops()
     driver = Driver(rollout.applied(state, NEW, T0), fleet_with(state, east=1, west=1, north=1))
     # Run until the surge replica is started, then pause before it is awaited.
     for _ in range(20):
-        driver.state, action = rollout.next_action(driver.state, driver.now, driver.policy)
+        driver.state, action = rollout.next_action(driver.state, driver.now)
         if isinstance(action, rollout.Rest):
-            driver.state = rollout.woke(driver.state, driver.now, driver.policy)
+            driver.state = rollout.woke(driver.state, driver.now)
         elif isinstance(action, rollout.DryPlace):
             request = rollout.dry_place_request(driver.state, action, "dry", driver.now)
             driver.state = rollout.dry_placed(driver.state, driver.fleet.dry_place(request))
@@ -118,18 +118,6 @@ def test_revisions_are_kept_bounded_and_survive_continue_as_new() -> None:
     assert carried.revisions == state.revisions
 
 
-def test_an_input_from_before_revisions_were_kept_starts_keeping_them() -> None:
-    old_input = DeploymentState(spec=NEW, generation=4)
-    state = rollout.started(old_input, T0)
-    assert state.created == T0
-    [first] = state.revisions
-    assert (first.number, first.cause, first.template) == (
-        1,
-        "running when history began",
-        rollout.template_hash(NEW),
-    )
-
-
 def test_the_decision_log_records_changes_once_and_not_every_resync() -> None:
     driver = Driver(DeploymentState(spec=spec(1)), ToyFleet(slots={"east": 1}))
     assert driver.run() == "rest"
@@ -138,7 +126,7 @@ def test_the_decision_log_records_changes_once_and_not_every_resync() -> None:
     assert driver.run() == "rest"
     # Periodic resyncs with the same verdict add nothing.
     for _ in range(3):
-        driver.state = rollout.woke(driver.state, driver.now, driver.policy)
+        driver.state = rollout.woke(driver.state, driver.now)
         assert driver.run() == "rest"
     assert [e.message for e in driver.state.log] == ["placed r01-east on east", "no room"]
     driver.state = rollout.scaled(driver.state, 0, T0)

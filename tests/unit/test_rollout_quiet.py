@@ -116,32 +116,27 @@ def test_a_change_or_a_gap_places_without_asking() -> None:
     assert CheckCurrent not in {type(op) for op in rollout.woke(short, T0).ops}
     unknown = resting.model_copy(update={"fleet_version": 0})
     assert CheckCurrent not in {type(op) for op in rollout.woke(unknown, T0).ops}
-    # Histories from before the patch place on every resync.
-    old = rollout.woke(resting, T0, rollout.Policy(skip_current=False))
-    assert [type(op) for op in old.ops] == [Reap, PlaceFor, Roll]
 
 
-def test_the_version_is_carried_across_continue_as_new_and_old_inputs_load() -> None:
+def test_the_version_is_carried_across_continue_as_new() -> None:
     resting = _resting_after_a_placement(3)
     assert rollout.carried(resting).fleet_version == 3
-    legacy = rollout.DeploymentState.model_validate({"spec": MD.model_dump(by_alias=True)})
-    assert legacy.fleet_version == 0
 
 
 def _rest_then_resync(
-    state: rollout.DeploymentState, current: bool, policy: rollout.Policy = rollout.Policy()
+    state: rollout.DeploymentState, current: bool
 ) -> tuple[rollout.DeploymentState, float]:
     """From a resting deployment: the rest it takes (seconds), then its quiet resync, the
     Fleet answering ``current``, carried out until it rests again."""
-    state, action = rollout.next_action(state, T0, policy)
+    state, action = rollout.next_action(state, T0)
     assert isinstance(action, rollout.Rest)
     rest = action.timeout.total_seconds()
-    state = rollout.woke(state, T0, policy)
-    state, action = rollout.next_action(state, T0, policy)
+    state = rollout.woke(state, T0)
+    state, action = rollout.next_action(state, T0)
     assert isinstance(action, rollout.CheckPlacement)
     state = rollout.placement_checked(state, current)
     while True:
-        state, action = rollout.next_action(state, T0, policy)
+        state, action = rollout.next_action(state, T0)
         if isinstance(action, rollout.Place):
             state = rollout.placed(state, PlaceResponse(version=action.sequence + 10))
         elif isinstance(action, rollout.Rest):
@@ -177,13 +172,3 @@ def test_a_change_starts_the_short_resync_again() -> None:
             break
     assert places == 1
     assert action == rollout.Rest(timeout=rollout.RESYNC_INTERVAL)
-
-
-def test_histories_before_the_backoff_rest_sixty_seconds_every_time() -> None:
-    old = rollout.Policy(resync_backoff=False)
-    state = _resting_after_a_placement(7)
-    rests = []
-    for _ in range(4):
-        state, rest = _rest_then_resync(state, current=True, policy=old)
-        rests.append(rest)
-    assert rests == [60, 60, 60, 60]

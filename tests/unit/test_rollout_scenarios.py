@@ -167,36 +167,6 @@ def test_a_surge_that_fails_rolls_back_to_the_last_good_template() -> None:
     assert not [c for c in rollout.report(driver.state).conditions if c.type == "RolloutBlocked"]
 
 
-def test_unguarded_a_surge_that_fails_pauses_then_the_next_pass_retries_elsewhere() -> None:
-    state = running_on(OLD, "west").model_copy(update={"dirty": False})
-    md = spec(1, image="vllm:2")
-    driver = Driver(
-        rollout.applied(state, md),
-        fleet_with(state, east=1, west=1, north=1),
-        policy=rollout.Policy(guard_changes=False),
-    )
-    driver.behaviour = {"east": "fail", "north": "hang"}
-    assert driver.run() == "wait r02-north"
-    assert driver.log == [
-        "place 1",
-        "place 2",
-        "start r01-east",
-        "end",  # paused; the failure report asks for the next pass
-        "release r01-east",
-        "place 1",
-        "place 2",
-        "start r02-north",
-    ]
-    assert driver.fleet.requests[-1].avoid_clusters == ["east"]
-    assert set(serving(driver.state)) == {"west-old"}  # the old replica kept serving
-    assert rollout.report(driver.state).summary == ""  # the new pass's placement said all well
-    driver.report("r02-north", ReplicaPhase.READY, ReplicaStep.SERVING)
-    driver.log.clear()
-    assert driver.run() == "rest"
-    assert driver.log == ["teardown west-old", "release west-old", "end", "place 1", "end"]
-    assert set(serving(driver.state)) == {"r02-north"}
-
-
 def test_a_replacement_that_hangs_waits_with_the_rest_still_serving() -> None:
     state = running_on(OLD, "east", "west").model_copy(update={"dirty": False})
     driver = Driver(rollout.applied(state, NEW), fleet_with(state, east=1, west=1, north=1))

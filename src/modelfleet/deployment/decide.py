@@ -12,7 +12,6 @@ Pure: no I/O, no clock (the time is an argument), no Temporal; the input is neve
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
@@ -58,41 +57,13 @@ BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
 _FINISHED = (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED)
 
 
-@dataclass(frozen=True)
-class Policy:
-    """Behaviour switches the workflow sets from ``workflow.patched``, so histories recorded
-    before a change keep deciding as they did."""
-
-    # A roll whose target template is no longer the spec's ends, so the next pass rolls to the
-    # new template (before: it went on comparing with the old one and replaced every replica
-    # again and again).
-    roll_follows_spec: bool = True
-    # A change never removes a serving replica before its replacement is Ready: a new template
-    # is first placed dry (nothing reserved) and held back when it fits nowhere; a serving
-    # replica is replaced in place only after a dry placement of its replacement succeeded;
-    # serving replicas a placement evicts leave only once their replacements are Ready; a
-    # replacement that fails rolls the deployment back to its last good template. Before, a
-    # bad change tore every serving replica down (issue 16).
-    guard_changes: bool = True
-    # A periodic resync that finds nothing changed in the deployment first asks the Fleet (a
-    # query) whether its last placement is still current, and sends no placement Update if it
-    # is (issue 11: every deployment placed again every 60 s, an Update on the one Fleet).
-    skip_current: bool = True
-    # After each quiet resync that found the placement current, the next rest doubles (60 s,
-    # 120 s, 240 s, then 300 s); a change or a placement not current starts again at 60 s.
-    # Before, every deployment resynced every 60 s forever.
-    resync_backoff: bool = True
-
-
 def resync_interval(quiet_resyncs: int) -> timedelta:
     """How long a deployment rests after ``quiet_resyncs`` quiet resyncs in a row."""
     doubled: timedelta = RESYNC_INTERVAL * (2 ** min(quiet_resyncs, 8))
     return min(doubled, LONGEST_QUIET_RESYNC)
 
 
-def next_action(
-    state: DeploymentState, now: datetime, policy: Policy = Policy()
-) -> tuple[DeploymentState, Action]:
+def next_action(state: DeploymentState, now: datetime) -> tuple[DeploymentState, Action]:
     """The state with the next step taken, and what the workflow must do for it.
 
     The caller carries the action out (and reports its outcome through ``events``) before it
@@ -102,8 +73,7 @@ def next_action(
         _note_summary(s, now)
         if s.stage is Stage.REST:
             if not s.deleting:
-                quiet = s.quiet_resyncs if policy.resync_backoff else 0
-                return s, Rest(timeout=resync_interval(quiet))
+                return s, Rest(timeout=resync_interval(s.quiet_resyncs))
             _begin_delete(s)
         if not s.ops:
             if s.stage is Stage.DELETE:
@@ -112,7 +82,7 @@ def next_action(
             if not s.dirty:  # no change arrived during the pass: its verdict is current
                 s.observed = s.generation
             return s, EndPass()
-        action = _step(s, now, policy)
+        action = _step(s, now)
         if action is not None:
             return s, action
 
@@ -130,10 +100,16 @@ def rest_over(state: DeploymentState) -> bool:
     return state.dirty or state.deleting
 
 
-def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> DeploymentState:
+def woke(state: DeploymentState, now: datetime) -> DeploymentState:
     """Start a pass (or the teardown of everything) after a rest, whether a change or the
-    periodic resync ended it. Under ``guard_changes`` a pass that would roll serving replicas
-    to a template not yet checked starts with its dry placement."""
+    periodic resync ended it.
+
+    A change never removes a serving replica before its replacement is Ready (issue 16), so a
+    pass that would roll serving replicas to a template not yet checked starts with its dry
+    placement (nothing reserved; a template that fits nowhere is held back). A periodic resync
+    that finds the deployment settled first asks the Fleet (a query) whether its last placement
+    is still current and sends no placement Update if it is (issue 11); each such quiet resync
+    doubles the next rest (``resync_interval``)."""
     s = state.model_copy(deep=True)
     if s.deleting:
         _begin_delete(s)
@@ -143,10 +119,10 @@ def woke(state: DeploymentState, now: datetime, policy: Policy = Policy()) -> De
     s.avoid = {c: until for c, until in s.avoid.items() if until > now}
     s.avoid_reasons = {c: r for c, r in s.avoid_reasons.items() if c in s.avoid}
     s.stage = Stage.PASS
-    s.ops = [Reap(), PlaceFor(purpose="reconcile", guard=policy.guard_changes), Roll()]
-    if policy.guard_changes and _needs_gate(s):
+    s.ops = [Reap(), PlaceFor(purpose="reconcile", guard=True), Roll()]
+    if _needs_gate(s):
         s.ops.insert(1, DryPlaceOp(purpose="gate"))
-    elif policy.skip_current and quiet and _settled(s):
+    elif quiet and _settled(s):
         s.ops.insert(1, CheckCurrent(version=s.fleet_version))
         return s  # ``placement_checked`` counts the quiet resyncs
     s.quiet_resyncs = 0
@@ -188,7 +164,7 @@ def _begin_delete(s: DeploymentState) -> None:
     s.ops = [TearDown(name=n, reason="deployment deleted") for n in sorted(s.replicas)]
 
 
-def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
+def _step(s: DeploymentState, now: datetime) -> Action | None:
     """Take the first op one step; ``None`` when it only rewrote the ops (decide again)."""
     op = s.ops[0]
     if isinstance(op, Reap):
@@ -210,7 +186,7 @@ def _step(s: DeploymentState, now: datetime, policy: Policy) -> Action | None:
         return _start(s, op, now)
     if isinstance(op, AwaitReady):
         return _await_ready(s, op)
-    _roll(s, op, policy)
+    _roll(s, op)
     return None
 
 
@@ -278,11 +254,10 @@ def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
         return wait
     status = s.replicas.get(op.name)
     if status is None or status.phase is not ReplicaPhase.READY:
-        # The old replicas keep serving; the next pass tries again (or, guarded, rolls back).
+        # The old replicas keep serving; the deployment rolls back to its last good template.
         s.summary = op.paused
         s.ops.clear()
-        if op.rollback:
-            _roll_back(s, f"{op.paused}: {status.reason if status else 'gone'}")
+        _roll_back(s, f"{op.paused}: {status.reason if status else 'gone'}")
         return None
     s.ops.pop(0)
     for name in reversed(op.also_replace):
@@ -305,7 +280,7 @@ def _roll_back(s: DeploymentState, why: str) -> None:
     s.dirty = True
 
 
-def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
+def _roll(s: DeploymentState, op: Roll) -> None:
     """Choose the next replica to replace and how: one that is not serving is replaced in
     place; a serving one is surged when the strategy allows and the fleet has room, else
     replaced in place within maxUnavailable, else the rollout is blocked."""
@@ -314,9 +289,10 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
         strategy = s.spec.spec.strategy
         op.target = current
         op.max_surge, op.max_unavailable = strategy.max_surge, strategy.max_unavailable
-    elif policy.roll_follows_spec and op.target != current:
+    elif op.target != current:
         # The spec changed under this roll; it also marked the state dirty, so the next pass
-        # rolls to the new template.
+        # rolls to the new template (comparing with the old one would replace every replica
+        # it started again and again).
         s.ops.pop(0)
         return
     if s.deleting or s.paused:
@@ -338,11 +314,11 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
                 purpose="surge",
                 old=old.name,
                 fallback=op.max_unavailable > 0,
-                guard=policy.guard_changes,
+                guard=True,
             )
         ]
     elif op.max_unavailable > 0:
-        head = replace_in_place(old.name, guard=policy.guard_changes)
+        head = replace_in_place(old.name)
     else:
         s.summary = BLOCKED
         s.ops.clear()
@@ -350,14 +326,13 @@ def _roll(s: DeploymentState, op: Roll, policy: Policy) -> None:
     s.ops = [*head, op, *rest]
 
 
-def replace_in_place(name: str, *, guard: bool = False) -> list[Op]:
-    """Unavailable-first: tear the replica down, then place and await its replacement; guarded,
-    only after a dry placement of the replacement succeeded."""
-    head: list[Op] = [DryPlaceOp(purpose="replace", old=name)] if guard else []
+def replace_in_place(name: str) -> list[Op]:
+    """Unavailable-first: tear the replica down, then place and await its replacement; only
+    after a dry placement of the replacement succeeded."""
     return [
-        *head,
+        DryPlaceOp(purpose="replace", old=name),
         TearDown(name=name, reason="replaced (no room to surge)"),
-        PlaceFor(purpose="fill-await", guard=guard),
+        PlaceFor(purpose="fill-await", guard=True),
     ]
 
 

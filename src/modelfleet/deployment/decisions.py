@@ -12,10 +12,9 @@ Extending it: a new step of a pass is a new op in ``state`` (what is left to do,
 its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
 the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
 placement that only checks whether the new template fits, ahead of a roll, is an op before
-``Roll`` (``DryPlace``, under ``Policy.guard_changes``); a bounded teardown is a deadline on
-``Wait``; cancelling a replica's rollout is an action. A change that alters the actions taken
-for an existing history goes behind a ``Policy`` switch that the workflow sets from
-``workflow.patched``.
+``Roll`` (``DryPlace``); a bounded teardown is a deadline on ``Wait``; cancelling a replica's
+rollout is an action. Nothing is released yet, so there are no replay patches: a change to
+the actions taken re-records the golden history (``tests/replay/record_histories.py``).
 """
 
 from modelfleet.deployment.actions import (
@@ -34,7 +33,6 @@ from modelfleet.deployment.actions import (
 from modelfleet.deployment.decide import (
     AVOID_AFTER_FAILURE,
     RESYNC_INTERVAL,
-    Policy,
     next_action,
     rest_over,
     wait_over,
@@ -80,7 +78,6 @@ __all__ = [
     "Forget",
     "LogEntry",
     "Place",
-    "Policy",
     "Rest",
     "Revision",
     "SignalTeardown",

@@ -38,14 +38,14 @@ from modelfleet.deployment.state import DryPlace as DryPlaceOp
 
 def started(state: DeploymentState, at: datetime) -> DeploymentState:
     """A run begins at ``at``: the first run records the creation time and revision 1; a run
-    continued from an input without them (an older worker's) starts keeping them now."""
+    continued as new carries both."""
     if state.created is not None and state.revisions:
         return state
     s = state.model_copy(deep=True)
     if s.created is None:
         s.created = at
     if not s.revisions:
-        record_revision(s, at, "created" if s.generation == 1 else "running when history began")
+        record_revision(s, at, "created")
     return s
 
 
@@ -54,8 +54,9 @@ def applied(
 ) -> DeploymentState:
     """A new spec (already validated); the same spec again changes nothing.
 
-    A deployment that has Ready replicas of its current template but no ``last_good`` yet
-    (it predates the field) remembers the current spec as last good before taking the new one."""
+    A deployment that has Ready replicas of the template it runs but no ``last_good`` yet (they
+    ran a template pinned by a pause) remembers what it runs as last good before taking the new
+    one."""
     if spec.to_wire() == state.spec.to_wire():
         return state
     update: dict[str, object] = {"spec": spec, "generation": state.generation + 1, "dirty": True}
@@ -216,11 +217,10 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
                     name=surged,
                     paused=f"rollout paused: surge replica {surged} failed",
                     then_replace=op.old,
-                    rollback=op.guard,
                 ),
             ]
         elif op.fallback:
-            head = [*replace_in_place(op.old, guard=op.guard)]
+            head = replace_in_place(op.old)
         else:
             s.summary = BLOCKED
             s.ops.clear()
@@ -241,7 +241,6 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
                 AwaitReady(
                     name=r.name,
                     paused=f"rollout paused: replica {r.name} failed",
-                    rollback=op.guard,
                     also_replace=deferred if i == len(response.placed) - 1 else [],
                 )
                 for i, r in enumerate(response.placed)

@@ -55,8 +55,9 @@ class PlaceFor(WireModel):
     # place when the fleet has no room (maxUnavailable > 0).
     old: str = ""
     fallback: bool = False
-    # Set under ``Policy.guard_changes``: a serving replica leaves only after its replacement is
-    # Ready, a replacement that fails rolls back to the last good template.
+    # Guarded (every placement but the in-place fill of a replica that is not serving): a
+    # serving replica leaves only after its replacement is Ready, a replacement that fails
+    # rolls back to the last good template.
     guard: bool = False
 
 
@@ -95,17 +96,15 @@ class AwaitReady(WireModel):
     name: str
     paused: str
     then_replace: str = ""
-    # Under ``Policy.guard_changes``: a failure rolls the deployment back to its last good
-    # template; ``also_replace`` are serving replicas the placement evicted, torn down only once
-    # this one is Ready.
-    rollback: bool = False
+    # A failure rolls the deployment back to its last good template; ``also_replace`` are
+    # serving replicas the placement evicted, torn down only once this one is Ready.
     also_replace: list[str] = []
 
 
 class CheckCurrent(WireModel):
     """A periodic resync that found nothing changed here: ask the Fleet (a query, no Update)
     whether the placement answered at ``version`` is still current; if so, the reconcile
-    placement after this op is skipped (``Policy.skip_current``)."""
+    placement after this op is skipped."""
 
     op: Literal["check-current"] = "check-current"
     version: int
@@ -155,8 +154,8 @@ Op = Annotated[
 
 
 class DeploymentState(WireModel):
-    """Everything the ModelDeployment workflow knows. The first seven fields are the original
-    continue-as-new input; the rest default, so inputs written by older workers still load."""
+    """Everything the ModelDeployment workflow knows, and its continue-as-new input (a first
+    run's input sets only ``spec``)."""
 
     spec: ModelDeployment
     generation: int = 1
@@ -204,7 +203,7 @@ class DeploymentState(WireModel):
     # "is it still current" check of a periodic resync. Versions are per Fleet run; the Fleet
     # answers "not current" for a version it no longer knows.
     fleet_version: int = 0
-    # Periodic resyncs in a row that found the placement current (``Policy.resync_backoff``):
+    # Periodic resyncs in a row that found the placement current:
     # each doubles the next rest, up to ``LONGEST_QUIET_RESYNC``; any change starts again.
     quiet_resyncs: int = 0
 

@@ -10,8 +10,8 @@ state object. This workflow only asks it for the next action and carries that ou
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
 name), ``pause`` and ``resume`` (Updates), ``delete`` (Update), ``resync`` and
 ``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
-Deterministic orchestration only. One piece on purpose (just over 500 lines): the handlers are
-methods of one class sharing its state, and every decision already lives in ``rollout``.
+Deterministic orchestration only: the handlers are methods of one class sharing its state, and
+every decision lives in ``deployment.decisions`` (imported as ``rollout``).
 """
 
 from __future__ import annotations
@@ -69,50 +69,6 @@ FLEET_TOTAL = timedelta(minutes=3)
 TEARDOWN_GRACE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
-PATCH_PHASE_ON_PROGRESS = "publish-phase-on-replica-progress"
-# A roll whose target template is replaced by a newer apply ends, and the next pass rolls to the
-# newer one. Before, the roll kept comparing replicas with the template it started with, so every
-# replica it started (running the newer template) counted as outdated and was replaced again.
-PATCH_ROLL_FOLLOWS_SPEC = "rollout-roll-follows-spec"
-# Never continue-as-new while deleting: the delete Update waits for the replicas to go, so
-# waiting for it to finish before continuing-as-new never ended.
-PATCH_NO_CAN_WHILE_DELETING = "rollout-no-continue-as-new-while-deleting"
-# A change never removes a serving replica before its replacement is Ready (issue 16): a new
-# template is placed dry first and held back when it fits nowhere, in-place replacements are
-# placed dry first, and a failed replacement rolls back to the last good template. This adds a
-# ``fleet.dry_place`` activity before some placements and changes which teardowns happen, so
-# histories recorded before it keep the old decisions (``rollout.Policy.guard_changes``).
-PATCH_GUARD_CHANGES = "rollout-guard-changes"
-# A teardown wait is bounded (a timer), and past it the replica's workflow is cancelled. Before,
-# the deployment waited with no timeout for a replica that checked for teardown only between
-# steps, so a delete could block for the whole progress deadline or forever.
-PATCH_BOUNDED_TEARDOWN = "rollout-bounded-teardown"
-# ``rollout pause``/``resume`` are new Updates: no history recorded before them holds one, so
-# they change no recorded decision. The marker is written where a pause or resume first takes
-# effect in a run, so the histories that rely on pause support are recognisable (a worker or a
-# later change of pause semantics can branch on it) rather than only implied by an Update name.
-PATCH_PAUSE = "rollout-pause"
-# A periodic resync that finds nothing changed in the deployment asks the Fleet by query
-# (``fleet.placement_current``) whether its last placement is still current and then sends no
-# placement Update (issue 11: every deployment's 60 s resync was an Update on the one Fleet).
-# Histories recorded before place on every resync (``rollout.Policy.skip_current``).
-PATCH_SKIP_CURRENT = "rollout-resync-skips-current-placement"
-# ModelfleetPhase and ModelfleetClusters are upserted only when their values change (issue 11:
-# a deployment rewrote both on every replica report and every pass, ~20 upserts per
-# deployment of 2 replicas). Histories recorded before hold an upsert per publication.
-PATCH_QUIET_PUBLISH = "rollout-publish-on-change"
-# Once the Fleet has answered a placement that carried the whole deployment, later placements
-# of the same template send only its ``template_key`` (issue 11: every ``fleet.place`` carried
-# the whole spec, in this history and in the Fleet's); the Fleet answers ``unknown_template``
-# when it no longer holds it and the placement is sent again whole. Histories recorded before
-# sent it whole every time: the request differs, and after an unknown template a second
-# ``fleet.place`` activity is a new command.
-PATCH_PLACE_BY_TEMPLATE = "rollout-place-by-template-key"
-# A settled deployment rests longer after each quiet resync that found its placement current:
-# 60, 120, 240, then 300 s (issue 11: an idle fleet of 100 deployments spent 1.7 activities/s
-# and 18 events/s on resyncs). Histories recorded before start a 60 s timer every rest; the
-# timer's duration differs, so the change is behind a patch (``rollout.Policy.resync_backoff``).
-PATCH_RESYNC_BACKOFF = "rollout-resync-backs-off-when-current"
 # Template keys this run's Fleet answers kept (memory only: a new run sends the first whole).
 MAX_KNOWN_TEMPLATES = 8
 
@@ -135,10 +91,10 @@ class DeploymentWorkflow:
         # Rendering settings per cluster from the Fleet's answers. Not carried across
         # continue-as-new: every replica start follows a placement answer in the same run.
         self._facts: dict[str, ClusterFacts] = {}
+        # Template keys the Fleet holds (it answered a placement that carried them whole).
         self._fleet_templates: dict[str, None] = {}
-        self._policy = rollout.Policy()
         self._passes = 0  # passes ended in this run
-        # The search attribute values last upserted (PATCH_QUIET_PUBLISH).
+        # The search attribute values last upserted (upserted only when they change).
         self._upserted: tuple[str, list[str]] | None = None
 
     # --- handlers --------------------------------------------------------------------------
@@ -192,14 +148,12 @@ class DeploymentWorkflow:
     @workflow.update
     def pause(self) -> DeploymentStatus:
         """No new roll starts; replicas keep running and scaling still works."""
-        workflow.patched(PATCH_PAUSE)
         self._state = rollout.paused(self._state, workflow.now())
         return self._status()
 
     @workflow.update
     def resume(self) -> DeploymentStatus:
         """The next pass rolls to the spec's template."""
-        workflow.patched(PATCH_PAUSE)
         self._state = rollout.resumed(self._state, workflow.now())
         return self._status()
 
@@ -228,9 +182,8 @@ class DeploymentWorkflow:
         if progress.name not in self._state.replicas:
             return
         self._state = rollout.progressed(self._state, progress)
-        if workflow.patched(PATCH_PHASE_ON_PROGRESS):
-            # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
-            self._publish()
+        # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
+        self._publish()
 
     @workflow.query
     def status(self) -> DeploymentStatus:
@@ -264,15 +217,8 @@ class DeploymentWorkflow:
                 search.NAME.value_set(md.name),
             ]
         )
-        policy = rollout.Policy(
-            roll_follows_spec=workflow.patched(PATCH_ROLL_FOLLOWS_SPEC),
-            guard_changes=workflow.patched(PATCH_GUARD_CHANGES),
-            skip_current=workflow.patched(PATCH_SKIP_CURRENT),
-            resync_backoff=workflow.patched(PATCH_RESYNC_BACKOFF),
-        )
-        self._policy = policy
         while True:
-            self._state, action = rollout.next_action(self._state, workflow.now(), policy)
+            self._state, action = rollout.next_action(self._state, workflow.now())
             if isinstance(action, rollout.Rest):
                 await self._rest(action)
             elif isinstance(action, rollout.Place):
@@ -308,10 +254,10 @@ class DeploymentWorkflow:
                 timeout=action.timeout,
                 timeout_summary="periodic resync",
             )
-        self._state = rollout.woke(self._state, workflow.now(), self._policy)
+        self._state = rollout.woke(self._state, workflow.now())
 
     async def _wait(self, action: rollout.Wait) -> None:
-        if action.until != "done" or not workflow.patched(PATCH_BOUNDED_TEARDOWN):
+        if action.until != "done":
             await workflow.wait_condition(
                 lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
             )
@@ -363,7 +309,8 @@ class DeploymentWorkflow:
         due = bool(per_run) and self._passes >= per_run
         if not (workflow.info().is_continue_as_new_suggested() or due) or self._state.dirty:
             return
-        if self._state.deleting and workflow.patched(PATCH_NO_CAN_WHILE_DELETING):
+        if self._state.deleting:
+            # The delete Update waits for the replicas to go: never continue-as-new under it.
             return
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(rollout.carried(self._state))
@@ -382,7 +329,9 @@ class DeploymentWorkflow:
         key = template_key(request.deployment)
         try:
             response: PlaceResponse | None = None
-            if key in self._fleet_templates and workflow.patched(PATCH_PLACE_BY_TEMPLATE):
+            if key in self._fleet_templates:
+                # The Fleet holds the template: send only its key; an ``unknown_template``
+                # answer (a new Fleet run) sends it whole again.
                 named = request.model_copy(update={"deployment": None, "template": key})
                 response = await self._fleet_place(named, action.desired)
                 if response.unknown_template:
@@ -507,7 +456,7 @@ class DeploymentWorkflow:
     def _publish(self) -> None:
         status = self._status()
         values = (status.phase, sorted({r.cluster for r in status.replicas}))
-        if values != self._upserted or not workflow.patched(PATCH_QUIET_PUBLISH):
+        if values != self._upserted:
             workflow.upsert_search_attributes(
                 [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
             )
