@@ -66,7 +66,6 @@ async def _replica(env: WorkflowEnvironment) -> WorkflowHistory:
         workflows=[ReplicaWorkflow, ProgressSink],
         activities=[
             cluster.apply,
-            cluster.wait_ready,
             cluster.poll_ready,
             cluster.check_ready,
             cluster.delete,

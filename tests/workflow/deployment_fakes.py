@@ -22,7 +22,6 @@ from modelfleet.contracts.activity_names import (
     KUBE_DELETE,
     KUBE_DRIFT,
     KUBE_POLL_READY,
-    KUBE_WAIT_READY,
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
@@ -226,11 +225,6 @@ class FakeClusters:
 
     @activity.defn(name=KUBE_POLL_READY)
     async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
-        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
-        return await self.wait_ready(request)
-
-    @activity.defn(name=KUBE_WAIT_READY)
-    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
         if request.cluster in self.never_ready:
             raise ApplicationError(
                 "not ready by the progress deadline: ImagePullBackOff",

@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from test_deployment_workflow import CLUSTERS, Harness
 
-from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_WAIT_READY
+from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_POLL_READY
 from modelfleet.contracts.ids import replica_id
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
@@ -65,10 +65,10 @@ class StallingClusters(FakeClusters):
         await self._maybe_stall()
         return await super().apply(request)
 
-    @activity.defn(name=KUBE_WAIT_READY)
-    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
+    @activity.defn(name=KUBE_POLL_READY)
+    async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
         await self._maybe_stall()
-        return await super().wait_ready(request)
+        return await super().poll_ready(request)
 
 
 @pytest_asyncio.fixture
@@ -84,7 +84,6 @@ async def stalling(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harn
             fleet.dry_place,
             fleet.release,
             clusters.apply,
-            clusters.wait_ready,
             clusters.poll_ready,
             clusters.check_ready,
             clusters.drift,

@@ -91,7 +91,6 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             fleet.release,
             fleet.placement_current,
             clusters.apply,
-            clusters.wait_ready,
             clusters.poll_ready,
             clusters.check_ready,
             clusters.drift,

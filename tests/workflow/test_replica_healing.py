@@ -28,7 +28,6 @@ from modelfleet.contracts.activity_names import (
     KUBE_DELETE,
     KUBE_DRIFT,
     KUBE_POLL_READY,
-    KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
@@ -79,10 +78,6 @@ class Cluster:
         refs = [ObjectRef.of(m) for m in request.manifests]
         self.calls.append("apply:" + ",".join(r.kind for r in refs))
         return ApplyResult(applied=refs)
-
-    @activity.defn(name=KUBE_WAIT_READY)
-    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
-        return READY
 
     @activity.defn(name=KUBE_POLL_READY)
     async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
@@ -146,7 +141,6 @@ async def _serve(
         workflows=[ReplicaWorkflow, ProgressSink],
         activities=[
             cluster.apply,
-            cluster.wait_ready,
             cluster.poll_ready,
             cluster.check_ready,
             cluster.drift,

@@ -59,7 +59,6 @@ async def _roll_out(
         workflows=[ReplicaWorkflow, ProgressSink],
         activities=[
             cluster.apply,
-            cluster.wait_ready,
             cluster.poll_ready,
             cluster.check_ready,
             cluster.delete,

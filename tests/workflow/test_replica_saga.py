@@ -22,7 +22,6 @@ from modelfleet.contracts.activity_names import (
     KUBE_CHECK_READY,
     KUBE_DELETE,
     KUBE_POLL_READY,
-    KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
@@ -102,11 +101,6 @@ class FakeCluster:
 
     @activity.defn(name=KUBE_POLL_READY)
     async def poll_ready(self, request: WaitReadyRequest) -> ReadyResult:
-        """The same answers as ``wait_ready`` (the readiness wait of current replicas)."""
-        return await self.wait_ready(request)
-
-    @activity.defn(name=KUBE_WAIT_READY)
-    async def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
         self.calls.append("wait:" + ",".join(r.kind for r in request.rules))
         if self.never_ready:
             raise ApplicationError(
@@ -185,7 +179,6 @@ async def _run(
         workflows=[ReplicaWorkflow, ProgressSink],
         activities=[
             fake.apply,
-            fake.wait_ready,
             fake.poll_ready,
             fake.check_ready,
             fake.delete,

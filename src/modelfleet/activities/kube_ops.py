@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio import activity
 
 from modelfleet.activities.errors import (
-    cancelled,
     missing_credentials,
     not_ready_yet,
     readiness_deadline_exceeded,
@@ -42,7 +41,6 @@ from modelfleet.contracts.activity_names import (
     KUBE_REPLICAS_FOUND,
     KUBE_SCAN_REPLICAS,
     KUBE_SWEEP_REPLICAS,
-    KUBE_WAIT_READY,
 )
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
@@ -313,22 +311,6 @@ class KubeActivities:
         if datetime.now(UTC) >= request.deadline:
             raise readiness_deadline_exceeded(result.reason)
         raise not_ready_yet(result.reason)
-
-    @activity.defn(name=KUBE_WAIT_READY)
-    def wait_ready(self, request: WaitReadyRequest) -> ReadyResult:
-        """Poll until every rule is ready, heartbeating the current reason; fail permanently
-        when the (absolute) deadline passes."""
-        while True:
-            result = self._readiness(request)
-            if result.ready:
-                return result
-            activity.heartbeat(result.reason)
-            if datetime.now(UTC) >= request.deadline:
-                raise readiness_deadline_exceeded(result.reason)
-            # Returns early when the activity is cancelled (needs the heartbeat above).
-            activity.wait_for_cancelled_sync(timeout=timedelta(seconds=request.poll_seconds))
-            if activity.is_cancelled():
-                raise cancelled("cancelled while waiting")
 
     @activity.defn(name=KUBE_PROBE)
     def probe(self, request: ProbeRequest) -> ProbeResult:

@@ -14,7 +14,6 @@ KUBE_DELETE = "kube.delete"
 # quarter of it from a helper thread (``activities.keepalive``), so a killed worker's attempt is
 # retried after this long instead of after its whole start-to-close timeout.
 KUBE_HEARTBEAT_SECONDS = 20
-KUBE_WAIT_READY = "kube.wait_ready"
 KUBE_CHECK_READY = "kube.check_ready"
 # One readiness check per attempt; "not yet" is a benign retryable error, so a long readiness
 # wait is Temporal retrying a short activity instead of one activity holding a slot for up to

@@ -81,7 +81,6 @@ class WaitReadyRequest(WireModel):
     rules: list[ReadinessRule]
     # Absolute, so a retried activity (worker crash) keeps the original deadline.
     deadline: datetime
-    poll_seconds: float = Field(default=1.0, gt=0)
 
 
 class ReadyResult(WireModel):

@@ -1,20 +1,23 @@
-"""The serving half of the ModelReplica workflow (``replica.workflow``): after Ready, its health
-is watched and drift repaired (what the replica applied compared with what the cluster holds;
-what is missing or changed is re-applied by server-side apply, a step in the history whose
-summary says why).
+"""The ModelReplica workflow's state, its reporting and its serving half (``replica.workflow``
+holds the rollout saga and extends this class): after Ready, its health is watched and drift
+repaired (what the replica applied compared with what the cluster holds; what is missing or
+changed is re-applied by server-side apply, a step in the history whose summary says why).
 
 Who watches: the replica registers with its InferenceCluster workflow, whose probe loop scans
 every registered replica of the cluster with one activity and signals only those whose health
-changed (``cluster.watch``, ``PATCH_CLUSTER_WATCH``). A healthy, idle replica runs no
-activity and no timer at all; it wakes for a health signal (Degraded/Ready, endpoint included),
-for objects missing or edited (drift repair, then it registers again), for its repair deadline
-or for teardown. Without a cluster workflow to register with (a replica started on its own),
-or one that says nothing within ``ACK_WAIT`` of the registration (dark, or on a worker from
-before the watch), and in histories recorded before, it polls: a health check every interval
-judged over time, and a drift comparison on a failed check and on a slow resync.
+changed (``cluster.watch``). A healthy, idle replica runs no activity and no timer at all; it
+wakes for a health signal (Degraded/Ready, endpoint included), for objects missing or edited
+(drift repair, then it registers again), for its repair deadline or for teardown. Without a
+cluster workflow to register with (a replica started on its own, or its cluster deleted), or
+one that says nothing within ``ACK_WAIT`` of the registration (dark), it polls instead: a
+health check every interval judged over time, and a drift comparison on a failed check and on a
+slow resync. Both are the one serving loop (``_serve``); only how it learns its health differs.
 
-A mixin of ``ReplicaWorkflow``, in its own module because the saga and the watch are two
-concerns; the state it reads is the workflow's (declared below), the reporting (``_set``) too.
+Reporting (``_set``): the parent deployment is signalled only when what it decides or reports
+changes (Ready, Degraded, Failed, Done; the steps in between are read by the ``progress``
+query), ModelfleetPhase is upserted only when it changes, and a Ready replica publishes its
+ModelEndpoint (withdrawn when it stops serving).
+
 Deterministic orchestration only: the decisions are ``replica.health``'s, all I/O is in
 activities.
 """
@@ -30,7 +33,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from modelfleet.api.deployments import ModelReplica
+    from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_CHECK_READY, KUBE_DRIFT
     from modelfleet.contracts.ids import cluster_id
     from modelfleet.contracts.kube_payloads import (
@@ -42,7 +45,13 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
-    from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
+    from modelfleet.contracts.serving_payloads import (
+        ENDPOINTS_PUBLISH_REPLICA,
+        ENDPOINTS_WITHDRAW,
+        EndpointKey,
+        ReplicaEndpointRequest,
+    )
+    from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
     from modelfleet.contracts.watch_payloads import (
         UNWATCH_REPLICA,
         WATCH_REPLICA,
@@ -53,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.replica_manifests import RenderedReplica
     from modelfleet.replica import health as replica_health
+    from modelfleet.replica.progress import parent_needs
 
 
 # Transient API trouble is retried with backoff; the step's own deadline bounds the total.
@@ -62,15 +72,6 @@ API_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=20),
     non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
 )
-# Drift repair while serving: the replica compares what it applied with what the cluster holds
-# and re-applies what is missing or changed; before, an object deleted outside modelfleet (or a
-# cluster that came back empty) stayed gone. New activities in the serving loop.
-PATCH_DRIFT_REPAIR = "replica-drift-repair"
-# Health over time: Degraded only after N consecutive failed checks or the cluster reporting the
-# readiness condition False, and a check that could not be made (API errors) counts for
-# nothing; before, one failed sample (one injected 500) made a Ready replica Degraded. Changes
-# the commands a failed check issues (no phase-change signal) and the check's retry policy.
-PATCH_HEALTH_OVER_TIME = "replica-health-over-time"
 # A health check's API errors are retried a few times, quickly; past that it is no sample.
 CHECK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -78,26 +79,14 @@ CHECK_RETRY = RetryPolicy(
     maximum_attempts=4,
     non_retryable_error_types=["PermanentKubeError"],
 )
-# While a repair is in progress the replica checks its health this often (when its interval is
-# longer), so that it reports Ready again soon after the cluster does.
+ENDPOINT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+)
+# While a repair is in progress a polling replica checks its health this often (when its
+# interval is longer), so that it reports Ready again soon after the cluster does.
 REPAIR_POLL = timedelta(seconds=5)
 # Longest activity summary the repair step writes (the reasons of many objects are cut).
 _SUMMARY_LIMIT = 400
-# Added with ModelEndpoint publishing: a Ready replica publishes its endpoint and withdraws it
-# when it stops serving. Histories recorded before have no such activities.
-PATCH_PUBLISH_ENDPOINT = "publish-endpoint"
-# Health after Ready is watched by the cluster (issue 11): the replica registers with its
-# InferenceCluster workflow, which scans all its replicas with one activity per probe and
-# signals only on a change, so a healthy, idle replica runs nothing. Before, every Ready replica
-# ran a health check every 30 s and a drift comparison every 5 minutes, forever (330
-# activities/s at 10,000 replicas). Histories recorded before schedule those timers and checks.
-PATCH_CLUSTER_WATCH = "replica-cluster-watch"
-# The cluster takes a replica's baseline with its first scan after a registration: an edit made
-# before that scan (between the apply, or a repair, and the scan, up to a probe interval) is
-# part of the baseline, and no later scan would see it. Since this patch the first news after a
-# registration is followed by one field-by-field comparison (``kube.drift``), repaired like any
-# other; histories recorded before run none.
-PATCH_VERIFY_BASELINE = "replica-verify-watch-baseline"
 # How long a registered replica waits for its cluster's first scan (the next probe: 15 s by
 # default) before it polls instead.
 ACK_WAIT = timedelta(minutes=10)
@@ -109,83 +98,82 @@ class RolloutFailedError(Exception):
         self.reason = reason
 
 
-class ReplicaWatch:
-    """The serving loop; ``ReplicaWorkflow`` provides the state and the reporting."""
+class ServingReplica:
+    """The replica's state, its reporting and its serving loop; ``ReplicaWorkflow`` adds the
+    rollout saga, the handlers and the run."""
 
-    _input: ReplicaInput
-    _replica: ModelReplica
-    _phase: ReplicaPhase
-    _reason: str
-    _teardown: bool
-    _published: bool
-    _applied: list[ObjectRef]
-    _failed_checks: int
-    _repair_deadline: datetime | None
-    _news: list[HealthNews]
-    # Registered, and the cluster's baseline not yet compared with what was applied.
-    _unverified: bool
+    def __init__(self, arg: ReplicaInput) -> None:
+        self._input = arg
+        self._replica = arg.replica
+        self._phase = ReplicaPhase.PENDING
+        self._step = ReplicaStep.PLACED
+        self._reason = ""
+        self._teardown = False
+        self._published = False
+        # What the parent and the visibility store were last told.
+        self._told: ReplicaProgress | None = None
+        self._phase_upserted: ReplicaPhase | None = None
+        # References of every object a step applied (from kube.apply's answer), in order.
+        self._applied: list[ObjectRef] = list(arg.applied)
+        self._failed_checks = 0
+        self._repair_deadline = arg.repair_deadline
+        # What the cluster's replica watch said since the serving loop last looked.
+        self._news: list[HealthNews] = []
+        # Registered, and the cluster's baseline not yet compared with what was applied.
+        self._unverified = False
 
-    async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
-        raise NotImplementedError
+    # --- the serving loop ----------------------------------------------------------------
 
-    async def _sync_endpoint(self, phase: ReplicaPhase) -> None:
-        raise NotImplementedError
-
-    async def _watch_health(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        if workflow.patched(PATCH_CLUSTER_WATCH) and await self._watched():
-            try:
-                await self._watched_by_cluster(rendered, serving_since)
-            except (RolloutFailedError, asyncio.CancelledError):
+    async def _serve(self, rendered: RenderedReplica, serving_since: datetime) -> None:
+        """Serve until torn down: watched by the cluster when it answers a registration, else
+        polling. A repair not followed by Ready within the progress deadline fails the replica
+        (``RolloutFailedError``)."""
+        watched = await self._watched()
+        try:
+            await self._serving_loop(rendered, serving_since, watched)
+        except (RolloutFailedError, asyncio.CancelledError):
+            if watched:
                 await self._unregister()
-                raise
-            # (Not on continue-as-new: the next run registers again.)
+            raise
+        # (Not on continue-as-new: the next run registers again.)
+        if watched:
             await self._unregister()
-            return
-        # Under PATCH_CLUSTER_WATCH and no cluster workflow to watch it (started on its own, or
-        # its cluster deleted): nothing may be left unwatched, so it polls as before.
-        if workflow.patched(PATCH_DRIFT_REPAIR):
-            await self._watch_and_repair(rendered, serving_since)
-            return
-        interval = timedelta(seconds=self._input.health_interval_seconds)
-        while not self._teardown:
-            if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    self._input.model_copy(
-                        update={"serving_since": serving_since, "applied": self._applied}
-                    )
-                )
-            try:
-                await workflow.wait_condition(lambda: self._teardown, timeout=interval)
-            except TimeoutError:
-                await self._check_health(rendered)
 
-    async def _watch_and_repair(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        """Health checks every interval; drift compared after a failed check and on the resync;
-        a repair not followed by Ready within the progress deadline fails the replica."""
-        over_time = workflow.patched(PATCH_HEALTH_OVER_TIME)
+    async def _serving_loop(
+        self, rendered: RenderedReplica, serving_since: datetime, watched: bool
+    ) -> None:
         interval = timedelta(seconds=self._input.health_interval_seconds)
         resync = timedelta(seconds=self._input.drift_resync_seconds)
         next_resync = workflow.now() + resync
         while not self._teardown:
             if workflow.info().is_continue_as_new_suggested():
                 await self._continue_serving(serving_since)
-            wait = interval if self._repair_deadline is None else min(interval, REPAIR_POLL)
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self._teardown, timeout=wait)
+                if watched:
+                    # No timer while healthy: the cluster's news, a repair deadline or teardown.
+                    await workflow.wait_condition(
+                        lambda: self._teardown or bool(self._news),
+                        timeout=self._watched_timeout(interval),
+                        timeout_summary="repair deadline or endpoint retry",
+                    )
+                else:
+                    await workflow.wait_condition(
+                        lambda: self._teardown,
+                        timeout=interval
+                        if self._repair_deadline is None
+                        else min(interval, REPAIR_POLL),
+                    )
             if self._teardown:
                 return
-            if over_time:
-                healthy = await self._judge_health(rendered)
+            healthy: bool | None
+            if watched:
+                healthy = await self._take_news(rendered)
             else:
-                await self._check_health(rendered)
-                healthy = self._phase is ReplicaPhase.READY
-            if replica_health.drift_check_due(healthy, workflow.now(), next_resync):
-                next_resync = workflow.now() + resync
-                if await self._repair_drift(rendered) and self._repair_deadline is None:
-                    self._repair_deadline = workflow.now() + timedelta(
-                        seconds=self._input.progress_deadline_seconds
-                    )
+                healthy = await self._judge_health(rendered)
+                if replica_health.drift_check_due(healthy, workflow.now(), next_resync):
+                    next_resync = workflow.now() + resync
+                    if await self._repair_drift(rendered):
+                        self._start_repair_deadline()
             if healthy:
                 self._repair_deadline = None
             elif (
@@ -196,6 +184,20 @@ class ReplicaWatch:
                 raise RolloutFailedError(
                     f"not repaired within the progress deadline: {self._reason or 'not ready'}"
                 )
+
+    def _watched_timeout(self, interval: timedelta) -> timedelta | None:
+        if self._repair_deadline is not None:
+            return max(self._repair_deadline - workflow.now(), timedelta(seconds=1))
+        if self._phase is ReplicaPhase.READY and not self._published:
+            # The publication at Ready failed (directory or Fleet unreachable): try again.
+            return interval
+        return None
+
+    def _start_repair_deadline(self) -> None:
+        if self._repair_deadline is None:
+            self._repair_deadline = workflow.now() + timedelta(
+                seconds=self._input.progress_deadline_seconds
+            )
 
     async def _continue_serving(self, serving_since: datetime) -> None:
         """Continue-as-new while serving: the next run starts in the serving loop."""
@@ -210,37 +212,18 @@ class ReplicaWatch:
             )
         )
 
-    async def _watched_by_cluster(self, rendered: RenderedReplica, serving_since: datetime) -> None:
-        """Wait for the cluster's news, a repair deadline, or teardown; no timer while healthy."""
-        while not self._teardown:
-            if workflow.info().is_continue_as_new_suggested():
-                # The next run registers again (idempotent).
-                await self._continue_serving(serving_since)
-            timeout: timedelta | None = None
-            if self._repair_deadline is not None:
-                timeout = max(self._repair_deadline - workflow.now(), timedelta(seconds=1))
-            elif self._phase is ReplicaPhase.READY and not self._published:
-                # The publication at Ready failed (directory or Fleet unreachable): try again.
-                timeout = timedelta(seconds=self._input.health_interval_seconds)
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._teardown or bool(self._news),
-                    timeout=timeout,
-                    timeout_summary="repair deadline or endpoint retry",
-                )
-            if self._teardown:
-                return
-            news, self._news = self._news, []
-            for item in news:
-                await self._on_news(rendered, item)
-            if self._phase is ReplicaPhase.READY:
-                self._repair_deadline = None
-                if not self._published and workflow.patched(PATCH_PUBLISH_ENDPOINT):
-                    await self._sync_endpoint(self._phase)
-            elif self._repair_deadline is not None and workflow.now() >= self._repair_deadline:
-                raise RolloutFailedError(
-                    f"not repaired within the progress deadline: {self._reason or 'not ready'}"
-                )
+    # --- watched by the cluster ------------------------------------------------------------
+
+    async def _take_news(self, rendered: RenderedReplica) -> bool:
+        """Act on what the cluster said since the loop last looked; whether it is Ready."""
+        news, self._news = self._news, []
+        for item in news:
+            await self._on_news(rendered, item)
+        if self._phase is not ReplicaPhase.READY:
+            return False
+        if not self._published:
+            await self._sync_endpoint(self._phase)
+        return True
 
     async def _on_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
         unverified, self._unverified = self._unverified, False
@@ -248,17 +231,17 @@ class ReplicaWatch:
             await self._repair_and_register(rendered)
             return  # its comparison was the verification
         await self._on_health_news(news)
-        if unverified and workflow.patched(PATCH_VERIFY_BASELINE):
+        if unverified:
+            # The cluster's baseline is its first scan after a registration: an edit made
+            # before that scan is part of it, so compare once, field by field.
             await self._repair_and_register(rendered, only_if_drifted=True)
 
     async def _repair_and_register(
         self, rendered: RenderedReplica, *, only_if_drifted: bool = False
     ) -> None:
         drifted = await self._repair_drift(rendered)
-        if drifted and self._repair_deadline is None:
-            self._repair_deadline = workflow.now() + timedelta(
-                seconds=self._input.progress_deadline_seconds
-            )
+        if drifted:
+            self._start_repair_deadline()
         if drifted or not only_if_drifted:
             # A fresh baseline for what it applied, and its phase now.
             await self._register()
@@ -274,8 +257,7 @@ class ReplicaWatch:
 
     async def _watched(self) -> bool:
         """Register and wait for the cluster's first word (its next scan); False, and polling
-        instead, when there is no cluster workflow or it does not answer in time (dark, or a
-        worker from before the watch that leaves the registration unhandled)."""
+        instead, when there is no cluster workflow or it does not answer in time (dark)."""
         if not await self._register():
             return False
         with contextlib.suppress(TimeoutError):
@@ -317,6 +299,8 @@ class ReplicaWatch:
         with contextlib.suppress(ApplicationError):
             await cluster.signal(UNWATCH_REPLICA, f"{r.namespace}/{r.name}")
 
+    # --- polling and repair ----------------------------------------------------------------
+
     async def _judge_health(self, rendered: RenderedReplica) -> bool | None:
         """One health check judged over time (``replica.health``): True healthy, False
         not, None when the check could not be made."""
@@ -350,7 +334,8 @@ class ReplicaWatch:
         if verdict.phase is ReplicaPhase.READY:
             if self._phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-            elif not self._published and workflow.patched(PATCH_PUBLISH_ENDPOINT):
+            elif not self._published:
+                # The publication at Ready failed (directory or Fleet unreachable): try again.
                 await self._sync_endpoint(self._phase)
         elif verdict.phase is ReplicaPhase.DEGRADED and (
             self._phase is not ReplicaPhase.DEGRADED or self._reason != verdict.reason
@@ -410,35 +395,69 @@ class ReplicaWatch:
         await self._set(phase, ReplicaStep.SERVING, why)
         return True
 
-    async def _check_health(self, rendered: RenderedReplica) -> None:
+    # --- reporting ---------------------------------------------------------------------------
+
+    def _progress(self) -> ReplicaProgress:
+        return ReplicaProgress(
+            name=self._replica.name,
+            phase=self._phase,
+            step=self._step,
+            reason=self._reason,
+            at=workflow.now(),
+        )
+
+    async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
+        self._phase, self._step, self._reason = phase, step, reason
+        if phase is not self._phase_upserted:
+            workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
+            self._phase_upserted = phase
+        workflow.set_current_details(details(phase, step, reason))
+        progress = self._progress()
+        if parent_needs(progress, self._told):
+            parent = workflow.get_external_workflow_handle(self._input.parent_id)
+            # The deployment may be gone; then there is nobody to tell.
+            with contextlib.suppress(ApplicationError):
+                await parent.signal("replica_progress", progress)
+            self._told = progress
+        await self._sync_endpoint(phase)
+
+    async def _sync_endpoint(self, phase: ReplicaPhase) -> None:
+        """Ready: publish this replica's ModelEndpoint; anything else: withdraw it (before the
+        teardown deletes the route, so services stop sending traffic first)."""
+        r = self._replica
+        serving = phase is ReplicaPhase.READY
+        if serving == self._published:
+            return
         try:
-            result: ReadyResult = await workflow.execute_activity(
-                KUBE_CHECK_READY,
-                WaitReadyRequest(
-                    cluster=self._replica.spec.cluster_name,
-                    rules=rendered.readiness,
-                    deadline=workflow.now(),
-                ),
-                result_type=ReadyResult,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=2),
-                summary="health check",
-            )
+            if serving:
+                await workflow.execute_activity(
+                    ENDPOINTS_PUBLISH_REPLICA,
+                    ReplicaEndpointRequest(
+                        namespace=r.namespace,
+                        replica=r.name,
+                        deployment=r.spec.deployment,
+                        cluster=r.spec.cluster_name,
+                        labels=dict(r.metadata.labels),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    schedule_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=ENDPOINT_RETRY,
+                    summary="publish endpoint",
+                )
+            else:
+                await workflow.execute_activity(
+                    ENDPOINTS_WITHDRAW,
+                    EndpointKey(namespace=r.namespace, name=r.name),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    schedule_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=ENDPOINT_RETRY,
+                    summary="withdraw endpoint",
+                )
         except ActivityError as exc:
-            result = ReadyResult(ready=False, reason=f"cluster unreachable: {reason_of(exc)}")
-        if result.ready and self._phase is not ReplicaPhase.READY:
-            await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        elif not result.ready and (
-            self._phase is not ReplicaPhase.DEGRADED or self._reason != result.reason
-        ):
-            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, result.reason)
-        elif (
-            self._phase is ReplicaPhase.READY
-            and not self._published
-            and workflow.patched(PATCH_PUBLISH_ENDPOINT)
-        ):
-            # The publication at Ready failed (directory or Fleet unreachable): try again.
-            await self._sync_endpoint(self._phase)
+            # Serving goes on; the next phase change tries again. Say why meanwhile.
+            workflow.logger.warning("endpoint of %s not updated: %s", r.name, reason_of(exc))
+            return
+        self._published = serving
 
 
 def details(phase: ReplicaPhase, step: ReplicaStep, reason: str) -> str:

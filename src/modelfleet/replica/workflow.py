@@ -3,13 +3,15 @@ on one cluster, then its health watch until it is torn down.
 
 Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace ->
 stage ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing ->
-wait for the endpoint picker -> Ready. Then it is watched (``replica.serving``): its
-InferenceCluster scans it with the cluster's other replicas and signals a change of health or
-objects missing or edited, which it repairs (re-applied, a step in the history that says why);
-without a cluster workflow it polls its own health. Each step is an activity;
-retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. On failure,
-deadline or cancellation the steps already taken are undone in reverse order, and the parent
-deployment is told why. The parent is signalled when the replica becomes Ready, Degraded or
+wait for the endpoint picker -> Ready. Then it serves: ``replica.serving`` (which this workflow
+extends; it holds the state, the reporting and the serving loop) is watched by its
+InferenceCluster, which scans it with the cluster's other replicas and signals a change of
+health or objects missing or edited, which it repairs (re-applied, a step in the history that
+says why); without a cluster workflow it polls its own health. Each step is an activity;
+retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. A teardown
+during the rollout cancels the step in progress. On failure, deadline or cancellation the steps
+already taken are undone in reverse order, the parent deployment is told why, and the workflow
+fails (``ReplicaFailed``). The parent is signalled when the replica becomes Ready, Degraded or
 Failed and when it is done; the step in progress is read by the ``progress`` query.
 
 Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
@@ -34,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         KUBE_DELETE,
         KUBE_HEARTBEAT_SECONDS,
         KUBE_POLL_READY,
-        KUBE_WAIT_READY,
     )
     from modelfleet.contracts.cache_payloads import (
         CACHE_READINESS,
@@ -51,12 +52,6 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
-    from modelfleet.contracts.serving_payloads import (
-        ENDPOINTS_PUBLISH_REPLICA,
-        ENDPOINTS_WITHDRAW,
-        EndpointKey,
-        ReplicaEndpointRequest,
-    )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
@@ -67,60 +62,32 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
-    from modelfleet.replica.progress import parent_needs
     from modelfleet.replica.serving import (
         API_RETRY,
-        PATCH_PUBLISH_ENDPOINT,
-        ReplicaWatch,
         RolloutFailedError,
+        ServingReplica,
         applied_key,
-        details,
         reason_of,
     )
 
 CLEANUP_TIMEOUT = timedelta(minutes=10)
-# A teardown during the rollout cancels the step in progress (its activity) instead of waiting
-# for it to end: before, a replica checked for teardown only between steps, so a delete could
-# wait out a whole readiness wait (the progress deadline, 30 minutes by default).
-PATCH_TEARDOWN_CANCELS_ROLLOUT = "replica-teardown-cancels-rollout"
-# A replica that fails ends its workflow as Failed (after compensating), so Temporal's own
-# failure views count it; before, it completed with a FAILED result.
-PATCH_FAILS_AS_FAILED = "replica-fails-as-failed"
-# Rollout work per replica (issue 11): the parent deployment is signalled only when what it
-# decides or reports changes (Ready, Degraded, Failed, Done), not on every step (it read 7
-# signals per replica, each a workflow task on both sides); the steps in between are read by
-# the ``progress`` query (``describe`` and ``rollout status`` do). ModelfleetPhase is upserted
-# only when its value changes (it was rewritten as Progressing five times). Histories recorded
-# before hold a signal and an upsert per step.
-PATCH_QUIET_PROGRESS = "replica-quiet-progress"
 # Readiness waits (up to the progress deadline, 30 minutes by default) poll with short
-# ``kube.poll_ready`` attempts that Temporal retries, instead of one ``kube.wait_ready``
-# activity that held a worker slot (and thread) the whole time: 32 replicas loading a model
-# took every slot probes, placements and applies need (issue 11). Histories recorded before
-# schedule ``kube.wait_ready``.
-PATCH_POLL_READY = "replica-poll-readiness"
+# ``kube.poll_ready`` attempts that Temporal retries, so that no activity holds a worker slot
+# for the whole wait (issue 11).
 POLL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=15),
     non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
 )
-ENDPOINT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
-)
-
-# Added with ModelCache staging: a replica whose deployment references a ModelCache waits (a
-# step of its own, with the cache's progress) until the cache is Ready on its cluster before
-# creating anything. Histories recorded before have no such step.
-PATCH_WAIT_MODEL_CACHE = "replica-waits-for-model-cache"
+# A replica whose deployment references a ModelCache waits (a step of its own, with the
+# cache's progress) until the cache is Ready on its cluster before creating anything.
 CACHE_POLL_FIRST = timedelta(seconds=2)
 CACHE_POLL_MAX = timedelta(seconds=30)
-# A teardown aimed at a dark cluster retried its delete for the whole CLEANUP_TIMEOUT, and the
-# deployment's pass (its scale-ups included) waited for it. From this patch the delete is tried
-# DELETE_TRY at a time; between tries the cluster's workflow is asked whether it will sweep the
-# cluster on its return (NotReady after being Ready, ``cluster_sweep``); if so, what is left is
-# that sweep's and the teardown ends. Histories recorded before have one delete activity only.
-PATCH_DARK_TEARDOWN = "replica-teardown-leaves-dark-cluster-to-sweep"
+# A teardown's delete is tried DELETE_TRY at a time; between tries the cluster's workflow is
+# asked whether it will sweep the cluster on its return (NotReady after being Ready,
+# ``cluster_sweep``); if so, what is left is that sweep's and the teardown ends (a dark cluster
+# would otherwise hold the deployment's pass for the whole CLEANUP_TIMEOUT).
 DELETE_TRY = timedelta(seconds=10)
 
 _STEP_NAMES = {
@@ -134,26 +101,10 @@ _STEP_NAMES = {
 # Pinned under Worker Versioning: the rollout saga and its compensation in reverse run on the
 # code that made the steps (docs/operations.md, "Upgrading workflows").
 @workflow.defn(name="ModelReplica", versioning_behavior=declared(VersioningBehavior.PINNED))
-class ReplicaWorkflow(ReplicaWatch):
+class ReplicaWorkflow(ServingReplica):
     @workflow.init
     def __init__(self, arg: ReplicaInput) -> None:
-        self._input = arg
-        self._replica = arg.replica
-        self._phase = ReplicaPhase.PENDING
-        self._step = ReplicaStep.PLACED
-        self._reason = ""
-        self._teardown = False
-        self._published = False
-        # What the parent and the visibility store were last told (PATCH_QUIET_PROGRESS).
-        self._told: ReplicaProgress | None = None
-        self._phase_upserted: ReplicaPhase | None = None
-        # References of every object a step applied (from kube.apply's answer), in order.
-        self._applied: list[ObjectRef] = list(arg.applied)
-        self._failed_checks = 0
-        self._repair_deadline = arg.repair_deadline
-        # What the cluster's replica watch said since the serving loop last looked.
-        self._news: list[HealthNews] = []
-        self._unverified = False
+        super().__init__(arg)
 
     @workflow.signal
     def teardown(self) -> None:
@@ -198,10 +149,7 @@ class ReplicaWorkflow(ReplicaWatch):
         ]
         if arg.serving_since is None:
             try:
-                if workflow.patched(PATCH_TEARDOWN_CANCELS_ROLLOUT):
-                    await self._roll_out_unless_torn_down(rendered)
-                else:
-                    await self._roll_out(rendered)
+                await self._roll_out_unless_torn_down(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
                 reason = reason_of(exc)
                 if isinstance(exc, asyncio.CancelledError):
@@ -212,17 +160,14 @@ class ReplicaWorkflow(ReplicaWatch):
                     await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
                     return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
                 await self._compensate(owned, reason)
-                if workflow.patched(PATCH_FAILS_AS_FAILED):
-                    raise ApplicationError(
-                        reason, type="ReplicaFailed", non_retryable=True
-                    ) from None
-                return ReplicaResult(name=r.name, phase=ReplicaPhase.FAILED, reason=reason)
+                # Failed, so Temporal's own failure views count it.
+                raise ApplicationError(reason, type="ReplicaFailed", non_retryable=True) from None
             serving_since = workflow.now()
         else:
             serving_since = arg.serving_since
             await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
         try:
-            await self._watch_health(rendered, serving_since)
+            await self._serve(rendered, serving_since)
         except asyncio.CancelledError:
             # Cancelled while serving: remove what it runs, then end as Cancelled.
             await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
@@ -230,8 +175,8 @@ class ReplicaWorkflow(ReplicaWatch):
             await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
             raise
         except RolloutFailedError as exc:
-            # Not repaired within the progress deadline (only under PATCH_DRIFT_REPAIR): fail
-            # like a rollout that missed it, so the deployment places the replica again.
+            # Not repaired within the progress deadline: fail like a rollout that missed it, so
+            # the deployment places the replica again.
             await self._compensate(owned, exc.reason)
             raise ApplicationError(exc.reason, type="ReplicaFailed", non_retryable=True) from None
         await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
@@ -255,9 +200,7 @@ class ReplicaWorkflow(ReplicaWatch):
         await task
 
     async def _roll_out(self, rendered: RenderedReplica) -> None:
-        if self._replica.spec.model_cache_ref is not None and workflow.patched(
-            PATCH_WAIT_MODEL_CACHE
-        ):
+        if self._replica.spec.model_cache_ref is not None:
             await self._wait_model_cache(self._replica.spec.model_cache_ref.name)
         deadline = workflow.now() + timedelta(seconds=self._input.progress_deadline_seconds)
         rules = {"workload": [], "endpoint-picker": []}  # type: dict[str, list[ReadinessRule]]
@@ -333,31 +276,16 @@ class ReplicaWorkflow(ReplicaWatch):
         remaining = deadline - workflow.now()
         if remaining <= timedelta(0):
             raise RolloutFailedError(f"progress deadline passed before {what}")
-        if workflow.patched(PATCH_POLL_READY):
-            # The last attempt starts at or after the deadline and fails with the reason.
-            result: ReadyResult = await workflow.execute_activity(
-                KUBE_POLL_READY,
-                WaitReadyRequest(
-                    cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
-                ),
-                result_type=ReadyResult,
-                start_to_close_timeout=timedelta(seconds=60),
-                schedule_to_close_timeout=remaining + timedelta(seconds=90),
-                retry_policy=POLL_RETRY,
-                summary=f"wait for {what}",
-            )
-            if not result.ready:
-                raise RolloutFailedError(result.reason)
-            return
-        result = await workflow.execute_activity(
-            KUBE_WAIT_READY,
+        # The last attempt starts at or after the deadline and fails with the reason.
+        result: ReadyResult = await workflow.execute_activity(
+            KUBE_POLL_READY,
             WaitReadyRequest(
                 cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
             ),
             result_type=ReadyResult,
-            start_to_close_timeout=remaining + timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=20),
-            retry_policy=API_RETRY,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=remaining + timedelta(seconds=90),
+            retry_policy=POLL_RETRY,
             summary=f"wait for {what}",
         )
         if not result.ready:
@@ -380,7 +308,6 @@ class ReplicaWorkflow(ReplicaWatch):
         request = DeleteRequest(
             cluster=cluster, objects=refs, sweep_labels={LABEL_REPLICA: self._replica.name}
         )
-        tries = workflow.patched(PATCH_DARK_TEARDOWN)
         deadline = workflow.now() + CLEANUP_TIMEOUT
         while True:
             try:
@@ -390,9 +317,7 @@ class ReplicaWorkflow(ReplicaWatch):
                     result_type=DeleteResult,
                     start_to_close_timeout=timedelta(seconds=120),
                     heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
-                    schedule_to_close_timeout=(
-                        min(DELETE_TRY, deadline - workflow.now()) if tries else CLEANUP_TIMEOUT
-                    ),
+                    schedule_to_close_timeout=min(DELETE_TRY, deadline - workflow.now()),
                     retry_policy=API_RETRY,
                     summary=f"delete {len(refs)} object(s)",
                 )
@@ -400,7 +325,7 @@ class ReplicaWorkflow(ReplicaWatch):
             except ActivityError as exc:
                 # The cluster may be gone for good; say so rather than hang the deployment.
                 failure = f"cleanup incomplete on {cluster}: {reason_of(exc)}"
-            if not tries or workflow.now() + timedelta(seconds=1) >= deadline:
+            if workflow.now() + timedelta(seconds=1) >= deadline:
                 self._reason = failure
                 return
             if await self._swept_on_return(cluster):
@@ -422,72 +347,6 @@ class ReplicaWorkflow(ReplicaWatch):
         except ActivityError:
             return False
         return pending
-
-    # --- reporting ---------------------------------------------------------------------------
-
-    def _progress(self) -> ReplicaProgress:
-        return ReplicaProgress(
-            name=self._replica.name,
-            phase=self._phase,
-            step=self._step,
-            reason=self._reason,
-            at=workflow.now(),
-        )
-
-    async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
-        self._phase, self._step, self._reason = phase, step, reason
-        quiet = workflow.patched(PATCH_QUIET_PROGRESS)
-        if not quiet or phase is not self._phase_upserted:
-            workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
-            self._phase_upserted = phase
-        workflow.set_current_details(details(phase, step, reason))
-        progress = self._progress()
-        if not quiet or parent_needs(progress, self._told):
-            parent = workflow.get_external_workflow_handle(self._input.parent_id)
-            # The deployment may be gone; then there is nobody to tell.
-            with contextlib.suppress(ApplicationError):
-                await parent.signal("replica_progress", progress)
-            self._told = progress
-        if workflow.patched(PATCH_PUBLISH_ENDPOINT):
-            await self._sync_endpoint(phase)
-
-    async def _sync_endpoint(self, phase: ReplicaPhase) -> None:
-        """Ready: publish this replica's ModelEndpoint; anything else: withdraw it (before the
-        teardown deletes the route, so services stop sending traffic first)."""
-        r = self._replica
-        serving = phase is ReplicaPhase.READY
-        if serving == self._published:
-            return
-        try:
-            if serving:
-                await workflow.execute_activity(
-                    ENDPOINTS_PUBLISH_REPLICA,
-                    ReplicaEndpointRequest(
-                        namespace=r.namespace,
-                        replica=r.name,
-                        deployment=r.spec.deployment,
-                        cluster=r.spec.cluster_name,
-                        labels=dict(r.metadata.labels),
-                    ),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    schedule_to_close_timeout=timedelta(minutes=2),
-                    retry_policy=ENDPOINT_RETRY,
-                    summary="publish endpoint",
-                )
-            else:
-                await workflow.execute_activity(
-                    ENDPOINTS_WITHDRAW,
-                    EndpointKey(namespace=r.namespace, name=r.name),
-                    start_to_close_timeout=timedelta(seconds=30),
-                    schedule_to_close_timeout=timedelta(minutes=2),
-                    retry_policy=ENDPOINT_RETRY,
-                    summary="withdraw endpoint",
-                )
-        except ActivityError as exc:
-            # Serving goes on; the next phase change tries again. Say why meanwhile.
-            workflow.logger.warning("endpoint of %s not updated: %s", r.name, reason_of(exc))
-            return
-        self._published = serving
 
 
 async def _cancelled(task: asyncio.Future[None]) -> None:

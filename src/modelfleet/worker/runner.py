@@ -114,7 +114,6 @@ def build_worker(
         activities=[
             kube.apply,
             kube.delete,
-            kube.wait_ready,
             kube.poll_ready,
             kube.check_ready,
             kube.drift,
