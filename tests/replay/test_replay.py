@@ -1,12 +1,14 @@
 """Golden histories replay against the current workflow code without non-determinism.
 
-The histories in ``histories/`` were recorded by ``record_histories.py`` from real runs (a rollout
-to Ready, a scale up by Update and down by signal, an image change rolled surge first, a
-rollback of a replica that missed its readiness deadline, a ModelCache accepted without action)
-and cover every workflow type (the Fleet, InferenceCluster, EndpointDirectory and
-ModelAutoscaler goldens have recorders of their own). No ``workflow.patched`` before the first
-release: a change to a workflow's commands re-records its one golden; a failure without such a
-change is a determinism bug, never re-record to silence it.
+The histories in ``histories/`` were recorded from real runs, one per workflow type; those of
+``record_histories.py``: ``deployment.json`` and ``replica.json`` (a deployment rolled out,
+scaled up by Update, paused, rolled to a new image surge first, scaled down by signal and
+deleted; its first replica rolled out, serving, watched by its cluster and torn down), a
+ServingStack accepted without action and a service routing to a replica (the Fleet,
+InferenceCluster, EndpointDirectory and ModelAutoscaler goldens have recorders of their own).
+No ``workflow.patched`` before the first release: a change to a workflow's commands re-records
+its one golden; a failure without such a change is a determinism bug, never re-record to
+silence it.
 """
 
 from __future__ import annotations
@@ -40,14 +42,6 @@ def load(filename: str) -> WorkflowHistory:
 
 def of_type(history: WorkflowHistory, event_type: EventType.ValueType) -> list[HistoryEvent]:
     return [e for e in history.events if e.event_type == event_type]
-
-
-def holds_patch(history: WorkflowHistory, patch: str) -> bool:
-    """Whether the history recorded ``workflow.patched(patch)``'s marker."""
-    return any(
-        patch.encode() in e.marker_recorded_event_attributes.SerializeToString()
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    )
 
 
 def activities(history: WorkflowHistory) -> list[str]:
@@ -113,61 +107,7 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     assert of_type(accepted, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     assert activities(accepted) == []
 
-    # (a) rollout to Ready: every step applied, leader then endpoint picker awaited, serving.
-    rollout = load("rollout-replica.json")
-    assert activities(rollout) == ["kube.apply"] * 3 + ["kube.wait_ready", "kube.apply"] + [
-        "kube.wait_ready"
-    ]
-    assert of_type(rollout, EventType.EVENT_TYPE_TIMER_STARTED), "no health watch after Ready"
-
-    # (b) scale: up by Update, down by signal; the removed replica was torn down and deleted.
-    scaled = load("scale-deployment.json")
-    assert "scale" in updates(scaled)
-    assert "scale" in signals(scaled)
-    assert len(of_type(scaled, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)) == 2
-    assert "fleet.release" in activities(scaled)
-    removed = load("scale-replica-removed.json")
-    assert "teardown" in signals(removed)
-    assert activities(removed)[-1] == "kube.delete"
-    assert of_type(removed, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
-
-    # (c) rollback: the readiness wait failed permanently, the saga compensated, and the
-    # deployment reaped the failed replica and released its capacity.
-    failed = load("rollback-replica.json")
-    failures = of_type(failed, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED)
-    assert [
-        f.activity_task_failed_event_attributes.failure.application_failure_info.type
-        for f in failures
-    ] == ["ReadinessDeadlineExceeded"]
-    assert activities(failed)[-2:] == ["kube.wait_ready", "kube.delete"]
-    assert of_type(failed, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
-    parent = load("rollback-deployment.json")
-    assert of_type(parent, EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
-    assert "fleet.release" in activities(parent)
-
-    # (d) roll: an image change over two replicas, surge first. Each replacement is placed and
-    # started before the old replica it replaces is told to tear down and is released.
-    rolled = load("roll-deployment.json")
-    steps = commands(rolled)
-    roll = steps[steps.index("child", steps.index("child") + 2) - 2 :]
-    assert roll == [
-        "fleet.place",  # the reconcile pass: nothing to add
-        "fleet.place",  # room for one more
-        "child",
-        "teardown",
-        "fleet.release",
-        "fleet.place",
-        "child",
-        "teardown",
-        "fleet.release",
-        "fleet.place",  # the pass after the last replica reported done
-    ]
-
-    # (e) serving: the replica published its endpoint when Ready and withdrew it before its
-    # teardown deleted anything; the service watched, probed, routed, and removed its route.
-    served = activities(load("serving-replica.json"))
-    assert served.index("endpoints.publish_replica") < served.index("endpoints.withdraw")
-    assert served.index("endpoints.withdraw") < served.index("kube.delete")
+    # (e) serving: the service watched, probed, routed, and removed its route.
     service = activities(load("service.json"))
     assert service[0] == "endpoints.watch"
     assert {"serving.probe_endpoints", "kube.apply", "serving.gateway_address"} <= set(service)
@@ -183,40 +123,102 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     assert {"kube.probe", "fleet.publish_cluster"} <= set(activities(cluster))
 
 
-def patches(history: WorkflowHistory) -> set[str]:
-    """The patch IDs a history's markers record."""
-    out = set()
-    for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED):
-        for payload in e.marker_recorded_event_attributes.details["patch-data"].payloads:
-            out.add(json.loads(payload.data)["id"])
-    return out
-
-
-def test_the_paused_golden_held_the_new_image_until_resumed() -> None:
-    paused = load("paused-deployment.json")
-    assert {"pause", "resume", "scale", "apply"} <= updates(paused)
-    assert "rollout-pause" in patches(paused)
-    # Started: the first replica, the scale-up while paused (old image), then after the resume
-    # two replacements, each before the replica it replaces was told to tear down.
-    children = [
-        e.start_child_workflow_execution_initiated_event_attributes
-        for e in of_type(paused, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
-    ]
-    assert len(children) == 4
-    resumed_at = next(
+def starts(history: WorkflowHistory) -> list[int]:
+    return [
         e.event_id
-        for e in of_type(paused, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
-        if e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
-        == "resume"
+        for e in of_type(history, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+    ]
+
+
+def update_at(history: WorkflowHistory, name: str) -> int:
+    return next(
+        e.event_id
+        for e in of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+        if e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name == name
     )
-    starts = of_type(paused, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
-    assert [e.event_id > resumed_at for e in starts] == [False, False, True, True]
-    assert commands(paused).count("teardown") == 2
+
+
+def test_the_deployment_golden_scales_holds_a_change_while_paused_and_rolls_surge_first() -> None:
+    history = load("deployment.json")
+    assert not of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED), "no replay patches"
+    assert {"apply", "scale", "pause", "resume", "delete"} <= updates(history)
+    assert "scale" in signals(history)
+    # Started: the first replica, the second by the scale Update, then after the resume (the
+    # new image held while paused) two replacements.
+    started = starts(history)
+    assert len(started) == 4
+    assert [at > update_at(history, "resume") for at in started] == [False, False, True, True]
+    # Resumed: the new template placed dry first (it fits), then surge first: each replacement
+    # is placed and started before the replica it replaces is told to tear down and released.
+    steps = commands(history)
+    roll = steps[steps.index("fleet.dry_place") :]
+    assert roll[:10] == [
+        "fleet.dry_place",
+        "fleet.place",  # the reconcile pass: nothing to add
+        "fleet.place",  # room for one more
+        "child",
+        "teardown",
+        "fleet.release",
+        "fleet.place",
+        "child",
+        "teardown",
+        "fleet.release",
+    ]
+    # Torn down: two replaced, one by the scale signal, the last by the delete.
+    assert steps.count("teardown") == 4
+    assert of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+
+
+def test_the_deployment_golden_sends_its_template_whole_once_then_by_key() -> None:
+    history = load("deployment.json")
+    requests = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "fleet.place"
+    ]
+    bodies = [json.loads(r) for r in requests]
+    assert bodies[0]["deployment"] is not None
+    assert bodies[0]["template"] == ""
+    named = [b for b in bodies if b["deployment"] is None]
+    assert named
+    assert all(len(b["template"]) == 32 for b in named)
+
+
+def test_the_replica_golden_rolls_out_serves_watched_and_tears_down_in_order() -> None:
+    history = load("replica.json")
+    assert not of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED), "no replay patches"
+    steps = [c for c in commands(history) if c != "replica_progress"]
+    # The rollout: namespace, claims, gangs applied, the leader awaited, routing applied, the
+    # endpoint picker awaited; Ready: the endpoint published, the replica registered with its
+    # cluster, which scanned it and said so.
+    assert steps[: steps.index("watch_replica") + 1] == [
+        "kube.apply",
+        "kube.apply",
+        "kube.apply",
+        "kube.poll_ready",
+        "kube.apply",
+        "kube.poll_ready",
+        "endpoints.publish_replica",
+        "watch_replica",
+    ]
+    assert {"replica_health", "teardown"} <= signals(history)
+    assert "kube.check_ready" not in steps, "watched by its cluster, it never polls"
+    # The cluster's first scan acknowledged it: its baseline compared once (nothing drifted).
+    # Torn down: unregistered, the endpoint withdrawn before anything is deleted.
+    assert steps[steps.index("watch_replica") + 1 :] == [
+        "kube.drift",
+        "unwatch_replica",
+        "endpoints.withdraw",
+        "kube.delete",
+    ]
+    # The deployment told only what it decides on: Ready, then done (not every step).
+    assert commands(history).count("replica_progress") == 2
+    assert of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
 
 
 @workflow.defn(name="ModelReplica", sandboxed=False)
-class ReplicaWithAnUnpatchedTimer(ReplicaWorkflow):
-    """A careless change: a timer before the saga, without ``workflow.patched``."""
+class ReplicaWithAnExtraTimer(ReplicaWorkflow):
+    """A change of commands (a timer before the saga) without re-recording the golden."""
 
     @workflow.run
     async def run(self, arg: ReplicaInput) -> ReplicaResult:
@@ -224,32 +226,7 @@ class ReplicaWithAnUnpatchedTimer(ReplicaWorkflow):
         return await super().run(arg)
 
 
-async def test_replay_catches_an_unpatched_workflow_change() -> None:
-    replayer = Replayer(
-        workflows=[ReplicaWithAnUnpatchedTimer], data_converter=pydantic_data_converter
-    )
-    result = await replayer.replay_workflow(
-        load("rollout-replica.json"), raise_on_replay_failure=False
-    )
+async def test_replay_catches_a_change_of_commands() -> None:
+    replayer = Replayer(workflows=[ReplicaWithAnExtraTimer], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(load("replica.json"), raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, NondeterminismError)
-
-
-def test_drift_golden_repairs_what_was_deleted_and_says_why() -> None:
-    """``drift-replica.json`` (``record_drift_history.py``) covers the serving loop of the
-    replica-drift-repair and replica-health-over-time patches."""
-    history = load("drift-replica.json")
-    markers = {
-        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
-        for e in of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-    }
-    assert {"replica-drift-repair", "replica-health-over-time"} <= markers
-    names = activities(history)
-    repair = names.index("kube.drift") + 1
-    assert names[repair] == "kube.apply"
-    converter = pydantic_data_converter.payload_converter
-    summaries = [
-        str(converter.from_payload(e.user_metadata.summary, str))
-        for e in of_type(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    ]
-    assert "was deleted outside modelfleet: re-created" in summaries[repair]
-    assert names[-1] == "kube.delete"

@@ -1,7 +1,8 @@
 """Golden ModelCache-related histories (``cache/``, recorded by ``record_cache_histories.py``)
-replay against the current workflow code without non-determinism: a ModelReplica that waited
-for its cache (the ``replica-waits-for-model-cache`` patch) and the ModelCache golden
-(``cache.json``), staged with a retried download. A failure without an intended change to
+replay against the current workflow code without non-determinism: the ModelCache golden
+(``cache.json``), staged with a retried download. (A replica's wait for its cache is covered by
+``tests/workflow/test_replica_model_cache.py``; ModelReplica's one golden is
+``histories/replica.json``.) A failure without an intended change to
 their commands is a determinism bug; never re-record to silence it."""
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from modelfleet.contracts.cache_payloads import CACHE_READINESS
-from modelfleet.replica.workflow import PATCH_WAIT_MODEL_CACHE
 from modelfleet.worker.runner import WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parent / "cache"
@@ -47,18 +46,8 @@ async def test_cache_history_replays(filename: str) -> None:
     assert result.replay_failure is None, f"{filename}: {result.replay_failure!r}"
 
 
-def test_goldens_cover_the_wait_and_the_staging() -> None:
+def test_goldens_cover_the_staging() -> None:
     assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
-    replica = load("replica-waits-for-cache.json")
-    markers = [
-        str(e.marker_recorded_event_attributes)
-        for e in replica.events
-        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-    ]
-    assert any(PATCH_WAIT_MODEL_CACHE in m for m in markers)
-    done = activities(replica)
-    assert done.count(CACHE_READINESS) >= 2
-    assert done.index(CACHE_READINESS) < done.index("kube.apply")
     staged = activities(load("cache.json"))
     assert {"cache.targets", "cache.observe", "cache.stage", "cache.clean", "cache.report"} <= set(
         staged
