@@ -305,12 +305,6 @@ def test_activity_outcomes_have_their_types() -> None:
             False,
             ApplicationErrorCategory.BENIGN,
         ),
-        (
-            activity_errors.cancelled("cancelled while waiting"),
-            "Cancelled",
-            False,
-            ApplicationErrorCategory.UNSPECIFIED,
-        ),
     ]
     for app, type_, non_retryable, category in cases:
         assert (app.type, app.non_retryable, app.category) == (type_, non_retryable, category)

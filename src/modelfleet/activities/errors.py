@@ -27,7 +27,6 @@ from modelfleet.contracts import error_types
 from modelfleet.contracts.cloud_payloads import error_type
 
 __all__ = [
-    "cancelled",
     "missing_credentials",
     "missing_secret",
     "not_ready_yet",
@@ -90,8 +89,3 @@ def not_ready_yet(reason: str) -> ApplicationError:
         type=error_types.NOT_READY_YET,
         category=ApplicationErrorCategory.BENIGN,
     )
-
-
-def cancelled(message: str) -> ApplicationError:
-    """The activity was cancelled while it waited."""
-    return ApplicationError(message, type=error_types.CANCELLED)

@@ -62,6 +62,11 @@ with workflow.unsafe.imports_passed_through():
         ObserveRequest,
         StageRequest,
     )
+    from modelfleet.contracts.error_types import (
+        MISSING_CREDENTIALS,
+        MISSING_SECRET,
+        PERMANENT_KUBE_ERROR,
+    )
     from modelfleet.contracts.versioning import declared
     from modelfleet.rendering.model_cache import (
         auth_secret_name,
@@ -81,7 +86,7 @@ KUBE_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
-    non_retryable_error_types=["PermanentKubeError", "MissingSecret", "MissingCredentials"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR, MISSING_SECRET, MISSING_CREDENTIALS],
 )
 FLEET_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Progress goes to the Fleet in steps of this many percent: each report is a Fleet Update that

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.cluster.orphans import REPLICA_KINDS
     from modelfleet.cluster.watch_decide import judge, registered
     from modelfleet.contracts.activity_names import FLEET_REPLICAS_ON, KUBE_SCAN_REPLICAS
+    from modelfleet.contracts.error_types import PERMANENT_KUBE_ERROR
     from modelfleet.contracts.ids import replica_id
     from modelfleet.contracts.kube_payloads import ProbeRequest
     from modelfleet.contracts.watch_payloads import (
@@ -56,7 +57,7 @@ SCAN_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=4,
-    non_retryable_error_types=["PermanentKubeError"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR],
 )
 
 

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         KUBE_PROBE,
     )
     from modelfleet.contracts.cloud_payloads import ProvisioningState
+    from modelfleet.contracts.error_types import POOL_IN_USE
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
     from modelfleet.contracts.kube_payloads import (
         KubeconfigRef,
@@ -122,7 +123,7 @@ class ClusterWorkflow:
                     # The Fleet knows which replicas run on which pool; one still in use stays.
                     refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
                     if refused is not None:
-                        raise ApplicationError(refused, type="PoolInUse", non_retryable=True)
+                        raise ApplicationError(refused, type=POOL_IN_USE, non_retryable=True)
                 self._spec = spec
                 self._changed = True
                 self._probe_now = True

@@ -41,8 +41,6 @@ STACK_SOURCE_UNAVAILABLE: Final = "StackSourceUnavailable"
 READINESS_DEADLINE_EXCEEDED: Final = "ReadinessDeadlineExceeded"
 # Not ready yet, before the deadline: a benign retry, the poll interval of kube.poll_ready.
 NOT_READY_YET: Final = "NotReadyYet"
-# The activity was cancelled while it waited.
-CANCELLED: Final = "Cancelled"
 
 # -- workflows' own failures.
 RENDER_FAILED: Final = "RenderFailed"

@@ -35,6 +35,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_CHECK_READY, KUBE_DRIFT
+    from modelfleet.contracts.error_types import PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED
     from modelfleet.contracts.ids import cluster_id
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
@@ -70,14 +71,14 @@ API_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=20),
-    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED],
 )
 # A health check's API errors are retried a few times, quickly; past that it is no sample.
 CHECK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=4,
-    non_retryable_error_types=["PermanentKubeError"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR],
 )
 ENDPOINT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)

@@ -42,6 +42,12 @@ with workflow.unsafe.imports_passed_through():
         CacheReadiness,
         CacheReadinessRequest,
     )
+    from modelfleet.contracts.error_types import (
+        PERMANENT_KUBE_ERROR,
+        READINESS_DEADLINE_EXCEEDED,
+        RENDER_FAILED,
+        REPLICA_FAILED,
+    )
     from modelfleet.contracts.ids import cluster_id
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
@@ -78,7 +84,7 @@ POLL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=15),
-    non_retryable_error_types=["PermanentKubeError", "ReadinessDeadlineExceeded"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED],
 )
 # A replica whose deployment references a ModelCache waits (a step of its own, with the
 # cache's progress) until the cache is Ready on its cluster before creating anything.
@@ -138,7 +144,7 @@ class ReplicaWorkflow(ServingReplica):
             # yet, so report and end as Failed.
             reason = f"could not render the replica: {exc}"
             await self._set(ReplicaPhase.FAILED, ReplicaStep.DONE, reason)
-            raise ApplicationError(reason, type="RenderFailed", non_retryable=True) from exc
+            raise ApplicationError(reason, type=RENDER_FAILED, non_retryable=True) from exc
         # Objects this replica owns, whether or not a step got far enough to record them:
         # compensation deletes by what was rendered, so a half-applied step leaves nothing.
         owned = [
@@ -161,7 +167,7 @@ class ReplicaWorkflow(ServingReplica):
                     return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
                 await self._compensate(owned, reason)
                 # Failed, so Temporal's own failure views count it.
-                raise ApplicationError(reason, type="ReplicaFailed", non_retryable=True) from None
+                raise ApplicationError(reason, type=REPLICA_FAILED, non_retryable=True) from None
             serving_since = workflow.now()
         else:
             serving_since = arg.serving_since
@@ -178,7 +184,7 @@ class ReplicaWorkflow(ServingReplica):
             # Not repaired within the progress deadline: fail like a rollout that missed it, so
             # the deployment places the replica again.
             await self._compensate(owned, exc.reason)
-            raise ApplicationError(exc.reason, type="ReplicaFailed", non_retryable=True) from None
+            raise ApplicationError(exc.reason, type=REPLICA_FAILED, non_retryable=True) from None
         await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
         await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")

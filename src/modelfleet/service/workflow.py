@@ -28,6 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.services import InferenceGateway, ModelService
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE, KUBE_HEARTBEAT_SECONDS
+    from modelfleet.contracts.error_types import (
+        MISSING_CREDENTIALS,
+        MISSING_SECRET,
+        PERMANENT_KUBE_ERROR,
+    )
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
         ApplyResult,
@@ -71,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
-    non_retryable_error_types=["PermanentKubeError", "MissingCredentials", "MissingSecret"],
+    non_retryable_error_types=[PERMANENT_KUBE_ERROR, MISSING_CREDENTIALS, MISSING_SECRET],
 )
 
 
