@@ -3,7 +3,7 @@ and when each one started and finished, for ``describe cluster`` and ``rollout s
 cluster/NAME``. Kept in the provisioning state (so it survives continue-as-new) and bounded.
 
 Recording a step only changes workflow memory (times come from ``workflow.now()``); it issues
-no command, so adding it changed no history and needs no patch.
+no command, so it never changes a history.
 """
 
 from __future__ import annotations
