@@ -4,8 +4,9 @@ first-fit device allocation for a pod's ResourceClaims (DeviceClass and claim CE
 ``matchAttribute``), and the kube-scheduler-style message when a pod fits nowhere.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure: JSON-like
-dicts in, values out; CEL through ``modelfleet.scheduling.cel``. No I/O, no asyncio, no store
-access; :mod:`.scheduler` does the binding.
+dicts in, values out; CEL through the simulator's own oracle (:mod:`.dra_cel`), never the
+product's ``modelfleet.cel``, so that end-to-end tests check the product's selectors against an
+independent answer. No I/O, no asyncio, no store access; :mod:`.scheduler` does the binding.
 
 Simplifications (deliberate): pod CPU/memory requests are not accounted, only DRA devices are.
 Allocation is first-fit over nodes in name order and devices in index order; a claim's first
@@ -20,9 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelfleet.cel.compiler import CelCompileError
-from modelfleet.cel.device import DeviceFacts
-from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.sim.controllers.dra_cel import DraDevice, SelectorOracle
 
 __all__ = [
     "Allocation",
@@ -43,7 +42,7 @@ MSG_UNSCHEDULABLE = "node(s) were unschedulable"
 MSG_NOT_READY = "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
 MSG_CANNOT_ALLOCATE = "cannot allocate all claims"
 
-_EVALUATOR = SelectorEvaluator()
+_ORACLE = SelectorOracle()
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class SimDevice:
     driver: str
     pool: str
     name: str
-    facts: DeviceFacts
+    facts: DraDevice
     # The raw slice attributes, keyed by their qualified name, for matchAttribute constraints.
     attributes: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
@@ -82,7 +81,7 @@ def _device_from_slice(driver: str, pool: str, raw: Mapping[str, Any]) -> SimDev
     name = raw.get("name")
     if not isinstance(name, str):
         return None
-    attributes: dict[str, tuple[Any, Any]] = {}
+    attributes: dict[str, tuple[str, object]] = {}
     qualified: dict[str, Any] = {}
     for attr, value in (raw.get("attributes") or {}).items():
         if not isinstance(value, Mapping):
@@ -99,7 +98,7 @@ def _device_from_slice(driver: str, pool: str, raw: Mapping[str, Any]) -> SimDev
         if isinstance(v, Mapping) and v.get("value") is not None
     }
     try:
-        facts = DeviceFacts.build(driver, attributes, capacity)
+        facts = DraDevice.build(driver, attributes, capacity)
     except (TypeError, ValueError):
         return None  # a malformed device is simply unusable, as a real allocator would treat it
     return SimDevice(driver, pool, name, facts, qualified)
@@ -239,10 +238,8 @@ def match_attribute(claim_spec: Mapping[str, Any]) -> str | None:
 
 
 def _matches(device: SimDevice, expressions: Sequence[str]) -> bool:
-    try:
-        return _EVALUATOR.matches_all(expressions, device.facts)
-    except CelCompileError:
-        return False  # an invalid selector allocates nothing, as on a real cluster
+    # An invalid selector, like one that fails on this device, allocates nothing.
+    return _ORACLE.matches_all(expressions, device.facts)
 
 
 @dataclass
