@@ -15,17 +15,10 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 
-from modelfleet.accepted.workflow import AcceptedResourceWorkflow
-from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.api.caches import ModelCache
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
-from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.changes import (
     LiveFleet,
     consequences,
@@ -35,8 +28,8 @@ from modelfleet.cli.changes import (
     verdict,
 )
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
-from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
+from modelfleet.cli.kinds import REGISTRY, apply_held, apply_order
 from modelfleet.cli.output import (
     EXIT_INVALID,
     console,
@@ -46,34 +39,17 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.plan import print_plan
 from modelfleet.cli.resources import connect_with_worker
-from modelfleet.cli.serving import SERVING_KINDS, apply_serving
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption
-from modelfleet.cluster.workflow import ClusterWorkflow
-from modelfleet.contracts.accepted import AcceptedInput
-from modelfleet.contracts.cache_payloads import CacheInput
-from modelfleet.contracts.ids import FLEET_ID, accepted_id, cache_id, cluster_id, deployment_id
-from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
-from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
 
-# Classes first (clusters reference them), then clusters and the front door on one of them,
-# then what runs on them, then what routes to and scales what runs.
-ORDER = {
-    "InferenceClass": 0,
-    "InferenceCluster": 1,
-    "InferenceGateway": 2,
-    # Before deployments: a deployment referencing it is placed once it is Ready somewhere.
-    "ModelCache": 2,
-    "ModelDeployment": 3,
-    "ModelEndpoint": 4,
-    "ModelService": 5,
-    "ModelAutoscaler": 6,
-}
-# Kinds held without action (ServingStack, per-cloud clusters) depend on nothing
-# and nothing depends on them: they go last (ORDER.get's default).
+# The registry's apply ranks: classes first (clusters reference them), then clusters and the
+# front door on one of them, then what runs on them, then what routes to and scales what runs.
+# Kinds held without action (ServingStack, per-cloud clusters) depend on nothing and nothing
+# depends on them: they go last (ORDER.get's default).
+ORDER = apply_order()
 # A worker that polls takes an apply in well under a second; this long means none is there.
 APPLY_TIMEOUT = timedelta(seconds=30)
 
@@ -87,61 +63,12 @@ async def apply_resource(
 ) -> str:
     """Apply one validated resource; returns the workflow ID that now holds it. A cluster's new
     workflow takes its probe knobs from ``tuning`` (default: the environment's)."""
-    if isinstance(resource, ModelCache):
-        return await update_with_start(
-            client,
-            CacheWorkflow.apply,
-            resource,
-            run=CacheWorkflow.run,
-            run_arg=CacheInput(spec=resource),
-            workflow_id=cache_id(resource.namespace, resource.name),
-            summary=f"ModelCache {resource.namespace}/{resource.name}",
-            rpc_timeout=rpc_timeout,
-        )
     if held_without_action(resource):
-        document = AcceptedInput(document=resource.to_wire())
-        return await update_with_start(
-            client,
-            AcceptedResourceWorkflow.apply,
-            document,
-            run=AcceptedResourceWorkflow.run,
-            run_arg=document,
-            workflow_id=accepted_id(resource.KIND, resource.namespace, resource.name),
-            summary=f"{resource.ref} (accepted, not acted upon)",
-            rpc_timeout=rpc_timeout,
-        )
-    if isinstance(resource, InferenceClass):
-        await client.get_workflow_handle(FLEET_ID).execute_update(
-            FleetWorkflow.put_class, resource, rpc_timeout=rpc_timeout
-        )
-        return FLEET_ID
-    if isinstance(resource, InferenceCluster):
-        return await update_with_start(
-            client,
-            ClusterWorkflow.apply,
-            resource,
-            run=ClusterWorkflow.run,
-            run_arg=(tuning or Tuning.from_env()).cluster_input(resource),
-            workflow_id=cluster_id(resource.name),
-            summary=f"InferenceCluster {resource.name}",
-            rpc_timeout=rpc_timeout,
-        )
-    if isinstance(resource, ModelDeployment):
-        return await update_with_start(
-            client,
-            DeploymentWorkflow.apply,
-            resource,
-            run=DeploymentWorkflow.run,
-            run_arg=DeploymentInput(spec=resource),
-            workflow_id=deployment_id(resource.namespace, resource.name),
-            summary=f"ModelDeployment {resource.namespace}/{resource.name}",
-            rpc_timeout=rpc_timeout,
-        )
-    if isinstance(resource, ModelAutoscaler):
-        return await apply_autoscaler(client, resource, rpc_timeout=rpc_timeout)
-    if resource.KIND in SERVING_KINDS:
-        return await apply_serving(client, resource, rpc_timeout=rpc_timeout)
-    raise ValueError(f"{resource.KIND} cannot be applied yet")
+        return await apply_held(client, resource, rpc_timeout)
+    spec = REGISTRY.get(resource.KIND)
+    if spec is None or spec.apply is None:
+        raise ValueError(f"{resource.KIND} cannot be applied yet")
+    return await spec.apply(client, resource, rpc_timeout, tuning)
 
 
 async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
@@ -150,7 +77,8 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
     await ensure_fleet(client)
     live = await read_live(client, resources)
     failures = 0
-    for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+    order = apply_order()
+    for resource in sorted(resources, key=lambda r: order.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
         why_not = read_only(live, resource) or not_applied(resource)
         if why_not:
@@ -175,11 +103,10 @@ async def apply_all(client: Client, s: TemporalSettings, resources: list[Resourc
 
 def not_applied(resource: Resource) -> str | None:
     kind = resource.KIND
-    if kind in ORDER or held_without_action(resource):
+    if kind in apply_order() or held_without_action(resource):
         return None
-    if kind == "ModelReplica":
-        return "replicas are made by their deployment (read-only)"
-    return f"{kind} cannot be applied"
+    spec = REGISTRY.get(kind)
+    return (spec and spec.not_applied) or f"{kind} cannot be applied"
 
 
 def _print_note(resource: Resource) -> None:
@@ -191,7 +118,8 @@ def _print_note(resource: Resource) -> None:
 
 def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
     """What apply would do, without doing it: verdicts, rolls and the live placement."""
-    for resource in sorted(resources, key=lambda r: ORDER.get(r.KIND, 9)):
+    order = apply_order()
+    for resource in sorted(resources, key=lambda r: order.get(r.KIND, 9)):
         ref = resource_name(resource.KIND, resource.name)
         why_not = read_only(live, resource) or not_applied(resource)
         if why_not:
@@ -201,7 +129,7 @@ def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
         _print_note(resource)
         for line in consequences(live, resource):
             console.print(f"  {line}")
-        if isinstance(resource, ModelDeployment):
+        if isinstance(resource, ModelDeployment):  # the one kind placed: its plan
             print_plan(live_plan(live, resource, resources))
 
 

@@ -25,10 +25,9 @@ from modelfleet.cli.connection import AddressOption, NamespaceOption, open_clien
 from modelfleet.cli.connection import settings as temporal_settings
 from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import NotFoundError
-from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
 from modelfleet.cli.resources import connect_with_worker, is_running, query
-from modelfleet.cli.targets import resolve_namespace
+from modelfleet.cli.targets import NsOption, resolve_namespace
 from modelfleet.worker.settings import TemporalSettings
 
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)

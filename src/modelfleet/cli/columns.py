@@ -3,58 +3,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from rich.markup import escape
 
-from modelfleet.cli import cluster_view
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import human_age
-from modelfleet.cli.targets import ACCEPTED_KINDS
 
 # Columns that shrink first (with an ellipsis) when a terminal is narrow.
 FLEXIBLE = ("MESSAGE", "REASON", "POOLS", "DEVICES", "LABELS", "METRICS", "URL", "STEP", "FREE")
-NAMESPACED_KINDS = (
-    "ModelDeployment",
-    "ModelReplica",
-    "ModelService",
-    "ModelEndpoint",
-    "ModelAutoscaler",
-    "ModelCache",
-    *ACCEPTED_KINDS,
-)
-
-
-# Per kind: the columns, and those ``-o wide`` adds.
-_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "ModelDeployment": (("NAME", "READY", "UP-TO-DATE", "PHASE", "AGE"), ("CLUSTERS", "MESSAGE")),
-    "ModelReplica": (("NAME", "DEPLOYMENT", "CLUSTER", "PHASE", "AGE"), ("POOLS",)),
-    "InferenceCluster": (cluster_view.HEADER, cluster_view.WIDE),
-    "ModelService": (("NAME", "PHASE", "ADDRESS", "IN-ROTATION", "AGE"), ("GATEWAY", "MESSAGE")),
-    "ModelEndpoint": (("NAME", "SOURCE", "URL", "AGE"), ("LABELS",)),
-    "InferenceGateway": (("NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"), ()),
-    "ModelAutoscaler": (
-        ("NAME", "TARGET", "MIN", "MAX", "METRICS", "REPLICAS", "DESIRED", "AGE"),
-        ("REASON",),
-    ),
-    "InferenceClass": (("NAME", "PROVIDER", "DEVICES", "AGE"), ("USED-BY",)),
-    "ModelCache": (
-        ("NAME", "SOURCE", "READY", "PHASE", "CLUSTERS", "AGE"),
-        ("REVISION", "SIZE", "MESSAGE"),
-    ),
-}
-_ACCEPTED_COLUMNS: tuple[tuple[str, ...], tuple[str, ...]] = (
-    ("NAME", "STATUS", "REASON", "AGE"),
-    (),
-)
 
 
 def header(kind: str, *, wide: bool, all_namespaces: bool) -> list[str]:
-    default = _ACCEPTED_COLUMNS if kind in ACCEPTED_KINDS else _COLUMNS["InferenceClass"]
-    base, wide_only = _COLUMNS.get(kind, default)
-    cols = [*base, *wide_only] if wide else list(base)
-    if all_namespaces and kind in NAMESPACED_KINDS:
+    """The table header of ``kind`` (its registry columns; NAMESPACE first with ``-A``)."""
+    from modelfleet.cli.kinds import spec_of  # the registry imports this module's rows
+
+    spec = spec_of(kind)
+    cols = [*spec.columns, *spec.wide_columns] if wide else list(spec.columns)
+    if all_namespaces and spec.namespaced:
         cols = ["NAMESPACE", *cols]
     return cols
 
@@ -62,60 +30,86 @@ def header(kind: str, *, wide: bool, all_namespaces: bool) -> list[str]:
 def row(
     item: Fetched, *, wide: bool, all_namespaces: bool, now: datetime | None = None
 ) -> list[str]:
-    age = human_age(item.created, now)
-    spec: dict[str, Any] = item.manifest.get("spec") or {}
-    status = item.status
-    cells: list[str]
-    if item.kind == "ModelDeployment":
-        cells = [
-            item.name,
-            f"{status.get('ready', 0)}/{status.get('desired', 0)}",
-            str(status.get("updated", 0)),
-            _coloured_phase(str(status.get("phase", ""))),
-            age,
-        ]
-        if wide:
-            clusters = sorted({r.get("cluster", "") for r in status.get("replicas", [])})
-            cells += [", ".join(clusters) or "-", escape(deployment_message(status))]
-    elif item.kind == "ModelReplica":
-        cells = [
-            item.name,
-            str(spec.get("deployment", "")),
-            str(spec.get("clusterName", "")),
-            _coloured_phase(str(status.get("phase", ""))),
-            age,
-        ]
-        if wide:
-            engines = spec.get("engines", [])
-            cells.append(
-                ", ".join(f"{e['name']}:{e['members'][0]['nodePoolName']}" for e in engines)
-            )
-    elif item.kind == "InferenceCluster":
-        cells = cluster_view.cells(item, age, wide)
-    elif item.kind in ACCEPTED_KINDS:
-        cells = [item.name, NOT_ACTED_UPON, escape(str(status.get("reason", ""))), age]
-    elif item.kind in _OTHER_ROWS:
-        main, extra = _OTHER_ROWS[item.kind](item, spec, status)
-        cells = [*main, age, *(extra if wide else [])]
-    else:
-        provisioning = spec.get("provisioning") or {}
-        cells = [
-            item.name,
-            str(provisioning.get("provider", "BYO")),
-            ", ".join(f"{d['name']} x{d.get('count', 1)}" for d in spec.get("devices", [])),
-            age,
-        ]
-        if wide:
-            cells.append(", ".join(status.get("usedBy", [])) or "-")
-    if all_namespaces and item.kind in NAMESPACED_KINDS:
+    """One table row of ``item``, in the order of ``header``."""
+    from modelfleet.cli.kinds import spec_of
+
+    spec = spec_of(item.kind)
+    cells = spec.row(item, human_age(item.created, now), wide)
+    if all_namespaces and spec.namespaced:
         cells = [item.namespace, *cells]
     return cells
 
 
 Cells = tuple[list[str], list[str]]  # the columns before AGE, and the -o wide ones after it
+Row = Callable[[Fetched, str, bool], list[str]]  # item, AGE, wide: the cells without NAMESPACE
 
 
-def _service(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+def deployment_row(item: Fetched, age: str, wide: bool) -> list[str]:
+    status = item.status
+    cells = [
+        item.name,
+        f"{status.get('ready', 0)}/{status.get('desired', 0)}",
+        str(status.get("updated", 0)),
+        _coloured_phase(str(status.get("phase", ""))),
+        age,
+    ]
+    if wide:
+        clusters = sorted({r.get("cluster", "") for r in status.get("replicas", [])})
+        cells += [", ".join(clusters) or "-", escape(deployment_message(status))]
+    return cells
+
+
+def replica_row(item: Fetched, age: str, wide: bool) -> list[str]:
+    spec: dict[str, Any] = item.manifest.get("spec") or {}
+    cells = [
+        item.name,
+        str(spec.get("deployment", "")),
+        str(spec.get("clusterName", "")),
+        _coloured_phase(str(item.status.get("phase", ""))),
+        age,
+    ]
+    if wide:
+        engines = spec.get("engines", [])
+        cells.append(", ".join(f"{e['name']}:{e['members'][0]['nodePoolName']}" for e in engines))
+    return cells
+
+
+def class_row(item: Fetched, age: str, wide: bool) -> list[str]:
+    spec: dict[str, Any] = item.manifest.get("spec") or {}
+    provisioning = spec.get("provisioning") or {}
+    cells = [
+        item.name,
+        str(provisioning.get("provider", "BYO")),
+        ", ".join(f"{d['name']} x{d.get('count', 1)}" for d in spec.get("devices", [])),
+        age,
+    ]
+    if wide:
+        cells.append(", ".join(item.status.get("usedBy", [])) or "-")
+    return cells
+
+
+ACCEPTED_COLUMNS: tuple[tuple[str, ...], tuple[str, ...]] = (
+    ("NAME", "STATUS", "REASON", "AGE"),
+    (),
+)
+
+
+def accepted_row(item: Fetched, age: str, wide: bool) -> list[str]:
+    return [item.name, NOT_ACTED_UPON, escape(str(item.status.get("reason", ""))), age]
+
+
+def split_row(cells: Callable[[Fetched, dict[str, Any], dict[str, Any]], Cells]) -> Row:
+    """A row from the columns before AGE and the ``-o wide`` ones after it."""
+
+    def build(item: Fetched, age: str, wide: bool) -> list[str]:
+        spec: dict[str, Any] = item.manifest.get("spec") or {}
+        main, extra = cells(item, spec, item.status)
+        return [*main, age, *(extra if wide else [])]
+
+    return build
+
+
+def service_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
     endpoints = status.get("endpoints", [])
     false = [c for c in status.get("conditions", []) if c.get("status") == "False"]
     message = f"{false[0]['type']}: {false[0].get('message', '')}" if false else ""
@@ -127,12 +121,12 @@ def _service(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cel
     ], [status.get("gatewayCluster") or "-", escape(message)]
 
 
-def _endpoint(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+def endpoint_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
     labels = ", ".join(f"{k}={v}" for k, v in sorted(item.labels.items())) or "-"
     return [item.name, str(status.get("source", "")), str(spec.get("url", ""))], [labels]
 
 
-def _gateway(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+def gateway_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
     if status.get("phase") == NOT_ACTED_UPON:  # Modelplane's Traefik gateway, kept only
         return [item.name, "-", "-", NOT_ACTED_UPON], []
     return [
@@ -143,7 +137,7 @@ def _gateway(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cel
     ], []
 
 
-def _autoscaler(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+def autoscaler_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
     last = status.get("lastDecision") or {}
     current = status.get("current")
     target = spec.get("scaleTargetRef") or {}
@@ -158,7 +152,7 @@ def _autoscaler(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> 
     ], [escape(status.get("problem") or last.get("reason", "")) or "-"]
 
 
-def _cache(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
+def cache_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
     hf = spec.get("huggingFace") or {}
     clusters = ", ".join(
         f"{c.get('cluster')}: {cache_summary(c)}" for c in status.get("clusters") or []
@@ -205,15 +199,6 @@ def autoscaler_metrics(spec: dict[str, Any], last: dict[str, Any]) -> str:
         shown = "?" if value is None else f"{value:.3g}"
         parts.append(f"{label} {shown}/{(source.get('target') or {}).get('averageValue', 0):g}")
     return ", ".join(parts) or "-"
-
-
-_OTHER_ROWS = {
-    "ModelService": _service,
-    "ModelEndpoint": _endpoint,
-    "InferenceGateway": _gateway,
-    "ModelAutoscaler": _autoscaler,
-    "ModelCache": _cache,
-}
 
 
 def deployment_message(status: dict[str, Any]) -> str:

@@ -9,9 +9,9 @@ import typer
 from rich.markup import escape
 
 from modelfleet.api.loading import load_paths
-from modelfleet.cli.apply import ORDER
 from modelfleet.cli.changes import UNCHANGED, consequences, read_live, unified_diff, verdict
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
+from modelfleet.cli.kinds import apply_order
 from modelfleet.cli.output import EXIT_INVALID, console, print_manifest_errors
 from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.targets import resource_name
@@ -34,8 +34,9 @@ def diff(
         client = await connect_with_worker(s)
         live = await read_live(client, result.resources)
         changed = False
-        for resource in sorted(result.resources, key=lambda r: ORDER.get(r.KIND, 9)):
-            if resource.KIND not in ORDER:
+        order = apply_order()
+        for resource in sorted(result.resources, key=lambda r: order.get(r.KIND, 9)):
+            if resource.KIND not in order:
                 continue
             if verdict(live, resource) == UNCHANGED:
                 continue

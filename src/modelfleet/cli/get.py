@@ -19,7 +19,7 @@ import yaml
 from rich.text import Text
 from temporalio.client import Client
 
-from modelfleet.cli import columns
+from modelfleet.cli import columns, kinds
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, as_document
@@ -35,6 +35,7 @@ from modelfleet.cli.resources import connect_with_worker, fetch, missing
 from modelfleet.cli.selectors import Requirement, matches, parse_selector
 from modelfleet.cli.targets import (
     Namespace,
+    NsOption,
     Target,
     is_namespaced,
     parse_targets,
@@ -48,21 +49,10 @@ WATCH_INTERVAL = 2.0
 TargetsArgument = Annotated[
     list[str],
     typer.Argument(
-        help="KIND [NAME...] or KIND/NAME... (kinds: classes, clusters, deployments, replicas, "
-        "services, endpoints, gateways, autoscalers, caches; held, not acted upon: servingstacks, "
-        "gkeclusters, eksclusters, aksclusters, nebiusclusters, vultrclusters).",
+        help=f"KIND [NAME...] or KIND/NAME... (kinds: {kinds.listed()}).",
         metavar="KIND [NAME]...",
         show_default=False,
-    ),
-]
-NsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        "-n",
-        help="Namespace of namespaced resources (default: $MODELFLEET_NAMESPACE, the config "
-        "file's namespace, or 'default').",
-        show_default=False,
+        autocompletion=kinds.complete_kind_and_name,
     ),
 ]
 AllNamespacesOption = Annotated[

@@ -6,58 +6,37 @@ re-exported here for existing importers."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import yaml
-from rich.markup import escape
 
-from modelfleet.autoscaler.records import Decision as AutoscalerDecision
-from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
-from modelfleet.cli.cluster_view import describe_cluster
-from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
-from modelfleet.cli.get import NsOption, get, require_one
-from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
-from modelfleet.cli.output import console, print_table
-from modelfleet.cli.resources import (
-    autoscaler_status,
-    connect_with_worker,
-    deployment_status,
-    fetch,
-    query,
-    service_status,
-)
-from modelfleet.cli.rollout import REPLICA_HEADER, replica_rows, rollout_status, watch_rollout
-from modelfleet.cli.serving_inspect import (
-    describe_autoscaler,
-    describe_endpoint,
-    describe_gateway,
-    describe_service,
-)
+from modelfleet.cli.describers import Described, describe_accepted
+from modelfleet.cli.get import get, require_one
+from modelfleet.cli.kinds import complete_kind_and_name, spec_of
+from modelfleet.cli.manifests import NOT_ACTED_UPON
+from modelfleet.cli.resources import connect_with_worker, fetch
+from modelfleet.cli.rollout import rollout_status, watch_rollout
 from modelfleet.cli.targets import (
-    Namespace,
+    NsOption,
     is_namespaced,
     require_orchestrated,
     resolve_namespace,
     single_target,
 )
-from modelfleet.contracts.cache_payloads import cache_id
-from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
-from modelfleet.deployment.decisions import LogEntry
-from modelfleet.deployment.workflow import DeploymentWorkflow
-from modelfleet.worker.settings import TemporalSettings
 
 __all__ = ["describe", "get", "rollout_status", "watch_rollout"]
-
-RECENT_DECISIONS = 10
 
 
 def describe(
     args: Annotated[
         list[str],
-        typer.Argument(help="KIND NAME or KIND/NAME.", metavar="KIND NAME", show_default=False),
+        typer.Argument(
+            help="KIND NAME or KIND/NAME.",
+            metavar="KIND NAME",
+            show_default=False,
+            autocompletion=complete_kind_and_name,
+        ),
     ],
     namespace: NsOption = None,
     address: AddressOption = None,
@@ -76,145 +55,8 @@ def describe(
         scope = ns.name if is_namespaced(target.kind) else None
         item = require_one(await fetch(client, target.kind, scope, [name]), target, ns)
         if item.status.get("phase") == NOT_ACTED_UPON:
-            _accepted(item)
-        elif target.kind == "ModelDeployment":
-            status = await deployment_status(client, ns.name, name)
-            decisions: list[LogEntry] = await query(
-                client.get_workflow_handle(deployment_id(ns.name, name)),
-                DeploymentWorkflow.decisions,
-                what=f"ModelDeployment {ns.name}/{name}",
-            )
-            _deployment(s, ns, name, status, decisions[-RECENT_DECISIONS:])
-        elif target.kind == "InferenceCluster":
-            describe_cluster(item, s.workflow_url(cluster_id(name)), datetime.now(UTC))
-        elif target.kind == "InferenceClass":
-            _class(item)
-        elif target.kind == "ModelService":
-            describe_service(s, await service_status(client, ns.name, name))
-        elif target.kind == "ModelAutoscaler":
-            handle = client.get_workflow_handle(autoscaler_id(ns.name, name))
-            what = f"ModelAutoscaler {ns.name}/{name}"
-            recent: list[AutoscalerDecision] = await query(
-                handle, AutoscalerWorkflow.decisions, 10, what=what
-            )
-            scaler = await autoscaler_status(client, ns.name, name)
-            describe_autoscaler(s, item, scaler, recent)
-        elif target.kind == "ModelEndpoint":
-            describe_endpoint(item)
-        elif target.kind == "InferenceGateway":
-            describe_gateway(item)
-        elif target.kind == "ModelCache":
-            _cache(s, item)
-        else:
-            _replica(s, item)
+            describe_accepted(item)
+            return
+        await spec_of(target.kind).describe(Described(client, s, ns, name, item))
 
     run_async(go)
-
-
-def _deployment(
-    s: TemporalSettings, ns: Namespace, name: str, status: Any, decisions: list[LogEntry]
-) -> None:
-    console.print(
-        f"[bold]ModelDeployment {ns.name}/{name}[/]  phase {status.phase}, "
-        f"{status.ready}/{status.desired} ready, generation {status.generation}"
-        + (", rollout paused" if status.paused else "")
-    )
-    console.print(f"Workflow: {s.workflow_url(deployment_id(ns.name, name))}")
-    console.print("\n[bold]Conditions[/]")
-    for c in status.conditions:
-        console.print(f"  {c.type}={c.status} ({c.reason}) {escape(c.message)}")
-    console.print("\n[bold]Replicas[/]")
-    if status.replicas:
-        print_table(REPLICA_HEADER, replica_rows(status), flexible=("REASON",))
-    else:
-        console.print("  none")
-    if status.rejections or status.summary:
-        console.print("\n[bold]Placement[/]  " + escape(status.summary))
-        for cluster, reason in sorted(status.rejections.items()):
-            console.print(f"  {cluster}: {escape(reason)}")
-    console.print("\n[bold]Recent decisions[/]")
-    # Only what changed something: placements, removals (with why), verdicts, pauses.
-    for d in decisions:
-        console.print(f"  {d.at:%H:%M:%S} {escape(d.message)}")
-    if not decisions:
-        console.print("  none")
-
-
-def _class(item: Fetched) -> None:
-    spec = item.manifest.get("spec") or {}
-    provisioning = spec.get("provisioning") or {}
-    console.print(
-        f"[bold]InferenceClass {item.name}[/]  provider {provisioning.get('provider', 'BYO')}"
-    )
-    console.print("\n[bold]Devices[/]")
-    for d in spec.get("devices", []):
-        attributes = ", ".join(
-            f"{k}={next(iter(v.values()), '')}" for k, v in (d.get("attributes") or {}).items()
-        )
-        console.print(
-            f"  {d['name']} x{d.get('count', 1)} ({d.get('deviceClassName', '-')}, "
-            f"claim {d.get('claim', '-')})" + (f": {escape(attributes)}" if attributes else "")
-        )
-    console.print(f"\nUsed by: {', '.join(item.status.get('usedBy', [])) or '-'}")
-
-
-def _accepted(item: Fetched) -> None:
-    """A document held without action: what it says and why nothing acts on it."""
-    where = f"{item.namespace}/{item.name}" if item.namespace else item.name
-    console.print(f"[bold]{item.kind} {where}[/]  {NOT_ACTED_UPON}")
-    console.print(f"Reason: {escape(str(item.status.get('reason', '')))}")
-    spec = yaml.safe_dump(item.manifest.get("spec") or {}, sort_keys=False).rstrip()
-    console.print("\n[bold]Spec[/]\n" + escape(spec))
-
-
-def _cache(s: TemporalSettings, item: Fetched) -> None:
-    """A ModelCache: its source and, per cluster, how staging stands and why."""
-    spec = item.manifest.get("spec") or {}
-    hf = spec.get("huggingFace") or {}
-    status = item.status
-    console.print(
-        f"[bold]ModelCache {item.namespace}/{item.name}[/]  {status.get('phase', '')}, "
-        f"{status.get('ready', 0)}/{status.get('total', 0)} clusters Ready"
-    )
-    revision = hf.get("revision") or "main"
-    console.print(f"Source: {hf.get('repo', '')} at {revision}, {hf.get('sizeGiB', '?')} GiB")
-    console.print(f"Workflow: {s.workflow_url(cache_id(item.namespace, item.name))}")
-    if status.get("reason"):
-        console.print(f"Reason: {escape(str(status['reason']))}")
-    rows = [
-        [
-            str(c.get("cluster", "")),
-            cache_summary(c),
-            str(c.get("attempts", 0)),
-            escape(str(c.get("message", "")) or "-"),
-        ]
-        for c in status.get("clusters") or []
-    ]
-    console.print()
-    print_table(["CLUSTER", "STATE", "FAILED-ATTEMPTS", "MESSAGE"], rows, flexible=("MESSAGE",))
-
-
-def _replica(s: TemporalSettings, item: Fetched) -> None:
-    spec = item.manifest.get("spec") or {}
-    console.print(
-        f"[bold]ModelReplica {item.namespace}/{item.name}[/]  phase "
-        f"{item.status.get('phase', 'Unknown')}, deployment {spec.get('deployment')}, "
-        f"cluster {spec.get('clusterName')}"
-    )
-    console.print(f"Workflow: {s.workflow_url(replica_id(item.namespace, item.name))}")
-    rows = []
-    for engine in spec.get("engines", []):
-        for member in engine.get("members", []):
-            devices = " + ".join(
-                f"{r.get('count', 1)} {r['name']}" for r in member.get("deviceRequests") or []
-            )
-            rows.append(
-                [
-                    engine["name"],
-                    str(member.get("role", "")),
-                    str(member.get("nodePoolName", "")),
-                    devices or "nothing",
-                ]
-            )
-    console.print()
-    print_table(["ENGINE", "ROLE", "POOL", "DEVICES/POD"], rows)

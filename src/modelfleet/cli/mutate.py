@@ -7,18 +7,13 @@ from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
-from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
+from temporalio.client import Client, WorkflowUpdateFailedError
 
-from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
-from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
-from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.cli.clusters import delete_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
-from modelfleet.cli.entities import delete_entity
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
-from modelfleet.cli.get import NsOption
+from modelfleet.cli.kinds import delete_held, delete_order, not_deleted, spec_of
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -29,52 +24,25 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.resources import (
     connect_with_worker,
-    directory_endpoints,
-    fleet_classes,
     is_running,
 )
-from modelfleet.cli.serving import delete_serving
 from modelfleet.cli.targets import (
-    ACCEPTED_KINDS,
     Namespace,
+    NsOption,
     is_namespaced,
     parse_targets,
     resolve_namespace,
     resource_name,
     single_target,
 )
-from modelfleet.contracts.cache_payloads import DeleteCache
-from modelfleet.contracts.ids import (
-    FLEET_ID,
-    accepted_id,
-    cache_id,
-    cluster_id,
-    deployment_id,
-    service_id,
-)
+from modelfleet.contracts.ids import accepted_id, deployment_id
 from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
-from modelfleet.fleet.workflow import FleetWorkflow
 
-# What goes first when deleting several: what scales and routes to deployments, then what runs
-# on clusters, then clusters, then classes (apply's order, reversed).
-DELETE_ORDER = {
-    "ModelAutoscaler": 0,
-    "ModelService": 1,
-    "ModelEndpoint": 2,
-    "ModelDeployment": 3,
-    # After deployments: a volume still mounted by one is kept (unless --force).
-    "ModelCache": 4,
-    "InferenceCluster": 4,
-    "InferenceClass": 5,
-    # Held without action: nothing depends on them.
-    **dict.fromkeys(ACCEPTED_KINDS, 0),
-}
+# The registry's delete ranks: what scales and routes to deployments, then what runs on
+# clusters, then clusters, then classes (apply's order, reversed); held kinds at any time.
+DELETE_ORDER = delete_order()
 # Kinds that exist but are not deleted by name, and what to do instead.
-NOT_DELETED = {
-    "ModelReplica": "replicas belong to their deployment: scale or delete the deployment",
-    "InferenceGateway": "the fleet always has a front door: apply another InferenceGateway "
-    "to move it",
-}
+NOT_DELETED = not_deleted()
 
 
 def scale(
@@ -140,72 +108,40 @@ def _from_args(args: list[str], ns: Namespace) -> list[Doomed]:
     targets = parse_targets(args)
     if any(t.name is None for t in targets):
         raise UsageError("name what to delete: KIND NAME..., KIND/NAME... or -f FILE")
-    return [Doomed(t.kind, ns.name, t.name or "", t.kind in ACCEPTED_KINDS) for t in targets]
+    return [Doomed(t.kind, ns.name, t.name or "", spec_of(t.kind).held) for t in targets]
 
 
 def _deletable(d: Doomed) -> bool:
-    return d.held or d.kind in DELETE_ORDER
+    return d.held or d.kind in delete_order()
 
 
 def _workflow_id(d: Doomed) -> str | None:
     """The ID of the workflow of its own that holds ``d``; None for records the Fleet workflow
-    or the endpoint directory keep."""
+    or the endpoint directory keep (their spec says how to tell whether they exist)."""
     if d.held:
         return d.accepted_id
-    if d.kind == "InferenceCluster":
-        return cluster_id(d.name)
-    namespaced = {
-        "ModelDeployment": deployment_id,
-        "ModelService": service_id,
-        "ModelAutoscaler": autoscaler_id,
-        "ModelCache": cache_id,
-    }
-    ids = namespaced.get(d.kind)
-    return ids(d.namespace, d.name) if ids is not None else None
+    spec = spec_of(d.kind)
+    if spec.exists is not None or spec.workflow_id is None:
+        return None
+    return spec.workflow_id(d.namespace, d.name)
 
 
 async def _exists(client: Client, d: Doomed) -> bool:
     wid = _workflow_id(d)
     if wid is not None:
         return await is_running(client, wid) is not None
-    if d.kind == "ModelEndpoint":
-        return any(
-            e.name == d.name and not e.replica
-            for e in await directory_endpoints(client, d.namespace)
-        )
-    if d.kind == "InferenceClass":
-        return any(c.name == d.name for c in await fleet_classes(client))
-    return False
+    exists = spec_of(d.kind).exists
+    return exists is not None and await exists(client, d.namespace, d.name)
 
 
 async def _delete(client: Client, d: Doomed, wait: bool, force: bool) -> None:
     if d.held:
-        handle = client.get_workflow_handle(d.accepted_id)
-        await delete_entity(handle, AcceptedResourceWorkflow.delete, wait=wait)
-    elif d.kind == "ModelDeployment":
-        handle = client.get_workflow_handle(deployment_id(d.namespace, d.name))
-        if wait:
-            await delete_entity(handle, DeploymentWorkflow.delete, wait=True)
-        else:
-            await handle.start_update(
-                DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-            )
-    elif d.kind == "InferenceCluster":
-        await delete_cluster(client, d.name, force=force, wait=wait)
-    elif d.kind in ("ModelService", "ModelEndpoint"):
-        await delete_serving(client, d.kind, d.namespace, d.name, wait=wait)
-    elif d.kind == "ModelAutoscaler":
-        handle = client.get_workflow_handle(autoscaler_id(d.namespace, d.name))
-        await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
-    elif d.kind == "ModelCache":
-        handle = client.get_workflow_handle(cache_id(d.namespace, d.name))
-        await handle.execute_update(CacheWorkflow.delete, DeleteCache(force=force))
-        if wait:
-            await handle.result()
-    else:
-        await client.get_workflow_handle(FLEET_ID).execute_update(
-            FleetWorkflow.remove_class, d.name
-        )
+        await delete_held(client, d.accepted_id, wait)
+        return
+    remove = spec_of(d.kind).delete
+    if remove is None:
+        raise UsageError(f"delete {d.kind} is not supported: {not_deleted().get(d.kind, '')}")
+    await remove(client, d.namespace, d.name, wait, force)
 
 
 def delete(
@@ -247,7 +183,7 @@ def delete(
     # known only once the fleet is asked.
     maybe_held = [d for d in doomed if d.kind == "InferenceGateway" and not files]
     for d in [d for d in doomed if not _deletable(d) and d not in maybe_held]:
-        why = NOT_DELETED.get(d.kind, f"{d.kind} cannot be deleted")
+        why = not_deleted().get(d.kind, f"{d.kind} cannot be deleted")
         if not files:
             raise UsageError(f"delete {d.kind} is not supported: {why}")
         console.print(f"[yellow]skipped[/] {d.ref}: {why}")
@@ -259,10 +195,11 @@ def delete(
         for n, d in enumerate(doomed):
             if d in maybe_held:
                 if not await is_running(client, replace(d, held=True).accepted_id):
-                    raise UsageError(f"delete {d.kind} is not supported: {NOT_DELETED[d.kind]}")
+                    raise UsageError(f"delete {d.kind} is not supported: {not_deleted()[d.kind]}")
                 doomed[n] = replace(d, held=True)
         failures = 0
-        for d in sorted(doomed, key=lambda d: DELETE_ORDER.get(d.kind, 0)):
+        order = delete_order()
+        for d in sorted(doomed, key=lambda d: order.get(d.kind, 0)):
             if not await _exists(client, d):
                 if not ignore_not_found:
                     where = f" in namespace {d.namespace!r}" if is_namespaced(d.kind) else ""

@@ -47,7 +47,7 @@ from modelfleet.cli.manifests import (
     replica_resource,
     service_resource,
 )
-from modelfleet.cli.targets import ACCEPTED_KINDS, is_namespaced, resource_name
+from modelfleet.cli.targets import is_namespaced, resource_name
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts import search
 from modelfleet.contracts.accepted import AcceptedStatus
@@ -245,44 +245,34 @@ async def fetch(
 ) -> list[Fetched]:
     """Every live resource of ``kind`` (in ``namespace``, or all when None), optionally only
     the ``names`` given; sorted by namespace, then name."""
-    wanted = set(names)
-    if kind == "ModelDeployment":
-        items = await _deployments(client, namespace, wanted)
-    elif kind == "InferenceCluster":
-        # Imported here: cli/clusters reads through this module's queries.
-        from modelfleet.cli.clusters import fetch_clusters
+    from modelfleet.cli.kinds import spec_of  # the registry names this module's readers
 
-        items = await fetch_clusters(client, wanted)
-    elif kind == "InferenceClass":
-        items = await _classes(client, wanted)
-    elif kind == "ModelReplica":
-        items = await _replicas(client, namespace, wanted)
-    elif kind == "ModelService":
-        items = await _services(client, namespace, wanted)
-    elif kind == "ModelAutoscaler":
-        items = await _autoscalers(client, namespace, wanted)
-    elif kind == "ModelEndpoint":
-        items = [
-            endpoint_resource(e)
-            for e in await directory_endpoints(client, namespace)
-            if not wanted or e.name in wanted
-        ]
-    elif kind == "InferenceGateway":
-        gateway = await directory_gateway(client)
-        named = gateway is not None and (not wanted or gateway.name in wanted)
-        items = [gateway_resource(gateway)] if gateway is not None and named else []
-        # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
-        items += await _accepted(client, kind, None, wanted)
-    elif kind == "ModelCache":
-        items = await _caches(client, namespace, wanted)
-    elif kind in ACCEPTED_KINDS:
-        items = await _accepted(client, kind, namespace, wanted)
-    else:
+    spec = spec_of(kind)
+    if spec.fetch is None:
         raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
+    items = await spec.fetch(client, namespace, set(names))
     return sorted(items, key=lambda f: (f.namespace, f.name))
 
 
-async def _deployments(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+async def fetch_endpoints(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    return [
+        endpoint_resource(e)
+        for e in await directory_endpoints(client, namespace)
+        if not wanted or e.name in wanted
+    ]
+
+
+async def fetch_gateways(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    gateway = await directory_gateway(client)
+    named = gateway is not None and (not wanted or gateway.name in wanted)
+    items = [gateway_resource(gateway)] if gateway is not None and named else []
+    # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
+    return items + await fetch_accepted(client, "InferenceGateway", None, wanted)
+
+
+async def fetch_deployments(
+    client: Client, namespace: str | None, wanted: set[str]
+) -> list[Fetched]:
     out = []
     for w in await _runs(client, "ModelDeployment", namespace, wanted, deployment_id):
         _, ns, dname = w.id.split("/", 2)
@@ -294,7 +284,7 @@ async def _deployments(client: Client, namespace: str | None, wanted: set[str]) 
     return out
 
 
-async def _classes(client: Client, wanted: set[str]) -> list[Fetched]:
+async def fetch_classes(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     view, classes = await fleet_state(client, replicas=False)
     out = []
     for cls in classes.values():
@@ -309,7 +299,7 @@ async def _classes(client: Client, wanted: set[str]) -> list[Fetched]:
     return out
 
 
-async def _replicas(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+async def fetch_replicas(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     view = await fleet_view(client)
     runs = {w.id: w for w in await running(client, "ModelReplica", namespace)}
     out = []
@@ -354,7 +344,7 @@ async def _runs(
     return [w for w in runs if not wanted or w.id.split("/", 2)[2] in wanted]
 
 
-async def _services(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+async def fetch_services(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     out = []
     for w in await _runs(client, "ModelService", namespace, wanted, service_id):
         _, ns, name = w.id.split("/", 2)
@@ -366,7 +356,9 @@ async def _services(client: Client, namespace: str | None, wanted: set[str]) -> 
     return out
 
 
-async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+async def fetch_autoscalers(
+    client: Client, namespace: str | None, wanted: set[str]
+) -> list[Fetched]:
     out = []
     for w in await _runs(client, "ModelAutoscaler", namespace, wanted, autoscaler_id):
         _, ns, name = w.id.split("/", 2)
@@ -380,7 +372,7 @@ async def _autoscalers(client: Client, namespace: str | None, wanted: set[str]) 
     return out
 
 
-async def _caches(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+async def fetch_caches(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     out = []
     for w in await _runs(client, "ModelCache", namespace, wanted, cache_id):
         _, ns, name = w.id.split("/", 2)
@@ -426,7 +418,7 @@ async def _accepted_runs(
     return out
 
 
-async def _accepted(
+async def fetch_accepted(
     client: Client, kind: str, namespace: str | None, wanted: set[str]
 ) -> list[Fetched]:
     runs = await _accepted_runs(client, kind, namespace, wanted)

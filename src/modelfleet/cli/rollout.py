@@ -26,7 +26,6 @@ from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
-from modelfleet.cli.get import NsOption
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -42,7 +41,7 @@ from modelfleet.cli.resources import (
     query,
 )
 from modelfleet.cli.revisions import undo_spec
-from modelfleet.cli.targets import Namespace, resolve_namespace, single_target
+from modelfleet.cli.targets import Namespace, NsOption, resolve_namespace, single_target
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.deployment.decisions import Revision

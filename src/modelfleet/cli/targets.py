@@ -10,17 +10,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import typer
 import yaml
 
-from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS
-from modelfleet.api.kinds import KINDS, resolve_kind
 from modelfleet.api.meta import API_GROUP
 from modelfleet.cli.errors import UsageError
 
 ENV_NAMESPACE = "MODELFLEET_NAMESPACE"
 ENV_CONFIG = "MODELFLEET_CONFIG"
 DEFAULT_CONFIG = Path("~/.config/modelfleet/config.yaml")
+
+NsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="Namespace of namespaced resources (default: $MODELFLEET_NAMESPACE, the config "
+        "file's namespace, or 'default').",
+        show_default=False,
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -65,12 +76,10 @@ def resolve_namespace(flag: str | None) -> Namespace:
 
 def kind_of(word: str) -> str:
     """The kind a CLI word names: ``md``, ``deployments``, ``ModelDeployment`` or the
-    ``-o name`` form ``modeldeployment.modelfleet.dev``."""
-    word = word.removesuffix(f".{API_GROUP}")
-    try:
-        return resolve_kind(word)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    ``-o name`` form ``modeldeployment.modelfleet.dev`` (the kind registry's words)."""
+    from modelfleet.cli.kinds import resolve  # the registry imports the readers that use this
+
+    return resolve(word)
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,9 @@ class Target:
 def parse_targets(args: list[str]) -> list[Target]:
     """``KIND``, ``KIND NAME...`` or ``KIND/NAME...`` (kubectl's two forms, not mixed)."""
     if not args:
-        known = ", ".join(sorted(KINDS))
-        raise UsageError(f"name a kind to act on (one of: {known})")
+        from modelfleet.cli.kinds import known_kinds
+
+        raise UsageError(f"name a kind to act on (one of: {known_kinds()})")
     if "/" in args[0]:
         targets = []
         for arg in args:
@@ -112,30 +122,15 @@ def resource_name(kind: str, name: str) -> str:
     return f"{kind.lower()}.{API_GROUP}/{name}"
 
 
-# Kinds accepted for Modelplane parity and held by the AcceptedResource workflow without being
-# acted upon: applied, listed (with the reason), deleted. (Modelplane's Traefik InferenceGateway is
-# held the same way, under the InferenceGateway kind.)
-ACCEPTED_KINDS = ("ServingStack", *(k.KIND for k in CLOUD_CLUSTER_KINDS))
-
-# Kinds that something runs for (or holds); the others validate but have no workflow to read yet.
-ORCHESTRATED = (
-    "InferenceClass",
-    "InferenceCluster",
-    "ModelDeployment",
-    "ModelReplica",
-    "InferenceGateway",
-    "ModelEndpoint",
-    "ModelService",
-    "ModelAutoscaler",
-    "ModelCache",
-    *ACCEPTED_KINDS,
-)
-
-
 def require_orchestrated(kind: str) -> None:
-    if kind not in ORCHESTRATED:
+    """Kinds that something runs for (or holds) are read; the others only validate."""
+    from modelfleet.cli.kinds import spec_of
+
+    if spec_of(kind).fetch is None:
         raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
 
 
 def is_namespaced(kind: str) -> bool:
-    return KINDS[kind].NAMESPACED
+    from modelfleet.cli.kinds import spec_of
+
+    return spec_of(kind).namespaced
