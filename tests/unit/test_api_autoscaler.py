@@ -21,7 +21,7 @@ from modelfleet.api.autoscalers import (
     default_scale_up,
     resolve,
 )
-from modelfleet.api.kinds import parse_resource, resolve_kind
+from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_paths
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.cli.main import app
@@ -304,6 +304,8 @@ def test_partial_rules_keep_the_other_defaults() -> None:
 
 
 def test_kind_aliases_and_schema() -> None:
+    from modelfleet.cli.kinds import resolve as resolve_kind  # the words are the CLI's
+
     assert resolve_kind("autoscalers") == "ModelAutoscaler"
     assert resolve_kind("ma") == "ModelAutoscaler"
     result = CliRunner().invoke(app, ["schema", "autoscaler"])

@@ -35,84 +35,8 @@ _ALL_KINDS: tuple[type[Resource], ...] = (
 )
 KINDS: dict[str, type[Resource]] = {cls.KIND: cls for cls in _ALL_KINDS}
 
-# Short names and plurals accepted by the CLI (kubectl style).
-KIND_ALIASES: dict[str, str] = {
-    "inferenceclass": "InferenceClass",
-    "inferenceclasses": "InferenceClass",
-    "icl": "InferenceClass",
-    "class": "InferenceClass",
-    "classes": "InferenceClass",
-    "inferencecluster": "InferenceCluster",
-    "inferenceclusters": "InferenceCluster",
-    "ic": "InferenceCluster",
-    "cluster": "InferenceCluster",
-    "clusters": "InferenceCluster",
-    "modeldeployment": "ModelDeployment",
-    "modeldeployments": "ModelDeployment",
-    "md": "ModelDeployment",
-    "deployment": "ModelDeployment",
-    "deployments": "ModelDeployment",
-    "modelreplica": "ModelReplica",
-    "modelreplicas": "ModelReplica",
-    "mr": "ModelReplica",
-    "replica": "ModelReplica",
-    "replicas": "ModelReplica",
-    "modelendpoint": "ModelEndpoint",
-    "modelendpoints": "ModelEndpoint",
-    "me": "ModelEndpoint",
-    "endpoint": "ModelEndpoint",
-    "endpoints": "ModelEndpoint",
-    "modelservice": "ModelService",
-    "modelservices": "ModelService",
-    "ms": "ModelService",
-    "service": "ModelService",
-    "services": "ModelService",
-    "modelautoscaler": "ModelAutoscaler",
-    "modelautoscalers": "ModelAutoscaler",
-    "ma": "ModelAutoscaler",
-    "autoscaler": "ModelAutoscaler",
-    "autoscalers": "ModelAutoscaler",
-    "inferencegateway": "InferenceGateway",
-    "inferencegateways": "InferenceGateway",
-    "ig": "InferenceGateway",
-    "gateway": "InferenceGateway",
-    "gateways": "InferenceGateway",
-    "modelcache": "ModelCache",
-    "modelcaches": "ModelCache",
-    "mc": "ModelCache",
-    "cache": "ModelCache",
-    "caches": "ModelCache",
-    "servingstack": "ServingStack",
-    "servingstacks": "ServingStack",
-    "ss": "ServingStack",
-    "gkecluster": "GKECluster",
-    "gkeclusters": "GKECluster",
-    "gke": "GKECluster",
-    "ekscluster": "EKSCluster",
-    "eksclusters": "EKSCluster",
-    "eks": "EKSCluster",
-    "akscluster": "AKSCluster",
-    "aksclusters": "AKSCluster",
-    "aks": "AKSCluster",
-    "nebiuscluster": "NebiusCluster",
-    "nebiusclusters": "NebiusCluster",
-    "mk8s": "NebiusCluster",
-    "vultrcluster": "VultrCluster",
-    "vultrclusters": "VultrCluster",
-    "vke": "VultrCluster",
-}
-
-
-def resolve_kind(name: str) -> str:
-    """A kind from a CLI word (``md``, ``deployments``, ``ModelDeployment``)."""
-    if name in KINDS:
-        return name
-    try:
-        return KIND_ALIASES[name.lower()]
-    except KeyError:
-        known = ", ".join(sorted(KINDS))
-        raise ValueError(f"unknown kind {name!r} (known kinds: {known})") from None
-
+# The words that name a kind on a command line (short names, plurals) are the CLI's: its kind
+# registry, cli/kinds.py.
 
 _FRIENDLY = {
     "missing": "required field is missing",

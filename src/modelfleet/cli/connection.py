@@ -20,25 +20,33 @@ from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.worker.client import connect
 from modelfleet.worker.settings import SettingsError, TemporalSettings
 
+# The connection options are the root command's (``modelfleet --address HOST:PORT get md``, as
+# kubectl's global flags); every verb that talks to Temporal still takes them after the verb as
+# hidden aliases (``modelfleet get md --address HOST:PORT``), which win over the root's.
 # No envvar= on these: settings.TemporalSettings.load reads MODELFLEET_* itself, below the flag
 # and above the TEMPORAL_* variables and the profile.
+_ADDRESS_HELP = (
+    "Temporal frontend host:port (else MODELFLEET_TEMPORAL_ADDRESS, the profile, "
+    "TEMPORAL_ADDRESS, 127.0.0.1:7233)."
+)
+_NAMESPACE_HELP = (
+    "Temporal namespace (else MODELFLEET_TEMPORAL_NAMESPACE, the profile, "
+    "TEMPORAL_NAMESPACE, 'default')."
+)
+RootAddressOption = Annotated[
+    str | None, typer.Option("--address", help=_ADDRESS_HELP, show_default=False)
+]
+RootNamespaceOption = Annotated[
+    str | None,
+    typer.Option("--temporal-namespace", help=_NAMESPACE_HELP, show_default=False),
+]
 AddressOption = Annotated[
     str | None,
-    typer.Option(
-        "--address",
-        help="Temporal frontend host:port (else MODELFLEET_TEMPORAL_ADDRESS, the profile, "
-        "TEMPORAL_ADDRESS, 127.0.0.1:7233).",
-        show_default=False,
-    ),
+    typer.Option("--address", help=_ADDRESS_HELP, show_default=False, hidden=True),
 ]
 NamespaceOption = Annotated[
     str | None,
-    typer.Option(
-        "--temporal-namespace",
-        help="Temporal namespace (else MODELFLEET_TEMPORAL_NAMESPACE, the profile, "
-        "TEMPORAL_NAMESPACE, 'default').",
-        show_default=False,
-    ),
+    typer.Option("--temporal-namespace", help=_NAMESPACE_HELP, show_default=False, hidden=True),
 ]
 ProfileOption = Annotated[
     str | None,
@@ -53,16 +61,24 @@ ProfileOption = Annotated[
 T = TypeVar("T")
 
 
-# The root command's --profile: one CLI invocation per process, and the root callback sets it
-# (to None when absent) before any verb runs.
+# The root command's --profile, --address and --temporal-namespace: one CLI invocation per
+# process, and the root callback sets them (to None when absent) before any verb runs.
 _profile: list[str | None] = [None]
+_root: dict[str, str | None] = {"address": None, "namespace": None}
 
 
 def use_profile(profile: str | None) -> None:
     _profile[0] = profile
 
 
+def use_connection(address: str | None, namespace: str | None) -> None:
+    _root["address"], _root["namespace"] = address, namespace
+
+
 def settings(address: str | None, namespace: str | None) -> TemporalSettings:
+    """The Temporal settings: a verb's own flags, else the root's, else the environment."""
+    address = address or _root["address"]
+    namespace = namespace or _root["namespace"]
     try:
         return TemporalSettings.load(_profile[0], address=address, namespace=namespace)
     except SettingsError as exc:

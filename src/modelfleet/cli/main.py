@@ -16,7 +16,13 @@ import typer
 
 from modelfleet.cli.apply import apply
 from modelfleet.cli.autoscaler import autoscaler_app
-from modelfleet.cli.connection import ProfileOption, use_profile
+from modelfleet.cli.connection import (
+    ProfileOption,
+    RootAddressOption,
+    RootNamespaceOption,
+    use_connection,
+    use_profile,
+)
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.diff import diff
 from modelfleet.cli.errors import GuardedGroup
@@ -53,9 +59,12 @@ def main(
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
     profile: ProfileOption = None,
+    address: RootAddressOption = None,
+    temporal_namespace: RootNamespaceOption = None,
 ) -> None:
     """modelfleet: describe GPU hardware, clusters and models; roll models out durably."""
     use_profile(profile)
+    use_connection(address, temporal_namespace)
 
 
 app.command("validate")(validate)

@@ -21,7 +21,6 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import WorkflowUpdateFailedError
 
-from modelfleet.api.kinds import resolve_kind
 from modelfleet.api.manifest_errors import ManifestError
 
 
@@ -163,9 +162,12 @@ def print_manifest_errors(errors: list[ManifestError]) -> None:
 
 def kind_or_exit(word: str) -> str:
     """The kind a CLI word names (``md``, ``clusters``...), or exit 2 saying which exist."""
+    from modelfleet.cli.errors import UsageError  # errors prints through this module
+    from modelfleet.cli.kinds import resolve  # the registry's columns print through it too
+
     try:
-        return resolve_kind(word)
-    except ValueError as exc:
+        return resolve(word)
+    except UsageError as exc:
         err_console.print(f"[red]error[/]: {exc}")
         raise typer.Exit(EXIT_INVALID) from None
 

@@ -20,8 +20,6 @@ from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
 
-SERVING_KINDS = ("InferenceGateway", "ModelEndpoint", "ModelService")
-
 
 def endpoint_record(endpoint: ModelEndpoint) -> EndpointRecord:
     ref = endpoint.spec.auth_secret_ref
