@@ -13,7 +13,13 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
-from modelfleet.cli.kinds import delete_held, delete_order, not_deleted, spec_of
+from modelfleet.cli.kinds import (
+    complete_kind_and_name,
+    delete_held,
+    delete_order,
+    not_deleted,
+    spec_of,
+)
 from modelfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -148,7 +154,10 @@ def delete(
     args: Annotated[
         list[str] | None,
         typer.Argument(
-            help="KIND NAME... or KIND/NAME...", metavar="[KIND NAME]...", show_default=False
+            help="KIND NAME... or KIND/NAME...",
+            metavar="[KIND NAME]...",
+            show_default=False,
+            autocompletion=complete_kind_and_name,
         ),
     ] = None,
     files: Annotated[
