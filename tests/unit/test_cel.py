@@ -126,6 +126,15 @@ CASES: list[tuple[str, DeviceFacts, str, bool]] = [
     ("int attribute", EXAMPLE, f"{EX}.cores >= 8 && {EX}.cores < 32", True),
     ("int equals double", EXAMPLE, f"{EX}.cores == 16.0", True),
     ("string is not int", EXAMPLE, '!("a" == 1)', True),
+    # type() against the type identifiers
+    ("type of a string attribute", H100, "type(device.driver) == string", True),
+    ("type of an int attribute", EXAMPLE, f"type({EX}.cores) == int", True),
+    ("type of a bool attribute", EXAMPLE, f"type({EX}.healthy) == bool && type(1u) == uint", True),
+    ("type of a device map", H100, "type(device.attributes) == map && type([1]) == list", True),
+    ("type of a double", H100, "type(1.5) == double && type(null) == null_type", True),
+    ("type of a type", H100, "type(string) == type && type(type(1)) == type", True),
+    ("type mismatch", H100, "type(device.driver) == int || type(1) == string", False),
+    ("string() still converts", H100, 'string(1) == "1" && type(string(1)) == string', True),
     # qualified names
     (
         "qualified own domain",

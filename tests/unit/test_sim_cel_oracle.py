@@ -70,9 +70,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
     f"{NV}.?type.orValue('') == 'gpu'": (
         "optional field selection is in Kubernetes' base environment; the product lacks it"
     ),
-    "type(device.driver) == string && size(device.driver) > 0": (
-        "type(s) == string is true in CEL; the product's type() comparison says false (bug)"
-    ),
     **{
         f"isQuantity({literal})": (
             "apimachinery's ParseQuantity reads a missing number as 0 (kubernetes/apimachinery "

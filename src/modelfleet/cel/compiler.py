@@ -36,6 +36,7 @@ from modelfleet.cel.functions import (
     NOT_LITERAL,
     STANDARD_FUNCTIONS,
     STRING,
+    TYPE_IDENTIFIERS,
 )
 from modelfleet.cel.quantity import Quantity
 from modelfleet.cel.semver import Semver
@@ -44,9 +45,7 @@ from modelfleet.cel.semver import Semver
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 
 _DEVICE_FIELDS: Final = frozenset({"driver", "attributes", "capacity"})
-_TYPE_IDENTIFIERS: Final = frozenset(
-    {"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"}
-)
+_TYPE_IDENTIFIERS: Final = frozenset(TYPE_IDENTIFIERS)
 _MEMBER_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 

@@ -24,7 +24,7 @@ from celpy.evaluation import Activation, Evaluator
 
 from modelfleet.cel.compiler import CelCompileError, compile_selector
 from modelfleet.cel.device import DeviceFacts, MalformedDeviceError, device_value
-from modelfleet.cel.functions import FUNCTIONS, is_bool
+from modelfleet.cel.functions import FUNCTIONS, TYPE_IDENTIFIERS, is_bool
 
 # Bounds keep a long-running controller from growing without limit; each entry is small.
 _MAX_PROGRAMS: Final = 1024
@@ -153,7 +153,8 @@ class SelectorEvaluator:
         if cached is _ABSENT:
             try:
                 cached = Activation(
-                    vars={"device": device_value(device)}, functions=cast(Any, FUNCTIONS)
+                    vars={**TYPE_IDENTIFIERS, "device": device_value(device)},
+                    functions=cast(Any, FUNCTIONS),
                 )
             except MalformedDeviceError:
                 cached = None

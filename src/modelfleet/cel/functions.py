@@ -228,6 +228,56 @@ def _fn_string(value: object) -> object:
     return base_functions["string"](value)
 
 
+def _fn_type(value: object) -> object:
+    """CEL ``type(x)``: the same objects :data:`TYPE_IDENTIFIERS` binds to ``string``, ``int``
+    and so on, so that ``type(device.driver) == string`` holds. celpy's own ``type()`` returns
+    the Python class, which is a subclass for the device maps, and the ``string`` identifier
+    would resolve to the ``string()`` override below rather than to the type."""
+    if isinstance(value, CELEvalError):
+        return value
+    if is_bool(value):
+        return celtypes.BoolType
+    if isinstance(value, celtypes.UintType):
+        return celtypes.UintType
+    if isinstance(value, int):
+        return celtypes.IntType
+    if isinstance(value, float):
+        return celtypes.DoubleType
+    if isinstance(value, str):
+        return celtypes.StringType
+    if isinstance(value, bytes):
+        return celtypes.BytesType
+    if isinstance(value, list):
+        return celtypes.ListType
+    if isinstance(value, dict):
+        return celtypes.MapType
+    if value is None:
+        return _NULL_TYPE
+    if isinstance(value, type):
+        return celtypes.TypeType
+    if isinstance(value, _OPAQUE):
+        return type(value)
+    return base_functions["type"](value)
+
+
+_NULL_TYPE: Final = type(None)
+
+#: The type identifiers a selector may name, bound as variables so that they resolve to the
+#: values ``type()`` returns (a function of the same name is still called as a function).
+TYPE_IDENTIFIERS: Final[dict[str, object]] = {
+    "bool": celtypes.BoolType,
+    "bytes": celtypes.BytesType,
+    "double": celtypes.DoubleType,
+    "int": celtypes.IntType,
+    "list": celtypes.ListType,
+    "map": celtypes.MapType,
+    "null_type": _NULL_TYPE,
+    "string": celtypes.StringType,
+    "type": celtypes.TypeType,
+    "uint": celtypes.UintType,
+}
+
+
 FUNCTIONS: Final[dict[str, Callable[..., object]]] = {
     "quantity": _fn_quantity,
     "isQuantity": _fn_is_quantity,
@@ -246,6 +296,7 @@ FUNCTIONS: Final[dict[str, Callable[..., object]]] = {
     "isGreaterThan": _fn_is_greater_than,
     "isLessThan": _fn_is_less_than,
     "string": _fn_string,
+    "type": _fn_type,
     "_==_": _fn_equal,
     "_!=_": _fn_not_equal,
     "_<_": _ordering("<", operator.lt, base_functions["_<_"]),
