@@ -47,11 +47,6 @@ NV_MEMORY = 'device.capacity["gpu.nvidia.com"].memory'
 # Where the product (cel-python, no type checker) departs from Kubernetes' CEL environment and
 # the oracle follows Kubernetes. Each is a product finding, not an oracle exception.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    f"{NV_MEMORY}.sign() == 1": (
-        "upstream declares sign as a global function (cel.Overload, not MemberOverload): "
-        "q.sign() does not compile on a cluster; the product accepts it"
-    ),
-    'quantity("1Gi").sub(1073741824).sign() == 0': "member sign() again (see above)",
     '!("a" == 1)': (
         "cel-go's type checker rejects == between a string and an int; the product has no "
         "checker and evaluates it to false"

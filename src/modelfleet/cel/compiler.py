@@ -32,6 +32,7 @@ from modelfleet.cel.functions import (
     ARGUMENT_KINDS,
     ARITY,
     BOOL,
+    GLOBAL_ONLY,
     INT,
     NOT_LITERAL,
     STANDARD_FUNCTIONS,
@@ -251,6 +252,12 @@ class _Checker:
         if name in ("has", "dyn"):
             if len(args) != 1:
                 raise self._fail(node, f"{name}() takes exactly one argument")
+        elif name in ARITY and name not in GLOBAL_ONLY:
+            raise self._fail(
+                node,
+                f"{name}() is a method in Kubernetes, not a global function: write "
+                f"x.{name}(...) instead of {name}(x, ...)",
+            )
         else:
             self._check_call(node, name, args)
         for arg in args:
@@ -264,6 +271,13 @@ class _Checker:
         if _identifier(receiver) == "cel":
             raise self._fail(node, f"cel.{name}() is not supported; repeat the lookup instead")
         self.check(receiver, scope)
+        if name in GLOBAL_ONLY:
+            argument = "q" if name == "sign" else "s"
+            raise self._fail(
+                node,
+                f"{name}() is a global function in Kubernetes, not a method: use "
+                f"{name}({argument}) instead of {argument}.{name}()",
+            )
         if name in _MEMBER_MACROS:
             if len(args) != 2:
                 raise self._fail(node, f"{name}() takes a variable and one expression")

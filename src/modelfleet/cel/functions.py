@@ -9,8 +9,9 @@ modelfleet package.
 
 ``==``/``!=`` compare quantities and semvers by value, ints and doubles numerically, and values
 of unrelated types as unequal; comparing a quantity or semver with another type is an error, as
-in cel-go. Quantities and semvers have no ``<``/``>``. Every function works both as
-``f(x, ...)`` and ``x.f(...)`` (more permissive than upstream).
+in cel-go. Quantities and semvers have no ``<``/``>``. Every function here works both as
+``f(x, ...)`` and ``x.f(...)`` at evaluation; the compiler admits only the call style Kubernetes
+declares (:data:`GLOBAL_ONLY`: ``sign(q)``, ``quantity(s)``...; the rest are methods).
 """
 
 from __future__ import annotations
@@ -324,6 +325,9 @@ ARITY: Final[dict[str, frozenset[int]]] = {
     "isGreaterThan": frozenset({2}),
     "isLessThan": frozenset({2}),
 }
+# Kubernetes declares these as global functions only (cel.Overload): ``q.sign()`` does not
+# compile on a cluster. Every other function in ARITY is a method only (cel.MemberOverload).
+GLOBAL_ONLY: Final = frozenset({"quantity", "isQuantity", "sign", "semver", "isSemver"})
 STANDARD_FUNCTIONS: Final = frozenset(
     name for name in base_functions if name.isidentifier() and not name.startswith("_")
 )
