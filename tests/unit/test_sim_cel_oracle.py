@@ -65,14 +65,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
     f"{NV}.?type.orValue('') == 'gpu'": (
         "optional field selection is in Kubernetes' base environment; the product lacks it"
     ),
-    **{
-        f"isQuantity({literal})": (
-            "apimachinery's ParseQuantity reads a missing number as 0 (kubernetes/apimachinery "
-            "issue 165, closed unfixed), so a bare sign, point or suffix is a quantity on a "
-            "cluster whatever the CEL library's doc comment says; the product rejects it"
-        )
-        for literal in ('"+"', '"-"', '"."', '"-."', '"Mi"', '"k"', '"e3"')
-    },
 }
 
 
@@ -182,6 +174,9 @@ def _expressions() -> list[str]:
         found.add(f"isQuantity({_cel_string(text)})")
         found.add(f"quantity({_cel_string(text)}).isInteger()")
     found.update(f"isQuantity({_cel_string(t)})" for t in test_quantity.INVALID if t)
+    for text in test_quantity.BARE:
+        found.add(f"isQuantity({_cel_string(text)})")
+        found.add(f"quantity({_cel_string(text)}).isInteger()")
     for text in [*(v for v, _ in test_semver.VALID_STRICT), *test_semver.INVALID_STRICT]:
         found.add(f"isSemver({_cel_string(text)})")
     for text, _ in test_semver.NORMALIZED:

@@ -21,8 +21,9 @@ What is mirrored from ``k8s.io/apimachinery/pkg/api/resource`` (``ParseQuantity`
   ``100Ti``) or held at a negative scale (``1.0``, ``1000m``) is not an integer for CEL even when
   its value is integral. This is kept on purpose: the real allocator decides with these rules.
 
-Deliberate divergence: a number part without any digit (``Mi``, ``k``, ``+``, ``.``) is
-rejected. Go's scanner reads these as zero; the Kubernetes CEL library documents them as errors.
+* A number part without any digit reads as zero, as Go's scanner does (kubernetes/apimachinery
+  issue 165, closed unfixed): ``Mi``, ``k``, ``e3``, ``+``, ``-``, ``.`` and ``-.`` are
+  quantities on a cluster whatever the Kubernetes CEL library's doc comment says.
 """
 
 from __future__ import annotations
@@ -142,15 +143,14 @@ def _scan(text: str) -> _Scanned:
     if pos < end and text[0] in "+-":
         positive = text[0] == "+"
         pos += 1
-    number_start = pos
 
     while pos < end and text[pos] == "0":
         pos += 1
     start = pos
     while pos < end and text[pos] in _DIGITS:
         pos += 1
+    # No digits at all (a bare sign, point or suffix) is zero, as in Go.
     numerator = text[start:pos] or "0"
-    has_digit = pos > number_start
 
     denominator = ""
     if pos < end and text[pos] == ".":
@@ -159,10 +159,6 @@ def _scan(text: str) -> _Scanned:
         while pos < end and text[pos] in _DIGITS:
             pos += 1
         denominator = text[start:pos]
-        has_digit = has_digit or bool(denominator)
-
-    if not has_digit:
-        raise ValueError(f"invalid quantity {text!r}: the number part has no digits")
 
     suffix_start = pos
     while pos < end and text[pos] in _SUFFIX_CHARS:
