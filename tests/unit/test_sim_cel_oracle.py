@@ -47,18 +47,6 @@ NV_MEMORY = 'device.capacity["gpu.nvidia.com"].memory'
 # Where the product (cel-python, no type checker) departs from Kubernetes' CEL environment and
 # the oracle follows Kubernetes. Each is a product finding, not an oracle exception.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    '!("a" == 1)': (
-        "cel-go's type checker rejects == between a string and an int; the product has no "
-        "checker and evaluates it to false"
-    ),
-    'quantity("1") == 1 || device.driver == "gpu.nvidia.com"': (
-        "Quantity == int does not type-check upstream, so the whole selector fails to compile; "
-        "the product lets || absorb the runtime error"
-    ),
-    'quantity("50k").sub(20000).asApproximateFloat() == 30000': (
-        "double == int does not type-check upstream (the apiserver doc comment shows it, but "
-        "the checker needs 30000.0); the product compares across types"
-    ),
     f"cel.bind(a, {NV}, a.type == 'gpu')": (
         "cel.bind is in the DRA environment (ext.Bindings); the product lacks it"
     ),

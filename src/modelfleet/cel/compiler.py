@@ -8,10 +8,13 @@ modelfleet package.
 
 Deliberate divergences from upstream (cel-python cannot do these, or we chose to be lenient):
 
-* No type checker. Instead :func:`check_selector` rejects syntax errors, unknown functions or
+* No full type checker. Instead :func:`check_selector` rejects syntax errors, unknown functions or
   identifiers, unknown ``device`` fields, wrong arities of the Kubernetes functions, literals of
   the wrong type passed to them and unparsable ``quantity("...")``/``semver("...")`` literals.
-  A non-bool result type is not rejected up front; it is a non-match at evaluation.
+  ``==``/``!=`` between two different statically known types (``"a" == 1``,
+  ``quantity("1") == 1``, a double against an int) is rejected as cel-go's checker does
+  (:mod:`.static_types`). A non-bool result type is not rejected up front; it is a non-match
+  at evaluation.
 * Missing: ``cel.bind``, optional syntax (``.?``, ``orValue``), the Kubernetes extension
   libraries (strings v2, lists, sets, regex helpers beyond ``matches``, IP/CIDR, URL, format),
   quantity ``mul``/``div``/``divInt``, ``device.allowMultipleAllocations``, list-valued
@@ -41,6 +44,7 @@ from modelfleet.cel.functions import (
 )
 from modelfleet.cel.quantity import Quantity
 from modelfleet.cel.semver import Semver
+from modelfleet.cel.static_types import comparison_error
 
 #: Kubernetes caps a selector expression at 10 KiB (``CELSelectorExpressionMaxLength``).
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
@@ -206,6 +210,13 @@ class _Checker:
         line, column = _position(node)
         return CelCompileError(self._expression, reason, line, column)
 
+    def _source(self, node: Any) -> str:
+        meta = getattr(node, "meta", None)
+        start, end = getattr(meta, "start_pos", None), getattr(meta, "end_pos", None)
+        if start is None or end is None:
+            return self._expression
+        return self._expression[start:end]
+
     def check(self, node: Any, scope: frozenset[str]) -> None:
         data = getattr(node, "data", None)
         if data is None:
@@ -225,6 +236,10 @@ class _Checker:
             return
         if data == "member_dot":
             self._check_field(node)
+        if data == "relation":
+            reason = comparison_error(node)
+            if reason is not None:
+                raise self._fail(node, f"{self._source(node)!r} does not type-check: {reason}")
         for child in _children(node):
             self.check(child, scope)
 
