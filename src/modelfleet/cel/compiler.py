@@ -15,7 +15,9 @@ Deliberate divergences from upstream (cel-python cannot do these, or we chose to
   ``quantity("1") == 1``, a double against an int) is rejected as cel-go's checker does
   (:mod:`.static_types`). A non-bool result type is not rejected up front; it is a non-match
   at evaluation.
-* Missing: ``cel.bind``, optional syntax (``.?``, ``orValue``), the Kubernetes extension
+* ``cel.bind(name, value, expr)`` is supported (evaluated by :mod:`.evaluator`).
+* Missing: optional syntax (``.?``, ``orValue``: cel-python's grammar has no ``.?``; rejected
+  with "not supported by modelfleet"), the Kubernetes extension
   libraries (strings v2, lists, sets, regex helpers beyond ``matches``, IP/CIDR, URL, format),
   quantity ``mul``/``div``/``divInt``, ``device.allowMultipleAllocations``, list-valued
   attributes and cost limits.
@@ -52,6 +54,11 @@ MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 _DEVICE_FIELDS: Final = frozenset({"driver", "attributes", "capacity"})
 _TYPE_IDENTIFIERS: Final = frozenset(TYPE_IDENTIFIERS)
 _MEMBER_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_OPTIONAL_FUNCTIONS: Final = frozenset({"orValue", "hasValue", "optMap", "optFlatMap"})
+_OPTIONAL_UNSUPPORTED: Final = (
+    "optional values ('.?field', '[?key]', orValue(), optional.of()) are not supported by "
+    "modelfleet; guard the lookup with has(...) or 'in' instead"
+)
 
 
 class CelCompileError(ValueError):
@@ -105,8 +112,8 @@ def _syntax_error(expression: str, error: Exception) -> CelCompileError:
         reason = f"syntax error: unexpected character {getattr(cause, 'char', '')!r}"
     else:
         reason = "syntax error"
-    if "?" in expression and (".?" in expression or "[?" in expression):
-        reason += " (optional field syntax '.?'/'[?]' is not supported)"
+    if str(token) == "?" and (".?" in expression or "[?" in expression):
+        reason = _OPTIONAL_UNSUPPORTED
     return CelCompileError(
         expression, reason, getattr(error, "line", None), getattr(error, "column", None)
     )
@@ -244,8 +251,12 @@ class _Checker:
             self.check(child, scope)
 
     def _check_identifier(self, node: Any, name: str, scope: frozenset[str]) -> None:
+        if name in scope:
+            return
         if name == "cel":
-            raise self._fail(node, "cel.bind() is not supported; repeat the lookup instead")
+            raise self._fail(node, "'cel' is only the namespace of cel.bind(name, value, expr)")
+        if name == "optional":
+            raise self._fail(node, _OPTIONAL_UNSUPPORTED)
         if name not in scope and name not in _TYPE_IDENTIFIERS:
             raise self._fail(node, f"undeclared reference to {name!r}; the only variable is device")
 
@@ -284,7 +295,8 @@ class _Checker:
         name = str(name_token)
         args = _children(children[2]) if len(children) > 2 else []
         if _identifier(receiver) == "cel":
-            raise self._fail(node, f"cel.{name}() is not supported; repeat the lookup instead")
+            self._check_bind(node, name, args, scope)
+            return
         self.check(receiver, scope)
         if name in GLOBAL_ONLY:
             argument = "q" if name == "sign" else "s"
@@ -305,7 +317,20 @@ class _Checker:
         for arg in args:
             self.check(arg, scope)
 
+    def _check_bind(self, node: Any, name: str, args: Sequence[Any], scope: frozenset[str]) -> None:
+        if name != "bind":
+            raise self._fail(node, f"undeclared function 'cel.{name}'; only cel.bind() exists")
+        if len(args) != 3:
+            raise self._fail(node, "cel.bind() takes a variable name, a value and an expression")
+        variable = _identifier(args[0])
+        if variable is None:
+            raise self._fail(node, "the first argument of cel.bind() must be a variable name")
+        self.check(args[1], scope)
+        self.check(args[2], scope | {variable})
+
     def _check_call(self, node: Any, name: str, args: Sequence[Any]) -> None:
+        if name in _OPTIONAL_FUNCTIONS:
+            raise self._fail(node, _OPTIONAL_UNSUPPORTED)
         if name not in ARITY:
             if name not in STANDARD_FUNCTIONS:
                 raise self._fail(node, f"undeclared function {name!r}")

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Any, Final, Generic, TypeVar, cast
 
-from celpy.evaluation import Activation, Evaluator
+from celpy.evaluation import Activation, CELEvalError, Evaluator
 
 from modelfleet.cel.compiler import CelCompileError, compile_selector
 from modelfleet.cel.device import DeviceFacts, MalformedDeviceError, device_value
@@ -125,7 +125,7 @@ class SelectorEvaluator:
         if activation is None:
             return None
         try:
-            result = Evaluator(program, activation).evaluate()
+            result = _BindingEvaluator(program, activation).evaluate()
         except Exception as exc:  # celpy raises its CELEvalError and, rarely, Python errors
             return _describe(exc)
         if not is_bool(result):
@@ -163,6 +163,40 @@ class SelectorEvaluator:
         return cached
 
 
+class _BindingEvaluator(Evaluator):
+    """celpy's evaluator plus ``cel.bind(name, value, expr)`` (ext.Bindings in cel-go): the
+    value is evaluated once and ``expr`` sees it under ``name``, shadowing any outer variable
+    of that name. cel-go initialises the binding lazily, so a value that fails is an error
+    only where ``expr`` uses it: the error is bound as the value, and celpy propagates it."""
+
+    # The trees are lark's; they are handled by shape so that this module imports only celpy.
+
+    def sub_evaluator(self, ast: Any) -> Evaluator:
+        return _BindingEvaluator(ast, activation=self.activation)
+
+    def member_dot_arg(self, tree: Any) -> Any:
+        receiver, name = tree.children[:2]
+        if str(name) != "bind" or _identifier(receiver) != "cel" or len(tree.children) < 3:
+            return super().member_dot_arg(tree)
+        variable, init, body = tree.children[2].children  # the compiler checked the shape
+        value = self.visit(init)
+        try:
+            return _BindingEvaluator(body, self.activation).evaluate(
+                {str(_identifier(variable)): value}
+            )
+        except CELEvalError as err:
+            return err  # a value, so that || and && can still absorb it
+
+
+def _identifier(node: Any) -> str | None:
+    """The name when ``node`` is a bare identifier (under its single-child wrappers)."""
+    while len(getattr(node, "children", ())) == 1:
+        if getattr(node, "data", None) == "ident":
+            return str(node.children[0])
+        node = node.children[0]
+    return None
+
+
 def _describe(exc: Exception) -> str:
     args = exc.args
     if len(args) >= 2 and args[1] is ZeroDivisionError:
@@ -176,7 +210,7 @@ def _run(ast: Any, activation: Any) -> bool:
     try:
         # Reusing one Activation per device is safe: evaluation never writes to it, and
         # macros evaluate in nested activations of their own.
-        result = Evaluator(ast, activation).evaluate()
+        result = _BindingEvaluator(ast, activation).evaluate()
     except Exception:  # Any failure is a non-match; one odd device must not break a reconcile.
         return False
     return is_bool(result) and bool(result)
