@@ -153,7 +153,7 @@ class SelectorEvaluator:
         if cached is _ABSENT:
             try:
                 cached = Activation(
-                    vars={**TYPE_IDENTIFIERS, "device": device_value(device)},
+                    vars=cast(Any, {**TYPE_IDENTIFIERS, "device": device_value(device)}),
                     functions=cast(Any, FUNCTIONS),
                 )
             except MalformedDeviceError:

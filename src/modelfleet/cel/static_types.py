@@ -212,7 +212,7 @@ def comparison_error(node: Any) -> str | None:
         return None
     left = static_type(_children(children[0])[0])
     right = static_type(children[1])
-    names = ", ".join(_CEL_NAMES.get(t, str(t)) for t in (left, right))
+    names = ", ".join(_CEL_NAMES.get(str(t), str(t)) for t in (left, right))
     overload = f"found no matching overload for '_{symbol}_' applied to '({names})'"
     if symbol in ("==", "!="):
         if left is None or right is None or left == right:
