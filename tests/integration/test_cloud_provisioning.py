@@ -157,7 +157,8 @@ async def test_quota_on_the_second_pool_rolls_everything_back(cloud_stack: Cloud
     )
     await apply_resource(cloud_stack.client, doomed)
     status = await cloud_stack.wait_phase("gke-quota", "Failed")
-    assert "CloudQuotaExceeded" in status.reason
+    assert "QuotaExceeded" in status.reason
+    assert "request a quota increase" in status.reason
     assert "gpu-more" in status.reason
     assert "cleanup incomplete" not in status.reason
     assert "gke-quota" not in cloud_stack.clouds.gke.cluster_names()

@@ -2,8 +2,9 @@
 pipe) against the real dev server, a worker and the simulated clouds: ``rollout status
 cluster/NAME`` follows a GKE provisioning step by step to Ready, ``get clusters`` shows it, a
 stockout injected with ``sim faults --cloud`` makes the next one fail and roll back (exit 1, the
-reason printed), and ``delete cluster`` removes them from the cloud; a cluster a replica runs on is
-only deleted with ``--force``, which drains it first."""
+reason printed), applying it again or ``rollout restart cluster/NAME`` provisions it again, and
+``delete cluster`` removes them from the cloud; a cluster a replica runs on is only deleted with
+``--force``, which drains it first."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+import yaml
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
 from integration_support import deployment, wait_for
 from test_cli_kubectl import run
@@ -66,8 +68,39 @@ async def test_rollout_status_follows_a_gke_cluster_and_get_clusters_shows_it(
     assert "done    delete cluster gke-cli-out" in out
     assert "provisioning failed and was rolled back" in out
     assert "gke-cli-out" not in cloud_stack.clouds.gke.cluster_names()
+    # A stockout is not a quota, and the reason names no exception class.
+    assert "Stockout" in out
+    assert "quota increase will not help" in out
+    assert "QuotaExceeded" not in out
+    assert "Error" not in out
     code, out, _ = await run(address, "get", "clusters", "gke-cli-out", "-o", "wide")
     assert "create node pool gpu-h100 (failed)" in out
+    # Applying the same manifest again is the retry (not `unchanged`): a second stockout.
+    code, out, err = await run(
+        address, "sim", "faults", "--state-dir", str(state), "--cloud", "gke", "--fail", "stockout"
+    )
+    assert code == 0, err
+    manifest = cloud_stack.state_dir / "gke-cli-out.yaml"
+    manifest.write_text(yaml.safe_dump(renamed(CLUSTERS["gke-central"], "gke-cli-out").to_wire()))
+    code, out, err = await run(address, "apply", "-f", str(manifest))
+    assert code == 0, out + err
+    assert "inferencecluster.modelfleet.dev/gke-cli-out retried" in out
+    code, out, err = await run(address, "rollout", "status", "cluster/gke-cli-out")
+    assert code == 1, out + err
+    assert out.count("failed  create node pool gpu-h100") == 2
+    # The stockout is over (the fault was for one creation): restarting provisions it again.
+    code, out, err = await run(address, "rollout", "restart", "cluster/gke-cli-out")
+    assert code == 0, out + err
+    assert "inferencecluster.modelfleet.dev/gke-cli-out restarted" in out
+    code, out, err = await run(
+        address, "rollout", "status", "cluster/gke-cli-out", "--timeout", "90"
+    )
+    assert code == 0, out + err
+    assert out.rstrip().endswith("cluster gke-cli-out is Ready: probe ok")
+    # A cluster that has not failed is not restarted.
+    code, out, err = await run(address, "rollout", "restart", "cluster/gke-cli-out")
+    assert code == 1
+    assert "is Ready, not Failed" in out + err
 
     code, out, err = await run(address, "delete", "cluster", "gke-cli", "gke-cli-out")
     assert code == 0, out + err

@@ -57,12 +57,12 @@ def _plain(cells: list[str]) -> list[str]:
 
 def test_a_failed_cluster_shows_the_failed_step_and_no_free_devices() -> None:
     spec = CLUSTERS["gke-central"]
-    failed = "CloudQuotaExceeded: ZONE_RESOURCE_POOL_EXHAUSTED"
+    failed = "CloudStockout: ZONE_RESOURCE_POOL_EXHAUSTED"
     status = ClusterStatus(
         name=spec.name,
         phase="Failed",
         ready=False,
-        reason=f"ProvisioningFailedError at create node pool gpu-h100: {failed}",
+        reason="ProvisioningFailed at create node pool gpu-h100: Stockout: zone exhausted",
         steps=[
             _step("create cluster gke-central", 0, 3),
             _step("create node pool gpu-h100", 3, 5, failed),

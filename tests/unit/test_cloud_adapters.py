@@ -166,6 +166,8 @@ def test_gke_errors_are_classified_per_reason(sim: ThreadedClouds, acts: CloudAc
     cases = [
         (ErrorKind.QUOTA, FaultStage.CALL, "CloudQuotaExceeded", True),
         (ErrorKind.QUOTA, FaultStage.OPERATION, "CloudQuotaExceeded", True),
+        # Same google.rpc code (RESOURCE_EXHAUSTED) as quota: a stockout all the same.
+        (ErrorKind.STOCKOUT, FaultStage.OPERATION, "CloudStockout", True),
         (ErrorKind.PERMISSION, FaultStage.CALL, "CloudPermissionDenied", True),
         (ErrorKind.UNAVAILABLE, FaultStage.CALL, "CloudUnavailable", False),
         (ErrorKind.THROTTLED, FaultStage.CALL, "CloudThrottled", False),
@@ -247,6 +249,16 @@ def test_eks_errors_are_classified(sim: ThreadedClouds, acts: CloudActivities) -
         env.run(acts.eks_create_nodegroup, PoolRequest(cluster=c, pool=plan))
     assert (caught.value.type, caught.value.non_retryable) == ("CloudQuotaExceeded", True)
     assert "VcpuLimitExceeded" in str(caught.value)
+    env.run(acts.eks_delete_nodegroup, PoolRef(cluster=c, pool=plan.name))
+    faults.add(
+        CloudFault(
+            operation="CreateNodegroup", error=ErrorKind.STOCKOUT, stage=FaultStage.OPERATION
+        )
+    )
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.eks_create_nodegroup, PoolRequest(cluster=c, pool=plan))
+    assert (caught.value.type, caught.value.non_retryable) == ("CloudStockout", True)
+    assert "InsufficientInstanceCapacity" in str(caught.value)
     env.run(acts.eks_delete_cluster, c)
     assert acts.eks.describe_cluster(c) is None
 

@@ -88,6 +88,8 @@ class FakeCloud:
     fail_pool: str | None = None
     fail_type: str = "CloudQuotaExceeded"
     transient_failures: int = 0
+    # How many times the permanent error is raised (-1: every time).
+    permanent_failures: int = -1
     # What the cluster's credentials may not do (SelfSubjectAccessReview answers).
     denied: list[str] = field(default_factory=list)
     # Per pool, the replicas the Fleet has on it.
@@ -113,7 +115,12 @@ class FakeCloud:
             if self.transient_failures > 0:
                 self.transient_failures -= 1
                 raise ApplicationError("503", type="CloudUnavailable")
-            if self.transient_failures == 0 and self.fail_type != "CloudUnavailable":
+            if (
+                self.transient_failures == 0
+                and self.fail_type != "CloudUnavailable"
+                and self.permanent_failures != 0
+            ):
+                self.permanent_failures -= 1
                 raise ApplicationError(
                     "Insufficient regional quota", type=self.fail_type, non_retryable=True
                 )
@@ -283,7 +290,8 @@ async def test_quota_on_the_second_pool_rolls_back_in_reverse_and_keeps_the_reas
     cloud = FakeCloud(fail_pool="gpu-h200-b")
     settled, final = await _run(time_skipping_env, cloud, _two_pools("eks-east"))
     assert settled.phase == "Failed"
-    assert "CloudQuotaExceeded" in settled.reason
+    assert "QuotaExceeded" in settled.reason
+    assert "request a quota increase" in settled.reason
     assert "create node group gpu-h200-b" in settled.reason
     assert cloud.calls == [
         "create cluster eks-east",
@@ -296,6 +304,56 @@ async def test_quota_on_the_second_pool_rolls_back_in_reverse_and_keeps_the_reas
     # Nothing was left to deprovision on delete.
     assert final.reason == "deleted"
     assert not any(r.ready for r in cloud.reports)
+
+
+async def test_a_failed_provisioning_is_retried_by_applying_again_and_by_restart(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """A stockout fails the saga (rolled back, its own reason and advice); applying the same
+    manifest again provisions again, as does the ``retry`` Update behind ``rollout restart
+    cluster/NAME``, which a cluster that has not failed refuses."""
+    cloud = FakeCloud(fail_pool="gpu-h100", fail_type="CloudStockout", permanent_failures=2)
+    spec = CLUSTERS["gke-central"]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=cloud.activities(),
+    ):
+        handle = await time_skipping_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(spec=spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settled.wait()
+        failed = await handle.query(ClusterWorkflow.status)
+        assert failed.phase == "Failed"
+        assert failed.reason.startswith("ProvisioningFailed at create node pool gpu-h100: ")
+        assert "Stockout" in failed.reason
+        assert "quota increase will not help" in failed.reason
+        assert "Error" not in failed.reason
+
+        cloud.settled.clear()
+        again = await handle.execute_update(ClusterWorkflow.apply, spec)
+        assert again.phase == "Provisioning"
+        await cloud.settled.wait()
+        assert (await handle.query(ClusterWorkflow.status)).phase == "Failed"
+
+        cloud.settled.clear()
+        restarted = await handle.execute_update(ClusterWorkflow.retry)
+        assert restarted.phase == "Provisioning"
+        await cloud.settled.wait()
+        ready = await handle.query(ClusterWorkflow.status)
+        assert ready.phase == "Ready"
+        assert cloud.calls.count("create pool gpu-h100") == 3
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(ClusterWorkflow.retry)
+        assert "not Failed" in str(refused.value.cause)
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
 
 
 async def test_a_transient_error_is_retried(time_skipping_env: WorkflowEnvironment) -> None:

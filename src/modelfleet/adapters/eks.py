@@ -29,6 +29,7 @@ from modelfleet.contracts.cloud_payloads import (
     PoolPlan,
     PoolShape,
     eks_scaling,
+    is_stockout,
 )
 
 SYSTEM_NODEGROUP = "system"
@@ -46,6 +47,7 @@ _CODES = {
     "ServerException": CloudErrorReason.UNAVAILABLE,
     "InternalFailure": CloudErrorReason.UNAVAILABLE,
     "ResourceLimitExceededException": CloudErrorReason.QUOTA_EXCEEDED,
+    "InsufficientInstanceCapacity": CloudErrorReason.STOCKOUT,
     "AccessDeniedException": CloudErrorReason.PERMISSION_DENIED,
     "UnauthorizedException": CloudErrorReason.PERMISSION_DENIED,
     "InvalidParameterException": CloudErrorReason.INVALID_ARGUMENT,
@@ -64,6 +66,8 @@ def classify(exc: ClientError | BotoCoreError) -> CloudError:
     code = str(error.get("Code", ""))
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
     reason = _CODES.get(code)
+    if is_stockout(str(error.get("Message", ""))):
+        reason = CloudErrorReason.STOCKOUT
     if reason is None:
         reason = (
             CloudErrorReason.UNAVAILABLE if status >= 500 else CloudErrorReason.INVALID_ARGUMENT
@@ -79,7 +83,12 @@ def nodegroup_failure(group: dict[str, Any]) -> CloudError:
         "limit" in str(i.get("message", "")).lower() or "quota" in str(i.get("message", "")).lower()
         for i in issues
     )
-    reason = CloudErrorReason.QUOTA_EXCEEDED if quota else CloudErrorReason.OPERATION_FAILED
+    if is_stockout(text):
+        reason = CloudErrorReason.STOCKOUT
+    elif quota:
+        reason = CloudErrorReason.QUOTA_EXCEEDED
+    else:
+        reason = CloudErrorReason.OPERATION_FAILED
     return CloudError(reason, f"node group {group.get('nodegroupName')} failed: {text}")
 
 

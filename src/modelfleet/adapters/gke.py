@@ -39,6 +39,7 @@ from modelfleet.contracts.cloud_payloads import (
     CloudErrorReason,
     PoolPlan,
     PoolShape,
+    is_stockout,
 )
 
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -70,7 +71,9 @@ def classify(exc: gexc.GoogleAPICallError) -> CloudError:
     reason = (getattr(exc, "reason", None) or "").lower()
     message = exc.message or str(exc)
     code = exc.code
-    if code == 429 or reason == "ratelimitexceeded":
+    if is_stockout(message):
+        kind = CloudErrorReason.STOCKOUT
+    elif code == 429 or reason == "ratelimitexceeded":
         kind = CloudErrorReason.THROTTLED
     elif code is not None and code >= 500:
         kind = CloudErrorReason.UNAVAILABLE
@@ -348,6 +351,9 @@ class GKE:
         error = None
         if done and op.error and op.error.code:
             reason = _RPC_REASONS.get(op.error.code, CloudErrorReason.OPERATION_FAILED)
+            if is_stockout(op.error.message):
+                # RESOURCE_EXHAUSTED (8) is also quota's code: the words tell them apart.
+                reason = CloudErrorReason.STOCKOUT
             error = CloudError(reason, f"operation {name} failed: {op.error.message}")
         return OperationState(done=done, status=status, error=error)
 

@@ -33,6 +33,7 @@ from modelfleet.cli.resources import (
     fleet_state,
     is_running,
 )
+from modelfleet.cluster.failure import PROVISIONING_FAILED
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import FleetView
 from modelfleet.deployment.state import template_hash
@@ -40,6 +41,8 @@ from modelfleet.scheduling.fleet_placement import live_snapshot
 from modelfleet.scheduling.placement import Placement, place
 
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
+# A cluster whose provisioning failed is provisioned again by applying it, even unchanged.
+RETRIED = "retried"
 
 
 @dataclass
@@ -131,7 +134,18 @@ def verdict(live: LiveFleet, resource: Resource) -> str:
     before = current(live, resource)
     if before is None:
         return CREATED
-    return UNCHANGED if _comparable(before) == _comparable(resource) else CONFIGURED
+    if _comparable(before) != _comparable(resource):
+        return CONFIGURED
+    return RETRIED if _failed_cluster(live, resource) else UNCHANGED
+
+
+def _failed_cluster(live: LiveFleet, resource: Resource) -> bool:
+    if not isinstance(resource, InferenceCluster):
+        return False
+    return any(
+        r.spec.name == resource.name and r.reason.startswith(PROVISIONING_FAILED)
+        for r in live.view.clusters
+    )
 
 
 def _comparable(resource: Resource) -> dict[str, Any]:

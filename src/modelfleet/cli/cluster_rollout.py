@@ -1,4 +1,6 @@
-"""``modelfleet rollout status cluster/NAME``: follow a cluster being brought up, step by step
+"""``modelfleet rollout restart cluster/NAME`` provisions a Failed cluster again.
+
+``modelfleet rollout status cluster/NAME``: follow a cluster being brought up, step by step
 (cloud creates, kubeconfig, serving stack, each with its duration, failures with the cloud's
 words), until it is Ready (exit 0) or provisioning failed and was rolled back (exit 1, the
 reason printed), with the cluster workflow's Temporal UI link.
@@ -14,13 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from rich.markup import escape
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from modelfleet.cli.cluster_view import duration
-from modelfleet.cli.errors import NotFoundError
-from modelfleet.cli.output import console
+from modelfleet.cli.errors import CliError, NotFoundError
+from modelfleet.cli.output import console, rejection_reason
 from modelfleet.cli.resources import cluster_status, connect_with_worker, is_running
 from modelfleet.cli.targets import single_target
+from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.cloud_payloads import ClusterStep
 from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
@@ -119,6 +122,20 @@ async def follow_cluster(client: Client, name: str, limit_seconds: float) -> boo
     colour = "green" if verdict.ok else "red"
     console.print(f"[{colour}]{escape(verdict.message)}[/]", soft_wrap=True)
     return verdict.ok
+
+
+async def restart_cluster(s: TemporalSettings, name: str) -> ClusterStatus:
+    """``rollout restart cluster/NAME``: provision a Failed cluster again (its workflow's
+    ``retry`` Update; refused, with the phase, when the cluster has not failed)."""
+    client = await connect_with_worker(s)
+    if await is_running(client, cluster_id(name)) is None:
+        raise NotFoundError(f"inferencecluster.modelfleet.dev/{name} not found")
+    handle = client.get_workflow_handle(cluster_id(name))
+    try:
+        status: ClusterStatus = await handle.execute_update(ClusterWorkflow.retry)
+    except WorkflowUpdateFailedError as exc:
+        raise CliError(f"cannot restart cluster/{name}: {rejection_reason(exc)}") from None
+    return status
 
 
 async def cluster_rollout(s: TemporalSettings, name: str, limit_seconds: float) -> bool:

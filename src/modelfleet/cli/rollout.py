@@ -2,7 +2,8 @@
 
 ``status`` follows a rollout and ends honestly: 0 desired replicas is success, and a deployment
 the scheduler cannot place (or a paused one) ends with the reasons rather than a bare exit code.
-``history`` reads the revisions the workflow keeps (across continue-as-new). ``undo`` and
+``restart cluster/NAME`` provisions a Failed cluster again. ``history`` reads the revisions
+the workflow keeps (across continue-as-new). ``undo`` and
 ``restart`` are ``apply`` updates with an older template or a restart annotation, which the
 workflow rolls replica by replica; as kubectl, both refuse a paused deployment. ``pause`` and
 ``resume`` are the workflow's Updates of the same names.
@@ -23,7 +24,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target
+from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target, restart_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
 from modelfleet.cli.output import (
@@ -328,7 +329,16 @@ def rollout_restart(
     address: AddressOption = None,
     temporal_namespace: NamespaceOption = None,
 ) -> None:
-    """Replace every replica, one at a time (surge first), without changing what it runs."""
+    """Replace every replica, one at a time (surge first), without changing what it runs;
+    ``cluster/NAME`` provisions a Failed cluster again."""
+    cluster = cluster_target(args)
+    if cluster is not None:
+        status = run_async(lambda: restart_cluster(settings(address, temporal_namespace), cluster))
+        console.print(
+            f"inferencecluster.modelfleet.dev/{cluster} restarted ({status.phase}): follow it "
+            f"with `modelfleet rollout status cluster/{cluster}`"
+        )
+        return
     name, ns, s = _target(args, namespace, address, temporal_namespace)
 
     async def go() -> None:

@@ -105,10 +105,15 @@ STEP_TIMEOUT = timedelta(minutes=60)
 
 
 class ProvisioningFailedError(Exception):
-    def __init__(self, step: str, reason: str) -> None:
-        super().__init__(f"{step}: {reason}")
+    """The saga failed at ``step`` (and compensated): the activity's error type and message,
+    and what could not be cleaned up."""
+
+    def __init__(self, step: str, error_type: str | None, message: str, cleanup: list[str]) -> None:
+        super().__init__(f"{step}: {error_type}: {message}")
         self.step = step
-        self.reason = reason
+        self.error_type = error_type
+        self.message = message
+        self.cleanup = cleanup
 
 
 def describe(exc: ActivityError) -> str:
@@ -192,15 +197,17 @@ class Provisioner:
                 summary=self.step,
             )
         except ActivityError as exc:
-            reason = describe(exc)
-            cluster_steps.end(self.state.steps, reason)
+            cluster_steps.end(self.state.steps, describe(exc))
             if self._not_ours(exc):
                 # Someone else's cluster of that name: never delete it.
                 self.state.created = [r for r in self.state.created if r.kind != "cluster"]
             problems = await self.deprovision()
-            if problems:
-                reason += f"; cleanup incomplete: {'; '.join(problems)}"
-            raise ProvisioningFailedError(self.step, reason) from None
+            cause = exc.__cause__
+            if isinstance(cause, ApplicationError):
+                error_type, message = cause.type, cause.message
+            else:
+                error_type, message = None, str(cause or exc)
+            raise ProvisioningFailedError(self.step, error_type, message, problems) from None
         self.state.provisioned = True
         self._step = "provisioned"
         cluster_steps.end(self.state.steps)

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.meta import Condition
     from modelfleet.api.rules import validate
     from modelfleet.cluster import steps as cluster_steps
+    from modelfleet.cluster.failure import PROVISIONING_FAILED, failure_reason
     from modelfleet.cluster.plan import removal_refused, removed_pools
     from modelfleet.cluster.pools import reconcile_pools, replicas_by_pool
     from modelfleet.cluster.probe_failure import probe_failure
@@ -117,7 +118,8 @@ class ClusterWorkflow:
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
         async with self._lock:
-            if spec.to_wire() != self._spec.to_wire():
+            changed = spec.to_wire() != self._spec.to_wire()
+            if changed:
                 removed = removed_pools(self._spec, spec)
                 if removed:
                     # The Fleet knows which replicas run on which pool; one still in use stays.
@@ -127,7 +129,25 @@ class ClusterWorkflow:
                 self._spec = spec
                 self._changed = True
                 self._probe_now = True
+            if self._failed_provisioning:
+                # Applying a Failed cluster, changed or not, is the retry (after a stockout the
+                # same manifest is all there is to apply).
+                self._retry_provisioning("applied again")
             return self._status()
+
+    @workflow.update
+    async def retry(self) -> ClusterStatus:
+        """``rollout restart cluster/NAME``: provision a Failed cluster again, same spec."""
+        self._retry_provisioning("restarted")
+        return self._status()
+
+    @retry.validator
+    def _check_retry(self) -> None:
+        if not self._failed_provisioning or self._deleting:
+            raise ValueError(
+                f"cluster {self._spec.name} is {self._phase()}, not Failed: only a failed "
+                "provisioning is restarted"
+            )
 
     @apply.validator
     def _check_apply(self, spec: InferenceCluster) -> None:
@@ -138,6 +158,12 @@ class ClusterWorkflow:
         errors = validate(spec)
         if errors:
             raise InvalidResourceError(spec.ref, errors)
+
+    def _retry_provisioning(self, why: str) -> None:
+        """The provisioning loop waits on a Failed cluster for this: it runs the saga again."""
+        self._failed_provisioning = False
+        self._changed = True
+        self._reason = f"{why}: provisioning again after a failure"
 
     @workflow.update
     async def delete(self) -> ClusterStatus:
@@ -240,14 +266,15 @@ class ClusterWorkflow:
                 await prov.provision(plans)
             except ProvisioningFailedError as failed:
                 self._failed_provisioning = True
-                self._condition(
-                    PROVISIONED, "False", "ProvisioningFailed", f"{failed.step}: {failed.reason}"
+                reason = failure_reason(
+                    self._spec.name, failed.step, failed.error_type, failed.message, failed.cleanup
                 )
-                self._set_phase(
-                    "Failed", f"ProvisioningFailedError at {failed.step}: {failed.reason}"
-                )
+                message = reason.removeprefix(f"{PROVISIONING_FAILED} at ")
+                self._condition(PROVISIONED, "False", PROVISIONING_FAILED, message)
+                self._set_phase("Failed", reason)
                 await self._publish(spec=False)
                 self._changed = False
+                # Re-applied (the same spec or a new one) or restarted: provision again.
                 await workflow.wait_condition(lambda: self._deleting or self._changed)
                 continue
             self._reason = "provisioned; waiting for the first probe"

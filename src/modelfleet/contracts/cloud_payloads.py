@@ -44,6 +44,9 @@ class CloudErrorReason(StrEnum):
     """Why a cloud call failed; each is an activity error type (``Cloud<reason>``)."""
 
     QUOTA_EXCEEDED = "QuotaExceeded"
+    # Out of capacity in the zone (GCE ZONE_RESOURCE_POOL_EXHAUSTED, EC2
+    # InsufficientInstanceCapacity): permanent for this attempt, gone later or elsewhere.
+    STOCKOUT = "Stockout"
     PERMISSION_DENIED = "PermissionDenied"
     UNAUTHENTICATED = "Unauthenticated"
     INVALID_ARGUMENT = "InvalidArgument"
@@ -69,6 +72,7 @@ RETRYABLE_REASONS = frozenset(
 
 _ERROR_TYPES = {
     CloudErrorReason.QUOTA_EXCEEDED: error_types.CLOUD_QUOTA_EXCEEDED,
+    CloudErrorReason.STOCKOUT: error_types.CLOUD_STOCKOUT,
     CloudErrorReason.PERMISSION_DENIED: error_types.CLOUD_PERMISSION_DENIED,
     CloudErrorReason.UNAUTHENTICATED: error_types.CLOUD_UNAUTHENTICATED,
     CloudErrorReason.INVALID_ARGUMENT: error_types.CLOUD_INVALID_ARGUMENT,
@@ -85,6 +89,31 @@ _ERROR_TYPES = {
 def error_type(reason: CloudErrorReason) -> str:
     """The ApplicationError type an activity raises for ``reason`` (``Cloud<reason>``)."""
     return _ERROR_TYPES[reason]
+
+
+def reason_of(error_type_: str | None) -> CloudErrorReason | None:
+    """The reason an activity's error type stands for, or None when it is not a cloud's."""
+    for reason, known in _ERROR_TYPES.items():
+        if known == error_type_:
+            return reason
+    return None
+
+
+# How the clouds word a stockout (GCE's ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS] and
+# "does not have enough resources available"; EC2's InsufficientInstanceCapacity and EKS's
+# "insufficient capacity"), lower case.
+_STOCKOUT_WORDS = (
+    "zone_resource_pool_exhausted",
+    "does not have enough resources available",
+    "insufficientinstancecapacity",
+    "insufficient capacity",
+)
+
+
+def is_stockout(text: str) -> bool:
+    """Whether a cloud's error text says it is out of capacity (not out of quota)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _STOCKOUT_WORDS)
 
 
 class CloudCluster(WireModel):

@@ -19,6 +19,9 @@ PERMANENT_KUBE_ERROR: Final = "PermanentKubeError"
 # -- the cloud adapters: one per ``CloudErrorReason`` (``Cloud<reason>``); see
 # ``contracts.cloud_payloads.error_type``.
 CLOUD_QUOTA_EXCEEDED: Final = "CloudQuotaExceeded"
+# The zone has no free capacity of the machine type now (not a quota: asking for more will not
+# help; waiting, another zone or another machine type will).
+CLOUD_STOCKOUT: Final = "CloudStockout"
 CLOUD_PERMISSION_DENIED: Final = "CloudPermissionDenied"
 CLOUD_UNAUTHENTICATED: Final = "CloudUnauthenticated"
 CLOUD_INVALID_ARGUMENT: Final = "CloudInvalidArgument"
