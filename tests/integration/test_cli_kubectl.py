@@ -200,12 +200,18 @@ async def test_apply_verdicts_diff_and_dry_run_and_rollout_history_undo(
 
     code, out, _ = await run(address, "rollout", "undo", "dd", "-n", ns)
     assert code == 0
-    assert "rolled back" in out
+    assert "modeldeployment.modelfleet.dev/dd rolled back to revision 1" in out
     spec = await stack.client.get_workflow_handle(deployment_id(ns, "dd")).query("spec")
     image = spec["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"][
         "containers"
     ][0]["image"]
     assert image == "vllm/vllm-openai:v0.23.0"
+    # The records say what happened: an undo names its revision, a restart is a restart.
+    code, out, _ = await run(address, "rollout", "restart", "dd", "-n", ns)
+    assert code == 0
+    code, out, _ = await run(address, "rollout", "history", "deployment/dd", "-n", ns)
+    causes = [line.split(maxsplit=3)[3].rsplit(maxsplit=2)[0] for line in out.splitlines()[2:]]
+    assert causes == ["created", "apply", "undo (to revision 1)", "restart"]
 
     code, out, _ = await run(address, "delete", "-f", first)
     assert "modeldeployment.modelfleet.dev/dd deleted" in out

@@ -20,7 +20,7 @@ from modelfleet.api.meta import Condition
 from modelfleet.cli import columns, output
 from modelfleet.cli.errors import UsageError
 from modelfleet.cli.manifests import as_document, deployment_resource
-from modelfleet.cli.revisions import undo_spec
+from modelfleet.cli.revisions import restart_spec, undo_spec
 from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
 from modelfleet.cli.targets import Target, parse_targets, resolve_namespace, resource_name
@@ -213,9 +213,21 @@ def test_history_has_a_revision_per_template_and_undo_restores_the_previous_one(
         (1, "created", 3),
         (2, "apply", 2),
     ]
-    back = undo_spec(history, v2, None)
+    back, number = undo_spec(history, v2, None)
+    assert number == 1
     assert back.spec.template == v1.spec.template
     assert back.spec.replicas == v2.spec.replicas
+    # Applied, the undo is recorded as one, naming its revision; a restart as a restart.
+    state = rollout.applied(state, back, at)
+    restarted = restart_spec(back, "2026-11-23T00:00:00Z")
+    state = rollout.applied(state, restarted, at)
+    assert [(r.number, r.cause) for r in state.revisions[2:]] == [
+        (3, "undo (to revision 1)"),
+        (4, "restart"),
+    ]
+    # A plain apply afterwards (a manifest without the annotation) is an apply again.
+    state = rollout.applied(state, v2, at)
+    assert state.revisions[-1].cause == "apply"
     with pytest.raises(ValueError, match="revision 7 not found"):
         undo_spec(history, v2, 7)
     with pytest.raises(ValueError, match="no previous revision"):

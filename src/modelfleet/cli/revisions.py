@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.deployment.decisions import Revision, template_hash
+from modelfleet.deployment.state import CHANGE_CAUSE
+
+RESTART_ANNOTATION = "modelfleet.dev/restartedAt"
 
 
-def undo_spec(history: list[Revision], current: ModelDeployment, to: int | None) -> ModelDeployment:
+def undo_spec(
+    history: list[Revision], current: ModelDeployment, to: int | None
+) -> tuple[ModelDeployment, int]:
     """The spec that rolls ``current`` back to revision ``to`` (default: the one before the
-    current template), keeping today's replica count and strategy, as kubectl does."""
+    current template), keeping today's replica count and strategy, as kubectl does; and the
+    revision it goes back to, which the spec names as its change cause."""
     if not history:
         raise ValueError("no rollout history recorded for this deployment")
     now = template_hash(current)
@@ -30,4 +36,14 @@ def undo_spec(history: list[Revision], current: ModelDeployment, to: int | None)
         target = found[0]
     spec = current.model_copy(deep=True)
     spec.spec.template = target.spec.spec.template.model_copy(deep=True)
+    spec.metadata.annotations[CHANGE_CAUSE] = f"undo (to revision {target.number})"
+    return spec, target.number
+
+
+def restart_spec(current: ModelDeployment, stamp: str) -> ModelDeployment:
+    """``rollout restart``: the same template, stamped (so every replica is replaced), with
+    ``restart`` as its change cause."""
+    spec = current.model_copy(deep=True)
+    spec.spec.template.metadata.annotations[RESTART_ANNOTATION] = stamp
+    spec.metadata.annotations[CHANGE_CAUSE] = "restart"
     return spec

@@ -41,7 +41,7 @@ from modelfleet.cli.resources import (
     is_running,
     query,
 )
-from modelfleet.cli.revisions import undo_spec
+from modelfleet.cli.revisions import restart_spec, undo_spec
 from modelfleet.cli.targets import Namespace, NsOption, resolve_namespace, single_target
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
@@ -52,7 +52,6 @@ from modelfleet.worker.settings import TemporalSettings
 # A rollout the scheduler cannot complete (nothing left in flight, placement False) this long
 # after we started watching is reported with the scheduler's reasons instead of watched on.
 UNSCHEDULABLE_GRACE_SECONDS = 10.0
-RESTART_ANNOTATION = "modelfleet.dev/restartedAt"
 
 rollout_app = typer.Typer(help="Follow and manage deployment rollouts.", no_args_is_help=True)
 
@@ -313,11 +312,11 @@ def rollout_undo(
         history = await fetch_history(client, ns.name, name)
         current = await deployment_spec(client, ns.name, name)
         try:
-            spec = undo_spec(history, current, to_revision)
+            spec, number = undo_spec(history, current, to_revision)
         except ValueError as exc:
             raise UsageError(f"deployment {ns.name}/{name}: {exc}") from None
         await _apply_to_running(client, spec)
-        console.print(f"modeldeployment.modelfleet.dev/{name} rolled back")
+        console.print(f"modeldeployment.modelfleet.dev/{name} rolled back to revision {number}")
 
     run_async(go)
 
@@ -344,9 +343,8 @@ def rollout_restart(
     async def go() -> None:
         client = await _open_deployment(s, ns, name)
         await _refuse_paused(client, ns.name, name, "restart", "restart")
-        spec = (await deployment_spec(client, ns.name, name)).model_copy(deep=True)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        spec.spec.template.metadata.annotations[RESTART_ANNOTATION] = stamp
+        spec = restart_spec(await deployment_spec(client, ns.name, name), stamp)
         await _apply_to_running(client, spec)
         console.print(f"modeldeployment.modelfleet.dev/{name} restarted")
 

@@ -28,6 +28,7 @@ from modelfleet.deployment.state import (
     Stage,
     Start,
     TearDown,
+    change_cause,
     effective_spec,
     note,
     record_revision,
@@ -50,9 +51,11 @@ def started(state: DeploymentState, at: datetime) -> DeploymentState:
 
 
 def applied(
-    state: DeploymentState, spec: ModelDeployment, at: datetime | None = None, cause: str = "apply"
+    state: DeploymentState, spec: ModelDeployment, at: datetime | None = None
 ) -> DeploymentState:
-    """A new spec (already validated); the same spec again changes nothing.
+    """A new spec (already validated); the same spec again changes nothing. A new revision's
+    cause is the spec's change-cause annotation (``undo (to revision N)``, ``restart``), else
+    ``apply``.
 
     A deployment that has Ready replicas of the template it runs but no ``last_good`` yet (they
     ran a template pinned by a pause) remembers what it runs as last good before taking the new
@@ -67,7 +70,7 @@ def applied(
     ):
         update["last_good"] = effective_spec(state)
     s = state.model_copy(update=update)
-    record_revision(s, at, cause)
+    record_revision(s, at, change_cause(spec))
     return s
 
 

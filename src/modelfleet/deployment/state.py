@@ -125,6 +125,14 @@ class Roll(WireModel):
 # decision-log lines for ``describe`` to say what the deployment did lately.
 REVISION_LIMIT = 10
 LOG_LIMIT = 20
+# kubectl's annotation for why a revision exists (``rollout history``'s CHANGE-CAUSE): the CLI's
+# ``rollout undo`` and ``restart`` set it on the spec they apply, as may a manifest.
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+
+
+def change_cause(spec: ModelDeployment, default: str = "apply") -> str:
+    """Why ``spec`` was applied: its change-cause annotation, else ``default``."""
+    return spec.metadata.annotations.get(CHANGE_CAUSE, "").strip() or default
 
 
 class Revision(WireModel):
