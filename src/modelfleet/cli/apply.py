@@ -16,7 +16,6 @@ from temporalio.client import (
 )
 
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.cli.changes import (
@@ -34,13 +33,12 @@ from modelfleet.cli.output import (
     EXIT_INVALID,
     console,
     err_console,
-    print_manifest_errors,
     rejection_reason,
 )
 from modelfleet.cli.plan import print_plan
 from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.targets import resource_name
-from modelfleet.cli.validate import FilesOption
+from modelfleet.cli.validate import FilesOption, load_or_exit
 from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
@@ -147,10 +145,7 @@ def apply(
 ) -> None:
     """Apply classes, clusters, gateways, deployments, endpoints, services and autoscalers:
     validated first, then handed to their workflows durably."""
-    result = load_paths(files)
-    if result.errors:
-        print_manifest_errors(result.errors)
-        raise typer.Exit(EXIT_INVALID)
+    result = load_or_exit(files)
     s = settings(address, namespace)
 
     async def go() -> int:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import typer
 from rich.markup import escape
 
-from modelfleet.api.loading import load_paths
 from modelfleet.cli.changes import UNCHANGED, consequences, read_live, unified_diff, verdict
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.kinds import apply_order
-from modelfleet.cli.output import EXIT_INVALID, console, print_manifest_errors
+from modelfleet.cli.output import console
 from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.targets import resource_name
-from modelfleet.cli.validate import FilesOption
+from modelfleet.cli.validate import FilesOption, load_or_exit
 
 
 def diff(
@@ -24,10 +23,7 @@ def diff(
     namespace: NamespaceOption = None,
 ) -> None:
     """Show what applying the manifests would change; change nothing."""
-    result = load_paths(files)
-    if result.errors:
-        print_manifest_errors(result.errors)
-        raise typer.Exit(EXIT_INVALID)
+    result = load_or_exit(files)
     s = settings(address, namespace)
 
     async def go() -> bool:

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from temporalio.client import Client, WorkflowUpdateFailedError
 
-from modelfleet.api.loading import load_paths
 from modelfleet.api.support import held_without_action
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
@@ -22,10 +21,8 @@ from modelfleet.cli.kinds import (
 )
 from modelfleet.cli.output import (
     EXIT_FAILED,
-    EXIT_INVALID,
     console,
     err_console,
-    print_manifest_errors,
     rejection_reason,
 )
 from modelfleet.cli.resources import (
@@ -41,6 +38,7 @@ from modelfleet.cli.targets import (
     resource_name,
     single_target,
 )
+from modelfleet.cli.validate import load_or_exit
 from modelfleet.contracts.ids import accepted_id, deployment_id
 from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 
@@ -103,10 +101,7 @@ class Doomed:
 
 
 def _from_files(files: list[str]) -> list[Doomed]:
-    loaded = load_paths(files)
-    if loaded.errors:
-        print_manifest_errors(loaded.errors)
-        raise typer.Exit(EXIT_INVALID)
+    loaded = load_or_exit(files)
     return [Doomed(r.KIND, r.namespace, r.name, held_without_action(r)) for r in loaded.resources]
 
 

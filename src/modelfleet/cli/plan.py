@@ -19,20 +19,17 @@ import typer
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, PlacedEngine
-from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.cli.output import (
-    EXIT_INVALID,
     OutputFormat,
     console,
     err_console,
-    print_manifest_errors,
     print_structured,
     print_table,
 )
 from modelfleet.cli.plan_clusters import cluster_plan_document, plan_clusters, print_cluster_plan
-from modelfleet.cli.validate import FilesOption
+from modelfleet.cli.validate import FilesOption, load_or_exit
 from modelfleet.scheduling.placement import Placement, place
 from modelfleet.scheduling.snapshot import snapshot_from_manifests
 from modelfleet.scheduling.stamp import owned_by
@@ -46,10 +43,7 @@ OutputOption = Annotated[
 def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
     """Show where each ModelDeployment would be placed, and why anything does not fit; what
     each GKE/EKS cluster would create and its hourly cost estimate."""
-    loaded = load_paths(files)
-    if loaded.errors:
-        print_manifest_errors(loaded.errors)
-        raise typer.Exit(EXIT_INVALID)
+    loaded = load_or_exit(files)
     plans = plan_resources(loaded.resources)
     clusters = plan_clusters(loaded.resources)
     if output in (OutputFormat.JSON, OutputFormat.YAML):

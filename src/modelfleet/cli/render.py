@@ -9,10 +9,9 @@ from typing import Annotated
 import typer
 import yaml
 
-from modelfleet.api.loading import load_paths
-from modelfleet.cli.output import EXIT_INVALID, OutputFormat, err_console, print_manifest_errors
+from modelfleet.cli.output import EXIT_INVALID, OutputFormat, err_console
 from modelfleet.cli.plan import plan_resources
-from modelfleet.cli.validate import FilesOption
+from modelfleet.cli.validate import FilesOption, load_or_exit
 from modelfleet.rendering.replica_manifests import ClusterFacts, render_replica
 
 
@@ -26,10 +25,7 @@ def render(
     ] = OutputFormat.YAML,
 ) -> None:
     """Print the manifests of every placed replica (or one), in apply order."""
-    loaded = load_paths(files)
-    if loaded.errors:
-        print_manifest_errors(loaded.errors)
-        raise typer.Exit(EXIT_INVALID)
+    loaded = load_or_exit(files)
     placed = [r for p in plan_resources(loaded.resources) for r in (*p.kept, *p.placed)]
     if replica is not None:
         placed = [r for r in placed if r.name == replica]

@@ -6,9 +6,15 @@ from typing import Annotated
 
 import typer
 
-from modelfleet.api.loading import LoadedDocument, load_paths
+from modelfleet.api.loading import LoadedDocument, LoadResult, load_paths
 from modelfleet.api.support import not_acted_upon
-from modelfleet.cli.output import EXIT_INVALID, EXIT_OK, console, print_manifest_errors
+from modelfleet.cli.output import (
+    EXIT_INVALID,
+    EXIT_OK,
+    console,
+    err_console,
+    print_manifest_errors,
+)
 
 FilesOption = Annotated[
     list[str],
@@ -19,6 +25,22 @@ FilesOption = Annotated[
         "Repeatable.",
     ),
 ]
+
+
+def load_or_exit(files: list[str]) -> LoadResult:
+    """The manifests under ``files``, saying on stderr what each directory gave (``read 3 files
+    from DIR``); every error printed and exit 2 if any (empty input is one)."""
+    result = load_paths(files)
+    for folder, count in result.directories.items():
+        err_console.print(
+            f"read {count} file{'s' if count != 1 else ''} from {folder}",
+            markup=False,
+            soft_wrap=True,
+        )
+    if result.errors:
+        print_manifest_errors(result.errors)
+        raise typer.Exit(EXIT_INVALID)
+    return result
 
 
 def summary(doc: LoadedDocument) -> str:
@@ -49,10 +71,7 @@ def summary(doc: LoadedDocument) -> str:
 
 def validate(files: FilesOption) -> None:
     """Validate manifests: exit 0 with a summary per document, or exit 2 listing every error."""
-    result = load_paths(files)
-    if result.errors:
-        print_manifest_errors(result.errors)
-        raise typer.Exit(EXIT_INVALID)
+    result = load_or_exit(files)
     for doc in result.documents:
         console.print(summary(doc), soft_wrap=True)
     n = len(result.documents)
