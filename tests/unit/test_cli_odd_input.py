@@ -52,7 +52,8 @@ def _assert_invalid(done: subprocess.CompletedProcess[str], where: str, reason: 
     assert done.returncode == EXIT_INVALID, out
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, out
-    assert where in errors[0] and reason in errors[0], errors[0]
+    assert where in errors[0], errors[0]
+    assert reason in errors[0], errors[0]
     assert "Traceback" not in out
     for python_name in ("UnicodeDecodeError", "RecursionError", "Error:", "unexpected"):
         assert python_name not in errors[0], errors[0]

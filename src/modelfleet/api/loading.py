@@ -137,7 +137,7 @@ def _shape_error(text: str) -> tuple[int, int, str] | None:
     document = -1
     open_anchors: list[str | None] = []
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        line = event.start_mark.line + 1
+        line = event.start_mark.line + 1 if event.start_mark is not None else 0
         if isinstance(event, yaml.DocumentStartEvent):
             document += 1
         elif isinstance(event, yaml.CollectionStartEvent):
@@ -162,11 +162,9 @@ def load_text(text: str, source: str) -> LoadResult:
     try:
         shape = _shape_error(text)
         if shape is not None:
-            document, line, reason = shape
+            document, at, reason = shape
             result.errors.append(
-                ManifestError(
-                    source, max(document, 0), line, "<document>", f"invalid YAML: {reason}"
-                )
+                ManifestError(source, max(document, 0), at, "<document>", f"invalid YAML: {reason}")
             )
             return result
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))

@@ -8,7 +8,6 @@ worker) loads without it."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -23,6 +22,7 @@ from modelfleet.api.loading import load_paths
 from modelfleet.api.manifest_errors import InvalidManifestsError
 from modelfleet.cli.apply import apply_all
 from modelfleet.cli.demo_serving import chat_through_services
+from modelfleet.cli.devlock import claim, clear_state_dir
 from modelfleet.cli.extras import require_temporal_cli, sim_extra
 from modelfleet.cli.inspect import watch_rollout
 from modelfleet.cli.output import (
@@ -159,7 +159,15 @@ def dev(
                 sim_state.unlink(missing_ok=True)
         return EXIT_OK
 
-    raise typer.Exit(_run(go))
+    # Refuse before starting anything: a second stack on the same ports would find the first
+    # one's server answering there and run its worker (with another fleet's kubeconfigs under
+    # the same cluster names) against it; on the same state directory it would overwrite them.
+    with claim(
+        "modelfleet dev",
+        [state_dir, state_dir / "sim"],
+        {"--port": port, "--ui-port": ui_port},
+    ):
+        raise typer.Exit(_run(go))
 
 
 def demo(
@@ -181,8 +189,6 @@ def demo(
         print_manifest_errors(result.errors)
         raise typer.Exit(EXIT_INVALID)
     to_roll = [r for r in result.resources if isinstance(r, ModelDeployment)]
-    # Fresh state each time: a demo should not resume yesterday's rollout.
-    shutil.rmtree(state_dir, ignore_errors=True)
 
     async def go() -> int:
         stop = asyncio.Event()
@@ -213,7 +219,11 @@ def demo(
                 await stop.wait()
             return EXIT_OK if ok else EXIT_FAILED
 
-    raise typer.Exit(_run(go))
+    with claim("modelfleet demo", [state_dir]):
+        # Fresh state each time: a demo should not resume yesterday's rollout.
+        clear_state_dir(state_dir)
+        with claim("modelfleet demo", [state_dir / "sim"]):
+            raise typer.Exit(_run(go))
 
 
 def _run(go: Callable[[], Coroutine[Any, Any, int | None]]) -> int:

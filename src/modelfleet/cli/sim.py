@@ -34,6 +34,7 @@ from rich.table import Table
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cli.devlock import claim
 from modelfleet.cli.extras import sim_extra
 from modelfleet.cli.output import (
     EXIT_FAILED,
@@ -135,9 +136,12 @@ def up(
 ) -> None:
     """Start a simulated fleet (and clouds) and serve it until interrupted (SIGINT/SIGTERM)."""
     classes, clusters = _load(fleet or _default_fleet())
-    raise typer.Exit(
-        asyncio.run(_serve(classes, clusters, state_dir, port, startup_seconds, clouds))
-    )
+    # Refuse before starting anything: another fleet's kubeconfigs and state file live in a
+    # state directory in use, and a port in use is another process's.
+    with claim("modelfleet sim up", [state_dir], {"--port": port}):
+        raise typer.Exit(
+            asyncio.run(_serve(classes, clusters, state_dir, port, startup_seconds, clouds))
+        )
 
 
 async def _serve(

@@ -22,6 +22,8 @@ from pathlib import Path
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
+from modelfleet.worker.ports import port_holder
+
 SEARCH_ATTRIBUTES = {
     "ModelfleetKind": "Keyword",
     "ModelfleetNamespace": "Keyword",
@@ -184,7 +186,6 @@ async def _start_once(
         try:
             client = await Client.connect(server.address)
             await client.workflow_service.get_system_info(GetSystemInfoRequest())
-            return server
         except Exception:
             if time.monotonic() > deadline:
                 server.stop()
@@ -193,3 +194,21 @@ async def _start_once(
                     f"see {log_path}"
                 ) from None
             await asyncio.sleep(0.1)
+            continue
+        _check_ours(server, port)
+        return server
+
+
+def _check_ours(server: DevServer, port: int) -> None:
+    """The server that answered must be the one started: if its bind failed (another server
+    holds the port, taken between the caller's check and the start), the answer came from the
+    other one, and a worker must never be pointed at a server it did not start."""
+    holder = port_holder(port)
+    if server.process.poll() is None and (holder is None or holder.pid == server.process.pid):
+        return
+    server.stop()
+    who = f" by {holder}" if holder is not None else ""
+    raise DevServerError(
+        f"port {port} is in use{who}: address already in use (the Temporal dev server "
+        "started here could not bind it)"
+    )
