@@ -8,6 +8,7 @@ worker) loads without it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -35,6 +36,7 @@ from modelfleet.cli.output import (
 )
 from modelfleet.cli.sim import STATE_FILE, write_state
 from modelfleet.worker.devserver import DevServerError
+from modelfleet.worker.logs import LogFormat, configure_logging, quiet_stop
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -98,9 +100,19 @@ def _dev_environment(verb: str) -> DevEnvironmentFactory:
 
 
 def _install_stop(stop: asyncio.Event) -> None:
+    """Ctrl-C (or SIGTERM) stops everything, quietly: the worker's logs from then on are errors
+    only, one line each (the activities it cancels are not failures)."""
+    # The worker's log lines on this terminal: warnings and errors, an expected failure (a
+    # stockout, a readiness deadline) in one line, its stack only with MODELFLEET_DEBUG=1.
+    handler = configure_logging(LogFormat.TEXT, logging.WARNING)
+
+    def stopping() -> None:
+        quiet_stop(handler)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
 
 
 def dev(

@@ -13,14 +13,18 @@ the message, so a manifest (and any Secret in it) cannot be logged by this path.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import IO, Any
+
+from temporalio.exceptions import FailureError
 
 # The fields of the activity being run on this task (contextvars follow the SDK into the
 # thread pool of synchronous activities).
@@ -72,6 +76,48 @@ class ActivityContextFilter(logging.Filter):
         return True
 
 
+# The SDK's own line for an activity that raised: ours ("activity failed: ...", from the
+# interceptor) already says it in one line with the activity's fields.
+_SDK_ACTIVITY_FAILED = "Completing activity as failed"
+DEBUG_ENV = "MODELFLEET_DEBUG"
+
+
+def _expected(exc: BaseException | None) -> bool:
+    """A failure raised on purpose (an activity's or Temporal's own error: a stockout, a
+    readiness deadline, a retryable API error) or a cancellation: not a bug, so no stack."""
+    return isinstance(exc, FailureError | asyncio.CancelledError)
+
+
+class ExpectedFailureFilter(logging.Filter):
+    """For people at a terminal: an expected failure is one line, its stack only with
+    ``MODELFLEET_DEBUG=1``; the SDK's repeat of an activity failure is dropped (the
+    interceptor's line says it). Once ``stopping`` (Ctrl-C), only errors pass, each one line,
+    so a stop under load is quiet. A bug (any other exception) keeps its traceback."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if os.environ.get(DEBUG_ENV) == "1":
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if self.stopping:
+            if record.levelno < logging.ERROR:
+                return False
+        elif not _expected(exc):
+            return True
+        if record.getMessage() == _SDK_ACTIVITY_FAILED and _expected(exc):
+            return False
+        if exc is not None:
+            reason = (exc.message if isinstance(exc, FailureError) else str(exc)) or "cancelled"
+            record.msg = f"{record.getMessage()}: {' '.join(reason.split())}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class TextFormatter(logging.Formatter):
     """``time level logger: message key=value ...``: for people reading a terminal."""
 
@@ -115,6 +161,13 @@ def _text_value(value: Any) -> str:
     return json.dumps(text) if (" " in text or not text) else text
 
 
+def quiet_stop(handler: logging.Handler) -> None:
+    """From now on (a stop was asked for), ``handler`` prints only errors, one line each."""
+    for f in handler.filters:
+        if isinstance(f, ExpectedFailureFilter):
+            f.stopping = True
+
+
 def configure_logging(
     fmt: LogFormat = LogFormat.TEXT,
     level: str | int = logging.INFO,
@@ -128,6 +181,8 @@ def configure_logging(
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
     handler.addFilter(ActivityContextFilter())
+    if fmt is LogFormat.TEXT:  # JSON lines keep every traceback: they are for log pipelines
+        handler.addFilter(ExpectedFailureFilter())
     setattr(handler, _HANDLER_MARK, True)
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
