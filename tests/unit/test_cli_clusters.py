@@ -218,7 +218,8 @@ def test_plan_shows_what_each_cloud_cluster_would_create_and_cost() -> None:
     gke = estimate("GKE", [("gpu-h100", "a3-highgpu-8g", 1)])
     assert f"${gke.known:,.2f}/hour" in out
     document = json.loads(
-        runner.invoke(app, ["plan", "-f", str(PROVISIONING), "-o", "json"]).output
+        # stdout only: a directory's "read N files from DIR" goes to stderr
+        runner.invoke(app, ["plan", "-f", str(PROVISIONING), "-o", "json"]).stdout
     )
     by_name = {c["name"]: c for c in document["clusters"]}
     assert by_name["gke-central"]["hourlyCost"] == round(gke.known, 2)
