@@ -22,7 +22,9 @@ from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.contracts.kube_payloads import DriftRequest
 from modelfleet.rendering.facts import ClusterFacts
-from modelfleet.rendering.replica_manifests import render_replica
+from modelfleet.rendering.front_door import FrontDoor, render_front_door
+from modelfleet.rendering.namespace import namespace_manifest
+from modelfleet.rendering.replica_manifests import Step, render_replica
 from modelfleet.sim.apiserver.server import FleetApiServer, serve_in_thread
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.simulated_fleet import SimulatedFleet
@@ -188,6 +190,70 @@ def test_drift_activity_sees_deletion_and_foreign_changes_but_not_defaults(
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _quickstart() -> ModelDeployment:
+    (dep,) = [d for d in _examples("quickstart/qwen3-8b.yaml") if isinstance(d, ModelDeployment)]
+    return dep
+
+
+def test_a_second_replica_in_a_shared_namespace_finds_no_drift_after_the_front_door(
+    setup: tuple[str, KubeCluster, KubeActivities],
+) -> None:
+    """Issue 23 item 4: two replicas of one deployment on the gateway's cluster. The first
+    serves, so the ModelService's front door applies the workload namespace there too (the same
+    field manager), and the token and cache writers make sure it exists; the second replica's
+    comparison must not find the namespace "changed outside modelfleet (metadata.labels)"."""
+    cluster, kube, activities = setup
+    dep = _quickstart()
+    first, second = (
+        render_replica(existing(dep, cluster, i, "gpu-l4", name=f"qwen3-8b-{i}"), ClusterFacts())
+        for i in (0, 1)
+    )
+    [namespace] = first.step(Step.NAMESPACE).manifests
+    assert second.step(Step.NAMESPACE).manifests == [namespace]
+    kube.apply(namespace)  # both roll out: each applies the namespace first
+    kube.apply(namespace)
+    door = render_front_door(
+        FrontDoor(cluster=cluster, gateway_name="gw", gateway_namespace="sys"),
+        dep.namespace,
+        "qwen3-8b",
+        {},
+        [],
+    )
+    assert door[0]["kind"] == "Namespace"
+    assert door[0]["metadata"]["name"] == namespace["metadata"]["name"]
+    kube.apply(door[0])
+    kube.ensure_namespace(namespace["metadata"]["name"])  # provider tokens, a cache's stage
+    # The second replica becomes Ready and compares what it applied with the cluster.
+    for rendered in (first, second):
+        request = DriftRequest(cluster=cluster, manifests=rendered.step(Step.NAMESPACE).manifests)
+        assert activities.drift(request).drifted == []
+    live = kube.get("v1", "Namespace", namespace["metadata"]["name"])
+    assert live is not None
+    labels = live["metadata"]["labels"]
+    assert labels == labels | namespace["metadata"]["labels"]
+
+
+def test_ensure_namespace_creates_it_once_and_never_takes_its_labels(
+    setup: tuple[str, KubeCluster, KubeActivities],
+) -> None:
+    """What only needs the namespace to exist creates it, and leaves labels applied by the
+    replicas alone (an apply without them by the same field manager removes them)."""
+    cluster, kube, activities = setup
+    assert kube.ensure_namespace("mf-solo") is True
+    assert kube.ensure_namespace("mf-solo") is False
+    labelled = namespace_manifest("mf-solo", "solo", cluster)
+    kube.apply(labelled)
+    assert kube.ensure_namespace("mf-solo") is False
+    request = DriftRequest(cluster=cluster, manifests=[labelled])
+    assert activities.drift(request).drifted == []
+    # What the writers did before: an apply of the bare namespace strips the labels.
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mf-solo"}})
+    (found,) = activities.drift(request).drifted
+    assert found.reason == (
+        "Namespace mf-solo was changed outside modelfleet (metadata.labels): re-applied"
+    )
 
 
 def _examples(*files: str) -> list[Any]:

@@ -251,9 +251,7 @@ class ServingActivities:
         secrets: dict[str, tuple[str, dict[str, str]]],
     ) -> None:
         """Apply Secrets on the gateway cluster. Their values never leave this function."""
-        manifests: list[dict[str, Any]] = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        ]
+        manifests: list[dict[str, Any]] = []
         for name, (kind, data) in secrets.items():
             manifests.append(
                 {
@@ -270,6 +268,9 @@ class ServingActivities:
             )
         cluster = KubeCluster(self._kubeconfigs.path(cluster_name))
         try:
+            # Created if absent, never applied: the workload namespace's labels are applied by
+            # the replicas and the front door (``rendering.namespace``), not by this writer.
+            cluster.ensure_namespace(namespace)
             for manifest in manifests:
                 cluster.apply(manifest)
         except KubeError as exc:

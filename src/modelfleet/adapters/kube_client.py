@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException, new_client_from_config
 
 from modelfleet.adapters.kube_errors import (
+    KubeConflictError,
     KubeError,
     KubeInvalidError,
     KubeMisconfiguredError,
@@ -357,6 +358,28 @@ class KubeCluster:
             apply=True,
         )
         return dict(data)
+
+    def ensure_namespace(self, name: str) -> bool:
+        """Create Namespace ``name`` when it does not exist (True when this call created it).
+
+        For writers that only need the namespace to be there: unlike ``apply`` it claims no
+        field of it, so it never removes the labels another modelfleet writer applied to it
+        (server-side apply drops what the same field manager applied before and applies no
+        more, and a replica would read that as the namespace changed outside modelfleet)."""
+        if self.get("v1", "Namespace", name) is not None:
+            return False
+        res = self._resource("v1", "Namespace")
+        try:
+            self._request(
+                f"create {_identity('Namespace', name, None)}",
+                "POST",
+                res.path(None),
+                query=[("fieldManager", FIELD_MANAGER)],
+                body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            )
+        except KubeConflictError:
+            return False  # created meanwhile by someone else
+        return True
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None

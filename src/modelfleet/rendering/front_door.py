@@ -23,6 +23,7 @@ from pydantic import Field
 from modelfleet.api.meta import Model
 from modelfleet.api.naming import LABEL_MANAGED_BY, child_name, workload_namespace
 from modelfleet.api.services import ServiceEndpoint
+from modelfleet.rendering.namespace import namespace_manifest
 
 __all__ = [
     "EndpointRecord",
@@ -206,9 +207,9 @@ def render_front_door(
     order. With no endpoint in rotation the route has no backendRefs (the gateway answers 5xx)."""
     target_ns = workload_namespace(namespace)
     by_key = {e.key: e for e in endpoints}
-    objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target_ns}}
-    ]
+    # The workload namespace as the replicas apply it (the same field manager: see
+    # ``rendering.namespace``).
+    objects: list[dict[str, Any]] = [namespace_manifest(target_ns, namespace, door.cluster)]
     refs: list[dict[str, Any]] = []
     for key in sorted(weighted):
         endpoint = by_key[key]
