@@ -172,7 +172,7 @@ class Driver:
             elif isinstance(action, rollout.Forget):
                 self.log.append(f"release {action.name}")
                 self.fleet.release(action.name)
-                self.state = rollout.forgotten(self.state, action.name)
+                self.state = rollout.forgotten(self.state, action.name, self.now)
             elif isinstance(action, rollout.Wait):
                 if not rollout.wait_over(self.state, action):
                     return f"wait {action.name}"

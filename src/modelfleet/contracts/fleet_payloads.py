@@ -44,6 +44,8 @@ class PlaceRequest(WireModel):
     avoid_clusters: list[str] = Field(default_factory=list)
     # Why, per avoided cluster: the replica that failed there and its reason.
     avoid_reasons: dict[str, str] = Field(default_factory=dict)
+    # Names of this deployment's replicas that left lately: no new replica is given one.
+    retired: list[str] = Field(default_factory=list)
 
 
 class DryPlaceRequest(PlaceRequest):

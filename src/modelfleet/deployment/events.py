@@ -32,6 +32,8 @@ from modelfleet.deployment.state import (
     effective_spec,
     note,
     record_revision,
+    retire,
+    still_retired,
     template_hash,
 )
 from modelfleet.deployment.state import DryPlace as DryPlaceOp
@@ -148,6 +150,7 @@ def place_request(
         desired=place.desired,
         avoid_clusters=avoid,
         avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+        retired=sorted(still_retired(state.retired, now)),
     )
 
 
@@ -282,11 +285,14 @@ def fleet_failed(state: DeploymentState, reason: str) -> DeploymentState:
     return s
 
 
-def forgotten(state: DeploymentState, name: str) -> DeploymentState:
-    """The replica's capacity is released: it leaves the state."""
+def forgotten(state: DeploymentState, name: str, now: datetime | None = None) -> DeploymentState:
+    """The replica's capacity is released: it leaves the state. With ``now``, its name is
+    retired: no replica placed within ``RETIRED_FOR`` gets it."""
     s = state.model_copy(deep=True)
     s.replicas.pop(name, None)
     s.placed.pop(name, None)
+    if now is not None:
+        s.retired = retire(s.retired, name, now)
     return s
 
 

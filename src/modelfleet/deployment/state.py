@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -130,6 +130,12 @@ LOG_LIMIT = 20
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 
 
+# A replica name that left the deployment is not given to a new replica for this long (logs,
+# metrics and UI links by name would mix two templates), remembering at most this many names.
+RETIRED_FOR = timedelta(hours=1)
+RETIRED_LIMIT = 1000
+
+
 def change_cause(spec: ModelDeployment, default: str = "apply") -> str:
     """Why ``spec`` was applied: its change-cause annotation, else ``default``."""
     return spec.metadata.annotations.get(CHANGE_CAUSE, "").strip() or default
@@ -214,6 +220,22 @@ class DeploymentState(WireModel):
     # Periodic resyncs in a row that found the placement current:
     # each doubles the next rest, up to ``LONGEST_QUIET_RESYNC``; any change starts again.
     quiet_resyncs: int = 0
+    # Replicas that left (released and forgotten) in the last ``RETIRED_FOR``, name -> when:
+    # placements never give their names to a new replica (see ``retire``).
+    retired: dict[str, datetime] = {}
+
+
+def still_retired(retired: dict[str, datetime], now: datetime) -> dict[str, datetime]:
+    """The names that left within ``RETIRED_FOR`` of ``now``, the latest ``RETIRED_LIMIT``."""
+    recent = sorted(
+        ((at, name) for name, at in retired.items() if now - at < RETIRED_FOR), reverse=True
+    )
+    return {name: at for at, name in sorted(recent[:RETIRED_LIMIT])}
+
+
+def retire(retired: dict[str, datetime], name: str, now: datetime) -> dict[str, datetime]:
+    """``retired`` with ``name`` leaving at ``now``, trimmed (bounded across continue-as-new)."""
+    return still_retired({**retired, name: now}, now)
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:

@@ -234,7 +234,7 @@ class DeploymentWorkflow:
             elif isinstance(action, rollout.Forget):
                 # Release first: a replica leaves the status only once its capacity is free.
                 await self._release([action.name])
-                self._state = rollout.forgotten(self._state, action.name)
+                self._state = rollout.forgotten(self._state, action.name, workflow.now())
             elif isinstance(action, rollout.Wait):
                 await self._wait(action)
             elif isinstance(action, rollout.EndPass):

@@ -134,6 +134,7 @@ def fleet_place(
         snapshot=fleet.snapshot(gone),
         indexed=(ours, by_cluster),
         ledger_cache=ledger_cache,
+        retired=request.retired,
     )
     on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
     summary = placement.summary

@@ -18,12 +18,14 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Role
+from modelfleet.api.naming import replica_name
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.cache_rule import CacheRank, cache_rank
 from modelfleet.scheduling.explain import (
@@ -255,6 +257,7 @@ def fill(
     ledger: Ledger,
     matcher: Matcher,
     skip_full: bool = True,
+    retired: Collection[str] = (),
 ) -> FillResult:
     """Place up to ``missing`` replicas of ``deployment``, whose engines ``plans`` describes, on
     the ``selected`` clusters of ``fleet``, except those in ``avoid`` (cluster -> why).
@@ -267,7 +270,12 @@ def fill(
     engine is stepped over without copying its pools or building its reason; only when no
     cluster fits is it tried for real, for its reason. Capacity only shrinks during a pass and
     only on the cluster that wins, so such a cluster never fits later in the pass either: the
-    answer is the one the plain walk gives (``skip_full=False``), which the tests check."""
+    answer is the one the plain walk gives (``skip_full=False``), which the tests check.
+
+    Each new replica takes the lowest index free on its cluster whose name is not ``retired``
+    (replicas of this deployment that left lately: a name is never given to a new replica
+    while logs and links by that name still mean the one before)."""
+    retired = frozenset(retired)
     occupied: dict[str, set[int]] = {}
     for cluster_name, index in taken:
         occupied.setdefault(cluster_name, set()).add(index)
@@ -311,7 +319,16 @@ def fill(
         for pool_name, state in trial.items():
             ledger.replace((cluster.name, pool_name), state)
         used = occupied.setdefault(cluster.name, set())
-        index = next(i for i in range(len(used) + 1) if i not in used)
+        index = next(
+            i
+            for i in itertools.count()
+            if i not in used
+            and (
+                not retired
+                or replica_name(deployment.namespace, deployment.name, cluster.name, i)
+                not in retired
+            )
+        )
         used.add(index)
         load[cluster.name] += 1
         placed.append(NewReplica(cluster.name, index, choices))

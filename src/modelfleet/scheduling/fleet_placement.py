@@ -120,6 +120,7 @@ def place_in_fleet(
     snapshot: FleetSnapshot | None = None,
     indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
     ledger_cache: LedgerCache | None = None,
+    retired: Collection[str] = (),
 ) -> Placement:
     """Where ``deployment``'s ``desired`` replicas run, given every placed replica in the fleet.
 
@@ -145,6 +146,7 @@ def place_in_fleet(
         avoid=avoid,
         indexed=indexed,
         ledger_cache=ledger_cache,
+        retired=retired,
     )
     unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
     if not unexplained:

@@ -94,6 +94,7 @@ def place(
     indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
     ledger_cache: LedgerCache | None = None,
     skip_full: bool = True,
+    retired: Collection[str] = (),
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
@@ -112,6 +113,7 @@ def place(
     placed replicas booked (``fill.book_into_cache``): the caller books every one of them, or
     drops their clusters' entries; with it, clusters whose cached pools have
     no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
+    ``retired`` names replicas of this deployment that left lately: no new replica gets one.
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
@@ -169,6 +171,7 @@ def place(
             ledger=build_ledger(index, charged, evaluator, cache=ledger_cache, uncacheable=mine),
             matcher=matcher,
             skip_full=skip_full,
+            retired=retired,
         )
         result.placed = [
             stamp_replica(deployment, n.cluster, n.index, n.choices) for n in outcome.placed
