@@ -75,6 +75,8 @@ class KindSpec:
 
     model: type[Resource]
     plural: str
+    # Short names, kubectl's own among them where they name the same idea (``deploy``, ``svc``,
+    # ``ep``, ``hpa``, ``gtw`` as Gateway API's).
     short_names: tuple[str, ...]
     # Everyday words for the kind (``deployment``, ``deployments``): the first pair's plural is
     # what ``get --help`` lists.
@@ -330,7 +332,7 @@ _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=ModelDeployment,
         plural="modeldeployments",
-        short_names=("md",),
+        short_names=("md", "deploy"),
         aliases=("deployment", "deployments"),
         workflow=DeploymentWorkflow.__name__,
         workflow_id=deployment_id,
@@ -362,7 +364,7 @@ _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=ModelService,
         plural="modelservices",
-        short_names=("ms",),
+        short_names=("ms", "svc"),
         aliases=("service", "services"),
         workflow=ServiceWorkflow.__name__,
         workflow_id=service_id,
@@ -379,7 +381,7 @@ _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=ModelEndpoint,
         plural="modelendpoints",
-        short_names=("me",),
+        short_names=("me", "ep"),
         aliases=("endpoint", "endpoints"),
         workflow="EndpointsWorkflow",
         workflow_id=lambda ns, name: ENDPOINTS_ID,
@@ -397,7 +399,7 @@ _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=InferenceGateway,
         plural="inferencegateways",
-        short_names=("ig",),
+        short_names=("ig", "gtw"),
         aliases=("gateway", "gateways"),
         workflow="EndpointsWorkflow",
         workflow_id=lambda ns, name: ENDPOINTS_ID,
@@ -412,7 +414,7 @@ _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=ModelAutoscaler,
         plural="modelautoscalers",
-        short_names=("ma",),
+        short_names=("ma", "hpa"),
         aliases=("autoscaler", "autoscalers"),
         workflow=AutoscalerWorkflow.__name__,
         workflow_id=autoscaler_id,
@@ -470,10 +472,6 @@ def spec_of(kind: str) -> KindSpec:
     return REGISTRY[kind]
 
 
-def known_kinds() -> str:
-    return ", ".join(sorted(REGISTRY))
-
-
 def words() -> dict[str, str]:
     """Every word that names a kind (lower case) -> the kind."""
     return {word: spec.name for spec in specs() for word in spec.words}
@@ -488,7 +486,7 @@ def resolve(word: str) -> str:
     try:
         return words()[word.lower()]
     except KeyError:
-        raise UsageError(f"unknown kind {word!r} (known kinds: {known_kinds()})") from None
+        raise UsageError(f"unknown kind {word!r} (known kinds: {listed(short=True)})") from None
 
 
 def apply_order() -> dict[str, int]:
@@ -510,10 +508,15 @@ def held_kinds() -> tuple[str, ...]:
     return tuple(s.name for s in specs() if s.held)
 
 
-def listed() -> str:
-    """``get --help``'s list of kinds."""
-    acted = ", ".join(s.listed_as for s in specs() if not s.held)
-    held = ", ".join(s.listed_as for s in specs() if s.held)
+def listed(*, short: bool = False) -> str:
+    """``get --help``'s list of kinds, the words people type (with ``short``: each with its
+    short names, as the unknown-kind error lists them)."""
+
+    def word(s: KindSpec) -> str:
+        return f"{s.listed_as} ({', '.join(s.short_names)})" if short else s.listed_as
+
+    acted = ", ".join(word(s) for s in specs() if not s.held)
+    held = ", ".join(word(s) for s in specs() if s.held)
     return f"{acted}; held, not acted upon: {held}"
 
 

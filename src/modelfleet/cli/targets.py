@@ -89,11 +89,12 @@ class Target:
 
 
 def parse_targets(args: list[str]) -> list[Target]:
-    """``KIND``, ``KIND NAME...`` or ``KIND/NAME...`` (kubectl's two forms, not mixed)."""
+    """``KIND``, ``KIND NAME...`` or ``KIND/NAME...`` (kubectl's two forms, not mixed);
+    ``KIND,KIND... [NAME...]`` names several kinds (each NAME in each of them)."""
     if not args:
-        from modelfleet.cli.kinds import known_kinds
+        from modelfleet.cli.kinds import listed
 
-        raise UsageError(f"name a kind to act on (one of: {known_kinds()})")
+        raise UsageError(f"name a kind to act on (one of: {listed(short=True)})")
     if "/" in args[0]:
         targets = []
         for arg in args:
@@ -102,11 +103,16 @@ def parse_targets(args: list[str]) -> list[Target]:
                 raise UsageError(f"{arg!r}: use KIND/NAME for every argument once one is KIND/NAME")
             targets.append(Target(kind_of(kind), name))
         return targets
-    kind = kind_of(args[0])
+    words = args[0].split(",")
+    if not all(words):
+        raise UsageError(f"{args[0]!r}: an empty kind in a comma-separated list")
+    kinds = list(dict.fromkeys(kind_of(word) for word in words))
     for name in args[1:]:
         if "/" in name:
             raise UsageError(f"{name!r}: give either KIND NAME... or KIND/NAME..., not both")
-    return [Target(kind, name) for name in args[1:]] or [Target(kind, None)]
+    if not args[1:]:
+        return [Target(kind, None) for kind in kinds]
+    return [Target(kind, name) for kind in kinds for name in args[1:]]
 
 
 def single_target(args: list[str], verb: str) -> Target:
