@@ -487,3 +487,66 @@ def test_engine_requests_show_in_logs(kubectl: Kubectl, fleet: LoopThread[Simula
     assert logs[-1] == (
         "INFO Finished request 1 for Qwen/Qwen3-8B: prompt_tokens=1 generation_tokens=3"
     )
+
+
+# The templates `modelfleet get -o jsonpath=...` and `-o custom-columns=...` are given; the real
+# kubectl prints each over the same document, and modelfleet's printers must print it alike.
+JSONPATH_TEMPLATES = [
+    "{.items[*].metadata.name}",
+    '{range .items[*]}{.metadata.name}{"\\t"}{.status.capacity}{"\\n"}{end}',
+    "{.items[0].metadata.labels}",
+    '{.items[*].status.conditions[?(@.type=="Ready")].status}',
+    "{.items[0].metadata.labels.kubernetes\\.io/hostname}",
+    "{.items[*]['metadata.name', 'spec.podCIDR']}",
+    "{..kubeletVersion}",
+    "{.items[-1:].metadata.name} {.items[0].spec.unschedulable}{.nothing}",
+    "{.items[0].status.addresses}",
+    "nodes: {.kind} {.items[0].metadata.creationTimestamp}",
+]
+CUSTOM_COLUMNS = [
+    "NAME:.metadata.name,IP:.status.addresses[0].address,LABELS:.metadata.labels",
+    "N:metadata.name,ALLOC:{.status.allocatable},NONE:.spec.nothing,T:.spec.taints[*].key",
+    "CONDITIONS:.status.conditions[*].type,V:.status.nodeInfo.kubeletVersion",
+]
+
+
+def test_jsonpath_and_custom_columns_print_as_kubectls(kubectl: Kubectl) -> None:
+    from modelfleet.cli import jsonpath
+
+    document = json.loads(kubectl.out("get", "nodes", "-o", "json"))
+    assert len(document["items"]) > 1
+    for template in JSONPATH_TEMPLATES:
+        theirs = kubectl.out("get", "nodes", "-o", f"jsonpath={template}")
+        # The same nodes: kubectl's second read is compared with the first read's names.
+        assert jsonpath.execute(jsonpath.parse(template), document) == theirs, template
+    for spec in CUSTOM_COLUMNS:
+        theirs = kubectl.out("get", "nodes", "-o", f"custom-columns={spec}")
+        columns = jsonpath.parse_columns(spec)
+        rows = [[c.header for c in columns]]
+        rows += [jsonpath.column_cells(columns, item) for item in document["items"]]
+        assert jsonpath.tabulate(rows) == theirs, spec
+
+
+def test_sort_by_orders_as_kubectls(kubectl: Kubectl) -> None:
+    from modelfleet.cli import jsonpath
+    from modelfleet.cli.errors import CliError
+    from modelfleet.cli.get import sort_items
+    from modelfleet.cli.manifests import Fetched
+
+    document = json.loads(kubectl.out("get", "nodes", "-o", "json"))
+    items = [Fetched("Node", i["metadata"]["name"], "", i) for i in document["items"]]
+    by_name = {f"node/{i.name}": i.manifest for i in items}
+    for field in (".metadata.name", "{.status.capacity.cpu}", ".spec.taints[0].key"):
+        theirs = kubectl.out("get", "nodes", "--sort-by", field, "-o", "name").split()
+        ours = [f"node/{i.name}" for i in sort_items(list(reversed(items)), field)]
+        assert sorted(ours) == sorted(theirs)
+        # kubectl's sort is not stable: equal values may come in either order.
+        path = jsonpath.relaxed(field)
+        assert [jsonpath.find(path, by_name[n], by_name[n]) for n in ours] == [
+            jsonpath.find(path, by_name[n], by_name[n]) for n in theirs
+        ], field
+    theirs = kubectl.run("get", "nodes", "--sort-by", ".nothing", "-o", "name", check=False)
+    assert theirs.returncode == 1
+    assert "couldn't find any field with path" in theirs.stderr
+    with pytest.raises(CliError, match="couldn't find any field with path"):
+        sort_items(items, ".nothing")

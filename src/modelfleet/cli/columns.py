@@ -224,3 +224,8 @@ _COLOURS = {
 def _coloured_phase(phase: str) -> str:
     colour = _COLOURS.get(phase)
     return f"[{colour}]{phase}[/]" if colour else phase
+
+
+def labels_cell(labels: dict[str, str]) -> str:
+    """``--show-labels``: kubectl's ``k=v,k2=v2`` in key order, ``<none>`` without labels."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
