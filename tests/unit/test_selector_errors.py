@@ -60,3 +60,25 @@ def test_a_selector_failing_at_evaluation_is_named_per_cluster_and_pool(
 def test_a_selector_that_evaluates_is_not_reported(selector: str) -> None:
     md = deployment(standalone(1, selector))
     assert selector_errors(md, CLASSES, CLUSTERS, SelectorEvaluator()) == {}
+
+
+@pytest.mark.parametrize(
+    ("selector", "why"),
+    [
+        (
+            f'device.attributes["{DRIVER}"].productName > 5',
+            "found no matching overload for '_>_' applied to '(string, int)'",
+        ),
+        (f'device.attributes["{DRIVER}"].productName', "evaluates to string, not a bool"),
+        (f'device.attributes["{DRIVER}"].productName + 1 == 2', "type error"),
+        (f'device.capacity["{DRIVER}"].memory > 5', "type error"),
+    ],
+)
+def test_the_live_fleets_reason_is_one_short_line_in_cels_words(selector: str, why: str) -> None:
+    md = deployment(standalone(1, selector))
+    reason = selector_errors(md, CLASSES, CLUSTERS, SelectorEvaluator())["east"]
+    assert why in reason
+    assert "\n" not in reason
+    assert len(reason) < 400, reason
+    for leak in ("celpy", "<class", "Type(", "IntType", "NotImplemented", "argument must be"):
+        assert leak not in reason, reason

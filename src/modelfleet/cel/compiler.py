@@ -46,7 +46,7 @@ from modelfleet.cel.functions import (
 )
 from modelfleet.cel.quantity import Quantity
 from modelfleet.cel.semver import Semver
-from modelfleet.cel.static_types import comparison_error
+from modelfleet.cel.static_types import AttributeTypes, comparison_error
 
 #: Kubernetes caps a selector expression at 10 KiB (``CELSelectorExpressionMaxLength``).
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024
@@ -388,3 +388,17 @@ def check_selector(expression: str) -> None:
     if len(_CHECKED) >= _CHECKED_MAX:
         del _CHECKED[next(iter(_CHECKED))]
     _CHECKED[expression] = None
+
+
+def attribute_type_error(expression: str, attributes: AttributeTypes) -> str | None:
+    """Why ``expression`` cannot type-check on a device whose attributes have the types
+    ``attributes`` gives (``productName > 5`` where productName is a string), in cel-go's
+    words, or None; raises :class:`CelCompileError` when it does not compile at all."""
+    ast = compile_selector(expression)
+    checker = _Checker(expression)
+    for node in ast.iter_subtrees_topdown():
+        if getattr(node, "data", None) == "relation":
+            reason = comparison_error(node, attributes)
+            if reason is not None:
+                return f"type error in {checker._source(node)!r}: {reason}"
+    return None

@@ -15,6 +15,7 @@ diverges from upstream is listed in ``compiler``.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -129,7 +130,7 @@ class SelectorEvaluator:
         except Exception as exc:  # celpy raises its CELEvalError and, rarely, Python errors
             return _describe(exc)
         if not is_bool(result):
-            return f"evaluates to {type(result).__name__}, not a bool"
+            return f"evaluates to {cel_names(type(result).__name__)}, not a bool"
         return None
 
     def _program(self, expression: str) -> Any:
@@ -197,13 +198,43 @@ def _identifier(node: Any) -> str | None:
     return None
 
 
+_CEL_TYPE_NAMES = {
+    "IntType": "int",
+    "UintType": "uint",
+    "DoubleType": "double",
+    "StringType": "string",
+    "BoolType": "bool",
+    "BytesType": "bytes",
+    "ListType": "list",
+    "MapType": "map",
+    "NullType": "null_type",
+    "TimestampType": "google.protobuf.Timestamp",
+    "DurationType": "google.protobuf.Duration",
+    "Quantity": "kubernetes.Quantity",
+    "Semver": "kubernetes.Semver",
+    "_DomainMap": "map",
+}
+_PYTHON_CLASS = re.compile(r"\s*<class '[\w.]+'>")
+_CLASS_NAME = re.compile(r"\b(" + "|".join(_CEL_TYPE_NAMES) + r")\b")
+
+
+def cel_names(text: str) -> str:
+    """``text`` in CEL's type names: no ``<class 'celpy.celtypes.IntType'>``, ``int`` for
+    ``IntType`` (messages are read by people who write CEL, not Python)."""
+    text = _PYTHON_CLASS.sub("", text)
+    return _CLASS_NAME.sub(lambda m: _CEL_TYPE_NAMES[m.group(1)], text)
+
+
 def _describe(exc: Exception) -> str:
     args = exc.args
     if len(args) >= 2 and args[1] is ZeroDivisionError:
         return "division by zero"
     if len(args) >= 3 and args[1] is TypeError and args[2]:
-        return f"type error: {args[2][0]}"
-    return str(args[0] if args else exc)[:200]
+        detail = str(args[2][0])
+        if "overload" not in detail:  # a Python error from inside celpy: not CEL's words
+            detail = "an operator or function applied to values of types it does not take"
+        return f"type error: {cel_names(detail)}"[:200]
+    return cel_names(str(args[0] if args else exc))[:200]
 
 
 def _run(ast: Any, activation: Any) -> bool:

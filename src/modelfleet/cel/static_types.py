@@ -20,10 +20,18 @@ cel-go also rejects, is left an evaluation error (a non-match), as before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 QUANTITY: Final = "quantity"
 SEMVER: Final = "semver"
+
+# (domain, name) -> the CEL type of ``device.attributes[domain].name`` on some device; given,
+# the attribute values of that device are statically known too (``validate`` checks a
+# selector against the devices the manifests' classes declare).
+AttributeTypes = Mapping[tuple[str, str], str]
+# An attribute's kind (api: string, int, bool, version) -> its CEL type.
+ATTRIBUTE_KIND_TYPES: Final = {"string": "string", "int": "int", "bool": "bool", "version": SEMVER}
 
 _CEL_NAMES: Final = {QUANTITY: "kubernetes.Quantity", SEMVER: "kubernetes.Semver"}
 _NUMERIC: Final = frozenset({"int", "uint", "double"})
@@ -152,8 +160,21 @@ def _is_capacity_domain(node: Any) -> bool:
     return _data(inner) == "member_index" and _device_field(_children(inner)[0]) == "capacity"
 
 
-def static_type(node: Any) -> str | None:
-    """The CEL type ``node`` certainly has, or None when it is not known statically."""
+def _attribute_domain(node: Any) -> str | None:
+    """The domain when ``node`` is ``device.attributes["<domain>"]``."""
+    inner = _unwrap(node)
+    if _data(inner) != "member_index" or _device_field(_children(inner)[0]) != "attributes":
+        return None
+    key = _unwrap(_children(inner)[1])
+    if _data(key) != "literal" or _TOKEN_TYPES.get(_children(key)[0].type) != "string":
+        return None
+    text = str(_children(key)[0])
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" else None
+
+
+def static_type(node: Any, attributes: AttributeTypes | None = None) -> str | None:
+    """The CEL type ``node`` certainly has, or None when it is not known statically. With
+    ``attributes``, ``device.attributes["<domain>"].<name>`` has the type given there."""
     inner = _unwrap(node)
     data = _data(inner)
     children = _children(inner)
@@ -178,6 +199,9 @@ def static_type(node: Any) -> str | None:
             return "string"
         if field in ("attributes", "capacity"):
             return "map"
+        domain = _attribute_domain(children[0]) if attributes is not None else None
+        if domain is not None and attributes is not None:
+            return attributes.get((domain, str(children[1])))
         return QUANTITY if _is_capacity_domain(children[0]) else None
     if data == "member_index":
         if _device_field(children[0]) in ("attributes", "capacity"):
@@ -190,28 +214,29 @@ def static_type(node: Any) -> str | None:
     if data in ("addition", "multiplication") and children:
         operator = _data(children[0])
         if operator in _ARITHMETIC:
-            left = static_type(_children(children[0])[0])
-            right = static_type(children[1])
+            left = static_type(_children(children[0])[0], attributes)
+            right = static_type(children[1], attributes)
             if left == right and left in _NUMERIC:
                 return left
         return None
     if data == "expr" and len(children) == 3:
-        then, otherwise = static_type(children[1]), static_type(children[2])
+        then = static_type(children[1], attributes)
+        otherwise = static_type(children[2], attributes)
         return then if then == otherwise else None
     return None
 
 
-def comparison_error(node: Any) -> str | None:
+def comparison_error(node: Any, attributes: AttributeTypes | None = None) -> str | None:
     """Why cel-go's checker rejects the comparison ``node`` (a ``relation`` with a comparison
-    operator), or None when it may be valid."""
+    operator), or None when it may be valid; ``attributes`` as for :func:`static_type`."""
     children = _children(node)
     if len(children) != 2:
         return None
     symbol = _RELATIONS.get(_data(children[0]) or "")
     if symbol is None:
         return None
-    left = static_type(_children(children[0])[0])
-    right = static_type(children[1])
+    left = static_type(_children(children[0])[0], attributes)
+    right = static_type(children[1], attributes)
     names = ", ".join(_CEL_NAMES.get(str(t), str(t)) for t in (left, right))
     overload = f"found no matching overload for '_{symbol}_' applied to '({names})'"
     if symbol in ("==", "!="):

@@ -9,13 +9,15 @@ empty dry placement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.cel.compiler import CelCompileError
+from modelfleet.cel.compiler import CelCompileError, attribute_type_error
+from modelfleet.cel.device import DeviceFacts
 from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.cel.static_types import ATTRIBUTE_KIND_TYPES
 from modelfleet.scheduling.index import device_facts
 
 
@@ -50,19 +52,60 @@ def selector_errors(
 def _failing(
     selectors: list[tuple[str, str]], cls: InferenceClass, evaluator: SelectorEvaluator
 ) -> str | None:
+    devices = [device_facts(device) for device in cls.spec.devices]
     for request, expression in selectors:
-        reasons = []
-        for device in cls.spec.devices:
-            try:
-                reason = evaluator.evaluation_error(expression, device_facts(device))
-            except CelCompileError:
-                return None  # validation reports syntax errors; nothing to add here
-            if reason is None:
-                break
-            reasons.append(reason)
-        else:
+        reason = unevaluable(expression, devices, evaluator)
+        if reason is not None:
             return (
-                f"the CEL selector of device {request!r} fails to evaluate "
-                f"({reasons[0]}): {expression}"
+                f"the CEL selector of device {request!r} fails to evaluate ({reason}): {expression}"
             )
     return None
+
+
+def unevaluable(
+    expression: str, devices: Sequence[DeviceFacts], evaluator: SelectorEvaluator
+) -> str | None:
+    """Why ``expression`` cannot evaluate on any of ``devices`` (the first device's reason: a
+    type error in cel-go's words, given the types of the device's attributes, else the
+    evaluation's own error), or None when it evaluates on one of them or there are none.
+    Syntax errors are left to validation (None)."""
+    reasons = []
+    for device in devices:
+        try:
+            reason = attribute_type_error(expression, attribute_types(device))
+            if reason is None:
+                reason = evaluator.evaluation_error(expression, device)
+        except CelCompileError:
+            return None
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return reasons[0] if reasons else None
+
+
+def attribute_types(device: DeviceFacts) -> dict[tuple[str, str], str]:
+    """(domain, name) -> CEL type of each attribute of ``device`` (bare names are filed under
+    its driver, as CEL sees them)."""
+    return dict(_typed(device))
+
+
+def _typed(device: DeviceFacts) -> Iterator[tuple[tuple[str, str], str]]:
+    for name, kind, _ in device.attributes:
+        domain, sep, ident = name.partition("/")
+        key = (domain, ident) if sep else (device.driver, name)
+        yield key, ATTRIBUTE_KIND_TYPES[kind]
+
+
+def deployment_selectors(deployment: ModelDeployment) -> Iterator[tuple[str, str]]:
+    """(field path, expression) of every device selector of ``deployment``."""
+    for e, engine in enumerate(deployment.spec.template.spec.engines):
+        for m, member in enumerate(engine.members):
+            if member.node_selector is None:
+                continue
+            for d, device in enumerate(member.node_selector.devices):
+                for s, selector in enumerate(device.selectors):
+                    yield (
+                        f"spec.template.spec.engines[{e}].members[{m}].nodeSelector"
+                        f".devices[{d}].selectors[{s}].cel",
+                        selector.cel,
+                    )
