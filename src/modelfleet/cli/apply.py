@@ -145,7 +145,7 @@ def apply(
 ) -> None:
     """Apply classes, clusters, gateways, deployments, endpoints, services and autoscalers:
     validated first, then handed to their workflows durably."""
-    result = load_or_exit(files)
+    result = load_or_exit(files, check_selectors=True)
     s = settings(address, namespace)
 
     async def go() -> int:

@@ -6,8 +6,12 @@ from typing import Annotated
 
 import typer
 
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import LoadedDocument, LoadResult, load_paths
+from modelfleet.api.manifest_errors import ManifestError
 from modelfleet.api.support import not_acted_upon
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.cli.output import (
     EXIT_INVALID,
     EXIT_OK,
@@ -15,6 +19,8 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
 )
+from modelfleet.scheduling.index import device_facts
+from modelfleet.scheduling.selector_errors import deployment_selectors, unevaluable
 
 FilesOption = Annotated[
     list[str],
@@ -27,9 +33,11 @@ FilesOption = Annotated[
 ]
 
 
-def load_or_exit(files: list[str]) -> LoadResult:
+def load_or_exit(files: list[str], *, check_selectors: bool = False) -> LoadResult:
     """The manifests under ``files``, saying on stderr what each directory gave (``read 3 files
-    from DIR``); every error printed and exit 2 if any (empty input is one)."""
+    from DIR``); every error printed and exit 2 if any (empty input is one). With
+    ``check_selectors``, a CEL device selector that cannot evaluate on any class the manifests
+    declare is one (``validate``, ``apply``)."""
     result = load_paths(files)
     for folder, count in result.directories.items():
         err_console.print(
@@ -37,10 +45,48 @@ def load_or_exit(files: list[str]) -> LoadResult:
             markup=False,
             soft_wrap=True,
         )
-    if result.errors:
-        print_manifest_errors(result.errors)
+    errors = list(result.errors)
+    if check_selectors and not errors:
+        errors = selector_problems(result.documents)
+    if errors:
+        print_manifest_errors(errors)
         raise typer.Exit(EXIT_INVALID)
     return result
+
+
+def selector_problems(documents: list[LoadedDocument]) -> list[ManifestError]:
+    """A located error per device selector of a ModelDeployment that cannot evaluate on any
+    device of the InferenceClasses among ``documents`` (a type error given their attributes'
+    types, an attribute none has...): it could never match. Nothing without a declared class."""
+    classes = [d.resource for d in documents if isinstance(d.resource, InferenceClass)]
+    devices = [device_facts(device) for c in classes for device in c.spec.devices]
+    if not devices:
+        return []
+    names = ", ".join(c.name for c in classes)
+    evaluator = SelectorEvaluator()
+    errors = []
+    for doc in documents:
+        if not isinstance(doc.resource, ModelDeployment):
+            continue
+        for field, expression in deployment_selectors(doc.resource):
+            why = unevaluable(expression, devices, evaluator)
+            if why is not None:
+                errors.append(
+                    ManifestError(
+                        source=doc.source,
+                        document=doc.index,
+                        line=doc.line,
+                        field=field,
+                        reason=_cannot_evaluate(expression, names, why),
+                        subject=doc.resource.ref,
+                    )
+                )
+    return errors
+
+
+def _cannot_evaluate(expression: str, classes: str, why: str) -> str:
+    reason = f"cannot evaluate on any declared InferenceClass ({classes}): {why}"
+    return reason if repr(expression) in why else f"{expression}: {reason}"
 
 
 def summary(doc: LoadedDocument) -> str:
@@ -71,7 +117,7 @@ def summary(doc: LoadedDocument) -> str:
 
 def validate(files: FilesOption) -> None:
     """Validate manifests: exit 0 with a summary per document, or exit 2 listing every error."""
-    result = load_or_exit(files)
+    result = load_or_exit(files, check_selectors=True)
     for doc in result.documents:
         console.print(summary(doc), soft_wrap=True)
     n = len(result.documents)
