@@ -137,6 +137,54 @@ async def test_pipes_keep_whole_names_and_get_yaml_round_trips_for_every_kind(
     assert code == 0
 
 
+async def test_kubectl_habits_jsonpath_custom_columns_sort_labels_and_several_kinds(
+    stack: Stack,
+) -> None:
+    """``get`` as a kubectl user types it, on the fleet's classes and clusters: short names,
+    ``KIND,KIND``, ``-o jsonpath``, ``-o custom-columns``, ``--sort-by``, ``--no-headers``,
+    ``--show-labels``."""
+    from modelfleet.cli.get import _natural
+
+    address = stack.env.settings.address
+    code, out, err = await run(address, "get", "classes", "-o", "json")
+    assert code == 0, err
+    names = [i["metadata"]["name"] for i in json.loads(out)["items"]]
+    assert len(names) > 1
+
+    code, out, err = await run(
+        address, "get", "icl", "--sort-by", ".metadata.name", "-o",
+        "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines() == sorted(names, key=_natural)
+
+    code, out, err = await run(
+        address, "get", "classes,clusters", "--no-headers", "-o",
+        "custom-columns=KIND:.kind,NAME:.metadata.name,NOPE:.spec.nothing",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines()]
+    assert {r[0] for r in rows} == {"InferenceClass", "InferenceCluster"}
+    assert {r[1] for r in rows if r[0] == "InferenceClass"} == set(names)
+    assert {r[2] for r in rows} == {"<none>"}
+
+    code, out, err = await run(address, "get", "classes,clusters")
+    assert code == 0, err
+    tables = out.split("\n\n")
+    assert len(tables) == 2
+    assert all(
+        line.split()[0].startswith("inferenceclass.modelfleet.dev/")
+        for line in tables[0].splitlines()[1:]
+    )
+
+    code, out, err = await run(address, "get", "classes", "--show-labels")
+    assert code == 0, err
+    assert out.splitlines()[0].split()[-1] == "LABELS"
+
+    code, _, err = await run(address, "get", "deploy", "-A")
+    assert code == 0, err
+
+
 async def test_apply_verdicts_diff_and_dry_run_and_rollout_history_undo(
     stack: Stack, tmp_path: Path, doomed: list[tuple[str, str]]
 ) -> None:
