@@ -355,7 +355,7 @@ def test_strict_field_validation_refuses_unknown_fields(kubectl: Kubectl) -> Non
 def test_rendered_manifests_apply_plain_then_unchanged(kubectl: Kubectl) -> None:
     rendered = CliRunner().invoke(app, ["render", "-f", str(QUICKSTART)])
     assert rendered.exit_code == 0, rendered.output
-    first = kubectl.out("apply", "-f", "-", stdin=rendered.output)
+    first = kubectl.out("apply", "-f", "-", stdin=rendered.stdout)
     kinds = {line.split("/", 1)[0] for line in first.splitlines()}
     assert {
         "deployment.apps",
@@ -363,7 +363,7 @@ def test_rendered_manifests_apply_plain_then_unchanged(kubectl: Kubectl) -> None
         "httproute.gateway.networking.k8s.io",
         "resourceclaimtemplate.resource.k8s.io",
     } <= kinds
-    second = kubectl.out("apply", "-f", "-", stdin=rendered.output)
+    second = kubectl.out("apply", "-f", "-", stdin=rendered.stdout)
     # Server defaults (strategy, probe thresholds, port protocols) must not make a re-apply
     # look like a change: lists merge by their keys, as against a real server.
     changed = [
