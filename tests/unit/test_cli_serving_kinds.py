@@ -11,7 +11,7 @@ import yaml
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.loading import load_paths, load_text
-from modelfleet.api.meta import Resource
+from modelfleet.api.meta import Condition, Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.autoscaler.records import AutoscalerStatus, Decision, MetricReading
 from modelfleet.cli import columns
@@ -249,3 +249,39 @@ def test_service_endpoint_and_gateway_rows() -> None:
     cells = dict(zip(header, columns.row(gw, wide=True, all_namespaces=True), strict=True))
     assert "NAMESPACE" not in cells  # fleet-scoped
     assert (cells["CLUSTER"], cells["ADDRESSES"]) == ("l4-dev", "-")
+
+
+def test_a_pending_service_says_why_in_get_as_describe_does() -> None:
+    # Issue 23 item 3: `get services` showed `Pending` while describe said WaitingForGateway.
+    status = service_status("Pending").model_copy(
+        update={
+            "address": "",
+            "conditions": [
+                Condition(
+                    type="RoutingReady",
+                    status="False",
+                    reason="WaitingForGateway",
+                    message="no InferenceGateway 'default' is applied",
+                )
+            ],
+        }
+    )
+    svc = service_resource(service(), status, CREATED_AT)
+    header = columns.header("ModelService", wide=False, all_namespaces=False)
+    cells = dict(zip(header, columns.row(svc, wide=False, all_namespaces=False), strict=True))
+    assert cells["PHASE"].endswith("Pending[/] (WaitingForGateway)")
+    # A Ready service's phase stays as it is.
+    ready = service_resource(service(), service_status(), CREATED_AT)
+    cells = dict(zip(header, columns.row(ready, wide=False, all_namespaces=False), strict=True))
+    assert "(" not in cells["PHASE"]
+
+
+def test_dev_applies_the_quickstart_front_door_with_the_fleet() -> None:
+    # Issue 23 item 3: `modelfleet dev` applied classes and clusters only, so the README's
+    # drive-it-yourself ModelService waited for a gateway nobody had applied.
+    from modelfleet.cli.devenv import load_fleet
+
+    fleet = load_fleet([str(ROOT / "examples" / "quickstart")])
+    kinds = {r.KIND for r in fleet}
+    assert kinds == {"InferenceClass", "InferenceCluster", "InferenceGateway"}
+    assert [r.name for r in fleet if r.KIND == "InferenceGateway"] == ["default"]

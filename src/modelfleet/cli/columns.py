@@ -113,9 +113,12 @@ def service_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -
     endpoints = status.get("endpoints", [])
     false = [c for c in status.get("conditions", []) if c.get("status") == "False"]
     message = f"{false[0]['type']}: {false[0].get('message', '')}" if false else ""
+    phase = str(status.get("phase", ""))
+    # While Pending, say why, as kubectl's STATUS shows a pod's reason (ContainerCreating).
+    reason = str(false[0].get("reason") or "") if false else ""
     return [
         item.name,
-        _coloured_phase(str(status.get("phase", ""))),
+        _coloured_phase(phase) + (f" ({escape(reason)})" if phase == "Pending" and reason else ""),
         status.get("address") or "-",
         f"{sum(1 for e in endpoints if e.get('weight'))}/{len(endpoints)}",
     ], [status.get("gatewayCluster") or "-", escape(message)]

@@ -49,7 +49,10 @@ QUICKSTART = Path("examples/quickstart")
 
 FleetOption = Annotated[
     list[str] | None,
-    typer.Option("--fleet", help="Class and cluster manifests (default: examples/quickstart)."),
+    typer.Option(
+        "--fleet",
+        help="Class, cluster and gateway manifests (default: examples/quickstart).",
+    ),
 ]
 StateOption = Annotated[
     Path, typer.Option("--state-dir", help="Temporal SQLite state, kubeconfigs, logs.")

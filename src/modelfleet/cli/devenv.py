@@ -22,6 +22,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.api.services import InferenceGateway
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.sim import cloud_catalog
 from modelfleet.contracts.ids import FLEET_ID
@@ -47,9 +48,15 @@ class DevEnvironment:
 
 
 def load_fleet(paths: Sequence[str]) -> list[Resource]:
+    """The platform's part of ``paths``: classes, clusters and the fleet's front door (without
+    the InferenceGateway, a ModelService applied next would wait, Pending, for one)."""
     result = load_paths(paths)
     result.raise_for_errors()
-    return [r for r in result.resources if isinstance(r, InferenceClass | InferenceCluster)]
+    return [
+        r
+        for r in result.resources
+        if isinstance(r, InferenceClass | InferenceCluster | InferenceGateway)
+    ]
 
 
 @contextlib.asynccontextmanager
