@@ -8,10 +8,11 @@ finish (issue 21: the suite hung here). Moving placement off the workflow thread
 
 Through the real Fleet workflow: the Fleet starts with 100 Ready clusters in its (compact)
 input, then 30 ``place`` Updates each place 50 one-GPU replicas of one deployment. History
-limits are lowered so that the Fleet continues-as-new several times on the way. Checked: every replica placed exactly once, no pool given more GPUs
-than it has, the ledger after the last continue-as-new holds exactly the placed replicas, a
-retried request after a continue-as-new places nothing twice, and every continue-as-new input
-stays far below Temporal's 2 MiB payload limit.
+limits are lowered so that the Fleet continues-as-new several times on the way. Checked: every
+replica placed exactly once, no pool given more GPUs than it has, the ledger after the last
+continue-as-new holds exactly the placed replicas, a retried request after a continue-as-new
+places nothing twice, and every continue-as-new input stays far below Temporal's 2 MiB payload
+limit.
 
 The placements are batched (50 per Update, ``PlaceRequest.desired`` above a deployment's own
 spec as a surge is) so the test runs in well under a minute; the scheduler work per replica is
@@ -200,7 +201,7 @@ async def test_fleet_places_every_replica_once_across_continue_as_new(dev_client
         assert record.spec.name == some
         assert await handle.query(FleetWorkflow.cluster, "no-such-cluster") is None
         print(
-            f"\n{DEPLOYMENTS * PER_DEPLOYMENT} replicas: {len(sizes)} continue-as-new, inputs {min(sizes)}-{max(sizes)} "
-            f"bytes, state now {stats.state_bytes} bytes"
+            f"\n{DEPLOYMENTS * PER_DEPLOYMENT} replicas: {len(sizes)} continue-as-new, "
+            f"inputs {min(sizes)}-{max(sizes)} bytes, state now {stats.state_bytes} bytes"
         )
         await client.get_workflow_handle(fleet_id).terminate()
