@@ -1,0 +1,280 @@
+"""The hang guard (tests/hang_guard.py), proved on synthetic tests that hang: each file runs in
+a pytest of its own (a subprocess, bounded), with a 3 s timeout and 2 s between the guard's
+steps, under xdist as ``make test`` runs (``-n 1 --dist loadfile``), and the output is read.
+
+- ``test_recoverable.py``: hangs the worker process recovers from: a synchronous sleep, an
+  ``await`` that never ends while another task keeps the loop busy (pytest-timeout's own
+  SIGALRM lands in that task and the test waits for ever), a blocking asyncio callback
+  (pytest-timeout's ``Failed`` is swallowed there: the test passes), a coroutine whose
+  clean-up waits for ever when cancelled, and async and sync fixture teardowns that hang. Each
+  fails (or errors at teardown) with every thread's stack, in the same worker, and the tests
+  after them run.
+- ``test_crashing.py``: hangs only an exit ends: the interrupt signal blocked, and the GIL held
+  by a C call (the watchdog thread cannot run; faulthandler's C timer ends it). The worker is
+  reported as crashed with its last words (the stacks), the processes it started die with it
+  (a time-skipping test server, a dev server, a plain child in a session of its own), the test
+  it crashed on is not run again, and the tests after it run on the replacement worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+SRC = TESTS.parent / "src"
+TIMEOUT = 3
+GRACE = 2
+# The subprocess's own bound: far above what the guard needs (about 40 s under load), far
+# below this test's own timeout.
+RUN_LIMIT = 150
+
+INI = f"""
+[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = session
+asyncio_default_test_loop_scope = session
+timeout = {TIMEOUT}
+timeout_func_only = false
+hang_guard_grace = {GRACE}
+"""
+
+RECOVERABLE = """
+import asyncio
+import time
+
+import pytest
+import pytest_asyncio
+
+
+def test_sync_sleep_forever():
+    time.sleep(3600)
+
+
+async def test_event_wait_while_the_loop_is_busy():
+    async def busy():
+        while True:
+            sum(range(20_000))
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(busy())
+    try:
+        await asyncio.Event().wait()
+    finally:
+        task.cancel()
+
+
+async def test_blocking_asyncio_callback():
+    asyncio.get_running_loop().call_soon(time.sleep, 3600)
+    await asyncio.sleep(1)
+
+
+async def test_waits_again_when_cancelled():
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        await asyncio.Event().wait()  # a clean-up that never ends (a worker's shutdown)
+
+
+@pytest_asyncio.fixture
+async def async_teardown_hangs():
+    yield
+    await asyncio.Event().wait()
+
+
+async def test_async_fixture_teardown_hangs(async_teardown_hangs):
+    pass
+
+
+@pytest.fixture
+def sync_teardown_hangs():
+    yield
+    time.sleep(3600)
+
+
+def test_sync_fixture_teardown_hangs(sync_teardown_hangs):
+    pass
+
+
+def test_after_the_hangs():
+    pass
+"""
+
+CRASHING = """
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from modelfleet.worker.devserver import start_dev_server
+
+PIDS = Path(os.environ["HANG_GUARD_PIDS"])
+
+
+def record(*pids):
+    with PIDS.open("a") as f:
+        f.writelines(f"{pid}\\n" for pid in pids)
+
+
+def test_before():
+    pass
+
+
+def test_interrupt_blocked():
+    child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    record(child.pid)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    time.sleep(3600)
+
+
+def test_between():
+    pass
+
+
+async def test_gil_held_by_a_c_call(tmp_path):
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server")
+    )
+    server = await start_dev_server(tmp_path, ui=False, db_file=False)
+    child = subprocess.Popen(["sleep", "3600"])
+    tasks = Path("/proc/self/task").iterdir()
+    children = [pid for task in tasks for pid in (task / "children").read_text().split()]
+    record(server.process.pid, child.pid, *children)
+    ctypes.PyDLL(None).sleep(3600)  # libc sleep(3), the GIL held
+
+
+def test_after():
+    pass
+"""
+
+
+def run_pytest(tmp_path: Path, name: str, body: str) -> tuple[str, float]:
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / name).write_text(body)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)]),
+        "HANG_GUARD_PIDS": str(tmp_path / "pids"),
+        "PYTHONUNBUFFERED": "1",
+        "COLUMNS": "250",
+    }
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "hang_guard",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "1",
+            "--dist",
+            "loadfile",
+            "-rA",
+            name,
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=RUN_LIMIT,
+        check=False,
+    )
+    return result.stdout, time.monotonic() - started
+
+
+def outcomes(output: str) -> dict[str, list[str]]:
+    """Per test, the short-summary words pytest printed for it (-rA): PASSED, FAILED, ERROR."""
+    found: dict[str, list[str]] = {}
+    for word, test in re.findall(r"^(PASSED|FAILED|ERROR) \S+::(\w+)", output, re.M):
+        found.setdefault(test, []).append(word)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(tmp_path: Path) -> None:
+    output, took = run_pytest(tmp_path, "test_recoverable.py", RECOVERABLE)
+    print(output)
+    assert outcomes(output) == {
+        "test_sync_sleep_forever": ["FAILED"],
+        "test_event_wait_while_the_loop_is_busy": ["FAILED"],
+        "test_blocking_asyncio_callback": ["FAILED"],
+        "test_waits_again_when_cancelled": ["FAILED"],
+        "test_async_fixture_teardown_hangs": ["PASSED", "ERROR"],
+        "test_sync_fixture_teardown_hangs": ["PASSED", "ERROR"],
+        "test_after_the_hangs": ["PASSED"],
+    }, output
+    assert "crashed" not in output  # all in one worker process
+    # How each ended: interrupted (no loop, or a loop blocked), or its task cancelled.
+    assert re.search(r"test_sync_sleep_forever - hang_guard.HangGuardTimeout: hang guard", output)
+    assert re.search(r"test_event_wait_while_the_loop_is_busy - .*CancelledError: hang", output)
+    assert re.search(r"test_blocking_asyncio_callback - hang_guard.HangGuardTimeout", output)
+    assert re.search(r"test_waits_again_when_cancelled - hang_guard.HangGuardTimeout", output)
+    assert re.search(r"ERROR \S+::test_async_fixture_teardown_hangs - .*CancelledError", output)
+    assert re.search(r"ERROR \S+::test_sync_fixture_teardown_hangs - .*HangGuardTimeout", output)
+    # Every thread's stack, each where it hangs: in the report and, at once, on stderr.
+    for section in ("hang guard (call)", "hang guard (teardown)"):
+        assert section in output
+    assert output.count("Every thread's stack") >= 2 * 6
+    assert re.search(r"--- thread MainThread \d+ \(main\)", output)
+    for line in (
+        "time.sleep(3600)",
+        "await asyncio.Event().wait()",
+        "sum(range(20_000))",  # the busy task, in the pending tasks' stacks
+    ):
+        assert line in output
+    # Six hangs, each ended in at most timeout + 2 x grace; the rest is start-up.
+    assert took < 6 * (TIMEOUT + 2 * GRACE) + 60, took
+
+
+def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(tmp_path: Path) -> None:
+    output, took = run_pytest(tmp_path, "test_crashing.py", CRASHING)
+    print(output)
+    assert outcomes(output) == {
+        "test_before": ["PASSED"],
+        "test_interrupt_blocked": ["FAILED"],
+        "test_between": ["PASSED"],
+        "test_gil_held_by_a_c_call": ["FAILED"],
+        "test_after": ["PASSED"],
+    }, output
+    assert "worker 'gw0' crashed while running 'test_crashing.py::test_interrupt_blocked'" in (
+        output
+    )
+    assert "worker 'gw1' crashed while running 'test_crashing.py::test_gil_held_by_a_c_call'" in (
+        output
+    )
+    assert output.count("replacing crashed worker") == 2  # neither crashed test ran again
+    # The last words: the Python watchdog's stacks, then faulthandler's (from C).
+    assert "this process (pid" in output
+    assert "time.sleep(3600)" in output
+    assert "Timeout (0:00:" in output  # faulthandler's header
+    assert re.search(r'File ".*test_crashing.py", line \d+ in test_gil_held_by_a_c_call', output)
+    assert "killed the processes it started" in output
+    assert "went down; killed the processes it left" in output
+    # Everything the crashed tests started is gone.
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) >= 4, pids  # sleep; dev server, sleep, test server
+    deadline = time.monotonic() + 15  # SIGTERM (death signal) and SIGKILL take a moment
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [p for p in pids if alive(p)] == []
+    assert took < 2 * (TIMEOUT + 3 * GRACE + 5) + 90, took
