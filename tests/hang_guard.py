@@ -28,12 +28,12 @@ gets ``hang_guard_grace`` seconds of its own):
 3. ``grace`` later still: the stacks, every process this one started is killed (found by the
    ``PYTEST_HANG_GUARD_OWNER`` environment variable they inherit), and the process exits. Under
    xdist the controller reports the test as crashed, with the stacks, and starts a new worker;
-4. a few seconds after 3, ``faulthandler.dump_traceback_later(exit=True)``, armed per phase,
+4. 5 s after 3, ``faulthandler.dump_traceback_later(exit=True)``, armed per phase,
    dumps the stacks and exits from C, for a main thread that holds the GIL so the watchdog
    thread cannot run.
 
 With the repository's ``timeout = 240`` and ``hang_guard_grace = 15`` a hung call fails at
-240 s, 255 s or 270 s (285 s from C); a teardown hanging after it at most 300 s from the start.
+240 s, 255 s or 270 s (275 s from C); a teardown hanging after it by 290 s from the start.
 
 Under xdist (``-n``), the controller side:
 
@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import io
+import linecache
 import os
 import shutil
 import signal
@@ -78,7 +79,7 @@ _DIR_KEY = "hang_guard_dir"
 INTERRUPT_SIGNAL = signal.SIGUSR2
 # Step 3's exit status (a worker that exits is reported as crashed whatever the status).
 EXIT_STATUS = 70
-# Step 4 comes this long after step 3 (at most half the grace).
+# Step 4 comes this long after step 3.
 _C_BACKSTOP_AFTER = 5.0
 _MAX_TASKS = 60
 _TASK_FRAMES = 12
@@ -157,36 +158,63 @@ def kill_owned(token: str) -> list[str]:
 # --- stacks ----------------------------------------------------------------------------------
 
 
-def format_threads() -> str:
+# A stack as (file, line, function), innermost last: taken without touching the file system, so
+# that it is quick even while a busy main thread holds the GIL (a syscall gives the GIL up, and
+# getting it back waits out the main thread's switch interval); the source lines come later.
+_Stack = list[tuple[str, int, str]]
+
+
+def _stack_of(frame: FrameType | None, limit: int | None = None) -> _Stack:
+    stack = []
+    while frame is not None and (limit is None or len(stack) < limit):
+        stack.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    stack.reverse()
+    return stack
+
+
+def snapshot_threads() -> list[tuple[str, _Stack]]:
     """Every thread's stack but the caller's, the main thread's first."""
     names = {t.ident: t.name for t in threading.enumerate()}
     main = threading.main_thread().ident
     me = threading.get_ident()
-    frames = sorted(sys._current_frames().items(), key=lambda kv: kv[0] != main)
-    out = io.StringIO()
-    for ident, frame in frames:
-        if ident == me:
-            continue
-        tag = " (main)" if ident == main else ""
-        out.write(f"--- thread {names.get(ident, '<not started by threading>')} {ident}{tag}\n")
-        out.write("".join(traceback.format_stack(frame)))
-    return out.getvalue()
+    taken = []
+    for ident, frame in sorted(sys._current_frames().items(), key=lambda kv: kv[0] != main):
+        if ident != me:
+            tag = " (main)" if ident == main else ""
+            name = names.get(ident, "<not started by threading>")
+            taken.append((f"--- thread {name} {ident}{tag}", _stack_of(frame)))
+    return taken
 
 
-def format_tasks(loop: asyncio.AbstractEventLoop) -> str:
+def snapshot_tasks(loop: asyncio.AbstractEventLoop) -> list[tuple[str, _Stack]]:
+    """The loop's pending tasks (at most ``_MAX_TASKS``) and their coroutines' stacks."""
     try:
         tasks = list(asyncio.all_tasks(loop))
     except RuntimeError as exc:  # the set changed under us, or the loop is gone
-        return f"(asyncio tasks not listed: {exc})\n"
-    out = io.StringIO()
-    out.write(f"--- {len(tasks)} pending asyncio tasks\n")
+        return [(f"--- asyncio tasks not listed: {exc}", [])]
+    taken = [(f"--- {len(tasks)} pending asyncio tasks", [])]
     for task in tasks[:_MAX_TASKS]:
         try:
-            task.print_stack(limit=_TASK_FRAMES, file=out)
+            frames = task.get_stack(limit=_TASK_FRAMES)
+            stack = [(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in frames]
+            taken.append((f"- {task!r}", stack))
         except Exception as exc:  # a task finishing under us
-            out.write(f"{task!r}: stack not read ({exc!r})\n")
+            taken.append((f"- {task!r}: stack not read ({exc!r})", []))
     if len(tasks) > _MAX_TASKS:
-        out.write(f"... and {len(tasks) - _MAX_TASKS} more tasks\n")
+        taken.append((f"... and {len(tasks) - _MAX_TASKS} more tasks", []))
+    return taken
+
+
+def format_snapshot(taken: list[tuple[str, _Stack]]) -> str:
+    out = io.StringIO()
+    for title, stack in taken:
+        out.write(title + "\n")
+        for filename, lineno, name in stack:
+            out.write(f'  File "{filename}", line {lineno}, in {name}\n')
+            line = linecache.getline(filename, lineno).strip()
+            if line:
+                out.write(f"    {line}\n")
     return out.getvalue()
 
 
@@ -349,7 +377,7 @@ class HangGuard:
         self._seq += 1
         deadline = max(started + timeout, now + self.grace)
         self._watch = _Watch(self._seq, nodeid, self._when, timeout, started, deadline)
-        backstop = deadline + 2 * self.grace + min(_C_BACKSTOP_AFTER, self.grace / 2) - now
+        backstop = deadline + 2 * self.grace + _C_BACKSTOP_AFTER - now
         faulthandler.dump_traceback_later(
             backstop, exit=True, file=self._last_words or self._stderr
         )
@@ -394,57 +422,53 @@ class HangGuard:
             return self._watch is watch
 
     def _act(self, watch: _Watch, step: int) -> None:
+        """Step ``step`` for ``watch``: the stacks are taken first (cheaply), then the step acts,
+        then the stacks are written (reading source lines is slow while the main thread keeps
+        the GIL busy)."""
+        if not self._current(watch):
+            return
         elapsed = time.monotonic() - watch.started
         where = f"{watch.nodeid} ({watch.when})"
         main_frame = sys._current_frames().get(self._main_ident or -1)
         running = _running_loop_of(main_frame)
+        taken = snapshot_threads()
+        if running is not None and step < 2:
+            taken += snapshot_tasks(running[0])
         if step == 0:
-            text = (
+            head = (
                 f"hang guard: {where} still running {elapsed:.0f} s after the test started "
-                f"(timeout {watch.timeout:g} s); pid {os.getpid()}. Every thread's stack:\n"
-                + format_threads()
+                f"(timeout {watch.timeout:g} s); pid {os.getpid()}. "
             )
-            if running is not None:
-                text += format_tasks(running[0])
-            if not self._current(watch):
-                return
             if running is not None:
                 loop, task = running
                 message = f"hang guard: {where} exceeded its {watch.timeout:g} s timeout"
-                text += f"hang guard: cancelling the main thread's asyncio task {task!r}\n"
-                self._emit(watch, text)
                 try:
                     loop.call_soon_threadsafe(_cancel, task, message)
+                    head += f"Cancelling the main thread's asyncio task {task!r}. "
                 except RuntimeError:  # the loop closed meanwhile
-                    self._interrupt(watch, elapsed)
-            else:
-                self._emit(watch, text + "hang guard: no event loop running; interrupting\n")
+                    running = None
+            if running is None:
+                head += "No event loop runs in the main thread: interrupting it. "
                 self._interrupt(watch, elapsed)
                 with self._cond:
                     watch.step = 2
         elif step == 1:
-            if not self._current(watch):
-                return
-            text = (
+            head = (
                 f"hang guard: {where} still running {elapsed:.0f} s after the test started, "
-                f"{self.grace:g} s after its task was cancelled; interrupting the main thread. "
-                "Every thread's stack:\n" + format_threads()
+                f"{self.grace:g} s after its task was cancelled: interrupting the main thread. "
             )
-            self._emit(watch, text)
             self._interrupt(watch, elapsed)
         else:
-            if not self._current(watch):
-                return
-            text = (
-                f"hang guard: {where} still running {elapsed:.0f} s after the test started and "
-                f"{self.grace:g} s after the main thread was interrupted; this process "
-                f"(pid {os.getpid()}) exits so that the run goes on. Every thread's stack:\n"
-                + format_threads()
-            )
             killed = kill_owned(self.token)
+            head = (
+                f"hang guard: {where} still running {elapsed:.0f} s after the test started and "
+                f"{self.grace:g} s after the main thread was interrupted: this process "
+                f"(pid {os.getpid()}) exits so that the run goes on. "
+            )
             if killed:
-                text += "hang guard: killed the processes it started: " + "; ".join(killed) + "\n"
-            self._emit(watch, text)
+                head += "Killed the processes it started: " + "; ".join(killed) + ". "
+        self._emit(watch, head + "Every thread's stack:\n" + format_snapshot(taken))
+        if step >= 2:
             os._exit(EXIT_STATUS)
 
     def _interrupt(self, watch: _Watch, elapsed: float) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
 TIMEOUT = 3
-GRACE = 2
+GRACE = 3
 # The subprocess's own bound: far above what the guard needs (about 40 s under load), far
 # below this test's own timeout.
 RUN_LIMIT = 150
@@ -268,7 +268,7 @@ def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(tmp_path: Path
     assert "time.sleep(3600)" in output
     assert "Timeout (0:00:" in output  # faulthandler's header
     assert re.search(r'File ".*test_crashing.py", line \d+ in test_gil_held_by_a_c_call', output)
-    assert "killed the processes it started" in output
+    assert "Killed the processes it started" in output
     assert "went down; killed the processes it left" in output
     # Everything the crashed tests started is gone.
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
@@ -277,4 +277,4 @@ def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(tmp_path: Path
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [p for p in pids if alive(p)] == []
-    assert took < 2 * (TIMEOUT + 3 * GRACE + 5) + 90, took
+    assert took < 2 * (TIMEOUT + 2 * GRACE + 5) + 90, took
