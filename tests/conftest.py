@@ -1,10 +1,21 @@
-"""For every test: the hang guard (``hang_guard.py``): a hang anywhere fails its test within the
-time limit (``timeout`` in pyproject.toml) with every thread's stack, and the run goes on. The
-module is also the plugin the harness tests load into a pytest of their own (``-p hang_guard``)."""
+"""Plugins for every test, kept in modules of their own (``pytest_plugins`` is only allowed in
+a rootdir conftest), registered here before the command line is parsed:
+
+- ``hang_guard``: a hang anywhere fails its test within the time limit (``timeout`` in
+  pyproject.toml) with every thread's stack, and the run goes on; the harness tests load it into
+  pytests of their own (``-p hang_guard``);
+- ``file_order``: test files slowest first, so that the xdist processes finish together.
+"""
 
 from __future__ import annotations
 
+import pytest
+
+import file_order
 import hang_guard
 
-pytest_addoption = hang_guard.pytest_addoption
-pytest_configure = hang_guard.pytest_configure
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    for plugin in (hang_guard, file_order):
+        if not pluginmanager.is_registered(plugin):
+            pluginmanager.register(plugin)  # its own pytest_addoption runs now
