@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from integration_support import QUICKSTART, Stack, wait_for
+from integration_support import QUICKSTART, STACK_TUNING, Stack, wait_for
 
 from modelfleet.cli.devenv import dev_environment
 
@@ -26,6 +26,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         [str(QUICKSTART / "classes.yaml"), str(QUICKSTART / "clusters.yaml")],
         ui=False,
         startup_seconds=0.3,
+        tuning=STACK_TUNING,
     ) as env:
         stack = Stack(env, state_dir)
 

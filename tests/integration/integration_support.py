@@ -30,10 +30,18 @@ from modelfleet.contracts.status import DeploymentStatus, FleetView
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.simulated_fleet import SimulatedFleet
+from modelfleet.worker.tuning import Tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 T = TypeVar("T")
+
+# The shared stack's clusters probe every 5 s instead of every 15 s (ClusterInput's default):
+# the tests that wait for a cluster's scan (self-healing) or for it to go NotReady and come back
+# (the dark sweep) wait a third as long. A probe still fails only after 4 attempts, and a cluster
+# goes NotReady only after 3 failed probes in a row, as by default.
+STACK_PROBE_SECONDS = 5
+STACK_TUNING = Tuning(probe_interval_seconds=STACK_PROBE_SECONDS)
 
 
 @dataclass

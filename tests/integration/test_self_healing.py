@@ -5,7 +5,7 @@ put back; a cluster restarted empty under a running deployment is re-populated w
 being re-applied; one injected 500 on the cluster's replica scan leaves a Ready replica Ready.
 
 A Ready replica is watched by its InferenceCluster (``cluster.watch``): the cluster's
-probe loop (every ``probe_interval_seconds``, 15 s as the stack applies the clusters) scans its
+probe loop (every ``probe_interval_seconds``, 5 s as the stack applies the clusters) scans its
 replicas and signals the one that changed. The first and the last test run a ModelReplica
 workflow of their own (started directly, with a parent that does not exist: nobody is told) on
 h100-east; each test deletes what it created.
@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from integration_support import Stack, delete_deployment, deployment, wait_for
+from integration_support import STACK_PROBE_SECONDS, Stack, delete_deployment, deployment, wait_for
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
@@ -31,15 +31,15 @@ from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import KUBE_SCAN_REPLICAS, TASK_QUEUE
 from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
-from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import render_replica
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.sim.faults import FaultConfig
 
 CLUSTER = "h100-east"
-# The stack's clusters probe (and scan their replicas) this often (ClusterInput's default).
-SCAN_SECONDS = ClusterInput.model_fields["probe_interval_seconds"].default
+# The stack's clusters probe (and scan their replicas) this often.
+SCAN_SECONDS = STACK_PROBE_SECONDS
 
 
 def _replica(namespace: str) -> ModelReplica:
