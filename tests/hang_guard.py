@@ -233,6 +233,30 @@ def _running_loop_of(frame: FrameType | None) -> tuple[asyncio.AbstractEventLoop
     return None
 
 
+def plain_report(item: pytest.Item, call: pytest.CallInfo[None], error: Exception) -> Any:
+    """A failed report of ``call`` with its exception as Python prints it, for when pytest
+    could not build the report itself (``error``)."""
+    exc = call.excinfo.value if call.excinfo is not None else None
+    text = "".join(traceback.format_exception(exc)) if exc is not None else ""
+    sections = [
+        (f"Captured {key} {when}", content)
+        for when, key, content in getattr(item, "_report_sections", [])
+    ]
+    return pytest.TestReport(
+        nodeid=item.nodeid,
+        location=item.location,
+        keywords=dict.fromkeys(item.keywords, 1),
+        outcome="failed",
+        longrepr=f"{text}\n(pytest could not format this report: {error!r})",
+        when=call.when,
+        sections=sections,
+        duration=call.duration,
+        start=call.start,
+        stop=call.stop,
+        user_properties=item.user_properties,
+    )
+
+
 def _cancel(task: asyncio.Future[Any], message: str) -> None:
     if not task.done():
         task.cancel(message)
@@ -343,7 +367,14 @@ class HangGuard:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
+        try:
+            report = yield
+        except Exception as error:
+            # pytest could not format the report (an INTERNALERROR, which ends an xdist run).
+            # Seen: CPython 3.11.7's "SystemError: AST constructor recursion depth mismatch"
+            # (gh-106905: once an AST conversion fails anywhere in the process, later ones may
+            # raise) while formatting a failure's source.
+            report = plain_report(item, call, error)
         fired = self._sections.pop((item.nodeid, call.when), None)
         if fired:
             report.sections.append((f"hang guard ({call.when})", "\n".join(fired)))

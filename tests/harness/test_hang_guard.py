@@ -1,5 +1,5 @@
 """The hang guard (tests/hang_guard.py), proved on synthetic tests that hang: each file runs in
-a pytest of its own (a subprocess, bounded), with a 3 s timeout and 2 s between the guard's
+a pytest of its own (a subprocess, bounded), with a 3 s timeout and 3 s between the guard's
 steps, under xdist as ``make test`` runs (``-n 1 --dist loadfile``), and the output is read.
 
 - ``test_recoverable.py``: hangs the worker process recovers from: a synchronous sleep, an
@@ -8,7 +8,8 @@ steps, under xdist as ``make test`` runs (``-n 1 --dist loadfile``), and the out
   (pytest-timeout's ``Failed`` is swallowed there: the test passes), a coroutine whose
   clean-up waits for ever when cancelled, and async and sync fixture teardowns that hang. Each
   fails (or errors at teardown) with every thread's stack, in the same worker, and the tests
-  after them run.
+  after them run. Also a failure pytest cannot format (CPython 3.11.7's AST race did that to a
+  workflow test under load): reported as failed, not an INTERNALERROR that ends the run.
 - ``test_crashing.py``: hangs only an exit ends: the interrupt signal blocked, and the GIL held
   by a C call (the watchdog thread cannot run; faulthandler's C timer ends it). The worker is
   reported as crashed with its last words (the stacks), the processes it started die with it
@@ -98,6 +99,18 @@ def sync_teardown_hangs():
 
 def test_sync_fixture_teardown_hangs(sync_teardown_hangs):
     pass
+
+
+@pytest.fixture
+def unformattable(request):
+    def repr_failure(excinfo, style=None):
+        raise SystemError("AST constructor recursion depth mismatch (before=147, after=192)")
+
+    request.node.repr_failure = repr_failure
+
+
+def test_a_failure_pytest_cannot_format(unformattable):
+    assert 1 + 1 == 3
 
 
 def test_after_the_hangs():
@@ -221,8 +234,12 @@ def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(tmp_path: 
         "test_waits_again_when_cancelled": ["FAILED"],
         "test_async_fixture_teardown_hangs": ["PASSED", "ERROR"],
         "test_sync_fixture_teardown_hangs": ["PASSED", "ERROR"],
+        "test_a_failure_pytest_cannot_format": ["FAILED"],
         "test_after_the_hangs": ["PASSED"],
     }, output
+    assert "INTERNALERROR" not in output
+    assert "pytest could not format this report: SystemError('AST constructor" in output
+    assert "assert 1 + 1 == 3" in output  # the exception as Python prints it
     assert "crashed" not in output  # all in one worker process
     # How each ended: interrupted (no loop, or a loop blocked), or its task cancelled.
     assert re.search(r"test_sync_sleep_forever - hang_guard.HangGuardTimeout: hang guard", output)
