@@ -2,6 +2,8 @@
 a pytest of its own (a subprocess, bounded), with a 3 s timeout and 3 s between the guard's
 steps, under xdist as ``make test`` runs (``-n 1 --dist loadfile``), and the output is read.
 
+Both run side by side (they mostly wait out their timeouts).
+
 - ``test_recoverable.py``: hangs the worker process recovers from: a synchronous sleep, an
   ``await`` that never ends while another task keeps the loop busy (pytest-timeout's own
   SIGALRM lands in that task and the test waits for ever), a blocking asyncio callback
@@ -21,10 +23,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -170,42 +176,67 @@ def test_after():
 """
 
 
-def run_pytest(tmp_path: Path, name: str, body: str) -> tuple[str, float]:
-    (tmp_path / "pytest.ini").write_text(INI)
-    (tmp_path / name).write_text(body)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)]),
-        "HANG_GUARD_PIDS": str(tmp_path / "pids"),
-        "PYTHONUNBUFFERED": "1",
-        "COLUMNS": "250",
+class Run:
+    """A pytest of its own on one synthetic file, started at once; :meth:`result` waits for it
+    (bounded: on ``RUN_LIMIT`` its whole session is killed and the test fails)."""
+
+    def __init__(self, where: Path, name: str, body: str) -> None:
+        where.mkdir()
+        (where / "pytest.ini").write_text(INI)
+        (where / name).write_text(body)
+        self.where = where
+        self.log = where / "output.txt"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)]),
+            "HANG_GUARD_PIDS": str(where / "pids"),
+            "PYTHONUNBUFFERED": "1",
+            "COLUMNS": "250",
+        }
+        command = [sys.executable, "-m", "pytest", "-p", "hang_guard", "-p", "no:cacheprovider"]
+        command += ["-n", "1", "--dist", "loadfile", "-rA", name]
+        self.started = time.monotonic()
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                cwd=where,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def result(self) -> tuple[str, float]:
+        try:
+            self.process.wait(timeout=max(1.0, self.started + RUN_LIMIT - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            raise AssertionError(
+                f"the synthetic run did not end within {RUN_LIMIT} s:\n{self.output()}"
+            ) from None
+        return self.output(), time.monotonic() - self.started
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """Both synthetic runs, side by side: they mostly wait out their timeouts."""
+    root = tmp_path_factory.mktemp("hang-guard")
+    started = {
+        "recoverable": Run(root / "recoverable", "test_recoverable.py", RECOVERABLE),
+        "crashing": Run(root / "crashing", "test_crashing.py", CRASHING),
     }
-    started = time.monotonic()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "hang_guard",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "1",
-            "--dist",
-            "loadfile",
-            "-rA",
-            name,
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=RUN_LIMIT,
-        check=False,
-    )
-    return result.stdout, time.monotonic() - started
+    try:
+        yield started
+    finally:
+        for run in started.values():
+            if run.process.poll() is None:
+                os.killpg(run.process.pid, signal.SIGKILL)
+                run.process.wait()
 
 
 def outcomes(output: str) -> dict[str, list[str]]:
@@ -224,8 +255,10 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(tmp_path: Path) -> None:
-    output, took = run_pytest(tmp_path, "test_recoverable.py", RECOVERABLE)
+def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(
+    runs: dict[str, Run],
+) -> None:
+    output, took = runs["recoverable"].result()
     print(output)
     assert outcomes(output) == {
         "test_sync_sleep_forever": ["FAILED"],
@@ -263,8 +296,10 @@ def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(tmp_path: 
     assert took < 6 * (TIMEOUT + 2 * GRACE) + 60, took
 
 
-def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(tmp_path: Path) -> None:
-    output, took = run_pytest(tmp_path, "test_crashing.py", CRASHING)
+def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(
+    runs: dict[str, Run],
+) -> None:
+    output, took = runs["crashing"].result()
     print(output)
     assert outcomes(output) == {
         "test_before": ["PASSED"],
@@ -288,7 +323,7 @@ def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(tmp_path: Path
     assert "Killed the processes it started" in output
     assert "went down; killed the processes it left" in output
     # Everything the crashed tests started is gone.
-    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    pids = [int(p) for p in (runs["crashing"].where / "pids").read_text().split()]
     assert len(pids) >= 4, pids  # sleep; dev server, sleep, test server
     deadline = time.monotonic() + 15  # SIGTERM (death signal) and SIGKILL take a moment
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
