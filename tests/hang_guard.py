@@ -35,6 +35,10 @@ gets ``hang_guard_grace`` seconds of its own):
 With the repository's ``timeout = 240`` and ``hang_guard_grace = 15`` a hung call fails at
 240 s, 255 s or 270 s (275 s from C); a teardown hanging after it by 290 s from the start.
 
+At its start a run kills the processes earlier runs left behind: an owner token begins with the
+pid of the run's controller (or of the process running the tests without xdist), and one whose
+owner is gone is an orphan (a killed ``make test``, or a run without xdist ended by step 4).
+
 Under xdist (``-n``), the controller side:
 
 - gives each worker a token and a file for its last words (the crash report shows that file);
@@ -132,6 +136,49 @@ def owned_processes(token: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(name))
     return found
+
+
+def _token(role: str) -> str:
+    """An owner token: this process's pid first (the run's controller, or the process that runs
+    the tests without xdist), so that its processes can be told orphaned once it is gone."""
+    return f"{os.getpid()}-{role}-{uuid.uuid4().hex[:12]}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_orphaned() -> list[str]:
+    """SIGKILL the processes whose owner token names a process that no longer exists."""
+    prefix = f"{OWNER_ENV}=".encode()
+    me = os.getpid()
+    killed = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        for entry in environ.split(b"\0"):
+            if entry.startswith(prefix):
+                owner = entry[len(prefix) :].split(b"-", 1)[0]
+                if owner.isdigit() and not _alive(int(owner)):
+                    described = f"{name} {_command_line(int(name))}"
+                    try:
+                        os.kill(int(name), signal.SIGKILL)
+                        killed.append(described)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                break
+    return killed
 
 
 def _command_line(pid: int) -> str:
@@ -305,6 +352,15 @@ class HangGuard:
         self._thread: threading.Thread | None = None
         self.token = ""
         self._stderr = self._real_stderr()
+        if self.worker_input is None:
+            # What an earlier run left when it died without cleaning up (its controller killed,
+            # or a run without xdist ended by step 4): its owner is gone.
+            killed = kill_orphaned()
+            if killed:
+                self._write_controller(
+                    "hang guard: killed processes left by runs that ended without cleaning up: "
+                    + "; ".join(killed)
+                )
         if self.controller:
             self._dump_dir = tempfile.mkdtemp(prefix="hang-guard-")
             return
@@ -313,7 +369,7 @@ class HangGuard:
             path = Path(self.worker_input[_DIR_KEY]) / f"{self.token}.log"
             self._last_words = path.open("ab", buffering=0)
         else:
-            self.token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            self.token = _token("solo")
         os.environ[OWNER_ENV] = self.token
         if threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(INTERRUPT_SIGNAL, self._on_interrupt)
@@ -544,7 +600,7 @@ class HangGuard:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[_TOKEN_KEY] = f"{node.gateway.id}-{uuid.uuid4().hex[:12]}"
+        node.workerinput[_TOKEN_KEY] = _token(f"{node.gateway.id}")
         node.workerinput[_DIR_KEY] = self._dump_dir
 
     @pytest.hookimpl(optionalhook=True)

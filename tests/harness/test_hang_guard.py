@@ -12,6 +12,8 @@ Both run side by side (they mostly wait out their timeouts).
   fails (or errors at teardown) with every thread's stack, in the same worker, and the tests
   after them run. Also a failure pytest cannot format (CPython 3.11.7's AST race did that to a
   workflow test under load): reported as failed, not an INTERNALERROR that ends the run.
+- ``test_solo.py``: the GIL held without xdist: the processes its test started outlive it,
+  and the next run kills them (their owner is gone).
 - ``test_crashing.py``: hangs only an exit ends: the interrupt signal blocked, and the GIL held
   by a C call (the watchdog thread cannot run; faulthandler's C timer ends it). The worker is
   reported as crashed with its last words (the stacks), the processes it started die with it
@@ -175,12 +177,33 @@ def test_after():
     pass
 """
 
+SOLO = """
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+
+async def test_gil_held_without_xdist():
+    await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server")
+    )
+    subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    tasks = Path("/proc/self/task").iterdir()
+    children = [pid for task in tasks for pid in (task / "children").read_text().split()]
+    Path(os.environ["HANG_GUARD_PIDS"]).write_text("\\n".join(children))
+    ctypes.PyDLL(None).sleep(3600)
+"""
+
 
 class Run:
     """A pytest of its own on one synthetic file, started at once; :meth:`result` waits for it
     (bounded: on ``RUN_LIMIT`` its whole session is killed and the test fails)."""
 
-    def __init__(self, where: Path, name: str, body: str) -> None:
+    def __init__(self, where: Path, name: str, body: str, *, xdist: bool = True) -> None:
         where.mkdir()
         (where / "pytest.ini").write_text(INI)
         (where / name).write_text(body)
@@ -194,7 +217,8 @@ class Run:
             "COLUMNS": "250",
         }
         command = [sys.executable, "-m", "pytest", "-p", "hang_guard", "-p", "no:cacheprovider"]
-        command += ["-n", "1", "--dist", "loadfile", "-rA", name]
+        command += ["-n", "1", "--dist", "loadfile"] if xdist else ["-p", "no:xdist"]
+        command += ["-rA", name]
         self.started = time.monotonic()
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
@@ -229,6 +253,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     started = {
         "recoverable": Run(root / "recoverable", "test_recoverable.py", RECOVERABLE),
         "crashing": Run(root / "crashing", "test_crashing.py", CRASHING),
+        "solo": Run(root / "solo", "test_solo.py", SOLO, xdist=False),
     }
     try:
         yield started
@@ -330,3 +355,24 @@ def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(
         time.sleep(0.2)
     assert [p for p in pids if alive(p)] == []
     assert took < 2 * (TIMEOUT + 2 * GRACE + 5) + 90, took
+
+
+def test_a_run_without_xdist_ended_from_c_leaves_orphans_the_next_run_kills(
+    runs: dict[str, Run], tmp_path: Path
+) -> None:
+    """Without xdist nobody is left to clean up after step 4: the next run does."""
+    output, _ = runs["solo"].result()
+    print(output)
+    assert "Timeout (0:00:" in output  # faulthandler's C timer ended it
+    orphans = [int(p) for p in (runs["solo"].where / "pids").read_text().split()]
+    assert len(orphans) >= 2, orphans  # the time-skipping test server and sleep
+    left = [p for p in orphans if alive(p)]
+    after, _ = Run(tmp_path / "after", "test_after.py", "def test_nothing():\n    pass\n").result()
+    print(after)
+    assert "1 passed" in after
+    deadline = time.monotonic() + 15
+    while any(alive(p) for p in orphans) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [p for p in orphans if alive(p)] == []
+    if left:  # unless another pytest on this machine started in between and killed them first
+        assert "killed processes left by runs that ended without cleaning up" in after
