@@ -511,7 +511,7 @@ CUSTOM_COLUMNS = [
 
 
 def test_jsonpath_and_custom_columns_print_as_kubectls(kubectl: Kubectl) -> None:
-    from modelfleet.cli import jsonpath
+    from modelfleet.cli import custom_columns, jsonpath
 
     document = json.loads(kubectl.out("get", "nodes", "-o", "json"))
     assert len(document["items"]) > 1
@@ -521,14 +521,14 @@ def test_jsonpath_and_custom_columns_print_as_kubectls(kubectl: Kubectl) -> None
         assert jsonpath.execute(jsonpath.parse(template), document) == theirs, template
     for spec in CUSTOM_COLUMNS:
         theirs = kubectl.out("get", "nodes", "-o", f"custom-columns={spec}")
-        columns = jsonpath.parse_columns(spec)
+        columns = custom_columns.parse_columns(spec)
         rows = [[c.header for c in columns]]
-        rows += [jsonpath.column_cells(columns, item) for item in document["items"]]
-        assert jsonpath.tabulate(rows) == theirs, spec
+        rows += [custom_columns.column_cells(columns, item) for item in document["items"]]
+        assert custom_columns.tabulate(rows) == theirs, spec
 
 
 def test_sort_by_orders_as_kubectls(kubectl: Kubectl) -> None:
-    from modelfleet.cli import jsonpath
+    from modelfleet.cli import custom_columns, jsonpath
     from modelfleet.cli.errors import CliError
     from modelfleet.cli.get import sort_items
     from modelfleet.cli.manifests import Fetched
@@ -541,7 +541,7 @@ def test_sort_by_orders_as_kubectls(kubectl: Kubectl) -> None:
         ours = [f"node/{i.name}" for i in sort_items(list(reversed(items)), field)]
         assert sorted(ours) == sorted(theirs)
         # kubectl's sort is not stable: equal values may come in either order.
-        path = jsonpath.relaxed(field)
+        path = custom_columns.relaxed(field)
         assert [jsonpath.find(path, by_name[n], by_name[n]) for n in ours] == [
             jsonpath.find(path, by_name[n], by_name[n]) for n in theirs
         ], field

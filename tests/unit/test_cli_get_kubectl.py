@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from modelfleet.api.meta import API_VERSION
+from modelfleet.cli import custom_columns, jsonpath, kinds
 from modelfleet.cli import get as get_module
-from modelfleet.cli import jsonpath, kinds
 from modelfleet.cli.main import app
 from modelfleet.cli.manifests import Fetched
 
@@ -228,8 +228,8 @@ def test_jsonpath_semantics(template: str, printed: str) -> None:
 
 
 def test_custom_column_cells_are_gos_sprint() -> None:
-    columns = jsonpath.parse_columns("T:.tags,N:.n,M:.metadata,X:.ok")
-    assert jsonpath.column_cells(columns, DOC["items"][1]) == [
+    columns = custom_columns.parse_columns("T:.tags,N:.n,M:.metadata,X:.ok")
+    assert custom_columns.column_cells(columns, DOC["items"][1]) == [
         "[p q]",
         "2.5",
         "map[name:b]",

@@ -22,7 +22,7 @@ import yaml
 from rich.text import Text
 from temporalio.client import Client
 
-from modelfleet.cli import columns, jsonpath, kinds
+from modelfleet.cli import columns, custom_columns, jsonpath, kinds
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
 from modelfleet.cli.manifests import Fetched, as_document
@@ -106,7 +106,7 @@ class Output:
 
     format: OutputFormat
     template: tuple[jsonpath.Node, ...] = ()
-    custom: list[jsonpath.Column] = field(default_factory=list)
+    custom: list[custom_columns.Column] = field(default_factory=list)
     no_headers: bool = False
     show_labels: bool = False
 
@@ -126,7 +126,7 @@ def parse_output(value: str, *, no_headers: bool = False, show_labels: bool = Fa
     """``-o``'s value (kubectl's: ``jsonpath=...``, ``custom-columns=...`` included)."""
     fmt = OutputFormat.TABLE
     template: tuple[jsonpath.Node, ...] = ()
-    custom: list[jsonpath.Column] = []
+    custom: list[custom_columns.Column] = []
     name, sep, rest = value.partition("=")
     try:
         if sep and name == "jsonpath":
@@ -136,7 +136,7 @@ def parse_output(value: str, *, no_headers: bool = False, show_labels: bool = Fa
                 )
             template = jsonpath.parse(rest)
         elif sep and name == "custom-columns":
-            custom = jsonpath.parse_columns(rest)
+            custom = custom_columns.parse_columns(rest)
         else:
             fmt = OutputFormat(value)
     except jsonpath.JsonPathError as exc:
@@ -150,7 +150,7 @@ def sort_items(found: list[Fetched], expr: str) -> list[Fetched]:
     """``--sort-by``: kubectl's order (missing values first, numbers by value, strings in
     natural order: ``r2`` before ``r10``), stable."""
     try:
-        path = jsonpath.relaxed(expr)
+        path = custom_columns.relaxed(expr)
     except jsonpath.JsonPathError as exc:
         raise UsageError(f"--sort-by: {exc}") from None
 
@@ -350,10 +350,10 @@ def print_custom_columns(out: Output, found: list[Fetched], *, header: bool = Tr
     """``-o custom-columns=...``: a row per resource (every kind in one table), as kubectl."""
     rows = [[c.header for c in out.custom]] if header and not out.no_headers else []
     try:
-        rows += [jsonpath.column_cells(out.custom, i.manifest) for i in found]
+        rows += [custom_columns.column_cells(out.custom, i.manifest) for i in found]
     except jsonpath.JsonPathError as exc:
         raise CliError(f"-o custom-columns: {exc}") from None
-    sys.stdout.write(jsonpath.tabulate(rows))
+    sys.stdout.write(custom_columns.tabulate(rows))
     sys.stdout.flush()
 
 
