@@ -28,7 +28,8 @@ from modelfleet.cli.changes import (
 )
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
-from modelfleet.cli.kinds import REGISTRY, apply_held, apply_order
+from modelfleet.cli.kind_actions import apply_held
+from modelfleet.cli.kinds import REGISTRY, apply_order
 from modelfleet.cli.output import (
     EXIT_INVALID,
     console,

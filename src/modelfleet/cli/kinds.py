@@ -4,8 +4,9 @@ names), the "unknown kind" error, apply and delete order, ``get`` columns and ro
 is read (``get``), shown (``describe``), applied and deleted, its workflow and workflow IDs,
 and shell completion of kinds.
 
-A kind's spec sits here; its API model (api/, parsed through api/kinds) and its entity
-workflow package are the other places a new kind touches. The readers, rows and describers
+A kind's spec sits here (its apply and delete hooks in cli/kind_actions); its API model (api/,
+parsed through api/kinds) and its entity workflow package are the other places a new kind
+touches. The readers, rows and describers
 named below live in cli/resources, cli/columns and cli/describers, which look the registry up
 at call time (this module imports them).
 """
@@ -18,9 +19,8 @@ from datetime import timedelta
 from typing import Any
 
 import typer
-from temporalio.client import Client, WorkflowUpdateStage
+from temporalio.client import Client
 
-from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
@@ -31,18 +31,11 @@ from modelfleet.api.meta import API_GROUP, Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.cli import cluster_view, columns, describers, resources
-from modelfleet.cli.autoscaler import apply_autoscaler
-from modelfleet.cli.clusters import delete_cluster, fetch_clusters
+from modelfleet.cli import cluster_view, columns, describers, kind_actions, resources
 from modelfleet.cli.columns import Row, accepted_row
 from modelfleet.cli.describers import Described
-from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.cli.errors import UsageError
 from modelfleet.cli.manifests import Fetched
-from modelfleet.cli.serving import apply_serving, delete_serving
-from modelfleet.cluster.workflow import ClusterWorkflow
-from modelfleet.contracts.accepted import AcceptedInput
-from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache
 from modelfleet.contracts.ids import (
     FLEET_ID,
     accepted_id,
@@ -53,8 +46,7 @@ from modelfleet.contracts.ids import (
     service_id,
 )
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID
-from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
-from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.tuning import Tuning
@@ -119,147 +111,6 @@ class KindSpec:
         return self.aliases[1] if len(self.aliases) > 1 else self.plural
 
 
-# --- how each kind is applied and deleted -----------------------------------------------------
-
-
-async def _apply_class(
-    client: Client, r: InferenceClass, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    await client.get_workflow_handle(FLEET_ID).execute_update(
-        FleetWorkflow.put_class, r, rpc_timeout=rpc_timeout
-    )
-    return FLEET_ID
-
-
-async def _apply_cluster(
-    client: Client, r: InferenceCluster, rpc_timeout: timedelta | None, tuning: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        ClusterWorkflow.apply,
-        r,
-        run=ClusterWorkflow.run,
-        run_arg=(tuning or Tuning.from_env()).cluster_input(r),
-        workflow_id=cluster_id(r.name),
-        summary=f"InferenceCluster {r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def _apply_deployment(
-    client: Client, r: ModelDeployment, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        DeploymentWorkflow.apply,
-        r,
-        run=DeploymentWorkflow.run,
-        run_arg=DeploymentInput(spec=r),
-        workflow_id=deployment_id(r.namespace, r.name),
-        summary=f"ModelDeployment {r.namespace}/{r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def _apply_cache(
-    client: Client, r: ModelCache, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        CacheWorkflow.apply,
-        r,
-        run=CacheWorkflow.run,
-        run_arg=CacheInput(spec=r),
-        workflow_id=cache_id(r.namespace, r.name),
-        summary=f"ModelCache {r.namespace}/{r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def _apply_autoscaler(
-    client: Client, r: ModelAutoscaler, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await apply_autoscaler(client, r, rpc_timeout=rpc_timeout)
-
-
-async def _apply_serving(
-    client: Client, r: Resource, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await apply_serving(client, r, rpc_timeout=rpc_timeout)
-
-
-async def apply_held(client: Client, r: Resource, rpc_timeout: timedelta | None) -> str:
-    """Hand a document modelfleet keeps without acting upon to its AcceptedResource workflow."""
-    document = AcceptedInput(document=r.to_wire())
-    return await update_with_start(
-        client,
-        AcceptedResourceWorkflow.apply,
-        document,
-        run=AcceptedResourceWorkflow.run,
-        run_arg=document,
-        workflow_id=accepted_id(r.KIND, r.namespace, r.name),
-        summary=f"{r.ref} (accepted, not acted upon)",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def delete_held(client: Client, workflow_id: str, wait: bool) -> None:
-    handle = client.get_workflow_handle(workflow_id)
-    await delete_entity(handle, AcceptedResourceWorkflow.delete, wait=wait)
-
-
-async def _delete_deployment(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
-    handle = client.get_workflow_handle(deployment_id(ns, name))
-    if wait:
-        await delete_entity(handle, DeploymentWorkflow.delete, wait=True)
-    else:
-        await handle.start_update(
-            DeploymentWorkflow.delete, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-        )
-
-
-async def _delete_cluster(client: Client, _: str, name: str, wait: bool, force: bool) -> None:
-    await delete_cluster(client, name, force=force, wait=wait)
-
-
-async def _delete_class(client: Client, _: str, name: str, wait: bool, force: bool) -> None:
-    await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.remove_class, name)
-
-
-async def _delete_autoscaler(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
-    handle = client.get_workflow_handle(autoscaler_id(ns, name))
-    await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
-
-
-async def _delete_cache(client: Client, ns: str, name: str, wait: bool, force: bool) -> None:
-    handle = client.get_workflow_handle(cache_id(ns, name))
-    await handle.execute_update(CacheWorkflow.delete, DeleteCache(force=force))
-    if wait:
-        await handle.result()
-
-
-async def _delete_service(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
-    await delete_serving(client, "ModelService", ns, name, wait=wait)
-
-
-async def _delete_endpoint(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
-    await delete_serving(client, "ModelEndpoint", ns, name, wait=wait)
-
-
-async def _endpoint_exists(client: Client, ns: str, name: str) -> bool:
-    return any(
-        e.name == name and not e.replica for e in await resources.directory_endpoints(client, ns)
-    )
-
-
-async def _class_exists(client: Client, _: str, name: str) -> bool:
-    return any(c.name == name for c in await resources.fleet_classes(client))
-
-
-async def _fetch_clusters(client: Client, _: str | None, wanted: set[str]) -> list[Fetched]:
-    return await fetch_clusters(client, wanted)
-
-
 def _held(model: type[Resource], short_name: str) -> KindSpec:
     """A kind accepted for Modelplane parity: held by the AcceptedResource workflow without
     being acted upon (applied, listed with the reason, deleted); nothing depends on it."""
@@ -308,9 +159,9 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.class_row,
         fetch=resources.fetch_classes,
         describe=describers.inference_class,
-        apply=_apply_class,
-        delete=_delete_class,
-        exists=_class_exists,
+        apply=kind_actions.apply_class_kind,
+        delete=kind_actions.delete_class_kind,
+        exists=kind_actions.class_exists_kind,
     ),
     KindSpec(
         model=InferenceCluster,
@@ -324,10 +175,10 @@ _SPECS: tuple[KindSpec, ...] = (
         columns=cluster_view.HEADER,
         wide_columns=cluster_view.WIDE,
         row=cluster_view.cells,
-        fetch=_fetch_clusters,
+        fetch=kind_actions.fetch_clusters_kind,
         describe=describers.cluster,
-        apply=_apply_cluster,
-        delete=_delete_cluster,
+        apply=kind_actions.apply_cluster_kind,
+        delete=kind_actions.delete_cluster_kind,
     ),
     KindSpec(
         model=ModelDeployment,
@@ -343,8 +194,8 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.deployment_row,
         fetch=resources.fetch_deployments,
         describe=describers.deployment,
-        apply=_apply_deployment,
-        delete=_delete_deployment,
+        apply=kind_actions.apply_deployment_kind,
+        delete=kind_actions.delete_deployment_kind,
     ),
     KindSpec(
         model=ModelReplica,
@@ -375,8 +226,8 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.service_cells),
         fetch=resources.fetch_services,
         describe=describers.service,
-        apply=_apply_serving,
-        delete=_delete_service,
+        apply=kind_actions.apply_serving_kind,
+        delete=kind_actions.delete_service_kind,
     ),
     KindSpec(
         model=ModelEndpoint,
@@ -392,9 +243,9 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.endpoint_cells),
         fetch=resources.fetch_endpoints,
         describe=describers.endpoint,
-        apply=_apply_serving,
-        delete=_delete_endpoint,
-        exists=_endpoint_exists,
+        apply=kind_actions.apply_serving_kind,
+        delete=kind_actions.delete_endpoint_kind,
+        exists=kind_actions.endpoint_exists_kind,
     ),
     KindSpec(
         model=InferenceGateway,
@@ -409,7 +260,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.gateway_cells),
         fetch=resources.fetch_gateways,
         describe=describers.gateway,
-        apply=_apply_serving,
+        apply=kind_actions.apply_serving_kind,
     ),
     KindSpec(
         model=ModelAutoscaler,
@@ -425,8 +276,8 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.autoscaler_cells),
         fetch=resources.fetch_autoscalers,
         describe=describers.autoscaler,
-        apply=_apply_autoscaler,
-        delete=_delete_autoscaler,
+        apply=kind_actions.apply_autoscaler_kind,
+        delete=kind_actions.delete_autoscaler_kind,
     ),
     KindSpec(
         model=ModelCache,
@@ -444,8 +295,8 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.cache_cells),
         fetch=resources.fetch_caches,
         describe=describers.cache,
-        apply=_apply_cache,
-        delete=_delete_cache,
+        apply=kind_actions.apply_cache_kind,
+        delete=kind_actions.delete_cache_kind,
     ),
     _held(ServingStack, "ss"),
     *(

@@ -12,9 +12,9 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from modelfleet.api.support import held_without_action
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
+from modelfleet.cli.kind_actions import delete_held
 from modelfleet.cli.kinds import (
     complete_kind_and_name,
-    delete_held,
     delete_order,
     not_deleted,
     spec_of,
