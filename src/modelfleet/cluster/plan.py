@@ -17,6 +17,8 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, Taint, TaintEffect
 from modelfleet.api.naming import LABEL_POOL
 from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolShape, eks_scaling
+from modelfleet.contracts.kube_payloads import KubeconfigRef, ProbeRequest
+from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
 
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect=TaintEffect.NO_SCHEDULE)
 
@@ -195,4 +197,16 @@ def removal_refused(removed: list[str], replicas: Mapping[str, list[str]]) -> st
     return (
         f"node pools cannot be removed while replicas run on them: {listed}. Scale those "
         "deployments down or move them (a clusterSelector or nodeSelector) first"
+    )
+
+
+def probe_request(spec: InferenceCluster) -> ProbeRequest:
+    """How the worker reaches and probes the cluster: its kubeconfig secretRef and its own
+    settings (pool labels, gateway), so the cluster is probed as the spec describes it."""
+    existing = spec.spec.cluster.existing
+    ref = existing.secret_ref if existing is not None else None
+    return ProbeRequest(
+        cluster=spec.name,
+        kubeconfig=KubeconfigRef(name=ref.name, key=ref.key) if ref is not None else None,
+        facts=cluster_facts(spec) if has_own_settings(spec) else None,
     )

@@ -29,7 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.cluster import steps as cluster_steps
     from modelfleet.cluster.failure import PROVISIONING_FAILED, failure_reason
-    from modelfleet.cluster.plan import removal_refused, removed_pools
+    from modelfleet.cluster.phase import cluster_phase
+    from modelfleet.cluster.plan import probe_request, removal_refused, removed_pools
     from modelfleet.cluster.pools import reconcile_pools, replicas_by_pool
     from modelfleet.cluster.probe_failure import probe_failure
     from modelfleet.cluster.provisioning import Provisioner, ProvisioningFailedError
@@ -51,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.error_types import POOL_IN_USE
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
     from modelfleet.contracts.kube_payloads import (
-        KubeconfigRef,
         PoolObservation,
         ProbeRequest,
         ProbeResult,
@@ -60,7 +60,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import ClusterInput
-    from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
 PROBE_RETRY = RetryPolicy(
@@ -378,17 +377,16 @@ class ClusterWorkflow:
         workflow.set_current_details(f"**{phase}** · {reason}")
 
     def _phase(self) -> str:
-        if self._deleting:
-            return "Deleting"
-        if self._ready:
-            return "Ready"
-        source = self._spec.spec.cluster.source
-        if source is not ClusterSource.EXISTING and not self._provisioning.provisioned:
-            if self._failed_provisioning:
-                return "Failed"
-            if self._provisioner is not None:
-                return "Provisioning"
-        return "NotReady"
+        return cluster_phase(
+            deleting=self._deleting,
+            ready=self._ready,
+            provisioned_by_modelfleet=(
+                self._spec.spec.cluster.source is not ClusterSource.EXISTING
+            ),
+            provisioned=self._provisioning.provisioned,
+            provisioning_failed=self._failed_provisioning,
+            provisioning=self._provisioner is not None,
+        )
 
     def _observation(self) -> tuple[object, ...]:
         return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
@@ -463,15 +461,7 @@ class ClusterWorkflow:
         workflow.set_current_details(f"**{phase}** · {self._reason}")
 
     def _probe_request(self) -> ProbeRequest:
-        """The probe names the cluster's kubeconfig secretRef and its own settings (pool labels,
-        gateway), so the worker resolves and probes the cluster as the spec describes it."""
-        existing = self._spec.spec.cluster.existing
-        ref = existing.secret_ref if existing is not None else None
-        return ProbeRequest(
-            cluster=self._spec.name,
-            kubeconfig=KubeconfigRef(name=ref.name, key=ref.key) if ref is not None else None,
-            facts=cluster_facts(self._spec) if has_own_settings(self._spec) else None,
-        )
+        return probe_request(self._spec)
 
     async def _publish(self, *, spec: bool, draining: bool = False) -> None:
         report = ClusterReport(
