@@ -416,3 +416,12 @@ def test_pod_log_book_keeps_runs_per_pod_uid() -> None:
     book.append({"metadata": {"namespace": "ns", "name": "p", "uid": "u2"}}, "c", ["fresh"])
     assert book.lines("ns", "p", "c", "u1") == []
     assert [line for _, line in book.lines("ns", "p", "c", "u2")] == ["fresh"]
+
+
+def test_simulated_kubelets_report_the_api_servers_version() -> None:
+    """`kubectl version` and `kubectl get nodes` agree, as on a real cluster (issue 23)."""
+    from modelfleet.sim.apiserver.server import ServerSettings
+    from modelfleet.sim.infrastructure import node_manifest
+
+    node = node_manifest("c", "n", layout=None)
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == ServerSettings().kubernetes_version

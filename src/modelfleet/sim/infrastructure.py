@@ -35,6 +35,7 @@ from modelfleet.api.clusters import InferenceCluster, NodePool
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_POOL, short_hash
 from modelfleet.rendering.cluster_settings import cluster_facts
 from modelfleet.sim.controllers.pod_status import node_ip
+from modelfleet.sim.kubernetes_version import KUBERNETES_VERSION
 
 __all__ = [
     "DEFAULT_STORAGE_CLASS",
@@ -71,7 +72,6 @@ _SYSTEM_POOL = "system"
 DEFAULT_STORAGE_CLASS = "standard-rwx"
 STORAGE_PROVISIONER = "sim.modelfleet.dev/rwx"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-_KUBELET_VERSION = "v1.35.0"
 
 
 def _is_gpu(device: ClassDevice) -> bool:
@@ -174,7 +174,7 @@ def node_manifest(
                 }
             ],
             "nodeInfo": {
-                "kubeletVersion": _KUBELET_VERSION,
+                "kubeletVersion": KUBERNETES_VERSION,
                 "containerRuntimeVersion": "containerd://2.0.0",
                 "operatingSystem": "linux",
                 "architecture": "amd64",

@@ -46,6 +46,7 @@ from modelfleet.sim.apiserver.store import DEFAULT_NAMESPACES, ClusterStore
 from modelfleet.sim.faults import FaultConfig, FaultInjector, FaultStats, FaultTarget
 from modelfleet.sim.faults import fault_middleware as _fault_middleware
 from modelfleet.sim.kubeconfig import write_kubeconfig_file
+from modelfleet.sim.kubernetes_version import KUBERNETES_VERSION
 from modelfleet.sim.loop_thread import LoopThread
 
 __all__ = [
@@ -67,7 +68,7 @@ class ServerSettings(BaseModel):
     bookmark_interval_seconds: float = Field(default=30.0, gt=0)
     default_watch_timeout_seconds: float = Field(default=1800.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=1.0, ge=0)
-    kubernetes_version: str = "v1.34.0"
+    kubernetes_version: str = KUBERNETES_VERSION
 
 
 class ClusterInfo(BaseModel):
