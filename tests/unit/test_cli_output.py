@@ -323,3 +323,30 @@ def test_scale_signal_payloads_that_are_not_say_why(payload: object, reason: str
     result = scale_replicas(payload, 10)
     assert isinstance(result, str)
     assert reason in result
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"\xff\xfe\x00binary", "not UTF-8 text"),
+        (b"namespace: [unclosed\n", "not valid YAML"),
+        (b"- a\n- b\n", "expected a YAML mapping"),
+        (b"just words", "expected a YAML mapping"),
+    ],
+)
+def test_a_config_file_that_is_not_a_yaml_mapping_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, reason: str
+) -> None:
+    """MODELFLEET_CONFIG at a non-YAML file is not silently ignored (issue 23)."""
+    config = tmp_path / "config.txt"
+    config.write_bytes(content)
+    monkeypatch.setenv("MODELFLEET_CONFIG", str(config))
+    monkeypatch.delenv("MODELFLEET_NAMESPACE", raising=False)
+    with pytest.raises(UsageError) as raised:
+        resolve_namespace(None)
+    message = str(raised.value)
+    assert "MODELFLEET_CONFIG" in message
+    assert str(config) in message
+    assert reason in message
+    assert "\n" not in message
+    assert resolve_namespace("flag").name == "flag"

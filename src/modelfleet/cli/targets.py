@@ -56,6 +56,37 @@ def config_path() -> Path:
     return Path(os.environ.get(ENV_CONFIG) or DEFAULT_CONFIG).expanduser()
 
 
+def _read_config(path: Path) -> dict[str, object]:
+    """The config file's mapping; none there is an empty one, an unreadable one a usage error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError:
+        raise UsageError(f"{_config_origin(path)}: not UTF-8 text (a binary file?)") from None
+    except OSError as e:
+        raise UsageError(f"{_config_origin(path)}: cannot read it: {e.strerror or e}") from None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        reason = " ".join(str(e).split())
+        raise UsageError(f"{_config_origin(path)}: not valid YAML: {reason}") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise UsageError(
+            f"{_config_origin(path)}: expected a YAML mapping (namespace: NAME), "
+            f"found {'a list' if isinstance(config, list) else 'a single value'}"
+        )
+    return config
+
+
+def _config_origin(path: Path) -> str:
+    """``config file /x.yaml (from MODELFLEET_CONFIG)``, so the reader knows what to fix."""
+    named = f" (from {ENV_CONFIG})" if os.environ.get(ENV_CONFIG) else ""
+    return f"config file {path}{named}"
+
+
 def resolve_namespace(flag: str | None) -> Namespace:
     """``-n`` wins, then the environment, then the config file, then ``default``."""
     if flag:
@@ -64,11 +95,8 @@ def resolve_namespace(flag: str | None) -> Namespace:
     if env:
         return Namespace(env, f"from {ENV_NAMESPACE}")
     path = config_path()
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        config = None
-    configured = config.get("namespace") if isinstance(config, dict) else None
+    config = _read_config(path)
+    configured = config.get("namespace")
     if isinstance(configured, str) and configured:
         return Namespace(configured, f"from {path}")
     return Namespace("default", "the default namespace")
