@@ -205,3 +205,33 @@ def test_the_differences_from_the_class_are_spelled_out_for_describe() -> None:
     ]
     assert device_differences(CLASS.spec.devices, CLASS.spec.devices) == []
     assert device_differences(CLASS.spec.devices, []) == ["gpu: class 8, hardware none published"]
+
+
+def test_the_shipped_examples_show_no_hardware_difference_on_the_simulated_fleet() -> None:
+    """Attributes the driver publishes beyond the class (``type``, ``uuid``) are no difference:
+    the EKS example warned ``gpu type: class (not declared)`` (issue 23)."""
+    import yaml
+
+    from modelfleet.adapters.device_inventory import pool_devices
+    from modelfleet.sim.infrastructure import cluster_layout, resource_slice_manifests
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for path in (examples / "provisioning" / "eks.yaml", examples / "provisioning" / "gke.yaml"):
+        docs = list(yaml.safe_load_all(path.read_text()))
+        classes = {
+            d["metadata"]["name"]: InferenceClass.model_validate(d)
+            for d in docs
+            if d["kind"] == "InferenceClass"
+        }
+        (cluster,) = (
+            InferenceCluster.model_validate(d) for d in docs if d["kind"] == "InferenceCluster"
+        )
+        for layout in cluster_layout(cluster, classes):
+            assert layout.klass is not None
+            slices = [
+                s for node in layout.nodes for s in resource_slice_manifests("c", node, layout)
+            ]
+            (observed,) = pool_devices({"p": list(layout.nodes)}, slices).values()
+            assert any("type" in group.attributes for group in observed)
+            declared = layout.klass.spec.devices
+            assert device_differences(declared, published_devices(declared, observed)) == [], path

@@ -16,8 +16,8 @@ from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceCapacity,
 
 # The most devices of one kind a class may declare per node (ClassDevice.count's bound).
 _MAX_COUNT = 64
-# How a side that says nothing about a key is shown in a difference.
-_UNDECLARED, _UNREPORTED = "(not declared)", "(not reported)"
+# How a key the class declares but the hardware does not report is shown in a difference.
+_UNREPORTED = "(not reported)"
 
 
 class DeviceReport(Protocol):
@@ -75,7 +75,9 @@ def device_differences(
     declared: Sequence[ClassDevice], published: Sequence[ClassDevice]
 ) -> list[str]:
     """Where ``published`` (see :func:`published_devices`) differs from the class, one line each
-    (``gpu memory: class 80Gi, hardware 81559Mi``), for ``describe cluster``."""
+    (``gpu memory: class 80Gi, hardware 81559Mi``), for ``describe cluster``. Only what the class
+    declares is compared: drivers publish more than any class names (the NVIDIA driver's ``type``,
+    ``uuid``, ``pcieBusID``...), and an extra attribute contradicts nothing."""
     seen = {d.name: d for d in published}
     out: list[str] = []
     for device in declared:
@@ -87,18 +89,18 @@ def device_differences(
             continue
         if real.count != device.count:
             out.append(f"{device.name} count: class {device.count}, hardware {real.count}")
-        for key in sorted(set(device.capacity) | set(real.capacity)):
-            want, have = device.capacity.get(key), real.capacity.get(key)
-            if (want and want.value) != (have and have.value):
+        for key, want in sorted(device.capacity.items()):
+            have = real.capacity.get(key)
+            if want.value != (have and have.value):
                 out.append(
-                    f"{device.name} {key}: class {want.value if want else _UNDECLARED}, "
+                    f"{device.name} {key}: class {want.value}, "
                     f"hardware {have.value if have else _UNREPORTED}"
                 )
-        for key in sorted(set(device.attributes) | set(real.attributes)):
-            a, b = device.attributes.get(key), real.attributes.get(key)
+        for key, a in sorted(device.attributes.items()):
+            b = real.attributes.get(key)
             if a != b:
                 out.append(
-                    f"{device.name} {key}: class {_shown(a) if a else _UNDECLARED}, "
+                    f"{device.name} {key}: class {_shown(a)}, "
                     f"hardware {_shown(b) if b else _UNREPORTED}"
                 )
     return out
