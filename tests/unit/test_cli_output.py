@@ -18,13 +18,20 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_text
 from modelfleet.api.meta import Condition
 from modelfleet.cli import columns, output
+from modelfleet.cli.changes import LiveFleet, consequences, live_plan
 from modelfleet.cli.errors import UsageError
 from modelfleet.cli.manifests import as_document, deployment_resource
 from modelfleet.cli.revisions import restart_spec, undo_spec
 from modelfleet.cli.rollout import judge
 from modelfleet.cli.selectors import matches, parse_selector
 from modelfleet.cli.targets import Target, parse_targets, resolve_namespace, resource_name
-from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase, ReplicaStatus, ReplicaStep
+from modelfleet.contracts.status import (
+    DeploymentStatus,
+    FleetView,
+    ReplicaPhase,
+    ReplicaStatus,
+    ReplicaStep,
+)
 from modelfleet.deployment import decisions as rollout
 from modelfleet.deployment.decisions import DeploymentState
 from modelfleet.deployment.signals import scale_replicas
@@ -350,3 +357,14 @@ def test_a_config_file_that_is_not_a_yaml_mapping_is_an_error_naming_it(
     assert reason in message
     assert "\n" not in message
     assert resolve_namespace("flag").name == "flag"
+
+
+def test_a_dry_run_of_a_new_deployment_counts_only_the_replicas_that_fit() -> None:
+    """`would start 2 replica(s)` then `0/2 replicas scheduled` contradicted itself (issue 23)."""
+    md = qwen(replicas=2)
+    live = LiveFleet(FleetView(classes=[], clusters=[], replicas=[]), {})
+    plan = live_plan(live, md, [md])
+    assert (plan.scheduled, plan.desired) == (0, 2)
+    (line,) = consequences(live, md, plan)
+    assert line.startswith("would start 0 of 2 replica(s) now; 2 would wait Pending")
+    assert consequences(live, md) == ["would start 2 replica(s)"]

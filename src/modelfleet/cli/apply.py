@@ -126,10 +126,14 @@ def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
             continue
         console.print(f"{ref} {verdict(live, resource)} (dry run)")
         _print_note(resource)
-        for line in consequences(live, resource):
+        # The one kind placed: its plan, which the consequences count with.
+        plan = (
+            live_plan(live, resource, resources) if isinstance(resource, ModelDeployment) else None
+        )
+        for line in consequences(live, resource, plan):
             console.print(f"  {line}")
-        if isinstance(resource, ModelDeployment):  # the one kind placed: its plan
-            print_plan(live_plan(live, resource, resources))
+        if plan is not None:
+            print_plan(plan)
 
 
 def apply(

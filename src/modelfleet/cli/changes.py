@@ -181,8 +181,11 @@ def _dump(wire: dict[str, Any]) -> list[str]:
     return yaml.safe_dump(wire, sort_keys=False).splitlines(keepends=True)
 
 
-def consequences(live: LiveFleet, resource: Resource) -> list[str]:
-    """What the workflow holding the resource would do about the change, in words."""
+def consequences(
+    live: LiveFleet, resource: Resource, placement: Placement | None = None
+) -> list[str]:
+    """What the workflow holding the resource would do about the change, in words; with the
+    dry run's ``placement`` of a new deployment, how many of its replicas could start now."""
     if isinstance(resource, ModelAutoscaler):
         return _autoscaler_consequences(live, resource)
     if not isinstance(resource, ModelDeployment):
@@ -190,7 +193,13 @@ def consequences(live: LiveFleet, resource: Resource) -> list[str]:
     key = (resource.namespace, resource.name)
     before = live.deployments.get(key)
     if before is None:
-        return [f"would start {resource.spec.replicas} replica(s)"]
+        wanted = resource.spec.replicas
+        if placement is None or placement.scheduled >= wanted:
+            return [f"would start {wanted} replica(s)"]
+        return [
+            f"would start {placement.scheduled} of {wanted} replica(s) now; "
+            f"{wanted - placement.scheduled} would wait Pending until a cluster fits (see below)"
+        ]
     out = []
     if template_hash(before) != template_hash(resource):
         replicas = live.rolling.get(key, [])
