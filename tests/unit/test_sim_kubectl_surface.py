@@ -144,6 +144,29 @@ def test_node_and_deployment_rows() -> None:
     assert row["cells"][:4] == ["d", "2/3", 3, 2]
 
 
+def test_resource_slices_print_node_driver_and_pool_as_kubectl_does() -> None:
+    """`kubectl get resourceslices` shows NAME NODE DRIVER POOL AGE (issue 23)."""
+    piece = {
+        "metadata": {"name": "n1-gpu.nvidia.com", "creationTimestamp": "2026-01-01T11:58:00Z"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
+    table = object_table(_rt("resource.k8s.io/v1", "ResourceSlice"), [piece], list_meta={}, now=NOW)
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Node",
+        "Driver",
+        "Pool",
+        "Age",
+    ]
+    assert {c["priority"] for c in table["columnDefinitions"]} == {0}
+    assert table["rows"][0]["cells"] == ["n1-gpu.nvidia.com", "n1", "gpu.nvidia.com", "n1", "2m"]
+
+
 def test_unknown_kinds_get_name_and_age() -> None:
     table = object_table(
         _rt("v1", "ConfigMap"),

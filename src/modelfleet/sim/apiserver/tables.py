@@ -389,6 +389,32 @@ _SERVICE_COLUMNS: list[Column] = [
 ]
 
 
+def _resource_slice_row(obj: Obj, now: datetime) -> list[Any]:
+    spec = obj.get("spec") or {}
+    return [
+        _meta(obj).get("name", ""),
+        spec.get("nodeName") or "",
+        spec.get("driver", ""),
+        _get(spec, "pool.name", ""),
+        _age(obj, now),
+    ]
+
+
+# As the real server prints them (kubectl get resourceslices: NAME NODE DRIVER POOL AGE).
+_RESOURCE_SLICE_COLUMNS: list[Column] = [
+    ("Name", "string", 0, "Name must be unique within a namespace."),
+    (
+        "Node",
+        "string",
+        0,
+        "NodeName identifies the node which provides the resources in this pool.",
+    ),
+    ("Driver", "string", 0, "Driver identifies the DRA driver providing the capacity information."),
+    ("Pool", "string", 0, "Name is used to identify the pool."),
+    ("Age", "string", 0, "CreationTimestamp of the object."),
+]
+
+
 def _default_row(obj: Obj, now: datetime) -> list[Any]:
     return [_meta(obj).get("name", ""), _age(obj, now)]
 
@@ -407,6 +433,7 @@ _PRINTERS: dict[str, tuple[list[Column], Row]] = {
     "events": (_EVENT_COLUMNS, _event_row),
     "events.events.k8s.io": (_EVENT_COLUMNS, _event_row),
     "services": (_SERVICE_COLUMNS, _service_row),
+    "resourceslices.resource.k8s.io": (_RESOURCE_SLICE_COLUMNS, _resource_slice_row),
 }
 
 
