@@ -385,6 +385,14 @@ class HangGuard:
         with capman.global_and_fixture_disabled():
             return os.dup(2)
 
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        if not self.active:
+            return "hang guard: off (a debugger is in use)"
+        return (
+            f"hang guard: past the timeout, cancel the test's task; {self.grace:g} s later "
+            f"interrupt it; {self.grace:g} s later end the process"
+        )
+
     # --- pytest-timeout's timer, and the phases ----------------------------------------------
 
     @pytest.hookimpl(tryfirst=True, optionalhook=True)
