@@ -343,6 +343,7 @@ class HangGuard:
         self._interrupt_message = ""
         self._sections: dict[tuple[str, str], list[str]] = {}
         self._fired_any = False
+        self._ended: list[str] = []  # "nodeid (phase)" the guard acted on, in this process
         self._closed = False
         self._main_ident = threading.main_thread().ident
         self._dump_dir: str | None = None
@@ -482,6 +483,7 @@ class HangGuard:
         if self._watch is not None:
             faulthandler.cancel_dump_traceback_later()
             if self._watch.fired:
+                self._ended.append(f"{self._watch.nodeid} ({self._watch.when})")
                 self._sections[(self._watch.nodeid, self._watch.when)] = self._watch.fired
         self._watch = None
         self._interrupt_seq = None
@@ -532,11 +534,14 @@ class HangGuard:
         if step == 0:
             head = (
                 f"hang guard: {where} still running {elapsed:.0f} s after the test started "
-                f"(timeout {watch.timeout:g} s); pid {os.getpid()}. "
+                f"(timeout {watch.timeout:g} s){self._earlier()}; pid {os.getpid()}. "
             )
             if running is not None:
                 loop, task = running
-                message = f"hang guard: {where} exceeded its {watch.timeout:g} s timeout"
+                message = (
+                    f"hang guard: {where} exceeded its {watch.timeout:g} s timeout"
+                    + self._earlier()
+                )
                 try:
                     loop.call_soon_threadsafe(_cancel, task, message)
                     head += f"Cancelling the main thread's asyncio task {task!r}. "
@@ -566,6 +571,14 @@ class HangGuard:
         if step >= 2:
             os._exit(EXIT_STATUS)
 
+    def _earlier(self) -> str:
+        """What the guard ended earlier in this process: what those left behind (a task that
+        ignores its cancellation, a thread that never returns) may be what this one waits for,
+        e.g. the session's event loop closing at the last test's teardown."""
+        if not self._ended:
+            return ""
+        return f"; the guard ended earlier in this process: {', '.join(self._ended)}"
+
     def _interrupt(self, watch: _Watch, elapsed: float) -> None:
         if not self._handler_installed:
             return  # pytest runs outside the main thread: only step 3 is left
@@ -575,7 +588,7 @@ class HangGuard:
             self._interrupt_seq = watch.seq
             self._interrupt_message = (
                 f"hang guard: {watch.nodeid} ({watch.when}) still running {elapsed:.0f} s "
-                f"after the test started (timeout {watch.timeout:g} s)"
+                f"after the test started (timeout {watch.timeout:g} s)" + self._earlier()
             )
         if self._main_ident is not None:
             signal.pthread_kill(self._main_ident, INTERRUPT_SIGNAL)

@@ -12,6 +12,11 @@ Both run side by side (they mostly wait out their timeouts).
   fails (or errors at teardown) with every thread's stack, in the same worker, and the tests
   after them run. Also a failure pytest cannot format (CPython 3.11.7's AST race did that to a
   workflow test under load): reported as failed, not an INTERNALERROR that ends the run.
+- ``test_deadlock.py``: test_fleet_scale's hang: a real Temporal worker whose workflow failed
+  the SDK's deadlock check (with a ``@pytest.mark.timeout`` of its own past the SDK's 2 s).
+  Cancelled, its ``async with Worker`` waits for ever for the stuck activation: the interrupt
+  ends it. The SDK's eviction loop ignores cancellation, so the session's event loop cannot
+  close: the last test's teardown errors, naming the test the guard ended before.
 - ``test_solo.py``: the GIL held without xdist: the processes its test started outlive it,
   and the next run kills them (their owner is gone).
 - ``test_crashing.py``: hangs only an exit ends: the interrupt signal blocked, and the GIL held
@@ -177,6 +182,46 @@ def test_after():
     pass
 """
 
+DEADLOCK = """
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+
+@workflow.defn
+class Stuck:
+    @workflow.run
+    async def run(self) -> None:
+        time.sleep(3600)  # an activation that never yields: the SDK's deadlock check fails it
+
+
+@pytest.mark.timeout(10)  # past the SDK's 2 s check, with start-up room
+async def test_a_temporal_worker_after_a_deadlock():
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server")
+    )
+    try:
+        async with Worker(
+            env.client,
+            task_queue="stuck",
+            workflows=[Stuck],
+            workflow_runner=UnsandboxedWorkflowRunner(),  # the sandbox forbids time.sleep
+        ):
+            handle = await env.client.start_workflow(Stuck.run, id="stuck", task_queue="stuck")
+            await handle.result()
+    finally:
+        await env.shutdown()
+
+
+def test_after():
+    pass
+"""
+
 SOLO = """
 import ctypes
 import os
@@ -254,6 +299,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
         "recoverable": Run(root / "recoverable", "test_recoverable.py", RECOVERABLE),
         "crashing": Run(root / "crashing", "test_crashing.py", CRASHING),
         "solo": Run(root / "solo", "test_solo.py", SOLO, xdist=False),
+        "deadlock": Run(root / "deadlock", "test_deadlock.py", DEADLOCK),
     }
     try:
         yield started
@@ -376,3 +422,24 @@ def test_a_run_without_xdist_ended_from_c_leaves_orphans_the_next_run_kills(
     assert [p for p in orphans if alive(p)] == []
     if left:  # unless another pytest on this machine started in between and killed them first
         assert "killed processes left by runs that ended without cleaning up" in after
+
+
+def test_a_temporal_worker_stuck_after_a_deadlock_fails_and_the_run_goes_on(
+    runs: dict[str, Run],
+) -> None:
+    output, took = runs["deadlock"].result()
+    print(output)
+    assert outcomes(output) == {
+        "test_a_temporal_worker_after_a_deadlock": ["FAILED"],
+        "test_after": ["PASSED", "ERROR"],
+    }, output
+    assert "[TMPRL1101] Potential deadlock detected" in output  # the SDK's check, then the guard
+    assert re.search(r"test_a_temporal_worker_after_a_deadlock - .*HangGuardTimeout", output)
+    assert "Cancelling the main thread's asyncio task" in output
+    assert re.search(
+        r"HangGuardTimeout: hang guard: \S+::test_after \(teardown\) .*; the guard ended "
+        r"earlier in this process: \S+::test_a_temporal_worker_after_a_deadlock \(call\)",
+        output,
+    )
+    assert "crashed" not in output
+    assert took < 10 + 2 * GRACE + TIMEOUT + 2 * GRACE + 60, took
