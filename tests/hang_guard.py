@@ -32,8 +32,16 @@ gets ``hang_guard_grace`` seconds of its own):
    dumps the stacks and exits from C, for a main thread that holds the GIL so the watchdog
    thread cannot run.
 
-With the repository's ``timeout = 240`` and ``hang_guard_grace = 15`` a hung call fails at
-240 s, 255 s or 270 s (275 s from C); a teardown hanging after it by 290 s from the start.
+With the repository's ``timeout = 240`` and ``hang_guard_grace = 15`` a hung test fails at
+240 s, 255 s or 270 s after it started (275 s from C). A teardown that hangs too after a hung
+call is a hang of its own, with its own steps from the end of the call plus the grace.
+
+Its stacks go in the report as a "hang guard (phase)" section; the guard's messages name what it
+ended earlier in the same process (a task that ignores its cancellation, such as the SDK's
+eviction loop after a deadlocked activation, keeps the session's event loop from closing at the
+last test's teardown). A report pytest itself cannot build (CPython 3.11.7's "AST constructor
+recursion depth mismatch" while formatting a failure) is made from the exception as Python prints
+it, instead of an INTERNALERROR that ends an xdist run.
 
 At its start a run kills the processes earlier runs left behind: an owner token begins with the
 pid of the run's controller (or of the process running the tests without xdist), and one whose
