@@ -36,10 +36,11 @@ contracts: $(STAMP)
 # (tests/file_order.py): the integration tests share one dev server + simulated fleet per process.
 # A hung test fails within 300 s with its stacks and the run goes on (tests/hang_guard.py).
 # The integration tests mostly wait (on timers, the dev server, the simulated fleet: a quarter of
-# a core each, measured), so three processes on a 2-core machine run the whole suite in about
-# 7 minutes where two took 11; the other tests are CPU-bound: two processes are as quick.
+# a core each, measured): three processes ran the whole suite in 8:39 where two took 11:27 on this
+# 2-core machine, but a fresh-clone run at three failed once (an integration test that needs a
+# whole cluster timed out), so CI keeps two until that is made robust; TEST_PROCESSES=3 to try.
 PYTEST := $(BIN)/pytest -q --dist loadfile
-TEST_PROCESSES ?= 3
+TEST_PROCESSES ?= 2
 QUICK_TESTS := tests/unit tests/replay tests/workflow tests/harness
 
 pytest: $(STAMP)
