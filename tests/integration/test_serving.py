@@ -430,6 +430,14 @@ async def test_replicas_sharing_a_namespace_with_the_front_door_report_no_drift(
     modelfleet, so neither replica repairs anything and neither carries a reason."""
     ns, name = "serve-shared-ns", "pair"
     done = False
+
+    # The pair needs both of l4-dev's GPUs: replicas of the tests before it on this stack may
+    # still be leaving (a teardown releases its slot after the delete returns).
+    async def l4_dev_free() -> bool | None:
+        view = await stack.fleet_view()
+        return True if not [r for r in view.replicas if r.spec.cluster_name == "l4-dev"] else None
+
+    await wait_for(l4_dev_free, 120, "l4-dev to hold no replica of an earlier test")
     try:
         await _gateway(stack)
         svc = _service("shared", ns, [_selects(name)])
