@@ -19,7 +19,6 @@ import pytest
 import yaml
 from aiohttp import web
 from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
-from temporalio.api.enums.v1 import EventType
 from test_no_secrets import haystack
 
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment
@@ -32,7 +31,7 @@ from modelfleet.cli.manifests import as_document
 from modelfleet.cli.resources import directory_endpoints, fetch, service_status
 from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cli.serving_inspect import describe_service
-from modelfleet.contracts.ids import replica_id, service_id
+from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
@@ -403,65 +402,3 @@ async def test_external_endpoint_gets_its_share_and_keys_are_enforced(
     await delete_serving(stack.client, "ModelService", ns, "mixed", wait=True)
     await delete_serving(stack.client, "ModelEndpoint", ns, "provider", wait=True)
     await delete_deployment(stack, ns, "inhouse")
-
-
-async def _drift_checks_done(stack: Stack, handle: Any) -> list[str] | None:
-    """The summaries of every activity in the workflow's history once a drift check completed
-    (a Ready replica's first comparison after its cluster's first scan), else None."""
-    converter = stack.client.data_converter.payload_converter
-    summaries: dict[int, str] = {}
-    checked = False
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            if event.user_metadata.HasField("summary"):
-                text = str(converter.from_payload(event.user_metadata.summary, str))
-                summaries[event.event_id] = text
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            done = event.activity_task_completed_event_attributes.scheduled_event_id
-            checked = checked or summaries.get(done, "").startswith("drift check")
-    return list(summaries.values()) if checked else None
-
-
-async def test_replicas_sharing_a_namespace_with_the_front_door_report_no_drift(
-    stack: Stack,
-) -> None:
-    """Issue 23 item 4: two replicas of one deployment on the gateway's cluster (l4-dev) share
-    their workload namespace with the service's front door. Nothing touches it outside
-    modelfleet, so neither replica repairs anything and neither carries a reason."""
-    ns, name = "serve-shared-ns", "pair"
-    done = False
-
-    # The pair needs both of l4-dev's GPUs: replicas of the tests before it on this stack may
-    # still be leaving (a teardown releases its slot after the delete returns).
-    async def l4_dev_free() -> bool | None:
-        view = await stack.fleet_view()
-        return True if not [r for r in view.replicas if r.spec.cluster_name == "l4-dev"] else None
-
-    await wait_for(l4_dev_free, 120, "l4-dev to hold no replica of an earlier test")
-    try:
-        await _gateway(stack)
-        svc = _service("shared", ns, [_selects(name)])
-        await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
-        md = _deployment(name, ns, "us-central")
-        md.spec.replicas = 2
-        await apply_resource(stack.client, md)
-        ready = await stack.wait_status(ns, name, lambda s: s.phase == "Ready" and s.ready == 2)
-        assert {r.cluster for r in ready.replicas} == {"l4-dev"}
-        await _wait_service(stack, ns, "shared", _in_rotation(name), "both in rotation")
-        for replica in ready.replicas:
-            handle = stack.client.get_workflow_handle(replica_id(ns, replica.name))
-            summaries = await wait_for(
-                lambda h=handle: _drift_checks_done(stack, h), 60, f"{replica.name} compared"
-            )
-            repairs = [s for s in summaries if s.startswith("repair")]
-            assert repairs == [], repairs
-        status = await stack.status(ns, name)
-        assert [(r.name, r.reason) for r in status.replicas] == [
-            (r.name, "") for r in status.replicas
-        ]
-        await delete_serving(stack.client, "ModelService", ns, "shared", wait=True)
-        await delete_deployment(stack, ns, name)
-        done = True
-    finally:
-        if not done:
-            await _leave_nothing(stack, ns, "shared", [name])
