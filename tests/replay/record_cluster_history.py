@@ -43,6 +43,7 @@ from modelfleet.worker.tuning import ENV_FAILURE_THRESHOLD, ENV_PROBE_SECONDS
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
 from integration_support import wait_for
+from record_histories import scrubbed
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "histories"
 FILENAME = "cluster.json"
@@ -111,7 +112,7 @@ def write(history: WorkflowHistory, out: Path) -> None:
     index_path = out / "index.json"
     index = json.loads(index_path.read_text())
     document = json.loads(history.to_json())
-    (out / FILENAME).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    (out / FILENAME).write_text(scrubbed(json.dumps(document, indent=1, sort_keys=True)) + "\n")
     index[FILENAME] = {
         "scenario": SCENARIO,
         "type": "InferenceCluster",
