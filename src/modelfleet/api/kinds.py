@@ -4,36 +4,47 @@ into a validated resource, or into the complete list of what is wrong with it. P
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 from pydantic import ValidationError
 
-from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.api.caches import ModelCache
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.deployments import ModelDeployment, ModelReplica
-from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
+import modelfleet.api
 from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
 from modelfleet.api.meta import ACCEPTED_API_VERSIONS, Resource
 from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway, is_modelplane_gateway
 from modelfleet.api.rules import validate
-from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 
-_ALL_KINDS: tuple[type[Resource], ...] = (
-    InferenceClass,
-    InferenceCluster,
-    ModelDeployment,
-    ModelReplica,
-    ModelEndpoint,
-    ModelService,
-    ModelAutoscaler,
-    InferenceGateway,
-    ModelCache,
-    ServingStack,
-    *CLOUD_CLUSTER_KINDS,
-)
-KINDS: dict[str, type[Resource]] = {cls.KIND: cls for cls in _ALL_KINDS}
+
+def _discovered_kinds() -> dict[str, type[Resource]]:
+    """Every kind the API parses: each ``Resource`` subclass of an ``api/`` module that names its
+    own ``KIND`` (other shapes of a kind, ``ALTERNATE_SHAPE``, excluded), by name. A new kind's
+    model is picked up by being written; nothing lists it."""
+    for module in pkgutil.iter_modules(modelfleet.api.__path__):
+        # A module still being imported (one that imports this one) is returned as it stands;
+        # models never import this module, so theirs are complete.
+        importlib.import_module(f"modelfleet.api.{module.name}")
+    found: dict[str, type[Resource]] = {}
+    pending: list[type[Resource]] = [Resource]
+    seen: set[type[Resource]] = set()
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        pending.extend(cls.__subclasses__())
+        own_kind = vars(cls).get("KIND")
+        if own_kind and cls.__module__.startswith("modelfleet.api.") and not cls.ALTERNATE_SHAPE:
+            if own_kind in found:
+                raise TypeError(f"two models claim kind {own_kind}: {found[own_kind]}, {cls}")
+            found[own_kind] = cls
+    return dict(sorted(found.items()))
+
+
+# Filled at the end of this module: api modules that import ``parse_resource`` (loading) are
+# imported by the discovery, so it runs once everything here is defined.
+KINDS: dict[str, type[Resource]] = {}
 
 # The words that name a kind on a command line (short names, plurals) are the CLI's: its kind
 # registry, cli/kinds.py.
@@ -105,3 +116,6 @@ def parse_resource(document: Any) -> Resource:
     if errors:
         raise InvalidResourceError(resource.ref, errors)
     return resource
+
+
+KINDS.update(_discovered_kinds())

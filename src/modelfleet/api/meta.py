@@ -130,6 +130,9 @@ class Resource(Model):
     NAMESPACED: ClassVar[bool] = False
     # The apiVersions a document of this kind may declare; the first is modelfleet's own.
     API_VERSIONS: ClassVar[tuple[str, ...]] = ACCEPTED_API_VERSIONS
+    # Another accepted shape of a kind whose own model is registered (api.kinds picks the shape
+    # by a document's content), not a kind of its own.
+    ALTERNATE_SHAPE: ClassVar[bool] = False
 
     api_version: str = API_VERSION
     kind: str

@@ -35,6 +35,7 @@ class ModelplaneInferenceGateway(Resource):
     """An InferenceGateway document in Modelplane's shape."""
 
     KIND: ClassVar[str] = "InferenceGateway"
+    ALTERNATE_SHAPE: ClassVar[bool] = True
     kind: Literal["InferenceGateway"] = "InferenceGateway"
     spec: TraefikGatewaySpec
 

@@ -4,7 +4,9 @@ Update, or the AcceptedResource workflow for kinds held without action)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateStage
 
@@ -36,6 +38,38 @@ from modelfleet.contracts.ids import (
 from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.tuning import Tuning
+
+
+def entity_apply(workflow: Any, input_of: Callable[[Any], Any], workflow_id: Any) -> Any:
+    """The ``apply`` hook of a kind that follows the entity convention (``cli.kinds.entity_kind``):
+    update-with-start of its workflow's ``apply`` Update, the run started with ``input_of``."""
+
+    async def apply(
+        client: Client, r: Resource, rpc_timeout: timedelta | None, _: Tuning | None
+    ) -> str:
+        return await update_with_start(
+            client,
+            workflow.apply,
+            r,
+            run=workflow.run,
+            run_arg=input_of(r),
+            workflow_id=workflow_id(r.namespace, r.name),
+            summary=r.ref,
+            rpc_timeout=rpc_timeout,
+        )
+
+    return apply
+
+
+def entity_delete(workflow: Any, workflow_id: Any) -> Any:
+    """The ``delete`` hook of a kind that follows the entity convention: its workflow's
+    ``delete`` Update, then (with ``wait``) the end of the run."""
+
+    async def delete(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
+        handle = client.get_workflow_handle(workflow_id(ns, name))
+        await delete_entity(handle, workflow.delete, wait=wait)
+
+    return delete
 
 
 async def apply_class_kind(

@@ -4,11 +4,13 @@ names), the "unknown kind" error, apply and delete order, ``get`` columns and ro
 is read (``get``), shown (``describe``), applied and deleted, its workflow and workflow IDs,
 and shell completion of kinds.
 
-A kind's spec sits here (its apply and delete hooks in cli/kind_actions); its API model (api/,
-parsed through api/kinds) and its entity workflow package are the other places a new kind
-touches. The readers, rows and describers
-named below live in cli/resources, cli/columns and cli/describers, which look the registry up
-at call time (this module imports them).
+A new kind touches three places, and nothing lists it anywhere else: its API model (a module
+under api/, found by api.kinds), its entity package (a ``workflow`` module, found by
+worker.entities) and its spec here. A kind whose workflow follows the entity convention is
+declared with :func:`entity_kind` and needs no hooks of its own (tests/workflow/test_new_kind.py
+adds one that way); the others name their apply and delete hooks in cli/kind_actions. The
+readers, rows and describers named below live in cli/resources, cli/columns and cli/describers,
+which look the registry up at call time (this module imports them).
 """
 
 from __future__ import annotations
@@ -109,6 +111,31 @@ class KindSpec:
     def listed_as(self) -> str:
         """How ``get --help`` names the kind: its everyday plural, else its plural."""
         return self.aliases[1] if len(self.aliases) > 1 else self.plural
+
+
+def entity_kind(
+    model: type[Resource],
+    workflow: Any,
+    *,
+    input_of: Callable[[Any], Any],
+    workflow_id: Callable[[str, str], str],
+    **spec: Any,
+) -> KindSpec:
+    """A kind held by its own entity workflow that follows the entity convention, so that it
+    needs no hooks of its own: the run starts with ``run(input_of(resource))`` under
+    ``workflow_id(namespace, name)``, marks itself with the ``ModelfleetKind`` (and namespace and
+    name) search attributes, takes its spec through an ``apply`` Update and ends on a
+    ``delete`` Update; its ``spec`` and ``status`` queries answer ``get``. ``spec`` holds the
+    rest of the ``KindSpec`` (words, ranks, columns, row, describe)."""
+    return KindSpec(
+        model=model,
+        workflow=workflow.__name__,
+        workflow_id=workflow_id,
+        fetch=resources.entity_fetch(model.KIND, workflow, workflow_id),
+        apply=kind_actions.entity_apply(workflow, input_of, workflow_id),
+        delete=kind_actions.entity_delete(workflow, workflow_id),
+        **spec,
+    )
 
 
 def _held(model: type[Resource], short_name: str) -> KindSpec:

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
-from modelfleet.api.meta import API_VERSION
+from modelfleet.api.meta import API_VERSION, Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.autoscaler.records import AutoscalerStatus
 from modelfleet.contracts.accepted import AcceptedStatus
@@ -166,6 +168,16 @@ def cache_resource(spec: ModelCache, status: CacheStatus, created: datetime | No
     manifest = _with_server_fields(spec.to_wire(), created, body)
     return Fetched(
         "ModelCache", spec.name, spec.namespace, manifest, created, dict(spec.metadata.labels)
+    )
+
+
+def entity_resource(spec: Resource, status: BaseModel | None, created: datetime | None) -> Fetched:
+    """A resource of a kind that follows the entity convention (``cli.kinds.entity_kind``): the
+    spec as applied, with the status model its workflow reports."""
+    body = status.model_dump(mode="json", by_alias=True) if status is not None else {}
+    manifest = _with_server_fields(spec.to_wire(), created, body)
+    return Fetched(
+        spec.KIND, spec.name, spec.namespace, manifest, created, dict(spec.metadata.labels)
     )
 
 

@@ -29,6 +29,7 @@ from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
+from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.autoscaler.records import AutoscalerStatus
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
@@ -43,6 +44,7 @@ from modelfleet.cli.manifests import (
     class_resource,
     deployment_resource,
     endpoint_resource,
+    entity_resource,
     gateway_resource,
     replica_resource,
     service_resource,
@@ -342,6 +344,30 @@ async def _runs(
         return [w for w in found if w is not None]
     runs = await running(client, kind, namespace)
     return [w for w in runs if not wanted or w.id.split("/", 2)[2] in wanted]
+
+
+def entity_fetch(kind: str, workflow: Any, workflow_id: Any) -> Any:
+    """How ``get`` reads a kind that follows the entity convention (``cli.kinds.entity_kind``):
+    its running workflows (marked ``ModelfleetKind = kind``), each asked for its ``spec`` and
+    ``status``. Named ones are asked of their workflow (visibility lags an apply)."""
+
+    async def fetch(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+        if wanted and (namespace or not is_namespaced(kind)):
+            found = [await is_running(client, workflow_id(namespace or "", n)) for n in wanted]
+            runs = sorted((w for w in found if w is not None), key=lambda w: w.id)
+        else:
+            runs = await running(client, kind, namespace)
+        out = []
+        for w in runs:
+            handle = client.get_workflow_handle(w.id)
+            spec: Resource = await query(handle, workflow.spec, what=f"{kind} ({w.id})")
+            if wanted and spec.name not in wanted:
+                continue
+            status = await query(handle, workflow.status, what=spec.ref)
+            out.append(entity_resource(spec, status, w.start_time))
+        return out
+
+    return fetch
 
 
 async def fetch_services(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:

@@ -25,7 +25,6 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.activities.autoscaler import AutoscalerActivities
 from modelfleet.activities.caches import CacheActivities
 from modelfleet.activities.catalog import CatalogActivities
@@ -35,32 +34,16 @@ from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.activities.serving import ServingActivities
 from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
-from modelfleet.autoscaler.workflow import AutoscalerWorkflow
-from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.ids import FLEET_ID
-from modelfleet.deployment.workflow import DeploymentWorkflow
-from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
-from modelfleet.replica.workflow import ReplicaWorkflow
-from modelfleet.service.workflow import ServiceWorkflow
+from modelfleet.worker.entities import entity_workflows
 from modelfleet.worker.interceptor import ActivityLogInterceptor
 from modelfleet.worker.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [
-    FleetWorkflow,
-    DeploymentWorkflow,
-    ReplicaWorkflow,
-    ClusterWorkflow,
-    AcceptedResourceWorkflow,
-    EndpointDirectoryWorkflow,
-    ServiceWorkflow,
-    AutoscalerWorkflow,
-    CacheWorkflow,
-]
+WORKFLOWS = entity_workflows()
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 # The Fleet processes one workflow task at a time anyway; a few slots cover its queries.
 FLEET_WORKFLOW_TASK_SLOTS = 4
