@@ -405,8 +405,26 @@ def complete_kind(incomplete: str) -> list[str]:
 
 
 def complete_kind_and_name(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Completion of ``KIND [NAME...]``: the kind first (names need a live fleet: none)."""
+    """Completion of ``KIND [NAME...]`` and ``KIND/NAME``: the kind first, then the names of
+    live resources of that kind (``cli.completion``: bounded, silent when the fleet is out of
+    reach)."""
+    from modelfleet.cli.completion import complete_names  # Temporal only when completing names
+
     typed = [a for a in (ctx.params.get("args") or []) if a != incomplete]
-    if typed or "/" in incomplete:
-        return []
+    if "/" in incomplete:
+        word, _, partial = incomplete.partition("/")
+        kind = _kind_or_none(word)
+        if kind is None:
+            return []
+        return [f"{word}/{name}" for name in complete_names(ctx, kind, partial)]
+    if typed:
+        kind = _kind_or_none(typed[0])
+        return [] if kind is None or "/" in typed[0] else complete_names(ctx, kind, incomplete)
     return complete_kind(incomplete)
+
+
+def _kind_or_none(word: str) -> str | None:
+    try:
+        return resolve(word)
+    except UsageError:
+        return None

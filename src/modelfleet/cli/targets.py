@@ -2,7 +2,8 @@
 namespace applies when ``-n`` is not given (``MODELFLEET_NAMESPACE``, then the config file's
 ``namespace:``, then ``default``; the choice is reported so nobody wonders where a name went).
 
-Pure apart from reading the environment and the config file. No Temporal.
+Pure apart from reading the environment and the config file. No Temporal (but for shell
+completion of ``-n``, in cli.completion).
 """
 
 from __future__ import annotations
@@ -22,11 +23,20 @@ ENV_NAMESPACE = "MODELFLEET_NAMESPACE"
 ENV_CONFIG = "MODELFLEET_CONFIG"
 DEFAULT_CONFIG = Path("~/.config/modelfleet/config.yaml")
 
+
+def _complete_namespace(ctx: typer.Context, incomplete: str) -> list[str]:
+    # Imported here: this module talks to no Temporal except when a shell completes ``-n``.
+    from modelfleet.cli.completion import complete_namespaces
+
+    return complete_namespaces(ctx, incomplete)
+
+
 NsOption = Annotated[
     str | None,
     typer.Option(
         "--namespace",
         "-n",
+        autocompletion=_complete_namespace,
         help="Namespace of namespaced resources (default: $MODELFLEET_NAMESPACE, the config "
         "file's namespace, or 'default').",
         show_default=False,
