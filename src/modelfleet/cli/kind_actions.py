@@ -12,10 +12,8 @@ from temporalio.client import Client, WorkflowUpdateStage
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.meta import Resource
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cache.workflow import CacheWorkflow
@@ -72,6 +70,12 @@ def entity_delete(workflow: Any, workflow_id: Any) -> Any:
     return delete
 
 
+apply_deployment_kind = entity_apply(
+    DeploymentWorkflow, lambda r: DeploymentInput(spec=r), deployment_id
+)
+apply_cache_kind = entity_apply(CacheWorkflow, lambda r: CacheInput(spec=r), cache_id)
+
+
 async def apply_class_kind(
     client: Client, r: InferenceClass, rpc_timeout: timedelta | None, _: Tuning | None
 ) -> str:
@@ -92,36 +96,6 @@ async def apply_cluster_kind(
         run_arg=(tuning or Tuning.from_env()).cluster_input(r),
         workflow_id=cluster_id(r.name),
         summary=f"InferenceCluster {r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def apply_deployment_kind(
-    client: Client, r: ModelDeployment, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        DeploymentWorkflow.apply,
-        r,
-        run=DeploymentWorkflow.run,
-        run_arg=DeploymentInput(spec=r),
-        workflow_id=deployment_id(r.namespace, r.name),
-        summary=f"ModelDeployment {r.namespace}/{r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def apply_cache_kind(
-    client: Client, r: ModelCache, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        CacheWorkflow.apply,
-        r,
-        run=CacheWorkflow.run,
-        run_arg=CacheInput(spec=r),
-        workflow_id=cache_id(r.namespace, r.name),
-        summary=f"ModelCache {r.namespace}/{r.name}",
         rpc_timeout=rpc_timeout,
     )
 
@@ -176,9 +150,7 @@ async def delete_class_kind(client: Client, _: str, name: str, wait: bool, force
     await client.get_workflow_handle(FLEET_ID).execute_update(FleetWorkflow.remove_class, name)
 
 
-async def delete_autoscaler_kind(client: Client, ns: str, name: str, wait: bool, _: bool) -> None:
-    handle = client.get_workflow_handle(autoscaler_id(ns, name))
-    await delete_entity(handle, AutoscalerWorkflow.delete, wait=wait)
+delete_autoscaler_kind = entity_delete(AutoscalerWorkflow, autoscaler_id)
 
 
 async def delete_cache_kind(client: Client, ns: str, name: str, wait: bool, force: bool) -> None:
