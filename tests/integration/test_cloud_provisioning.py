@@ -8,8 +8,10 @@ everything back; a transient 503 is retried; no cloud credential reaches any his
 from __future__ import annotations
 
 import asyncio
+import io
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import boto3
@@ -27,12 +29,30 @@ from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id
 from modelfleet.contracts.status import ClusterStatus, DeploymentStatus
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
-from modelfleet.sim.clouds.clouds import SIM_AWS_SECRET, SIM_GKE_TOKEN
+from modelfleet.sim.clouds.clouds import SIM_AWS_KEY, SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
+from modelfleet.worker.logs import LogFormat, configure_logging
+
+
+@pytest.fixture(scope="module")
+def debug_log() -> Iterator[io.StringIO]:
+    """Everything the worker's log handler prints at DEBUG (every SDK's records included) for
+    the whole module: the provisioning, deletion and failures of the tests below."""
+    root = logging.getLogger()
+    level = root.level
+    buffer = io.StringIO()
+    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @pytest_asyncio.fixture(scope="module")
-async def cloud_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CloudStack]:
+async def cloud_stack(
+    tmp_path_factory: pytest.TempPathFactory, debug_log: io.StringIO
+) -> AsyncIterator[CloudStack]:
     async with cloud_environment(tmp_path_factory.mktemp("clouds")) as stack:
         yield stack
 
@@ -131,6 +151,8 @@ async def test_delete_moves_the_replicas_then_deprovisions_and_unpublishes(
     )
     assert {r.cluster for r in moved.replicas} == {"eks-east"}
     assert "gke-central" not in cloud_stack.clouds.gke.cluster_names()
+    # The minted token must not outlive its cluster on the worker's disk.
+    assert not (cloud_stack.credentials / "gke-central.yaml").exists()
     assert "gke-central" not in cloud_stack.clouds.fleet.clusters
     view = await cloud_stack.client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)
     assert "gke-central" not in {c.spec.name for c in view.clusters}
@@ -249,10 +271,14 @@ async def test_apply_adds_resizes_and_removes_pools_but_not_one_with_replicas(
     assert "gke-flaky" not in gke.cluster_names()
 
 
-async def test_no_cloud_credential_or_token_in_any_history(cloud_stack: CloudStack) -> None:
-    # Runs after the provisioning tests of this module (declared order), over every history.
-    tokens = {"GKE access token": SIM_GKE_TOKEN.encode(), "AWS secret": SIM_AWS_SECRET.encode()}
-    for path in cloud_stack.credentials.glob("*.yaml"):
+def _credentials(stack: CloudStack) -> dict[str, bytes]:
+    """The cloud credentials the worker holds and the tokens it minted into kubeconfigs."""
+    tokens = {
+        "GKE access token": SIM_GKE_TOKEN.encode(),
+        "AWS secret": SIM_AWS_SECRET.encode(),
+        "AWS access key id": SIM_AWS_KEY.encode(),
+    }
+    for path in stack.credentials.glob("*.yaml"):
         text = path.read_text()
         for line in text.splitlines():
             if "token:" in line:
@@ -260,6 +286,13 @@ async def test_no_cloud_credential_or_token_in_any_history(cloud_stack: CloudSta
                     line.split("token:")[1].strip().encode()
                 )
     assert any("eks-east" in k for k in tokens), "the EKS kubeconfig must have been written"
+    return tokens
+
+
+async def test_no_cloud_credential_or_token_in_any_history(cloud_stack: CloudStack) -> None:
+    # Runs after the provisioning tests of this module (declared order), over every history.
+    tokens = _credentials(cloud_stack)
+    del tokens["AWS access key id"]  # an identifier, not a secret: histories may name it
     blobs = []
     async for execution in cloud_stack.client.list_workflows():
         handle = cloud_stack.client.get_workflow_handle(execution.id, run_id=execution.run_id)
@@ -273,3 +306,18 @@ async def test_no_cloud_credential_or_token_in_any_history(cloud_stack: CloudSta
     assert b"a3-highgpu-8g" in everything
     assert b"CloudQuotaExceeded" in everything
     assert b"CloudUnavailable" in everything
+
+
+async def test_no_credential_in_the_worker_log_at_debug(
+    cloud_stack: CloudStack, debug_log: io.StringIO
+) -> None:
+    """Issue 29: botocore printed signed Authorization headers at DEBUG. Runs last (declared
+    order), over the DEBUG log of every provisioning, deletion and failure above."""
+    output = debug_log.getvalue().encode()
+    assert_absent(_credentials(cloud_stack), "the worker's DEBUG log", output)
+    assert b"AWS4-HMAC-SHA256 Credential" not in output
+    # The scan sees the SDKs' DEBUG lines, request headers among them: what is meant to be there.
+    assert b"botocore" in output
+    assert b"Authorization" in output
+    assert b"eks-east" in output
+    assert b"[REDACTED]" in output  # there was credential material, and it was taken out

@@ -160,6 +160,7 @@ class CloudActivities:
             if operation is not None:
                 activity.heartbeat(operation)
                 self._gke_wait(c, operation)
+            self.gke.forget_kubeconfig(c)  # its token must not outlive the cluster on disk
             return DeleteOutcome(name=c.name, existed=operation is not None)
 
         return _guarded(run)
@@ -263,6 +264,7 @@ class CloudActivities:
             self._until(c.name, lambda: self.eks.describe_cluster(c) is None)
             for template in self.eks.launch_templates(c):
                 self.eks.delete_template(c, template.removeprefix(f"modelfleet-{c.name}-"))
+            self.eks.forget_kubeconfig(c)  # its token must not outlive the cluster on disk
             return DeleteOutcome(name=c.name, existed=existed)
 
         return _guarded(run)

@@ -126,6 +126,18 @@ def write_token_kubeconfig(
     return target
 
 
+def remove_token_kubeconfig(credentials_dir: Path, cluster: str) -> bool:
+    """Remove the kubeconfig :func:`write_token_kubeconfig` wrote for ``cluster`` (its cloud
+    cluster is gone: the minted token must not outlive it on disk); whether one was there."""
+    target = credentials_dir / f"{cluster}.yaml"
+    target.with_suffix(".yaml.tmp").unlink(missing_ok=True)
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def server_url(endpoint: str) -> str:
     """A real endpoint is a bare host (GKE) or an https URL (EKS); one with a scheme is kept."""
     return endpoint if "://" in endpoint else f"https://{endpoint}"

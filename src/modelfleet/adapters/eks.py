@@ -20,7 +20,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from modelfleet.adapters.cloud_config import CloudSettings, server_url, write_token_kubeconfig
+from modelfleet.adapters.cloud_config import (
+    CloudSettings,
+    remove_token_kubeconfig,
+    server_url,
+    write_token_kubeconfig,
+)
 from modelfleet.adapters.cloud_errors import CloudError
 from modelfleet.contracts.cloud_payloads import (
     OWNER_LABEL,
@@ -416,6 +421,10 @@ class EKS:
                 sts.meta.events.unregister(event, add_cluster_header)
         encoded = base64.urlsafe_b64encode(str(url).encode()).decode().rstrip("=")
         return _TOKEN_PREFIX + encoded
+
+    def forget_kubeconfig(self, c: CloudCluster) -> bool:
+        """Remove the cluster's minted kubeconfig (after the cluster is deleted)."""
+        return remove_token_kubeconfig(self._settings.credentials_dir, c.name)
 
     def write_kubeconfig(self, c: CloudCluster) -> Path:
         found = self.describe_cluster(c)

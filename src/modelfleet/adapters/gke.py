@@ -29,6 +29,7 @@ from modelfleet.adapters.cloud_config import (
     gke_key_file,
     key_file_project,
     no_project_message,
+    remove_token_kubeconfig,
     server_url,
     write_token_kubeconfig,
 )
@@ -358,6 +359,10 @@ class GKE:
         return OperationState(done=done, status=status, error=error)
 
     # -- kubeconfig -----------------------------------------------------------------------
+
+    def forget_kubeconfig(self, c: CloudCluster) -> bool:
+        """Remove the cluster's minted kubeconfig (after the cluster is deleted)."""
+        return remove_token_kubeconfig(self._settings.credentials_dir, c.name)
 
     def write_kubeconfig(self, c: CloudCluster) -> Path:
         """Write ``<credentials dir>/<cluster>.yaml`` with a freshly minted access token."""

@@ -18,6 +18,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -118,6 +119,54 @@ class ExpectedFailureFilter(logging.Filter):
         return True
 
 
+# Credential material as SDKs print it at DEBUG (botocore's signed request headers, STS and
+# TokenRequest response bodies, presigned URLs, OAuth tokens): the value after each of these is
+# replaced, whatever logger wrote the line.
+_SECRET_VALUES = re.compile(
+    r"""(?ix)
+    (?P<key>
+        authorization | x-amz-security-token | x-amz-signature | x-amz-credential
+        | signature | credential | aws_session_token | aws_secret_access_key
+        | secretaccesskey | sessiontoken | access_?token | refresh_?token | id_?token
+        | client_?secret | private_?key(?:_id)? | password | token
+    )
+    (?P<sep> ['"]?\s*[:=]\s*b?['"]? | ['"]?>\s* )
+    (?P<value> (?:(?:bearer|basic|aws4-hmac-sha256)\s+)? [^\s'"<>&,;})\]]+ )
+    """
+)
+# Values recognisable on their own: AWS access key IDs, EKS tokens, Google OAuth tokens, JWTs.
+_SECRET_SHAPES = re.compile(
+    r"\b(?:(?:AKIA|ASIA)[0-9A-Z]{12,}|k8s-aws-v1\.[\w-]+|ya29\.[\w.-]+"
+    r"|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]+)"
+)
+# Loggers that print what signing is made of (canonical requests, strings to sign): dropped.
+_SIGNING_LOGGERS = ("botocore.auth",)
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential value recognised replaced by ``[REDACTED]``."""
+    text = _SECRET_VALUES.sub(lambda m: f"{m['key']}{m['sep']}{REDACTED}", text)
+    return _SECRET_SHAPES.sub(REDACTED, text)
+
+
+class CredentialFilter(logging.Filter):
+    """No credential reaches a log line at any level: the message (arguments included) and any
+    traceback are redacted, and what signers log is dropped. On the handler, so it sees the
+    SDKs' records (botocore, google-auth, the Kubernetes client, urllib3) as well as ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith(_SIGNING_LOGGERS):
+            return False
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
 class TextFormatter(logging.Formatter):
     """``time level logger: message key=value ...``: for people reading a terminal."""
 
@@ -151,8 +200,8 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             entry["error_type"] = type(exc).__name__
-            entry["error"] = str(exc)
-            entry["traceback"] = self.formatException(record.exc_info)
+            entry["error"] = redact(str(exc))
+            entry["traceback"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
@@ -181,6 +230,7 @@ def configure_logging(
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt is LogFormat.JSON else TextFormatter())
     handler.addFilter(ActivityContextFilter())
+    handler.addFilter(CredentialFilter())
     if fmt is LogFormat.TEXT:  # JSON lines keep every traceback: they are for log pipelines
         handler.addFilter(ExpectedFailureFilter())
     setattr(handler, _HANDLER_MARK, True)
