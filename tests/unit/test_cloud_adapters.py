@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
@@ -16,6 +18,7 @@ import yaml
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from modelfleet.activities import cloud as cloud_activities
 from modelfleet.activities.cloud import CloudActivities
 from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.adapters.cloud_config import CloudSettings, key_file_project
@@ -155,7 +158,48 @@ def test_gke_cluster_and_pool_become_nodes_with_labels_taints_and_slices(
     assert env.run(acts.gke_delete_cluster, c).existed
     assert "gke-a" not in sim.clouds.gke.cluster_names()
     assert not sim.clouds.fleet.clusters.get("gke-a")
+    assert not path.exists()  # the minted token does not outlive its cluster on disk
     assert not env.run(acts.gke_delete_cluster, c).existed
+
+
+def test_a_step_blocked_in_one_sdk_call_keeps_heartbeating_its_operation(
+    sim: ThreadedClouds, acts: CloudActivities, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead worker's step is retried within the (short) heartbeat timeout, so a live one must
+    beat however long one SDK call takes: the helper thread repeats the latest progress, the
+    operation a retry would resume."""
+    monkeypatch.setattr(cloud_activities, "CLOUD_BEAT_SECONDS", 0.01)
+    c, _ = _plan("gke-central", "gke-beat")
+    env = ActivityEnvironment()
+    beats: list[tuple[Any, ...]] = []
+    enough = threading.Event()
+
+    def on_heartbeat(*details: Any) -> None:
+        beats.append(details)
+        if sum(1 for d in beats if d) >= 8:
+            enough.set()
+
+    env.on_heartbeat = on_heartbeat
+    real = acts.gke.operation
+
+    def one_slow_call(cluster: CloudCluster, name: str) -> Any:
+        # Stands in for one request that outlasts the heartbeat timeout: it returns only once
+        # the helper has beaten several times on its own.
+        assert enough.wait(timeout=30)
+        return real(cluster, name)
+
+    monkeypatch.setattr(acts.gke, "operation", one_slow_call)
+    try:
+        assert env.run(acts.gke_create_cluster, c).created
+    finally:
+        monkeypatch.setattr(acts.gke, "operation", real)
+        ActivityEnvironment().run(acts.gke_delete_cluster, c)
+    assert beats[0] == ()  # nothing to resume on a first attempt
+    progress = {d for d in beats if d}
+    assert len(progress) == 1, progress  # always the operation, never an older beat
+    (operation,) = next(iter(progress))
+    assert isinstance(operation, str)
+    assert operation
 
 
 def test_gke_errors_are_classified_per_reason(sim: ThreadedClouds, acts: CloudActivities) -> None:

@@ -13,13 +13,15 @@ These are synchronous activities; the worker runs them on a thread pool.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import activity
 
 from modelfleet.activities.errors import to_temporal
+from modelfleet.activities.keepalive import BEAT_SECONDS, KeepAlive
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.cloud_errors import CloudError
 from modelfleet.adapters.eks import EKS, nodegroup_failure
@@ -52,11 +54,36 @@ from modelfleet.contracts.cloud_payloads import (
 T = TypeVar("T")
 
 
+# How often a running step heartbeats from its helper thread: well under the heartbeat timeout.
+CLOUD_BEAT_SECONDS = BEAT_SECONDS
+# The running activity's keep-alive: its heartbeats go through it, so the helper thread repeats
+# the latest progress (the operation a retry resumes), never an older one.
+_alive: contextvars.ContextVar[KeepAlive | None] = contextvars.ContextVar(
+    "modelfleet_cloud_keepalive", default=None
+)
+
+
 def _guarded(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except CloudError as exc:
-        raise to_temporal(exc) from None
+    """Run a cloud step: heartbeating every few seconds from a helper thread while it runs (a
+    single slow SDK call cannot outlast the short heartbeat timeout, so a dead worker's step is
+    retried within it), its cloud errors translated for Temporal."""
+    with KeepAlive(*activity.info().heartbeat_details, every=CLOUD_BEAT_SECONDS) as alive:
+        token = _alive.set(alive)
+        try:
+            return fn()
+        except CloudError as exc:
+            raise to_temporal(exc) from None
+        finally:
+            _alive.reset(token)
+
+
+def _heartbeat(*details: Any) -> None:
+    """Record the step's progress (what a retry after a worker crash resumes from)."""
+    alive = _alive.get()
+    if alive is not None:
+        alive.beat(*details)
+    else:
+        activity.heartbeat(*details)
 
 
 def _resumed_operation() -> str | None:
@@ -78,7 +105,7 @@ class CloudActivities:
     def _until(self, what: str, check: Callable[[], bool]) -> None:
         """Poll ``check`` until it says done, heartbeating between polls."""
         while not check():
-            activity.heartbeat(what)
+            _heartbeat(what)
             time.sleep(self.settings.poll_seconds)
 
     # -- GKE ------------------------------------------------------------------------------
@@ -91,7 +118,7 @@ class CloudActivities:
             return state.done
 
         while not done():
-            activity.heartbeat(operation)
+            _heartbeat(operation)
             time.sleep(self.settings.poll_seconds)
 
     def _gke_running(self, c: CloudCluster, get: Callable[[], str | None], what: str) -> None:
@@ -110,7 +137,7 @@ class CloudActivities:
         def run() -> CreateResult:
             operation = _resumed_operation() or self.gke.create_cluster(c)
             if operation is not None:
-                activity.heartbeat(operation)
+                _heartbeat(operation)
                 self._gke_wait(c, operation)
             else:
                 self._gke_running(
@@ -127,7 +154,7 @@ class CloudActivities:
         def run() -> CreateResult:
             operation = _resumed_operation() or self.gke.create_node_pool(c, plan)
             if operation is not None:
-                activity.heartbeat(operation)
+                _heartbeat(operation)
                 self._gke_wait(c, operation)
             else:
                 self._gke_running(
@@ -147,7 +174,7 @@ class CloudActivities:
         def run() -> DeleteOutcome:
             operation = _resumed_operation() or self.gke.delete_node_pool(ref.cluster, ref.pool)
             if operation is not None:
-                activity.heartbeat(operation)
+                _heartbeat(operation)
                 self._gke_wait(ref.cluster, operation)
             return DeleteOutcome(name=ref.pool, existed=operation is not None)
 
@@ -158,7 +185,7 @@ class CloudActivities:
         def run() -> DeleteOutcome:
             operation = _resumed_operation() or self.gke.delete_cluster(c)
             if operation is not None:
-                activity.heartbeat(operation)
+                _heartbeat(operation)
                 self._gke_wait(c, operation)
             self.gke.forget_kubeconfig(c)  # its token must not outlive the cluster on disk
             return DeleteOutcome(name=c.name, existed=operation is not None)
@@ -187,7 +214,6 @@ class CloudActivities:
     def gke_write_kubeconfig(self, c: CloudCluster) -> None:
         """Mint a token and write the cluster's kubeconfig into the credentials directory
         (atomically: a worker killed midway leaves the previous file or none, never half)."""
-        activity.heartbeat()
         _guarded(lambda: self.gke.write_kubeconfig(c))
 
     # -- EKS ------------------------------------------------------------------------------
@@ -286,7 +312,6 @@ class CloudActivities:
 
     @activity.defn(name=EKS_KUBECONFIG)
     def eks_write_kubeconfig(self, c: CloudCluster) -> None:
-        activity.heartbeat()
         _guarded(lambda: self.eks.write_kubeconfig(c))
 
     def all(self) -> list[Callable[..., object]]:

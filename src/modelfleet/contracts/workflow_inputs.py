@@ -78,8 +78,9 @@ class ClusterInput(WireModel):
     provisioning: ProvisioningState | None = None
     # The deadline of each provisioning step, retries included.
     provision_deadline_seconds: int = 3600
-    # How soon a cloud step whose worker died is retried (it resumes the cloud operation).
-    cloud_heartbeat_seconds: int = 120
+    # How soon a cloud step whose worker died is retried (it resumes the cloud operation). A
+    # step heartbeats every few seconds from a helper thread however slow its SDK call.
+    cloud_heartbeat_seconds: int = 30
     # When the resource was created: the first run's start, carried across continue-as-new
     # (None in payloads from before it was carried: then this run's start stands in).
     created: datetime | None = None

@@ -203,6 +203,12 @@ class SimulatedFleet:
             await create_with_status(store, manifest)
         kubeconfig = self.kubeconfig_dir / f"{cluster.name}.yaml"
         self.server.write_kubeconfig(cluster.name, kubeconfig)
+        existing = cluster.spec.cluster.existing
+        if existing is not None and existing.secret_ref is not None:
+            # Where the worker looks for a cluster that names a secretRef: the Secret mounted as
+            # a directory, ``<name>/<key>``, as a platform team would hand it over.
+            ref = existing.secret_ref
+            self.server.write_kubeconfig(cluster.name, self.kubeconfig_dir / ref.name / ref.key)
         handle = SimulatedCluster(
             name=cluster.name,
             server=self.server.cluster_url(cluster.name),
