@@ -55,3 +55,18 @@ def test_the_helper_stops_with_the_activity() -> None:
     helper = env.run(quick)
     assert not helper.is_alive()
     assert count >= 1
+
+
+def test_a_quiet_start_leaves_the_first_beat_to_the_activity() -> None:
+    """The SDK sends a first heartbeat at once and throttles the rest: a quiet start makes the
+    activity's own first progress (the operation a retry resumes) that first beat."""
+    env = ActivityEnvironment()
+    beats: list[tuple[Any, ...]] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+
+    def activity_fn() -> None:
+        with KeepAlive(every=60, quiet_start=True) as alive:
+            alive.beat("operation-1")
+
+    env.run(activity_fn)
+    assert beats == [("operation-1",)]

@@ -67,7 +67,9 @@ def _guarded(fn: Callable[[], T]) -> T:
     """Run a cloud step: heartbeating every few seconds from a helper thread while it runs (a
     single slow SDK call cannot outlast the short heartbeat timeout, so a dead worker's step is
     retried within it), its cloud errors translated for Temporal."""
-    with KeepAlive(*activity.info().heartbeat_details, every=CLOUD_BEAT_SECONDS) as alive:
+    resumed = activity.info().heartbeat_details
+    # A first attempt starts quiet: its first beat is the operation it starts, sent at once.
+    with KeepAlive(*resumed, every=CLOUD_BEAT_SECONDS, quiet_start=not resumed) as alive:
         token = _alive.set(alive)
         try:
             return fn()

@@ -31,8 +31,14 @@ class KeepAlive:
     activity; ``details`` are what it heartbeats until the first ``beat`` (the progress it
     resumed from, so an attempt that fails before progressing keeps it for the next)."""
 
-    def __init__(self, *details: Any, every: float = BEAT_SECONDS) -> None:
+    def __init__(
+        self, *details: Any, every: float = BEAT_SECONDS, quiet_start: bool = False
+    ) -> None:
         self._every = every
+        # Quiet start: no beat on entry, so the activity's first own beat (say, the operation a
+        # retry must resume) is the one the SDK sends at once rather than after its throttle
+        # interval (0.8 x the heartbeat timeout); the helper's first beat is ``every`` later.
+        self._quiet_start = quiet_start
         self._details: tuple[Any, ...] = details
         self._stop = threading.Event()
         # The activity context lives in context variables of the activity's thread.
@@ -40,7 +46,8 @@ class KeepAlive:
         self._thread = threading.Thread(target=self._run, name="activity-keepalive", daemon=True)
 
     def __enter__(self) -> KeepAlive:
-        activity.heartbeat(*self._details)
+        if not self._quiet_start:
+            activity.heartbeat(*self._details)
         self._thread.start()
         return self
 
