@@ -93,6 +93,27 @@ def test_the_worker_handler_redacts_arguments_and_tracebacks(worker_log: io.Stri
         assert secret not in printed, printed
 
 
+def test_google_loggers_reach_the_handler_after_a_google_client_cut_them_off() -> None:
+    """google-api-core sets the "google" logger not to propagate on its first client unless it
+    is configured already; configuring the worker's logging must win either way."""
+    from google.api_core import client_logging
+
+    client_logging.setup_logging()  # what a GKE client does on creation
+    root = logging.getLogger()
+    level = root.level
+    buffer = io.StringIO()
+    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
+    try:
+        client_logging.setup_logging()  # and again after: configured loggers are left alone
+        logging.getLogger("google.auth.transport.requests").warning("Bearer %s", GOOGLE)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    printed = buffer.getvalue()
+    assert "google.auth.transport.requests" in printed
+    assert GOOGLE not in printed
+
+
 def test_the_signers_own_lines_are_dropped(worker_log: io.StringIO) -> None:
     logging.getLogger("botocore.auth").debug("CanonicalRequest:\nPOST\n/clusters\nhost:eks")
     logging.getLogger("botocore.auth").debug("StringToSign:\nAWS4-HMAC-SHA256\n20261127")

@@ -239,4 +239,10 @@ def configure_logging(
     # The SDK's DEBUG lines print raw payloads (activity results, workflow activations), which
     # may hold manifests: the SDK stays at INFO whatever the worker's level.
     logging.getLogger("temporalio").setLevel(max(root.level, logging.INFO))
+    # google-api-core cuts the "google" loggers off from the root logger on its first client
+    # unless they are already configured (a level set): they would then bypass this handler and
+    # its redaction (warnings going to Python's last-resort stderr handler, unredacted).
+    google = logging.getLogger("google")
+    google.setLevel(root.level)
+    google.propagate = True
     return handler
