@@ -24,13 +24,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from test_service import Doubles, _service, serving_worker
 
+from modelfleet.accepted.state import AcceptedInput, AcceptedState
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cli import cluster_view
 from modelfleet.cli.clusters import cluster_resource
 from modelfleet.cluster.workflow import ClusterWorkflow
-from modelfleet.contracts.accepted import AcceptedInput, AcceptedStatus
+from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, KUBE_PROBE
 from modelfleet.contracts.fleet_payloads import PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
@@ -170,7 +171,7 @@ async def test_an_accepted_document_keeps_its_creation_time(
     async with Worker(env.client, task_queue=queue, workflows=[AcceptedResourceWorkflow]):
         fresh = await env.client.start_workflow(
             AcceptedResourceWorkflow.run,
-            AcceptedInput(document=SERVING_STACK),
+            AcceptedInput.of(SERVING_STACK),
             id=f"accepted/fresh-{uuid.uuid4()}",
             task_queue=queue,
         )
@@ -180,7 +181,7 @@ async def test_an_accepted_document_keeps_its_creation_time(
         assert abs(status.created - started) < START_SLACK
         carried = await env.client.start_workflow(
             AcceptedResourceWorkflow.run,
-            AcceptedInput(document=SERVING_STACK, created=CREATED),
+            AcceptedInput(state=AcceptedState(document=SERVING_STACK, created=CREATED)),
             id=f"accepted/carried-{uuid.uuid4()}",
             task_queue=queue,
         )

@@ -12,11 +12,12 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.accepted.state import AcceptedDocument, AcceptedInput
     from modelfleet.api.kinds import parse_resource
     from modelfleet.api.meta import Resource
     from modelfleet.api.support import not_acted_upon
     from modelfleet.contracts import search
-    from modelfleet.contracts.accepted import AcceptedInput, AcceptedStatus
+    from modelfleet.contracts.accepted import AcceptedStatus
     from modelfleet.contracts.versioning import declared
 
 NOT_ACTED_UPON_PHASE = "NotActedUpon"
@@ -28,18 +29,22 @@ NOT_ACTED_UPON_PHASE = "NotActedUpon"
 class AcceptedResourceWorkflow:
     @workflow.init
     def __init__(self, arg: AcceptedInput) -> None:
-        self._resource: Resource = parse_resource(arg.document)
-        self._created = arg.created or workflow.info().start_time
-        self._deleting = False
+        self._state = arg.state
+        if self._state.created is None:
+            self._state.created = workflow.info().start_time
+        # The parsed form of ``state.document``, which is what is carried.
+        self._resource: Resource = parse_resource(self._state.document)
+        self._state.document = self._resource.to_wire()
 
     @workflow.update
-    def apply(self, arg: AcceptedInput) -> AcceptedStatus:
+    def apply(self, arg: AcceptedDocument) -> AcceptedStatus:
         self._resource = parse_resource(arg.document)
+        self._state.document = self._resource.to_wire()
         workflow.set_current_details(f"**{NOT_ACTED_UPON_PHASE}** · {self._reason()}")
         return self._status()
 
     @apply.validator
-    def _check_apply(self, arg: AcceptedInput) -> None:
+    def _check_apply(self, arg: AcceptedDocument) -> None:
         # Raises InvalidResourceError (every broken rule) for an invalid document.
         resource = parse_resource(arg.document)
         if resource.ref != self._resource.ref:
@@ -47,7 +52,7 @@ class AcceptedResourceWorkflow:
 
     @workflow.update
     def delete(self) -> AcceptedStatus:
-        self._deleting = True
+        self._state.deleting = True
         return self._status()
 
     @workflow.query
@@ -67,13 +72,11 @@ class AcceptedResourceWorkflow:
         workflow.set_current_details(f"**{NOT_ACTED_UPON_PHASE}** · {self._reason()}")
         # Only applies add history; a long-lived document re-applied often continues as new.
         await workflow.wait_condition(
-            lambda: self._deleting or workflow.info().is_continue_as_new_suggested()
+            lambda: self._state.deleting or workflow.info().is_continue_as_new_suggested()
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if not self._deleting:
-            workflow.continue_as_new(
-                AcceptedInput(document=self._resource.to_wire(), created=self._created)
-            )
+        if not self._state.deleting:
+            workflow.continue_as_new(AcceptedInput(state=self._state))
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         return self._status()
 
@@ -86,7 +89,7 @@ class AcceptedResourceWorkflow:
             namespace=self._resource.namespace,
             name=self._resource.name,
             reason=self._reason(),
-            deleting=self._deleting,
-            document=self._resource.to_wire(),
-            created=self._created,
+            deleting=self._state.deleting,
+            document=self._state.document,
+            created=self._state.created,
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateStage
 
+from modelfleet.accepted.state import AcceptedDocument, AcceptedInput
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.classes import InferenceClass
@@ -24,7 +25,6 @@ from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.cli.manifests import Fetched
 from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cluster.workflow import ClusterWorkflow
-from modelfleet.contracts.accepted import AcceptedInput
 from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache
 from modelfleet.contracts.ids import (
     FLEET_ID,
@@ -114,13 +114,13 @@ async def apply_serving_kind(
 
 async def apply_held(client: Client, r: Resource, rpc_timeout: timedelta | None) -> str:
     """Hand a document modelfleet keeps without acting upon to its AcceptedResource workflow."""
-    document = AcceptedInput(document=r.to_wire())
+    document = r.to_wire()
     return await update_with_start(
         client,
         AcceptedResourceWorkflow.apply,
-        document,
+        AcceptedDocument(document=document),
         run=AcceptedResourceWorkflow.run,
-        run_arg=document,
+        run_arg=AcceptedInput.of(document),
         workflow_id=accepted_id(r.KIND, r.namespace, r.name),
         summary=f"{r.ref} (accepted, not acted upon)",
         rpc_timeout=rpc_timeout,
