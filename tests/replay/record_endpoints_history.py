@@ -31,15 +31,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
-from test_endpoint_directory_carry import AUTHORED, ENDPOINTS, published, suggesting_server
+from carry_support import suggesting_server
+from test_endpoint_directory_carry import AUTHORED, ENDPOINTS, published
 
 from modelfleet.api.services import InferenceGateway, ServiceEndpoint
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_ID,
     EndpointKey,
-    EndpointsInput,
     WatchRequest,
 )
+from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.worker.runner import WORKFLOWS
 

@@ -1,7 +1,7 @@
 """The endpoint directory golden (``endpoints.json``, recorded by ``record_endpoints_history.py``)
 holds what it was recorded for: the gateway put, a watch whose service is gone (its signal
-failed), and a continue-as-new input with the replicas' endpoints in groups and the authored
-one whole. (``test_replay.py`` replays it with every other golden.)"""
+failed), and a continue-as-new input whose state has the replicas' endpoints in groups and the
+authored one whole. (``test_replay.py`` replays it with every other golden.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_the_directory_golden_carries_the_replicas_endpoints_in_groups() -> None
     assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     carried = json.loads(
         last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
-    )
+    )["state"]
     assert [e["name"] for e in carried["endpoints"]] == ["openai"]
     assert carried["groups"]
     assert all(g["members"] for g in carried["groups"])

@@ -3,9 +3,11 @@ records come back, and 10,000 endpoints fit well under Temporal's 2 MiB payload 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
-from modelfleet.contracts.serving_payloads import EndpointsInput
+from modelfleet.contracts.serving_payloads import DirectoryStart
+from modelfleet.endpoints.state import CarriedEndpoints, EndpointsInput, EndpointsState
 from modelfleet.rendering.endpoint_groups import expand_groups, group_endpoints
 from modelfleet.rendering.front_door import EndpointRecord
 
@@ -62,17 +64,19 @@ def test_grouping_gives_back_exactly_the_records() -> None:
     back = sorted([*whole, *expand_groups(groups)], key=lambda r: r.key)
     assert back == sorted(everything, key=lambda r: r.key)
     # Through the payload's JSON, as continue-as-new carries it.
-    carried = EndpointsInput.model_validate_json(
-        EndpointsInput(endpoints=whole, groups=groups).model_dump_json(by_alias=True)
-    )
-    assert sorted([*carried.endpoints, *expand_groups(carried.groups)], key=lambda r: r.key) == back
+    state = EndpointsState(endpoints={r.key: r for r in everything})
+    wire = EndpointsInput(state=state).model_dump_json(by_alias=True)
+    assert json.loads(wire)["state"]["groups"]  # grouped on the wire
+    carried = EndpointsInput.model_validate_json(wire)
+    assert carried.state == state
+    assert sorted(carried.state.endpoints.values(), key=lambda r: r.key) == back
 
 
 def _sizes(records: list[EndpointRecord]) -> tuple[int, int, int]:
-    whole_bytes = len(EndpointsInput(endpoints=records).model_dump_json(by_alias=True))
+    whole_bytes = len(CarriedEndpoints(endpoints=records).model_dump_json(by_alias=True))
     groups, whole = group_endpoints(records)
     assert whole == []
-    grouped = EndpointsInput(endpoints=whole, groups=groups)
+    grouped = EndpointsInput(state=EndpointsState(endpoints={r.key: r for r in records}))
     return whole_bytes, len(grouped.model_dump_json(by_alias=True)), len(groups)
 
 
@@ -86,3 +90,11 @@ def test_ten_thousand_endpoints_fit_under_the_payload_limit() -> None:
     whole_bytes, grouped_bytes, groups = _sizes(fleet_of(100, 100, 50))
     assert groups == 5_000
     assert grouped_bytes < PAYLOAD_LIMIT * 3 // 4, grouped_bytes
+
+
+def test_a_starter_s_empty_input_is_an_empty_directory() -> None:
+    # The publishing activities start the directory without its input type (a lower layer).
+    started = EndpointsInput.model_validate_json(DirectoryStart().model_dump_json(by_alias=True))
+    assert started == EndpointsInput()
+    assert started.state.endpoints == {}
+    assert started.state.watches == {}

@@ -1,18 +1,46 @@
-"""What a run handed to continue-as-new: its input as the next run receives it, read from the
-``ContinuedAsNew`` event of the first run's history (see the ``carrying_client`` fixture)."""
+"""A dev server that suggests continue-as-new early (the time-skipping server never does), and
+what a run handed to continue-as-new: its input as the next run receives it, read from the
+``ContinuedAsNew`` event of the first run's history."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from modelfleet.worker.devserver import start_dev_server
+
 CARRY_DEADLINE = 60.0
+# Where the server suggests continue-as-new: a few dozen events, so a test drives a run across
+# it with a handful of Updates.
+SUGGEST_AT = 40
+
+
+@contextlib.asynccontextmanager
+async def suggesting_server(state: Path) -> AsyncIterator[Client]:
+    """A fresh in-memory dev server suggesting continue-as-new at ``SUGGEST_AT`` events, and a
+    client of it."""
+    server = await start_dev_server(
+        state,
+        ui=False,
+        db_file=False,
+        extra_args=[
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
+        ],
+    )
+    try:
+        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
+    finally:
+        server.stop()
 
 
 async def continued(client: Client, wid: str, run_id: str) -> WorkflowHandle[Any, Any]:

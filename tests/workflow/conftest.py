@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from carry_support import suggesting_server
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
@@ -74,28 +75,12 @@ async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
         server.stop()
 
 
-# Where ``carrying_client``'s server suggests continue-as-new: a few dozen events, so a test
-# drives a run across it with a handful of Updates.
-SUGGEST_AT = 40
-
-
 @pytest_asyncio.fixture
 async def carrying_client(tmp_path: Path) -> AsyncIterator[Client]:
-    """A client of a fresh dev server that suggests continue-as-new at ``SUGGEST_AT`` events
-    (the time-skipping server never suggests it)."""
-    server = await start_dev_server(
-        tmp_path,
-        ui=False,
-        db_file=False,
-        extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
-        ],
-    )
-    try:
-        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
-    finally:
-        server.stop()
+    """A client of a fresh dev server that suggests continue-as-new after a few dozen events
+    (``carry_support``)."""
+    async with suggesting_server(tmp_path) as client:
+        yield client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

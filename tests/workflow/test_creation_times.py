@@ -35,9 +35,10 @@ from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, KUBE_PROBE
 from modelfleet.contracts.fleet_payloads import PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
-from modelfleet.contracts.serving_payloads import EndpointsInput, ServiceStatus
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus
 from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.endpoints.state import EndpointsInput, EndpointsState
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
@@ -205,7 +206,7 @@ async def test_the_endpoint_directory_keeps_when_it_first_saw_each_endpoint(
         old = _record("old", "http://10.0.0.1/v1").model_copy(update={"created": CREATED})
         directory = await env.client.start_workflow(
             EndpointDirectoryWorkflow.run,
-            EndpointsInput(endpoints=[old]),
+            EndpointsInput(state=EndpointsState(endpoints={old.key: old})),
             id=f"endpoints-{uuid.uuid4()}",
             task_queue=queue,
         )

@@ -2,55 +2,41 @@
 (``rendering.endpoint_groups``) and loses nothing.
 
 On the real dev server, which suggests continue-as-new (the time-skipping server does not),
-with the suggestion lowered to 40 events so that 30 published endpoints cross it."""
+with the suggestion lowered to 40 events (``carrying_client``) so that 30 published endpoints
+cross it."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from modelfleet.contracts.serving_payloads import EndpointsInput
+from modelfleet.api.services import InferenceGateway, ServiceEndpoint
+from modelfleet.contracts.serving_payloads import WatchRequest, WatchResult
+from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.worker.devserver import start_dev_server
 
-SUGGEST_AT = 40
 ENDPOINTS = 30
-
-
-@contextlib.asynccontextmanager
-async def suggesting_server(state: Path) -> AsyncIterator[Client]:
-    """A dev server that suggests continue-as-new at ``SUGGEST_AT`` events, and a client."""
-    server = await start_dev_server(
-        state,
-        ui=False,
-        db_file=False,
-        extra_args=[
-            "--dynamic-config-value",
-            f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
-        ],
-    )
-    try:
-        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
-    finally:
-        server.stop()
-
-
-@pytest_asyncio.fixture
-async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
-    async with suggesting_server(tmp_path) as client:
-        yield client
+GATEWAY = InferenceGateway.model_validate(
+    {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "InferenceGateway",
+        "metadata": {"name": "default"},
+        "spec": {"cluster": "c1"},
+    }
+)
+# A service's watch that none of the endpoints here concern (so nothing is signalled).
+QUIET_WATCH = WatchRequest(
+    watcher="service/elsewhere/svc",
+    namespace="elsewhere",
+    entries=[ServiceEndpoint.model_validate({"selector": {"matchLabels": {"app": "x"}}})],
+)
 
 
 def published(i: int) -> EndpointRecord:
@@ -78,6 +64,8 @@ async def fill_until_carried(client: Client, wid: str, queue: str) -> WorkflowHa
         EndpointDirectoryWorkflow.run, EndpointsInput(), id=wid, task_queue=queue
     )
     first = client.get_workflow_handle(wid, run_id=handle.result_run_id)
+    await handle.execute_update(EndpointDirectoryWorkflow.put_gateway, GATEWAY)
+    await handle.execute_update(EndpointDirectoryWorkflow.watch, QUIET_WATCH)
     for record in [AUTHORED, *(published(i) for i in range(ENDPOINTS))]:
         await client.get_workflow_handle(wid).execute_update(EndpointDirectoryWorkflow.put, record)
     for _ in range(200):  # the run continues-as-new once its handlers are done
@@ -87,8 +75,8 @@ async def fill_until_carried(client: Client, wid: str, queue: str) -> WorkflowHa
     return first
 
 
-async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -> None:
-    client = dev_client
+async def test_the_directory_carries_its_endpoints_grouped(carrying_client: Client) -> None:
+    client = carrying_client
     queue = f"directory-{uuid.uuid4()}"
     wid = f"endpoints-{uuid.uuid4()}"
     async with Worker(client, task_queue=queue, workflows=[EndpointDirectoryWorkflow]):
@@ -96,9 +84,10 @@ async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -
         history = await first.fetch_history()
         last = history.events[-1]
         assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
-        carried = json.loads(
+        wire = json.loads(
             last.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
         )
+        carried = wire["state"]
         # The replicas' endpoints in groups (one per deployment here), the authored one whole.
         held = await first.query(EndpointDirectoryWorkflow.list_endpoints, "")
         before = {r.key: r for r in held}
@@ -112,4 +101,13 @@ async def test_the_directory_carries_its_endpoints_grouped(dev_client: Client) -
         now = {r.key: r for r in await latest.query(EndpointDirectoryWorkflow.list_endpoints, "")}
         assert len(now) == ENDPOINTS + 1
         assert {k: now[k] for k in before} == before
+        # The whole state rode along: endpoints, the service's watch and the gateway.
+        state = EndpointsInput.model_validate(wire).state
+        assert state.endpoints == before
+        assert state.watches == {QUIET_WATCH.watcher: QUIET_WATCH}
+        assert state.gateway == GATEWAY
+        assert await latest.query(EndpointDirectoryWorkflow.gateway) == GATEWAY
+        assert await latest.execute_update(EndpointDirectoryWorkflow.watch, QUIET_WATCH) == (
+            WatchResult(endpoints=[], gateway=GATEWAY)
+        )
         await client.get_workflow_handle(wid).terminate()

@@ -36,13 +36,13 @@ from modelfleet.contracts.serving_payloads import (
     SERVING_PROBE,
     EndpointHealth,
     EndpointKey,
-    EndpointsInput,
     GatewayAddressRequest,
     ProbeEndpointsRequest,
     ServiceStatus,
     WatchRequest,
     WatchResult,
 )
+from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceInput, ServiceWorkflow

@@ -43,9 +43,9 @@ from modelfleet.contracts.serving_payloads import (
     SERVING_PROBE,
     SERVING_SYNC_KEYS,
     SERVING_SYNC_PROVIDER_TOKENS,
+    DirectoryStart,
     EndpointHealth,
     EndpointKey,
-    EndpointsInput,
     GatewayAddressRequest,
     ProbeEndpointsRequest,
     ProviderTokensRequest,
@@ -98,7 +98,7 @@ async def directory_update(
     async def once() -> Any:
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ENDPOINT_DIRECTORY_WORKFLOW,
-            EndpointsInput(),
+            DirectoryStart(),
             id=ENDPOINTS_ID,
             task_queue=TASK_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -15,7 +15,6 @@ from pydantic import Field
 from modelfleet.api.meta import Condition
 from modelfleet.api.services import InferenceGateway, ServiceEndpoint
 from modelfleet.contracts.wire import WireModel
-from modelfleet.rendering.endpoint_groups import EndpointGroup
 from modelfleet.rendering.front_door import EndpointRecord
 
 ENDPOINTS_ID = "endpoints"
@@ -109,14 +108,10 @@ class ProviderTokensRequest(WireModel):
     tokens: dict[str, str]
 
 
-class EndpointsInput(WireModel):
-    """The endpoint directory's state, carried across continue-as-new: replicas' endpoints in
-    ``groups`` (``rendering.endpoint_groups``), the others whole in ``endpoints``."""
-
-    endpoints: list[EndpointRecord] = Field(default_factory=list)
-    groups: list[EndpointGroup] = Field(default_factory=list)
-    watches: list[WatchRequest] = Field(default_factory=list)
-    gateway: InferenceGateway | None = None
+class DirectoryStart(WireModel):
+    """The endpoint directory's first input as a starter that knows nothing of its state sends
+    it (the publishing activities start it on first use): no state. The workflow reads it as its
+    own input (``endpoints.state.EndpointsInput``) with an empty state."""
 
 
 class ServiceEndpointStatus(WireModel):

@@ -4,8 +4,8 @@ which ModelService watches which endpoints. A change is pushed to exactly the se
 selectors it concerns (signal ``endpoints_changed`` with their full, bounded set), so services
 react to deployments instead of polling.
 
-Deterministic orchestration only: no I/O. Its state is compact records, carried across
-continue-as-new.
+Deterministic orchestration only: no I/O. Its state (``endpoints.state``) is carried whole
+across continue-as-new, in compact form on the wire.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ with workflow.unsafe.imports_passed_through():
         ENDPOINT_DIRECTORY_WORKFLOW,
         EndpointKey,
         EndpointsChanged,
-        EndpointsInput,
         WatchRequest,
         WatchResult,
     )
     from modelfleet.contracts.versioning import declared
-    from modelfleet.rendering.endpoint_groups import expand_groups, group_endpoints
+    from modelfleet.endpoints.state import EndpointsInput
     from modelfleet.rendering.front_door import EndpointRecord
 
 
@@ -46,28 +45,26 @@ def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
 class EndpointDirectoryWorkflow:
     @workflow.init
     def __init__(self, arg: EndpointsInput) -> None:
-        records = [*arg.endpoints, *expand_groups(arg.groups)]
-        self._endpoints: dict[str, EndpointRecord] = {e.key: e for e in records}
-        self._watches: dict[str, WatchRequest] = {w.watcher: w for w in arg.watches}
-        self._gateway: InferenceGateway | None = arg.gateway
+        self._state = arg.state
+        # Watchers to signal: drained before every continue-as-new, so never carried.
         self._pending: set[str] = set()
 
     # --- updates ---------------------------------------------------------------------------
 
     @workflow.update
     def put(self, record: EndpointRecord) -> None:
-        old = self._endpoints.get(record.key)
+        old = self._state.endpoints.get(record.key)
         # The directory keeps when it first saw the key (AGE); a re-put changes nothing else.
         born = old.created if old is not None and old.created is not None else workflow.now()
         record = record.model_copy(update={"created": born})
         if old == record:
             return
-        self._endpoints[record.key] = record
+        self._state.endpoints[record.key] = record
         self._touch(record, old)
 
     @workflow.update
     def withdraw(self, key: EndpointKey) -> bool:
-        old = self._endpoints.pop(f"{key.namespace}/{key.name}", None)
+        old = self._state.endpoints.pop(f"{key.namespace}/{key.name}", None)
         if old is None:
             return False
         self._touch(old)
@@ -75,18 +72,18 @@ class EndpointDirectoryWorkflow:
 
     @workflow.update
     def put_gateway(self, gateway: InferenceGateway) -> None:
-        if gateway != self._gateway:
-            self._gateway = gateway
-            self._pending.update(self._watches)
+        if gateway != self._state.gateway:
+            self._state.gateway = gateway
+            self._pending.update(self._state.watches)
 
     @workflow.update
     def watch(self, request: WatchRequest) -> WatchResult:
-        self._watches[request.watcher] = request
-        return WatchResult(endpoints=self._matching(request), gateway=self._gateway)
+        self._state.watches[request.watcher] = request
+        return WatchResult(endpoints=self._matching(request), gateway=self._state.gateway)
 
     @workflow.update
     def unwatch(self, watcher: str) -> None:
-        self._watches.pop(watcher, None)
+        self._state.watches.pop(watcher, None)
         self._pending.discard(watcher)
 
     # --- queries ---------------------------------------------------------------------------
@@ -95,14 +92,14 @@ class EndpointDirectoryWorkflow:
     def list_endpoints(self, namespace: str) -> list[EndpointRecord]:
         """Every endpoint of ``namespace`` ("" for all), by key."""
         return [
-            self._endpoints[k]
-            for k in sorted(self._endpoints)
-            if not namespace or self._endpoints[k].namespace == namespace
+            self._state.endpoints[k]
+            for k in sorted(self._state.endpoints)
+            if not namespace or self._state.endpoints[k].namespace == namespace
         ]
 
     @workflow.query
     def gateway(self) -> InferenceGateway | None:
-        return self._gateway
+        return self._state.gateway
 
     # --- run -------------------------------------------------------------------------------
 
@@ -119,40 +116,29 @@ class EndpointDirectoryWorkflow:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self._pending:
-                    workflow.continue_as_new(self._carried())
-
-    def _carried(self) -> EndpointsInput:
-        """The continue-as-new input, replicas' endpoints grouped (``rendering.endpoint_groups``):
-        as whole records it would grow ~360 bytes an endpoint and pass Temporal's 2 MiB payload
-        limit near 5,800 endpoints (issue 11); what does not group is carried whole."""
-        records = [self._endpoints[k] for k in sorted(self._endpoints)]
-        watches = [self._watches[k] for k in sorted(self._watches)]
-        groups, whole = group_endpoints(records)
-        return EndpointsInput(
-            endpoints=whole, groups=groups, watches=watches, gateway=self._gateway
-        )
+                    workflow.continue_as_new(EndpointsInput(state=self._state))
 
     def _matching(self, watch: WatchRequest) -> list[EndpointRecord]:
         return [
-            self._endpoints[k]
-            for k in sorted(self._endpoints)
-            if _selects(watch, self._endpoints[k])
+            self._state.endpoints[k]
+            for k in sorted(self._state.endpoints)
+            if _selects(watch, self._state.endpoints[k])
         ]
 
     def _touch(self, *records: EndpointRecord | None) -> None:
         present: Iterable[EndpointRecord] = [r for r in records if r is not None]
-        for watcher, watch in self._watches.items():
+        for watcher, watch in self._state.watches.items():
             if any(_selects(watch, r) for r in present):
                 self._pending.add(watcher)
 
     async def _notify(self, watcher: str) -> None:
-        watch = self._watches.get(watcher)
+        watch = self._state.watches.get(watcher)
         if watch is None:
             return
         handle = workflow.get_external_workflow_handle(watcher)
-        change = EndpointsChanged(endpoints=self._matching(watch), gateway=self._gateway)
+        change = EndpointsChanged(endpoints=self._matching(watch), gateway=self._state.gateway)
         try:
             await handle.signal("endpoints_changed", change)
         except ApplicationError:
             # The service is gone (deleted while we held its watch): forget it.
-            self._watches.pop(watcher, None)
+            self._state.watches.pop(watcher, None)
