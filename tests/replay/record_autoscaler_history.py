@@ -36,7 +36,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
+from modelfleet.autoscaler.state import AutoscalerInput
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.autoscaler import plot_history
 from modelfleet.contracts.activity_names import (
     AUTOSCALER_GATEWAY_WAITING,
@@ -162,7 +163,7 @@ async def record(plot: Path | None = None) -> WorkflowHistory:
             )
             first = await env.client.start_workflow(
                 AutoscalerWorkflow.run,
-                AutoscalerInput(spec=spec, decisions_per_run=DECISIONS_PER_RUN),
+                AutoscalerInput.of(spec, decisions_per_run=DECISIONS_PER_RUN),
                 id=wid,
                 task_queue=queue,
             )

@@ -17,6 +17,7 @@ from typing import Any
 import matplotlib.image
 import pytest
 import pytest_asyncio
+from carry_support import carried_input
 from temporalio import activity
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
@@ -26,7 +27,8 @@ from typer.testing import CliRunner
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaler.records import AutoscalerStatus, Decision
-from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
+from modelfleet.autoscaler.state import AutoscalerInput
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli import output
 from modelfleet.cli.autoscaler import fetch, plot_history
 from modelfleet.cli.main import app
@@ -185,7 +187,7 @@ async def start(
         ma.metadata.name = name
         handle = await time_skipping_env.client.start_workflow(
             AutoscalerWorkflow.run,
-            AutoscalerInput(spec=ma, **extra),
+            AutoscalerInput.of(ma, **extra),
             id=autoscaler_id("ml", name),
             task_queue=queue,
         )
@@ -366,6 +368,19 @@ async def test_continue_as_new_keeps_the_log_history_and_creation_time(start: An
     log = await run.log()
     assert len(log) >= 8
     assert all(d.applied == 2 for d in log)
+    # The first run handed on its whole state and its settings; the next run went on from it.
+    first_run = run.env.client.get_workflow_handle(run.handle.id, run_id=first.run_id)
+    carried = AutoscalerInput.model_validate(await carried_input(first_run))
+    assert carried.decisions_per_run == 3
+    held: list[Decision] = await first_run.query(
+        AutoscalerWorkflow.decisions, 200, result_type=list[Decision]
+    )
+    assert carried.state.decisions == held
+    assert len(held) == 3
+    assert carried.state.created == created
+    assert carried.state.spec.name == run.name
+    assert carried.state.last_applied == 2
+    assert log[: len(held)] == held
 
 
 async def test_apply_changes_the_bounds_and_delete_ends_the_loop(start: Any) -> None:

@@ -11,7 +11,8 @@ request gets the first replica (scale from zero). Every decision, with its
 inputs, recommendation, desired and applied counts and reason, is kept in a bounded ring and
 answered by the ``decisions`` query; the HPA history (recent recommendations and scale events)
 is kept pruned to the longest window. The loop continues as new every few hundred decisions,
-carrying the ring and the history, so its own history stays bounded.
+carrying its state (``autoscaler.state``: the ring, the history, the count it set) whole, so
+its own history stays bounded.
 
 A manual scale of the target while the autoscaler is attached is noticed (the target's count
 differs from what the autoscaler last set), recorded on the decision as overridden, and the
@@ -26,7 +27,7 @@ Handlers: ``apply`` (Update, validated), ``delete`` (Update), ``resync`` (signal
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, VersioningBehavior
@@ -35,11 +36,11 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.autoscalers import MetricSourceType, ModelAutoscaler
     from modelfleet.api.manifest_errors import InvalidResourceError
-    from modelfleet.api.meta import Model
     from modelfleet.api.rules import validate
     from modelfleet.autoscaler.behavior import record_scale
     from modelfleet.autoscaler.decide import decide
     from modelfleet.autoscaler.records import AutoscalerStatus, Decision, History, Observation
+    from modelfleet.autoscaler.state import AutoscalerInput, keep_decision
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import (
         AUTOSCALER_GATEWAY_WAITING,
@@ -62,10 +63,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.ids import deployment_id
     from modelfleet.contracts.versioning import declared
 
-# How many decisions the ring keeps (the `decisions` query and `describe` read them).
-MAX_DECISIONS = 120
-# Decisions per run before continuing as new: each takes about a dozen history events.
-DECISIONS_PER_RUN = 200
 READ_TIMEOUT = timedelta(seconds=60)
 # Few attempts: a decision that cannot read its inputs is skipped, and the next interval retries.
 READ_RETRY = RetryPolicy(
@@ -79,33 +76,17 @@ def autoscaler_id(namespace: str, name: str) -> str:
     return f"autoscaler/{namespace}/{name}"
 
 
-class AutoscalerInput(Model):
-    spec: ModelAutoscaler
-    generation: int = 1
-    history: History = History()
-    decisions: list[Decision] = []
-    last_applied: int | None = None
-    sequence: int = 0
-    decisions_per_run: int = DECISIONS_PER_RUN
-    # When the resource was created: the first run's start, carried across continue-as-new
-    # (None in payloads from before it was carried: then this run's start stands in).
-    created: datetime | None = None
-
-
 @workflow.defn(
     name="ModelAutoscaler", versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE)
 )
 class AutoscalerWorkflow:
     @workflow.init
     def __init__(self, arg: AutoscalerInput) -> None:
-        self._spec = arg.spec
-        self._created = arg.created or workflow.info().start_time
-        self._generation = arg.generation
-        self._history = arg.history
-        self._decisions: list[Decision] = list(arg.decisions)[-MAX_DECISIONS:]
-        self._last_applied = arg.last_applied
-        self._sequence = arg.sequence
-        self._per_run = arg.decisions_per_run
+        self._settings = arg  # its ``state`` is ``self._state``'s first value, no more
+        self._state = arg.state
+        if self._state.created is None:
+            self._state.created = workflow.info().start_time
+        # What this run saw and does; each run finds them afresh.
         self._current: int | None = None
         self._problem = ""
         self._deleting = False
@@ -116,24 +97,25 @@ class AutoscalerWorkflow:
 
     @workflow.update
     def apply(self, spec: ModelAutoscaler) -> AutoscalerStatus:
-        if spec.to_wire() != self._spec.to_wire():
-            if spec.spec.scale_target_ref != self._spec.spec.scale_target_ref:
+        state = self._state
+        if spec.to_wire() != state.spec.to_wire():
+            if spec.spec.scale_target_ref != state.spec.spec.scale_target_ref:
                 # Another deployment: the old one's recommendations, scale events and count
                 # say nothing about it.
-                self._history = History()
-                self._last_applied = None
+                state.history = History()
+                state.last_applied = None
                 self._current = None
-            self._spec = spec
-            self._generation += 1
+            state.spec = spec
+            state.generation += 1
             self._wake = True
         return self._status()
 
     @apply.validator
     def _check_apply(self, spec: ModelAutoscaler) -> None:
-        if (spec.namespace, spec.name) != (self._spec.namespace, self._spec.name):
-            raise ValueError(f"this workflow holds {self._spec.ref}, not {spec.ref}")
+        if (spec.namespace, spec.name) != (self._state.spec.namespace, self._state.spec.name):
+            raise ValueError(f"this workflow holds {self._state.spec.ref}, not {spec.ref}")
         if self._deleting:
-            raise ValueError(f"{self._spec.ref} is being deleted")
+            raise ValueError(f"{self._state.spec.ref} is being deleted")
         errors = validate(spec)
         if errors:
             raise InvalidResourceError(spec.ref, errors)
@@ -155,18 +137,18 @@ class AutoscalerWorkflow:
 
     @workflow.query
     def decisions(self, limit: int = 20) -> list[Decision]:
-        return self._decisions[-limit:] if limit > 0 else []
+        return self._state.decisions[-limit:] if limit > 0 else []
 
     @workflow.query
     def spec(self) -> ModelAutoscaler:
         """The manifest as last applied (``get -o yaml`` prints it; queries are not history)."""
-        return self._spec
+        return self._state.spec
 
     # --- loop ------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, arg: AutoscalerInput) -> AutoscalerStatus:
-        ma = self._spec
+        ma = self._state.spec
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("ModelAutoscaler"),
@@ -180,40 +162,29 @@ class AutoscalerWorkflow:
             await self._decide_once()
             self._publish()
             taken += 1
-            if taken >= self._per_run or workflow.info().is_continue_as_new_suggested():
+            per_run = self._settings.decisions_per_run
+            if taken >= per_run or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
+                workflow.continue_as_new(self._settings.model_copy(update={"state": self._state}))
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: self._wake or self._deleting,
-                    timeout=timedelta(seconds=self._spec.spec.interval_seconds),
+                    timeout=timedelta(seconds=self._state.spec.spec.interval_seconds),
                     timeout_summary="next decision",
                 )
         self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._status()
 
-    def _carry(self) -> AutoscalerInput:
-        return AutoscalerInput(
-            spec=self._spec,
-            generation=self._generation,
-            history=self._history,
-            decisions=self._decisions,
-            last_applied=self._last_applied,
-            sequence=self._sequence,
-            decisions_per_run=self._per_run,
-            created=self._created,
-        )
-
     async def _decide_once(self) -> None:
-        spec = self._spec.spec
+        spec = self._state.spec.spec
         target_name = spec.scale_target_ref.name
         try:
             target: TargetState = await workflow.execute_activity(
                 AUTOSCALER_TARGET,
                 TargetRequest(
-                    workflow_id=deployment_id(self._spec.namespace, target_name),
-                    namespace=self._spec.namespace,
+                    workflow_id=deployment_id(self._state.spec.namespace, target_name),
+                    namespace=self._state.spec.namespace,
                     name=target_name,
                 ),
                 result_type=TargetState,
@@ -225,7 +196,7 @@ class AutoscalerWorkflow:
             self._problem = f"cannot read ModelDeployment {target_name}: {exc.cause or exc}"
             return
         if not target.found:
-            ref = f"ModelDeployment {self._spec.namespace}/{target_name}"
+            ref = f"ModelDeployment {self._state.spec.namespace}/{target_name}"
             self._problem = f"{ref}: {target.summary}"
             return
         self._problem = ""
@@ -243,33 +214,33 @@ class AutoscalerWorkflow:
             waiting_at_gateway=gateway.waiting if gateway else None,
             gateway_note=gateway.note if gateway else "",
         )
-        decision, history = decide(spec, observation, self._history)
-        if self._last_applied is not None and target.desired != self._last_applied:
+        state = self._state
+        decision, history = decide(spec, observation, state.history)
+        if state.last_applied is not None and target.desired != state.last_applied:
             decision.outcome = (
                 f"overridden: the target was scaled to {target.desired} outside the autoscaler "
-                f"(it had set {self._last_applied}); deciding from {target.desired}"
+                f"(it had set {state.last_applied}); deciding from {target.desired}"
             )
         if decision.applied != decision.current:
             result = await self._scale(decision.applied)
             if result.accepted:
                 history = record_scale(history, observation.at, decision.applied - decision.current)
-                self._last_applied = decision.applied
+                state.last_applied = decision.applied
                 self._current = decision.applied
                 note = f"scaled to {decision.applied}"
             else:
-                self._last_applied = decision.current
+                state.last_applied = decision.current
                 note = f"scale to {decision.applied} not applied: {result.reason}"
             decision.outcome = f"{decision.outcome}; {note}" if decision.outcome else note
         else:
-            self._last_applied = decision.current
-        self._history = history
-        self._decisions.append(decision)
-        del self._decisions[:-MAX_DECISIONS]
+            state.last_applied = decision.current
+        state.history = history
+        keep_decision(state, decision)
 
     async def _read(self, target: TargetState) -> ReadMetricsResult:
-        spec = self._spec.spec
+        spec = self._state.spec.spec
         request = ReadMetricsRequest(
-            namespace=self._spec.namespace,
+            namespace=self._state.spec.namespace,
             replicas=target.replicas,
             metrics=[m.engine.name for m in spec.metrics if m.engine is not None],
             queries=[
@@ -299,7 +270,7 @@ class AutoscalerWorkflow:
             )
 
     async def _gateway_waiting(self) -> GatewayWaitingResult:
-        ns, name = self._spec.namespace, self._spec.spec.scale_target_ref.name
+        ns, name = self._state.spec.namespace, self._state.spec.spec.scale_target_ref.name
         request = GatewayWaitingRequest(
             namespace=ns,
             deployment=name,
@@ -323,13 +294,14 @@ class AutoscalerWorkflow:
             return GatewayWaitingResult(note=f"reading the gateway failed: {exc.cause or exc}")
 
     async def _scale(self, replicas: int) -> ScaleTargetResult:
-        self._sequence += 1
+        self._state.sequence += 1
+        ns, name = self._state.spec.namespace, self._state.spec.spec.scale_target_ref.name
         info = workflow.info()
         request = ScaleTargetRequest(
-            request_id=f"{info.workflow_id}/{info.run_id}/{self._sequence}",
-            workflow_id=deployment_id(self._spec.namespace, self._spec.spec.scale_target_ref.name),
-            namespace=self._spec.namespace,
-            name=self._spec.spec.scale_target_ref.name,
+            request_id=f"{info.workflow_id}/{info.run_id}/{self._state.sequence}",
+            workflow_id=deployment_id(ns, name),
+            namespace=ns,
+            name=name,
             replicas=replicas,
         )
         try:
@@ -348,25 +320,25 @@ class AutoscalerWorkflow:
     # --- reporting -------------------------------------------------------------------------
 
     def _status(self) -> AutoscalerStatus:
-        spec = self._spec.spec
+        spec = self._state.spec.spec
         return AutoscalerStatus(
-            namespace=self._spec.namespace,
-            name=self._spec.name,
+            namespace=self._state.spec.namespace,
+            name=self._state.spec.name,
             target=spec.scale_target_ref.name,
             min_replicas=spec.min_replicas,
             max_replicas=spec.max_replicas,
-            generation=self._generation,
+            generation=self._state.generation,
             current=self._current,
-            last_applied=self._last_applied,
+            last_applied=self._state.last_applied,
             problem=self._problem,
-            last_decision=self._decisions[-1] if self._decisions else None,
-            decisions_kept=len(self._decisions),
+            last_decision=self._state.decisions[-1] if self._state.decisions else None,
+            decisions_kept=len(self._state.decisions),
             deleting=self._deleting,
-            created=self._created,
+            created=self._state.created,
         )
 
     def _publish(self) -> None:
-        last = self._decisions[-1] if self._decisions else None
+        last = self._state.decisions[-1] if self._state.decisions else None
         phase = "Deleting" if self._deleting else ("Degraded" if self._problem else "Active")
         if phase != self._phase:
             # Only on change: an upsert is a history event, and this runs every interval.

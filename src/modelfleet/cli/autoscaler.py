@@ -20,7 +20,8 @@ from temporalio.client import Client
 
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaler.records import AutoscalerStatus, Decision
-from modelfleet.autoscaler.workflow import AutoscalerInput, AutoscalerWorkflow, autoscaler_id
+from modelfleet.autoscaler.state import AutoscalerInput
+from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
 from modelfleet.cli.entities import update_with_start
@@ -44,7 +45,7 @@ async def apply_autoscaler(
         AutoscalerWorkflow.apply,
         resource,
         run=AutoscalerWorkflow.run,
-        run_arg=AutoscalerInput(spec=resource),
+        run_arg=AutoscalerInput.of(resource),
         workflow_id=autoscaler_id(resource.namespace, resource.name),
         summary=(
             f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
