@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
 from test_cache_workflow import FakeFleet, cache
 
+from modelfleet.cache.state import CacheInput
 from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache, cache_id
+from modelfleet.contracts.cache_payloads import DeleteCache, cache_id
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 
@@ -61,7 +62,7 @@ async def _cache(env: WorkflowEnvironment) -> WorkflowHistory:
     ):
         handle = await env.client.start_workflow(
             CacheWorkflow.run,
-            CacheInput(spec=spec, busy_poll_seconds=5, idle_poll_seconds=30, retry_seconds=20),
+            CacheInput.of(spec, busy_poll_seconds=5, idle_poll_seconds=30, retry_seconds=20),
             id=cache_id(spec.namespace, spec.name),
             task_queue=queue,
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest_asyncio
+from carry_support import carried_input, continued
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
@@ -28,6 +29,7 @@ from temporalio.worker import Worker
 
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.kinds import parse_resource
+from modelfleet.cache.state import CacheInput
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.contracts.cache_payloads import (
     CACHE_CLEAN,
@@ -35,7 +37,6 @@ from modelfleet.contracts.cache_payloads import (
     CACHE_REPORT,
     CACHE_STAGE,
     CACHE_TARGETS,
-    CacheInput,
     CacheObservation,
     CacheReport,
     CacheStatus,
@@ -175,8 +176,8 @@ class Harness:
     async def start(self, spec: ModelCache) -> WorkflowHandle[Any, Any]:
         return await self.client.start_workflow(
             CacheWorkflow.run,
-            CacheInput(
-                spec=spec, busy_poll_seconds=BUSY_POLL, idle_poll_seconds=30, retry_seconds=RETRY
+            CacheInput.of(
+                spec, busy_poll_seconds=BUSY_POLL, idle_poll_seconds=30, retry_seconds=RETRY
             ),
             id=cache_id(spec.namespace, spec.name),
             task_queue=self.queue,
@@ -325,3 +326,34 @@ async def test_a_missing_auth_secret_is_a_failure_with_the_reason_retried_later(
     assert harness.fleet.cluster("b").created_jobs == []
     await handle.execute_update(CacheWorkflow.delete, DeleteCache())
     await harness.finished(handle)
+
+
+async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) -> None:
+    """On a server that suggests continue-as-new after a few dozen events: the input the first
+    run hands on is its settings and its whole state, and the next run goes on from there."""
+    fleet = FakeFleet(labels={"a": {"region": "us"}, "b": {"region": "eu"}})
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        carrying_client,
+        task_queue=queue,
+        workflows=[CacheWorkflow],
+        activities=[fleet.targets, fleet.observe, fleet.stage, fleet.clean, fleet.report],
+    ):
+        run = Harness(carrying_client, fleet, queue)
+        spec = cache(auth=False)
+        handle = await run.start(spec)
+        assert handle.result_run_id is not None
+        first = await continued(carrying_client, handle.id, handle.result_run_id)
+        held: CacheStatus = await first.query(CacheWorkflow.status)
+        carried = CacheInput.model_validate(await carried_input(first))
+        assert (carried.busy_poll_seconds, carried.retry_seconds) == (BUSY_POLL, RETRY)
+        assert carried.state.spec == spec
+        assert not carried.state.deleting
+        assert sorted(carried.state.clusters) == ["a", "b"]
+        assert [carried.state.clusters[k] for k in sorted(carried.state.clusters)] == held.clusters
+        # The next run finishes what the first started: one Job per cluster, never a second.
+        latest = carrying_client.get_workflow_handle(handle.id)
+        await run.until(latest, lambda s: s.phase == "Staged", "staged after the new run")
+        assert [len(fleet.cluster(n).created_jobs) for n in "ab"] == [1, 1]
+        await latest.execute_update(CacheWorkflow.delete, DeleteCache())
+        await run.finished(latest)

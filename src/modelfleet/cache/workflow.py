@@ -10,7 +10,8 @@ longer needs, never a volume a workload still mounts unless forced. The per-clus
 to the Fleet (``cache.report``), which places replicas of deployments referencing the cache only
 where it is Ready.
 
-State stays bounded: one small record per cluster, carried across continue-as-new. Handlers:
+State stays bounded: one small record per cluster (``cache.state``), carried whole across
+continue-as-new. Handlers:
 ``apply`` and ``delete`` (Updates), ``resync`` (signal), ``status`` (query). Deterministic
 orchestration only: decisions and rendering are pure, all I/O is in activities.
 """
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.cache.decide import (
         RetryPolicy as StagingRetry,
     )
+    from modelfleet.cache.state import CacheInput
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import (
         CACHE_CLEAN,
@@ -49,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         CACHE_REPORT,
         CACHE_STAGE,
         CACHE_TARGETS,
-        CacheInput,
         CacheObjects,
         CacheObservation,
         CachePhase,
@@ -100,11 +101,8 @@ MAX_HISTORY_EVENTS = 4000
 class CacheWorkflow:
     @workflow.init
     def __init__(self, arg: CacheInput) -> None:
-        self._input = arg
-        self._cache: ModelCache = arg.spec
-        self._clusters: dict[str, ClusterCache] = {c.cluster: c for c in arg.clusters}
-        self._deleting = arg.deleting
-        self._force = arg.force
+        self._input = arg  # the settings; its ``state`` is ``self._state``'s first value, no more
+        self._state = arg.state
         self._wake = False
         # What the Fleet was last told; None: tell it (again) on the next pass.
         self._reported: dict[str, str] | None = None
@@ -115,7 +113,7 @@ class CacheWorkflow:
 
     @workflow.update
     def apply(self, cache: ModelCache) -> CacheStatus:
-        self._cache = cache
+        self._state.spec = cache
         self._wake = True
         return self._status()
 
@@ -124,15 +122,15 @@ class CacheWorkflow:
         errors = validate(cache)
         if errors:
             raise InvalidResourceError(cache.ref, errors)
-        if cache.ref != self._cache.ref:
-            raise ValueError(f"this workflow holds {self._cache.ref}, not {cache.ref}")
-        if self._deleting:
+        if cache.ref != self._state.spec.ref:
+            raise ValueError(f"this workflow holds {self._state.spec.ref}, not {cache.ref}")
+        if self._state.deleting:
             raise ValueError(f"{cache.ref} is being deleted")
 
     @workflow.update
     def delete(self, request: DeleteCache) -> CacheStatus:
-        self._deleting = True
-        self._force = self._force or request.force
+        self._state.deleting = True
+        self._state.force = self._state.force or request.force
         self._wake = True
         return self._status()
 
@@ -146,13 +144,13 @@ class CacheWorkflow:
 
     @workflow.query
     def spec(self) -> ModelCache:
-        return self._cache
+        return self._state.spec
 
     # --- the loop --------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, arg: CacheInput) -> CacheStatus:
-        c = self._cache
+        c = self._state.spec
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("ModelCache"),
@@ -162,21 +160,12 @@ class CacheWorkflow:
         )
         while True:
             await self._pass()
-            if self._deleting and not self._clusters:
+            if self._state.deleting and not self._state.clusters:
                 break
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    self._input.model_copy(
-                        update={
-                            "spec": self._cache,
-                            "clusters": [self._clusters[k] for k in sorted(self._clusters)],
-                            "deleting": self._deleting,
-                            "force": self._force,
-                        }
-                    )
-                )
-            settled = all(s.phase is CachePhase.READY for s in self._clusters.values())
+                workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
+            settled = all(s.phase is CachePhase.READY for s in self._state.clusters.values())
             seconds = self._input.idle_poll_seconds if settled else self._input.busy_poll_seconds
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._wake, timeout=seconds)
@@ -196,7 +185,7 @@ class CacheWorkflow:
 
     async def _pass(self) -> None:
         # One spec for the whole pass, even if an apply lands while its activities run.
-        cache = self._cache
+        cache = self._state.spec
         try:
             targets: list[CacheTarget] = await workflow.execute_activity(
                 CACHE_TARGETS,
@@ -211,30 +200,32 @@ class CacheWorkflow:
             self._show()
             return
         self._reason = ""
-        wanted = {} if self._deleting else {t.cluster: t for t in targets_for(cache, targets)}
+        wanted = {} if self._state.deleting else {t.cluster: t for t in targets_for(cache, targets)}
         known = {t.cluster: t for t in targets}
-        for name in list(self._clusters):
+        for name in list(self._state.clusters):
             if name not in known:
                 # The cluster left the fleet: nothing left there to talk to or clean.
-                del self._clusters[name]
-        names = sorted((set(self._clusters) | set(wanted)) & set(known))
+                del self._state.clusters[name]
+        names = sorted((set(self._state.clusters) | set(wanted)) & set(known))
         await asyncio.gather(*(self._step(cache, n, known[n], n in wanted) for n in names))
         await self._report()
         self._show()
 
     async def _step(self, cache: ModelCache, name: str, target: CacheTarget, wanted: bool) -> None:
-        state = self._clusters.get(name)
-        if state is None:
-            state = self._clusters[name] = ClusterCache(cluster=name, namespace=target.namespace)
+        record = self._state.clusters.get(name)
+        if record is None:
+            record = self._state.clusters[name] = ClusterCache(
+                cluster=name, namespace=target.namespace
+            )
         if not target.ready:
-            self._clusters[name] = state.model_copy(
+            self._state.clusters[name] = record.model_copy(
                 update={"message": "cluster not ready; waiting for it"}
             )
             return
         digest = source_digest(cache)
         objects = CacheObjects(
             cluster=name,
-            namespace=state.namespace or target.namespace,
+            namespace=record.namespace or target.namespace,
             claim=claim_name(cache.namespace, cache.name),
             job=job_name(cache.namespace, cache.name, digest),
             secret=auth_secret_name(cache.namespace, cache.name),
@@ -249,7 +240,7 @@ class CacheWorkflow:
                 summary=f"observe on {name}",
             )
         except ActivityError as exc:
-            self._clusters[name] = state.model_copy(
+            self._state.clusters[name] = record.model_copy(
                 update={"message": f"cannot look at the cluster: {_cause(exc)}"}
             )
             return
@@ -257,12 +248,12 @@ class CacheWorkflow:
         if wanted:
             want = Want(digest=digest, job=objects.job, bytes_total=cache_bytes(cache))
             retry = StagingRetry(self._input.retry_seconds, self._input.max_retry_seconds)
-            plan = plan_cluster(state, obs, want, now, retry)
+            plan = plan_cluster(record, obs, want, now, retry)
         else:
-            plan = plan_removal(state, obs, now, force=self._force)
-        self._clusters[name] = await self._carry_out(cache, plan, objects, target)
+            plan = plan_removal(record, obs, now, force=self._state.force)
+        self._state.clusters[name] = await self._carry_out(cache, plan, objects, target)
         if plan.gone:
-            del self._clusters[name]
+            del self._state.clusters[name]
 
     async def _carry_out(
         self, cache: ModelCache, plan: ClusterPlan, objects: CacheObjects, target: CacheTarget
@@ -325,16 +316,15 @@ class CacheWorkflow:
 
     async def _report(self, *, force: bool = False) -> None:
         """Tell the Fleet where the cache is Ready (and how it stands elsewhere), on change."""
-        states = {} if self._deleting else self._clusters
+        cache = self._state.spec
+        states = {} if self._state.deleting else self._state.clusters
         clusters = {name: states[name].summary(REPORT_STEP) for name in sorted(states)}
         if clusters == self._reported and not force:
             return
         try:
             await workflow.execute_activity(
                 CACHE_REPORT,
-                CacheReport(
-                    namespace=self._cache.namespace, name=self._cache.name, clusters=clusters
-                ),
+                CacheReport(namespace=cache.namespace, name=cache.name, clusters=clusters),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=FLEET_RETRY,
                 summary="report readiness to the Fleet",
@@ -347,8 +337,8 @@ class CacheWorkflow:
     # --- reporting -------------------------------------------------------------------------
 
     def _show(self) -> None:
-        phase, ready = overall(list(self._clusters.values()), deleting=self._deleting)
-        attributes = (phase, tuple(sorted(self._clusters)))
+        phase, ready = overall(list(self._state.clusters.values()), deleting=self._state.deleting)
+        attributes = (phase, tuple(sorted(self._state.clusters)))
         if attributes != self._attributes:
             # An upsert is an event in history: only when something findable changed.
             self._attributes = attributes
@@ -358,27 +348,27 @@ class CacheWorkflow:
                     search.CLUSTERS.value_set(list(attributes[1])),
                 ]
             )
-        lines = [f"**{phase}** · {ready}/{len(self._clusters)} clusters Ready"]
-        lines += [f"- {name}: {s.summary()}" for name, s in sorted(self._clusters.items())]
+        lines = [f"**{phase}** · {ready}/{len(self._state.clusters)} clusters Ready"]
+        lines += [f"- {name}: {s.summary()}" for name, s in sorted(self._state.clusters.items())]
         if self._reason:
             lines.append(self._reason)
         workflow.set_current_details("\n".join(lines))
 
     def _status(self) -> CacheStatus:
-        hf = self._cache.spec.hugging_face
-        art = self._cache.spec.artifact
-        phase, ready = overall(list(self._clusters.values()), deleting=self._deleting)
+        hf = self._state.spec.spec.hugging_face
+        art = self._state.spec.spec.artifact
+        phase, ready = overall(list(self._state.clusters.values()), deleting=self._state.deleting)
         return CacheStatus(
-            namespace=self._cache.namespace,
-            name=self._cache.name,
+            namespace=self._state.spec.namespace,
+            name=self._state.spec.name,
             repo=hf.repo if hf is not None else getattr(art, "uri", ""),
             revision=(hf.revision or "") if hf is not None else "",
             size_gib=art.size_gib if art is not None else 0,
             phase=phase,
             ready=ready,
-            total=len(self._clusters),
-            clusters=[self._clusters[k] for k in sorted(self._clusters)],
-            deleting=self._deleting,
+            total=len(self._state.clusters),
+            clusters=[self._state.clusters[k] for k in sorted(self._state.clusters)],
+            deleting=self._state.deleting,
             reason=self._reason,
         )
 

@@ -17,6 +17,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.meta import Resource
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
+from modelfleet.cache.state import CacheInput
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli import resources
 from modelfleet.cli.autoscaler import apply_autoscaler
@@ -25,7 +26,7 @@ from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.cli.manifests import Fetched
 from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cluster.workflow import ClusterWorkflow
-from modelfleet.contracts.cache_payloads import CacheInput, DeleteCache
+from modelfleet.contracts.cache_payloads import DeleteCache
 from modelfleet.contracts.ids import (
     FLEET_ID,
     accepted_id,
@@ -73,7 +74,7 @@ def entity_delete(workflow: Any, workflow_id: Any) -> Any:
 apply_deployment_kind = entity_apply(
     DeploymentWorkflow, lambda r: DeploymentInput(spec=r), deployment_id
 )
-apply_cache_kind = entity_apply(CacheWorkflow, lambda r: CacheInput(spec=r), cache_id)
+apply_cache_kind = entity_apply(CacheWorkflow, CacheInput.of, cache_id)
 
 
 async def apply_class_kind(

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from modelfleet.api.caches import ModelCache
 from modelfleet.contracts.wire import WireModel
 
 CACHE_STAGE = "cache.stage"
@@ -147,19 +146,6 @@ class CacheReport(WireModel):
     namespace: str
     name: str
     clusters: dict[str, str] = Field(default_factory=dict)
-
-
-class CacheInput(WireModel):
-    spec: ModelCache
-    clusters: list[ClusterCache] = Field(default_factory=list)
-    deleting: bool = False
-    force: bool = False
-    # Seconds between two looks while something hydrates, and while all is settled.
-    busy_poll_seconds: float = 3.0
-    idle_poll_seconds: float = 60.0
-    # First retry delay after a failed download; doubles per failure up to ``max_retry_seconds``.
-    retry_seconds: float = 5.0
-    max_retry_seconds: float = 600.0
 
 
 class DeleteCache(WireModel):
