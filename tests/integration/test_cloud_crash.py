@@ -19,10 +19,10 @@ from crash_env import CrashEnv, register_fleet, tolerant
 from integration_support import wait_for
 from temporalio.api.enums.v1 import EventType
 
+from modelfleet.cluster.state import ClusterInput
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
-from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.sim.clouds.clouds import SimulatedClouds
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
@@ -112,7 +112,7 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
     before = len(fake.calls)
     await env.temporal.start_workflow(
         ClusterWorkflow.run,
-        ClusterInput(spec=spec, cloud_heartbeat_seconds=3),
+        ClusterInput.of(spec, cloud_heartbeat_seconds=3),
         id=cluster_id(name),
         task_queue="modelfleet",
     )
@@ -169,7 +169,7 @@ async def test_worker_killed_while_writing_the_kubeconfig_then_restarted(
     try:
         await env.temporal.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec, cloud_heartbeat_seconds=3),
+            ClusterInput.of(spec, cloud_heartbeat_seconds=3),
             id=cluster_id(name),
             task_queue="modelfleet",
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from modelfleet.api.clusters import InferenceCluster
-from modelfleet.contracts.workflow_inputs import ClusterInput, FleetInput
+from modelfleet.cluster.state import ClusterInput
+from modelfleet.contracts.workflow_inputs import FleetInput
 from modelfleet.worker.settings import SettingsError
 from modelfleet.worker.tuning import (
     ENV_FAILURE_THRESHOLD,
@@ -28,7 +29,7 @@ SPEC = InferenceCluster.model_validate(
 
 def test_unset_knobs_keep_the_defaults() -> None:
     tuning = Tuning.from_env({})
-    assert tuning.cluster_input(SPEC) == ClusterInput(spec=SPEC)
+    assert tuning.cluster_input(SPEC) == ClusterInput.of(SPEC)
     assert tuning.fleet_input() == FleetInput()
 
 
@@ -43,7 +44,7 @@ def test_knobs_from_the_environment_reach_the_inputs() -> None:
     arg = tuning.cluster_input(SPEC)
     assert (arg.probe_interval_seconds, arg.failure_threshold) == (2, 1)
     assert arg.sweep_resync_seconds == 30
-    assert arg.drain_timeout_seconds == ClusterInput(spec=SPEC).drain_timeout_seconds
+    assert arg.drain_timeout_seconds == ClusterInput.of(SPEC).drain_timeout_seconds
     assert tuning.fleet_input().limits.not_ready_grace_seconds == 20
     assert tuning.fleet_input().limits.max_replicas == FleetInput().limits.max_replicas
 

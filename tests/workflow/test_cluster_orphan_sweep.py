@@ -7,14 +7,17 @@ sweeps on a slow resync what was left while the cluster stayed Ready."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+from carry_support import carried_input, continued
 from temporalio import activity
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -23,6 +26,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cluster.orphans import REPLICA_KINDS
+from modelfleet.cluster.state import ClusterInput, ClusterState
 from modelfleet.cluster.sweep_schedule import FOLLOW_UPS
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import (
@@ -31,6 +35,7 @@ from modelfleet.contracts.activity_names import (
     FLEET_REPLICAS_ON,
     KUBE_PROBE,
     KUBE_REPLICAS_FOUND,
+    KUBE_SCAN_REPLICAS,
     KUBE_SWEEP_REPLICAS,
 )
 from modelfleet.contracts.cloud_payloads import FLEET_CLASSES
@@ -50,7 +55,12 @@ from modelfleet.contracts.stack_payloads import (
     StackRequest,
 )
 from modelfleet.contracts.status import ClusterStatus
-from modelfleet.contracts.workflow_inputs import ClusterInput
+from modelfleet.contracts.watch_payloads import (
+    WATCH_REPLICA,
+    ScanRequest,
+    ScanResult,
+    WatchedReplica,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 _LOADED = load_paths([str(EXAMPLES)]).resources
@@ -174,7 +184,7 @@ async def _dark_then_back(
     ):
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=SPEC),
+            ClusterInput.of(SPEC),
             id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -242,7 +252,7 @@ async def test_a_failed_sweep_is_tried_again_at_the_next_ready_probe(
 async def test_a_run_continued_while_dark_still_sweeps_on_return(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:
-    """The dark flag rides continue-as-new (``ClusterInput.sweep_pending``): a run that starts
+    """The dark flag rides continue-as-new (``ClusterState.sweep_pending``): a run that starts
     NotReady with it sweeps at its first Ready probe, and says so in its status until then."""
     env = time_skipping_env
     fake = FakeCluster(objects={("ns", "moved-1")}, up=False)
@@ -252,7 +262,9 @@ async def test_a_run_continued_while_dark_still_sweeps_on_return(
     ):
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=SPEC, ready=False, failed_probes=3, sweep_pending=True),
+            ClusterInput(
+                state=ClusterState(spec=SPEC, ready=False, failed_probes=3, sweep_pending=True)
+            ),
             id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -311,7 +323,7 @@ async def test_the_slow_resync_sweeps_what_was_left_while_the_cluster_stayed_rea
     ):
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=SPEC, sweep_resync_seconds=int(resync.total_seconds())),
+            ClusterInput.of(SPEC, sweep_resync_seconds=int(resync.total_seconds())),
             id=f"cluster/{SPEC.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -334,3 +346,77 @@ async def test_the_slow_resync_sweeps_what_was_left_while_the_cluster_stayed_rea
         fake.ledger.clear()
         await handle.execute_update(ClusterWorkflow.delete)
         await handle.result()
+
+
+async def _until_real(
+    handle: WorkflowHandle[Any, Any], want: Callable[[ClusterStatus], bool], what: str
+) -> ClusterStatus:
+    """On the real dev server: poll the status until ``want`` (bounded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        status: ClusterStatus = await handle.query(ClusterWorkflow.status)
+        if want(status):
+            return status
+        assert loop.time() < deadline, f"never: {what}; last status {status}"
+        await asyncio.sleep(0.1)
+
+
+async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) -> None:
+    """On a server that suggests continue-as-new after a few dozen events: a run that is dark,
+    with a replica registered in an earlier run, hands on its settings and its whole state (the
+    dark flag, the failed probes, the watched replica, the creation time), and the next run
+    sweeps on return."""
+    client = carrying_client
+    fake = FakeCluster(objects={("ns", "moved-1")})
+
+    @activity.defn(name=KUBE_SCAN_REPLICAS)
+    async def scan(request: ScanRequest) -> ScanResult:
+        return ScanResult()
+
+    queue = f"tq-{uuid.uuid4()}"
+    wid = f"cluster/{SPEC.name}-{uuid.uuid4()}"
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[ClusterWorkflow],
+        activities=[*fake.activities(), scan],
+    ):
+        handle = await client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput.of(SPEC, probe_interval_seconds=1, failure_threshold=1),
+            id=wid,
+            task_queue=queue,
+        )
+        watched = WatchedReplica(key="ns/r-1", workflow_id="replica/ns/r-1", objects=3)
+        await handle.signal(WATCH_REPLICA, watched)
+        # Runs continue-as-new every few probes here: follow whichever run is current.
+        latest = client.get_workflow_handle(wid)
+        await _until_real(latest, lambda s: s.ready, "Ready")
+        fake.up = False
+        asked = len(fake.calls)
+        await _until_real(latest, lambda s: s.sweep_pending, "dark, a sweep pending")
+        dark_run = (await latest.describe()).run_id
+        assert dark_run is not None
+        first = await continued(client, wid, dark_run)
+        held: ClusterStatus = await first.query(ClusterWorkflow.status)
+        carried = ClusterInput.model_validate(await carried_input(first))
+        assert (carried.probe_interval_seconds, carried.failure_threshold) == (1, 1)
+        state = carried.state
+        assert state.spec == SPEC
+        assert (state.ready, state.sweep_pending) == (False, True)
+        assert state.failed_probes == held.failed_probes >= 1
+        assert state.created == held.created
+        assert list(state.watched) == ["ns/r-1"]
+        assert state.watched["ns/r-1"].workflow_id == watched.workflow_id
+        # The next run knows all of it: dark, a sweep due on return, created when it was.
+        now = await _until_real(latest, lambda s: s.last_probe is not None, "a probe")
+        assert now.created == held.created
+        assert now.sweep_pending
+        fake.up = True
+        await _until_real(latest, lambda s: s.ready and not s.sweep_pending, "swept on return")
+        assert ("ns", "moved-1") not in fake.objects
+        # Continued runs, not started afresh: only the first run asked what to watch again.
+        assert fake.calls[:asked] == ["rewatch"]
+        assert fake.calls[asked:] == ["list", "ledger", "sweep ns/moved-1"]
+        await latest.terminate()

@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cluster.state import ClusterInput
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import (
     FLEET_PUBLISH_CLUSTER,
@@ -63,7 +64,6 @@ from modelfleet.contracts.stack_payloads import (
     StackRequest,
 )
 from modelfleet.contracts.status import ClusterStatus
-from modelfleet.contracts.workflow_inputs import ClusterInput
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 _LOADED = load_paths([str(EXAMPLES)]).resources
@@ -246,7 +246,7 @@ async def _run(
     ):
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec),
+            ClusterInput.of(spec),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -323,7 +323,7 @@ async def test_a_failed_provisioning_is_retried_by_applying_again_and_by_restart
     ):
         handle = await time_skipping_env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec),
+            ClusterInput.of(spec),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -378,7 +378,7 @@ async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
     ):
         handle = await time_skipping_env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec),
+            ClusterInput.of(spec),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -408,7 +408,7 @@ async def test_missing_rbac_keeps_the_cluster_out_with_a_condition_until_granted
     ):
         handle = await time_skipping_env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec),
+            ClusterInput.of(spec),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,
@@ -459,7 +459,7 @@ async def test_changed_pools_are_reconciled_and_a_busy_pool_is_not_removed(
     ):
         handle = await time_skipping_env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec),
+            ClusterInput.of(spec),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,

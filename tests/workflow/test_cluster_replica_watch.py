@@ -25,6 +25,7 @@ from test_replica_saga import REPLICA, ProgressSink
 
 from modelfleet.adapters.kube_scan import changed_scans
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.cluster.state import ClusterInput
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import (
     KUBE_APPLY,
@@ -55,7 +56,7 @@ from modelfleet.contracts.serving_payloads import (
 )
 from modelfleet.contracts.status import ClusterStatus, ReplicaPhase
 from modelfleet.contracts.watch_payloads import ScanRequest, ScanResult
-from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
 from modelfleet.replica.workflow import ReplicaWorkflow
 
 PROBE_SECONDS = 120
@@ -229,7 +230,7 @@ async def fleet(env: WorkflowEnvironment, *, up: bool = True) -> AsyncIterator[F
         await env.client.start_workflow(ProgressSink.run, id=sink, task_queue=queue)
         cluster = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=SPEC, probe_interval_seconds=PROBE_SECONDS),
+            ClusterInput.of(SPEC, probe_interval_seconds=PROBE_SECONDS),
             id=cluster_id(REPLICA.spec.cluster_name),
             task_queue=queue,
             result_type=ClusterStatus,
@@ -303,7 +304,7 @@ async def test_a_cluster_workflow_started_afresh_asks_its_replicas_to_register_a
         await f.cluster.terminate("terminated by hand")
         await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=SPEC, probe_interval_seconds=PROBE_SECONDS),
+            ClusterInput.of(SPEC, probe_interval_seconds=PROBE_SECONDS),
             id=cluster_id(REPLICA.spec.cluster_name),
             task_queue=f.queue,
         )

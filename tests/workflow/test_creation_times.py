@@ -30,6 +30,7 @@ from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cli import cluster_view
 from modelfleet.cli.clusters import cluster_resource
+from modelfleet.cluster.state import ClusterInput, ClusterState
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, KUBE_PROBE
@@ -37,7 +38,6 @@ from modelfleet.contracts.fleet_payloads import PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus
-from modelfleet.contracts.workflow_inputs import ClusterInput
 from modelfleet.endpoints.state import EndpointsInput, EndpointsState
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
@@ -124,7 +124,7 @@ async def test_a_cluster_keeps_its_creation_time_and_a_dark_one_says_why(
     ):
         fresh = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec, probe_interval_seconds=5),
+            ClusterInput.of(spec, probe_interval_seconds=5),
             id=f"cluster/fresh-{uuid.uuid4()}",
             task_queue=queue,
         )
@@ -137,7 +137,11 @@ async def test_a_cluster_keeps_its_creation_time_and_a_dark_one_says_why(
         # As continue-as-new starts the next run: the carried time, not this run's start.
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=spec, probe_interval_seconds=5, failure_threshold=2, created=CREATED),
+            ClusterInput(
+                state=ClusterState(spec=spec, created=CREATED),
+                probe_interval_seconds=5,
+                failure_threshold=2,
+            ),
             id=f"cluster/carried-{uuid.uuid4()}",
             task_queue=queue,
         )

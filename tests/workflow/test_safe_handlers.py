@@ -23,11 +23,12 @@ from temporalio.worker import Worker
 from test_cluster_provisioning import CLUSTERS, FakeCloud
 
 from modelfleet.api.clusters import InferenceCluster
+from modelfleet.cluster.state import ClusterInput
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, FLEET_REPLICAS_BY_POOL
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, PublishRequest
 from modelfleet.contracts.status import ClusterStatus
-from modelfleet.contracts.workflow_inputs import ClusterInput, FleetInput, FleetState
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
 from modelfleet.fleet.workflow import FleetWorkflow
 
 
@@ -112,7 +113,7 @@ async def test_an_apply_sent_while_a_pool_removal_asks_the_fleet_is_the_spec_tha
     ):
         handle = await env.client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(spec=with_pools(first, extra)),
+            ClusterInput.of(with_pools(first, extra)),
             id=f"cluster/{spec.name}-{uuid.uuid4()}",
             task_queue=queue,
             result_type=ClusterStatus,

@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.cluster.orphans import REPLICA_KINDS, orphaned
+    from modelfleet.cluster.state import ClusterInput
     from modelfleet.cluster.sweep_schedule import SweepKind, SweepSchedule, still_held
     from modelfleet.contracts.activity_names import (
         FLEET_REPLICAS_ON,
@@ -30,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         KUBE_SWEEP_REPLICAS,
     )
     from modelfleet.contracts.kube_payloads import ReplicaSweepRequest
-    from modelfleet.contracts.workflow_inputs import ClusterInput
 
 # A cluster just back may still be flaky: a few retries, then the sweep waits for the next
 # return (bounded, so the probe loop is never held up for long).
@@ -86,7 +86,7 @@ class DarkWatch:
     """Runs the cluster's orphan sweeps when :class:`SweepSchedule` says: on the return from a
     dark spell (a failed one is tried again at the next Ready probe), at the next probes after it
     while a replica it kept may be on its way out, and on a slow resync. The workflow carries
-    ``dark`` across continue-as-new (``ClusterInput.sweep_pending``); the follow-ups and the
+    ``dark`` across continue-as-new (``ClusterState.sweep_pending``); the follow-ups and the
     resync clock start again with each run (the resync catches what a restart cut short)."""
 
     def __init__(self, *, ready: bool, dark: bool = False, resync_seconds: int = 600) -> None:
@@ -97,7 +97,10 @@ class DarkWatch:
     @classmethod
     def of(cls, arg: ClusterInput) -> DarkWatch:
         """What the input carries over."""
-        return cls(ready=arg.ready, dark=arg.sweep_pending, resync_seconds=arg.sweep_resync_seconds)
+        state = arg.state
+        return cls(
+            ready=state.ready, dark=state.sweep_pending, resync_seconds=arg.sweep_resync_seconds
+        )
 
     @property
     def pending(self) -> bool:

@@ -10,7 +10,8 @@ Replicas register (``watch_replica``, idempotent: a re-registration takes a fres
 they become Ready, after a repair and after their own continue-as-new, and unregister
 (``unwatch_replica``) when they stop serving. A replica whose workflow is gone is dropped at the
 first signal that cannot reach it; that never fails the cluster. The watched map is bounded by the
-replicas placed on this cluster, and is carried across continue-as-new in ``ClusterInput.watched``.
+replicas placed on this cluster; it is the state's ``watched`` (``cluster.state``), carried across
+continue-as-new.
 
 A run that starts afresh (not continued, nothing carried: the workflow was terminated or failed
 and started again) knows none of the replicas that registered with the run before it, and a
@@ -64,15 +65,16 @@ SCAN_RETRY = RetryPolicy(
 class ReplicaWatcher:
     """The watched replicas of one cluster, by key (``namespace/replica``)."""
 
-    def __init__(self, watched: list[WatchedReplica]) -> None:
-        self.entries: dict[str, WatchedReplica] = {w.key: w for w in watched}
+    def __init__(self, watched: dict[str, WatchedReplica]) -> None:
+        # The workflow's state's own map, changed in place: what it carries is what is watched.
+        self.entries = watched
         self.last: str | None = None  # what the last scan did, for the logs
         # A run started afresh (no earlier run's map carried) that has not yet asked the
         # replicas on its cluster to register again.
         self.rewatch = not watched and workflow.info().continued_run_id is None
 
     @classmethod
-    def installed(cls, watched: list[WatchedReplica]) -> ReplicaWatcher:
+    def installed(cls, watched: dict[str, WatchedReplica]) -> ReplicaWatcher:
         """A watcher whose ``watch_replica``/``unwatch_replica`` signal handlers are set on the
         running workflow (signals sent before are delivered now: Temporal buffers them)."""
         watcher = cls(watched)
@@ -87,7 +89,7 @@ class ReplicaWatcher:
         self.entries.pop(key, None)
 
     def state(self) -> list[WatchedReplica]:
-        """For continue-as-new."""
+        """The watched replicas in key order (what a scan sends)."""
         return [self.entries[k] for k in sorted(self.entries)]
 
     async def ask_to_register_again(self, cluster: str, *, ready: bool) -> None:

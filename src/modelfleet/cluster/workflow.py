@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         stack_reason,
         verify_and_install,
     )
+    from modelfleet.cluster.state import ClusterInput
     from modelfleet.cluster.sweep import DarkWatch
     from modelfleet.cluster.watch import ReplicaWatcher
     from modelfleet.contracts import search
@@ -48,7 +49,6 @@ with workflow.unsafe.imports_passed_through():
         FLEET_REPLICAS_ON,
         KUBE_PROBE,
     )
-    from modelfleet.contracts.cloud_payloads import ProvisioningState
     from modelfleet.contracts.error_types import POOL_IN_USE
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
     from modelfleet.contracts.kube_payloads import (
@@ -59,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.versioning import declared
-    from modelfleet.contracts.workflow_inputs import ClusterInput
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health.
 PROBE_RETRY = RetryPolicy(
@@ -85,10 +84,10 @@ KUBECONFIG_REFRESH = timedelta(minutes=10)
 class ClusterWorkflow:
     @workflow.init
     def __init__(self, arg: ClusterInput) -> None:
-        self._spec = arg.spec
-        self._created = arg.created or workflow.info().start_time
-        self._failed = arg.failed_probes
-        self._ready = arg.ready
+        self._state = arg.state
+        if self._state.created is None:
+            self._state.created = workflow.info().start_time
+        # What follows is this run's own: observed again by its first probe, never carried.
         self._reason = "not yet probed"
         self._gateway: str | None = None
         self._pools: dict[str, PoolObservation] = {}
@@ -97,7 +96,6 @@ class ClusterWorkflow:
         self._changed = True
         self._probe_now = False
         self._published: tuple[object, ...] | None = None
-        self._provisioning = arg.provisioning or ProvisioningState()
         self._provisioner: Provisioner | None = None
         self._failed_provisioning = False
         self._kubeconfig_at: datetime | None = None
@@ -106,26 +104,28 @@ class ClusterWorkflow:
         self._access_ok = False
         # Kept per type; derived from what the run did, so they add no history events.
         self._conditions: dict[str, Condition] = {}
-        self._sweeps = DarkWatch.of(arg)
+        self._sweeps = DarkWatch.of(arg)  # its ``pending`` is copied to the state as it changes
         # Held by ``apply`` across the Fleet's answer, so that a later apply waits for it
         # instead of committing in between and being overwritten by the older spec.
         self._lock = asyncio.Lock()
-        if self._provisioning.provisioned:
+        if self._state.provisioning.provisioned:
             # Carried across continue-as-new: provisioned by an earlier run.
             self._condition(PROVISIONED, "True", "Provisioned", "provisioned by an earlier run")
 
     @workflow.update
     async def apply(self, spec: InferenceCluster) -> ClusterStatus:
         async with self._lock:
-            changed = spec.to_wire() != self._spec.to_wire()
+            changed = spec.to_wire() != self._state.spec.to_wire()
             if changed:
-                removed = removed_pools(self._spec, spec)
+                removed = removed_pools(self._state.spec, spec)
                 if removed:
                     # The Fleet knows which replicas run on which pool; one still in use stays.
-                    refused = removal_refused(removed, await replicas_by_pool(self._spec.name))
+                    refused = removal_refused(
+                        removed, await replicas_by_pool(self._state.spec.name)
+                    )
                     if refused is not None:
                         raise ApplicationError(refused, type=POOL_IN_USE, non_retryable=True)
-                self._spec = spec
+                self._state.spec = spec
                 self._changed = True
                 self._probe_now = True
             if self._failed_provisioning:
@@ -144,15 +144,15 @@ class ClusterWorkflow:
     def _check_retry(self) -> None:
         if not self._failed_provisioning or self._deleting:
             raise ValueError(
-                f"cluster {self._spec.name} is {self._phase()}, not Failed: only a failed "
+                f"cluster {self._state.spec.name} is {self._phase()}, not Failed: only a failed "
                 "provisioning is restarted"
             )
 
     @apply.validator
     def _check_apply(self, spec: InferenceCluster) -> None:
-        if spec.name != self._spec.name:
-            raise ValueError(f"this workflow holds {self._spec.ref}, not {spec.ref}")
-        if spec.spec.cluster.source is not self._spec.spec.cluster.source:
+        if spec.name != self._state.spec.name:
+            raise ValueError(f"this workflow holds {self._state.spec.ref}, not {spec.ref}")
+        if spec.spec.cluster.source is not self._state.spec.spec.cluster.source:
             raise ValueError("spec.cluster.source cannot change; delete and re-create the cluster")
         errors = validate(spec)
         if errors:
@@ -175,15 +175,16 @@ class ClusterWorkflow:
 
     @workflow.run
     async def run(self, arg: ClusterInput) -> ClusterStatus:
-        self._watcher = ReplicaWatcher.installed(arg.watched)  # its signals: cluster_watch
+        # Its signals (cluster_watch) change ``state.watched``, the map it watches.
+        self._watcher = ReplicaWatcher.installed(self._state.watched)
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("InferenceCluster"),
-                search.NAME.value_set(self._spec.name),
-                search.CLUSTERS.value_set([self._spec.name]),
+                search.NAME.value_set(self._state.spec.name),
+                search.CLUSTERS.value_set([self._state.spec.name]),
             ]
         )
-        if self._spec.spec.cluster.source is not ClusterSource.EXISTING:
+        if self._state.spec.spec.cluster.source is not ClusterSource.EXISTING:
             await self._provision(
                 timedelta(seconds=arg.provision_deadline_seconds),
                 timedelta(seconds=arg.cloud_heartbeat_seconds),
@@ -199,25 +200,13 @@ class ClusterWorkflow:
             self._changed = False
             self._probe_now = False
             if (
-                self._provisioning.provisioned
-                and self._provisioning.pools_applied != self._declared_pools()
+                self._state.provisioning.provisioned
+                and self._state.provisioning.pools_applied != self._declared_pools()
             ):
                 await self._reconcile_pools()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    arg.model_copy(
-                        update={
-                            "spec": self._spec,
-                            "failed_probes": self._failed,
-                            "ready": self._ready,
-                            "provisioning": self._provisioning,
-                            "created": self._created,
-                            "sweep_pending": self._sweeps.pending,
-                            "watched": self._watcher.state(),
-                        }
-                    )
-                )
+                workflow.continue_as_new(arg.model_copy(update={"state": self._state}))
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: self._deleting or self._probe_now,
@@ -227,13 +216,13 @@ class ClusterWorkflow:
         await self._drain(timedelta(seconds=arg.drain_timeout_seconds))
         await workflow.execute_activity(
             FLEET_PUBLISH_CLUSTER,
-            PublishRequest(remove=self._spec.name),
+            PublishRequest(remove=self._state.spec.name),
             start_to_close_timeout=timedelta(seconds=30),
             summary="withdraw from the fleet",
         )
-        self._ready = False
+        self._state.ready = False
         self._reason = "deleted"
-        if self._provisioning.created:
+        if self._state.provisioning.created:
             await self._deprovision()
         workflow.upsert_search_attributes([search.PHASE.value_set("Deleted")])
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -242,8 +231,8 @@ class ClusterWorkflow:
     async def _provision(self, deadline: timedelta, heartbeat: timedelta) -> None:
         """Run the provisioning saga until it succeeds or the cluster is deleted. A failure
         (after compensation) waits for a changed spec or a delete before trying again."""
-        while not self._provisioning.provisioned and not self._deleting:
-            prov = Provisioner(self._spec, self._provisioning, deadline, heartbeat)
+        while not self._state.provisioning.provisioned and not self._deleting:
+            prov = Provisioner(self._state.spec, self._state.provisioning, deadline, heartbeat)
             self._provisioner = prov
             self._set_phase("Provisioning", "reading the pools' classes from the fleet")
             plans, problems = prov.plan(await prov.classes())
@@ -266,7 +255,11 @@ class ClusterWorkflow:
             except ProvisioningFailedError as failed:
                 self._failed_provisioning = True
                 reason = failure_reason(
-                    self._spec.name, failed.step, failed.error_type, failed.message, failed.cleanup
+                    self._state.spec.name,
+                    failed.step,
+                    failed.error_type,
+                    failed.message,
+                    failed.cleanup,
                 )
                 message = reason.removeprefix(f"{PROVISIONING_FAILED} at ")
                 self._condition(PROVISIONED, "False", PROVISIONING_FAILED, message)
@@ -277,20 +270,22 @@ class ClusterWorkflow:
                 await workflow.wait_condition(lambda: self._deleting or self._changed)
                 continue
             self._reason = "provisioned; waiting for the first probe"
-            self._provisioning.pools_applied = self._declared_pools()
+            self._state.provisioning.pools_applied = self._declared_pools()
             self._condition(PROVISIONED, "True", "Provisioned", f"{len(plans)} pool(s) created")
         self._changed = True
 
     async def _check_stack(self) -> bool:
         """Verify the serving stack; install what is missing; keep the cluster out of placement
         (NotReady, the missing pieces named) until every piece is served. True when it is."""
-        steps = self._provisioning.steps
+        steps = self._state.provisioning.steps
         cluster_steps.begin(steps, "verify the serving stack")
         try:
-            report = await verify_and_install(self._spec.name, self._probe_request().kubeconfig)
+            report = await verify_and_install(
+                self._state.spec.name, self._probe_request().kubeconfig
+            )
         except ActivityError as exc:
             # Unverified is not ready: the next probe tries again.
-            self._ready = False
+            self._state.ready = False
             self._reason = f"ServingStackUnverified: {exc.__cause__ or exc}"
             cluster_steps.end(steps, self._reason)
             self._condition(STACK, "Unknown", "ServingStackUnverified", str(exc.__cause__ or exc))
@@ -301,33 +296,35 @@ class ClusterWorkflow:
             cluster_steps.end(steps)
             self._condition(STACK, "True", "ServingStackReady", "every component is served")
             return True
-        self._ready, self._reason = False, stack_reason(report)
+        self._state.ready, self._reason = False, stack_reason(report)
         cluster_steps.end(steps, self._reason)
         message = self._reason.removeprefix("ServingStackMissing: ")
         self._condition(STACK, "False", "ServingStackMissing", message)
         return False
 
     def _declared_pools(self) -> list[dict[str, Any]]:
-        return [p.model_dump(mode="json", by_alias=True) for p in self._spec.spec.node_pools]
+        return [p.model_dump(mode="json", by_alias=True) for p in self._state.spec.spec.node_pools]
 
     async def _reconcile_pools(self) -> None:
         """Make the cloud's pools match nodePools[]; a failure is shown as the NodePools
         condition and retried on the next probe."""
         declared = self._declared_pools()
         nodes = {pool: seen.nodes for pool, seen in self._pools.items()}
-        status, reason, message = await reconcile_pools(self._spec, self._provisioning, nodes)
+        status, reason, message = await reconcile_pools(
+            self._state.spec, self._state.provisioning, nodes
+        )
         self._condition(POOLS, status, reason, message)
         if status == "True":
-            self._provisioning.pools_applied = declared
+            self._state.provisioning.pools_applied = declared
             self._probe_now = True
 
     async def _check_access(self) -> bool:
         """Review the RBAC the worker needs; keep the cluster out of placement, the missing
         verbs and resources named, until the credentials may do all of it. True when they may."""
         try:
-            denied = await review_access(self._spec.name, self._probe_request().kubeconfig)
+            denied = await review_access(self._state.spec.name, self._probe_request().kubeconfig)
         except ActivityError as exc:
-            self._ready = False
+            self._state.ready = False
             self._reason = f"AccessUnverified: {exc.__cause__ or exc}"
             self._condition(ACCESS, "Unknown", "AccessUnverified", str(exc.__cause__ or exc))
             return False
@@ -336,7 +333,7 @@ class ClusterWorkflow:
             self._condition(ACCESS, "True", "AccessGranted", "every verb modelfleet uses")
             return True
         message = "the cluster's credentials may not: " + ", ".join(denied)
-        self._ready, self._reason = False, f"AccessDenied: {message}"
+        self._state.ready, self._reason = False, f"AccessDenied: {message}"
         self._condition(ACCESS, "False", "AccessDenied", message)
         return False
 
@@ -347,7 +344,7 @@ class ClusterWorkflow:
 
     async def _refresh_kubeconfig(self) -> None:
         """Provisioned clusters only: their kubeconfig holds a short-lived cloud token."""
-        if not self._provisioning.provisioned:
+        if not self._state.provisioning.provisioned:
             return
         now = workflow.now()
         if self._kubeconfig_at is None and self._provisioner is not None:
@@ -356,14 +353,14 @@ class ClusterWorkflow:
         if self._kubeconfig_at is not None and now - self._kubeconfig_at < KUBECONFIG_REFRESH:
             return
         self._kubeconfig_at = now
-        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        prov = Provisioner(self._state.spec, self._state.provisioning, timedelta(hours=1))
         problem = await prov.refresh_kubeconfig()
         if problem is not None:
             # The probe that follows reports the consequence; the cause is shown here.
             workflow.set_current_details(f"**kubeconfig refresh failed** · {problem}")
 
     async def _deprovision(self) -> None:
-        prov = Provisioner(self._spec, self._provisioning, timedelta(hours=1))
+        prov = Provisioner(self._state.spec, self._state.provisioning, timedelta(hours=1))
         self._reason = "deprovisioning: deleting the cloud resources this cluster created"
         workflow.set_current_details(f"**Deleting** · {self._reason}")
         problems = await prov.deprovision()
@@ -372,35 +369,35 @@ class ClusterWorkflow:
         )
 
     def _set_phase(self, phase: str, reason: str) -> None:
-        self._ready, self._reason = False, reason
+        self._state.ready, self._reason = False, reason
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {reason}")
 
     def _phase(self) -> str:
         return cluster_phase(
             deleting=self._deleting,
-            ready=self._ready,
+            ready=self._state.ready,
             provisioned_by_modelfleet=(
-                self._spec.spec.cluster.source is not ClusterSource.EXISTING
+                self._state.spec.spec.cluster.source is not ClusterSource.EXISTING
             ),
-            provisioned=self._provisioning.provisioned,
+            provisioned=self._state.provisioning.provisioned,
             provisioning_failed=self._failed_provisioning,
             provisioning=self._provisioner is not None,
         )
 
     def _observation(self) -> tuple[object, ...]:
-        return (self._ready, self._reason, self._gateway, sorted(self._pools.items()))
+        return (self._state.ready, self._reason, self._gateway, sorted(self._pools.items()))
 
     async def _drain(self, limit: timedelta) -> None:
         """Move every replica off the cluster (deployments re-place them) before leaving."""
-        self._ready, self._reason = False, "draining: replicas are being moved elsewhere"
+        self._state.ready, self._reason = False, "draining: replicas are being moved elsewhere"
         workflow.upsert_search_attributes([search.PHASE.value_set("Draining")])
         await self._publish(spec=False, draining=True)
         deadline = workflow.now() + limit
         while workflow.now() < deadline:
             remaining: list[str] = await workflow.execute_activity(
                 FLEET_REPLICAS_ON,
-                self._spec.name,
+                self._state.spec.name,
                 result_type=list[str],
                 start_to_close_timeout=timedelta(seconds=30),
                 summary="replicas still on the cluster",
@@ -431,43 +428,52 @@ class ClusterWorkflow:
         else:
             self._condition(REACHABLE, "False", "ProbeFailed", result.reason)
         if result.reachable:
-            self._failed = 0
-            missing = [p.name for p in self._spec.spec.node_pools if p.name not in result.pools]
+            self._state.failed_probes = 0
+            missing = [
+                p.name for p in self._state.spec.spec.node_pools if p.name not in result.pools
+            ]
             self._gateway = result.gateway_address
             self._pools = dict(result.pools)
             if result.gateway_address is None:
-                self._ready, self._reason = False, "no gateway address yet (serving stack?)"
+                self._state.ready, self._reason = False, "no gateway address yet (serving stack?)"
             elif not self._access_ok and not await self._check_access():
                 pass  # not placeable: the review said what is missing
             elif not self._stack_ok and not await self._check_stack():
                 pass  # not placeable: the check said why
             else:
-                self._ready = True
+                self._state.ready = True
                 self._reason = (
                     f"no nodes found for pool(s) {', '.join(missing)}" if missing else "probe ok"
                 )
         else:
-            self._failed += 1
-            failed = "1 probe" if self._failed == 1 else f"{self._failed} probes in a row"
+            self._state.failed_probes += 1
+            failed = (
+                "1 probe"
+                if self._state.failed_probes == 1
+                else f"{self._state.failed_probes} probes in a row"
+            )
             self._reason = f"unreachable ({failed} failed): {result.reason}"
-            if self._failed >= threshold:
-                self._ready = False
-        await self._sweeps.observe(self._spec.name, self._ready)  # orphan sweeps, when due
+            if self._state.failed_probes >= threshold:
+                self._state.ready = False
+        await self._sweeps.observe(
+            self._state.spec.name, self._state.ready
+        )  # orphan sweeps, when due
+        self._state.sweep_pending = self._sweeps.pending
         # A run started afresh asks the replicas placed here to register again, once.
-        await self._watcher.ask_to_register_again(self._spec.name, ready=self._ready)
-        await self._watcher.scan(self._probe_request(), ready=self._ready)  # Ready replicas
-        phase = "Ready" if self._ready else "NotReady"
+        await self._watcher.ask_to_register_again(self._state.spec.name, ready=self._state.ready)
+        await self._watcher.scan(self._probe_request(), ready=self._state.ready)  # Ready replicas
+        phase = "Ready" if self._state.ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")
 
     def _probe_request(self) -> ProbeRequest:
-        return probe_request(self._spec)
+        return probe_request(self._state.spec)
 
     async def _publish(self, *, spec: bool, draining: bool = False) -> None:
         report = ClusterReport(
             draining=draining,
-            name=self._spec.name,
-            ready=self._ready,
+            name=self._state.spec.name,
+            ready=self._state.ready,
             reason=self._reason,
             gateway_address=self._gateway,
             observed_pools=self._pools,
@@ -475,25 +481,25 @@ class ClusterWorkflow:
         )
         await workflow.execute_activity(
             FLEET_PUBLISH_CLUSTER,
-            PublishRequest(spec=self._spec if spec else None, report=report),
+            PublishRequest(spec=self._state.spec if spec else None, report=report),
             start_to_close_timeout=timedelta(seconds=30),
             summary="publish to the fleet",
         )
 
     def _status(self) -> ClusterStatus:
         return ClusterStatus(
-            name=self._spec.name,
+            name=self._state.spec.name,
             phase=self._phase(),
-            ready=self._ready,
+            ready=self._state.ready,
             reason=self._reason,
             gateway_address=self._gateway,
             observed_pools=self._pools,
-            failed_probes=self._failed,
+            failed_probes=self._state.failed_probes,
             last_probe=self._last_probe,
-            step=cluster_steps.current(self._provisioning.steps),
-            steps=list(self._provisioning.steps),
+            step=cluster_steps.current(self._state.provisioning.steps),
+            steps=list(self._state.provisioning.steps),
             stack=stack_pieces(self._stack_report),
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
-            created=self._created,
+            created=self._state.created,
             sweep_pending=self._sweeps.pending,
         )

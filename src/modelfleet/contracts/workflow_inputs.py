@@ -3,8 +3,8 @@ it carries across continue-as-new, and what a replica workflow ends with.
 
 A workflow's input is read back from history on replay and after continue-as-new, possibly by a
 worker of another version. Every model is a :class:`~modelfleet.contracts.wire.WireModel` (see
-there); every field added later needs a default. The ModelDeployment workflow's input lives with
-that workflow's state.
+there); every field added later needs a default. The ModelDeployment and InferenceCluster
+workflows' inputs live with their state (``deployment.state``, ``cluster.state``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ from typing import Any
 from pydantic import Field
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelReplica
-from modelfleet.contracts.cloud_payloads import ProvisioningState
 from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
 from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.status import Decision, ReplicaPhase
-from modelfleet.contracts.watch_payloads import WatchedReplica
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 
@@ -57,36 +54,6 @@ class FleetState(WireModel):
 class FleetInput(WireModel):
     state: FleetState | None = None
     limits: FleetLimits = FleetLimits()
-
-
-class ClusterInput(WireModel):
-    spec: InferenceCluster
-    probe_interval_seconds: int = 15
-    # Consecutive failed probes before the cluster is reported NotReady.
-    failure_threshold: int = 3
-    failed_probes: int = 0
-    ready: bool = False
-    # It went NotReady after being Ready and has not been swept since (``cluster_sweep``):
-    # carried across continue-as-new so a return after it still sweeps.
-    sweep_pending: bool = False
-    # How often a Ready cluster sweeps the objects of replicas the ledger no longer holds there
-    # (besides on its return from NotReady): what a crashed teardown left is removed this late.
-    sweep_resync_seconds: int = Field(default=600, ge=1)
-    # How long a delete waits for the cluster's replicas to move elsewhere.
-    drain_timeout_seconds: int = 600
-    # GKE/EKS: what provisioning created so far (carried over continue-as-new).
-    provisioning: ProvisioningState | None = None
-    # The deadline of each provisioning step, retries included.
-    provision_deadline_seconds: int = 3600
-    # How soon a cloud step whose worker died is retried (it resumes the cloud operation). A
-    # step heartbeats every few seconds from a helper thread however slow its SDK call.
-    cloud_heartbeat_seconds: int = 30
-    # When the resource was created: the first run's start, carried across continue-as-new
-    # (None in payloads from before it was carried: then this run's start stands in).
-    created: datetime | None = None
-    # The Ready replicas this cluster watches (``cluster.watch``), carried across
-    # continue-as-new; bounded by the replicas placed on the cluster.
-    watched: list[WatchedReplica] = []
 
 
 class ReplicaInput(WireModel):

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.meta import Model
-from modelfleet.contracts.workflow_inputs import ClusterInput, FleetInput, FleetLimits
+from modelfleet.cluster.state import ClusterInput
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits
 from modelfleet.worker.settings import SettingsError
 
 ENV_PROBE_SECONDS = "MODELFLEET_CLUSTER_PROBE_SECONDS"
@@ -71,7 +72,7 @@ class Tuning(Model):
             "failure_threshold": self.failure_threshold,
             "sweep_resync_seconds": self.sweep_resync_seconds,
         }
-        return ClusterInput(spec=spec).model_copy(
+        return ClusterInput.of(spec).model_copy(
             update={k: v for k, v in knobs.items() if v is not None}
         )
 
