@@ -46,7 +46,8 @@ from temporalio.client import Client
 import rollout as rb
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
-from modelfleet.contracts.workflow_inputs import ClusterInput, ReplicaInput
+from modelfleet.cluster.state import ClusterInput
+from modelfleet.contracts.workflow_inputs import ReplicaInput
 
 HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
 DRIFT_RESYNC = ReplicaInput.model_fields["drift_resync_seconds"].default
