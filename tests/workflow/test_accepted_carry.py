@@ -1,8 +1,11 @@
-"""Each entity's ``State`` rides continue-as-new whole: the input a run hands its successor is
-its settings and the state it held, and the next run answers from exactly that state.
+"""The AcceptedResource workflow's ``State`` rides continue-as-new whole: the input a run hands
+its successor is the state it held, and the next run answers from exactly that state.
 
 On a dev server that suggests continue-as-new after a few dozen events (``carrying_client``);
-a handful of Updates carries each run across it."""
+a handful of re-applies carries the run across it. The other entities' counterparts sit with
+their own tests: ``test_endpoint_directory_carry``, ``test_autoscaler_loop`` (its
+continue-as-new test), ``test_cache_workflow`` and ``test_cluster_orphan_sweep``
+(``..._rides_continue_as_new_whole``)."""
 
 from __future__ import annotations
 
