@@ -550,3 +550,146 @@ def test_sort_by_orders_as_kubectls(kubectl: Kubectl) -> None:
     assert "couldn't find any field with path" in theirs.stderr
     with pytest.raises(CliError, match="couldn't find any field with path"):
         sort_items(items, ".nothing")
+
+
+GPU_POD = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-l4}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.nvidia.com, count: 1}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: exec-settings}
+data: {MODE: fast}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu-shell}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-l4}]
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: app
+      image: vllm/vllm-openai:v1
+      args: [serve, Qwen/Qwen3-8B]
+      ports: [{containerPort: 8000}]
+      readinessProbe: {httpGet: {path: /health, port: 8000}}
+      env:
+        - {name: GREETING, value: hello world}
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        - {name: MODE, valueFrom: {configMapKeyRef: {name: exec-settings, key: MODE}}}
+      resources: {claims: [{name: gpu}]}
+"""
+
+
+def test_raw_paths_are_served_at_the_cluster_root(kubectl: Kubectl) -> None:
+    # `get --raw` drops the kubeconfig server's path: each cluster has its own root.
+    for path in ("/readyz", "/livez", "/healthz"):
+        assert kubectl.out("get", "--raw", path) == "ok", path
+    swagger = json.loads(kubectl.out("get", "--raw", "/openapi/v2"))
+    assert swagger["swagger"] == "2.0"
+    assert "io.k8s.api.core.v1.Pod" in swagger["definitions"]
+    version = json.loads(kubectl.out("get", "--raw", "/version"))
+    server = json.loads(kubectl.out("version", "-o", "json"))["serverVersion"]
+    assert version["gitVersion"] == server["gitVersion"]
+    missing = kubectl.run("get", "--raw", "/nothing/here", check=False)
+    assert missing.returncode == 1
+    assert "NotFound" in missing.stderr
+
+
+def test_exec_runs_emulated_commands_from_the_pods_state(kubectl: Kubectl) -> None:
+    kubectl.out("apply", "-f", "-", stdin=GPU_POD)
+    kubectl.out("wait", "--for=condition=Ready", "pod/gpu-shell", "--timeout=30s")
+
+    assert kubectl.out("exec", "gpu-shell", "--", "echo", "hi") == "hi\n"
+    assert kubectl.out("exec", "gpu-shell", "--", "hostname") == "gpu-shell\n"
+    assert kubectl.out("exec", "gpu-shell", "--", "cat", "/etc/hostname") == "gpu-shell\n"
+    printed = kubectl.out("exec", "gpu-shell", "--", "printenv", "GREETING", "POD_NAME", "MODE")
+    assert printed == "hello world\ngpu-shell\nfast\n"
+    env = dict(
+        line.split("=", 1) for line in kubectl.out("exec", "gpu-shell", "--", "env").splitlines()
+    )
+    assert env["HOSTNAME"] == "gpu-shell"
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+    assert env["KUBERNETES_PORT"] == f"tcp://{env['KUBERNETES_SERVICE_HOST']}:443"
+    shell = kubectl.out("exec", "gpu-shell", "--", "sh", "-c", 'echo "$GREETING" from $HOSTNAME')
+    assert shell == "hello world from gpu-shell\n"
+    piped = kubectl.out("exec", "-i", "gpu-shell", "--", "cat", stdin="line one\nline two\n")
+    assert piped == "line one\nline two\n"
+
+    # nvidia-smi lists the device the scheduler allocated to the pod's claim, as published.
+    pod = json.loads(kubectl.out("get", "pod", "gpu-shell", "-o", "json"))
+    claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = json.loads(kubectl.out("get", "resourceclaim", claim_name, "-o", "json"))
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    slices = json.loads(kubectl.out("get", "resourceslices", "-o", "json"))["items"]
+    [device] = [
+        d
+        for s in slices
+        if s["spec"]["pool"]["name"] == result["pool"]
+        for d in s["spec"]["devices"]
+        if d["name"] == result["device"]
+    ]
+    attrs = device["attributes"]
+    listed = kubectl.out("exec", "gpu-shell", "--", "nvidia-smi", "-L")
+    assert listed == f"GPU 0: {attrs['productName']['string']} (UUID: {attrs['uuid']['string']})\n"
+
+    # curl inside the pod reaches its own simulated engine.
+    models = json.loads(
+        kubectl.out("exec", "gpu-shell", "--", "curl", "-s", "http://localhost:8000/v1/models")
+    )
+    assert [m["id"] for m in models["data"]] == ["Qwen/Qwen3-8B"]
+    refused = kubectl.run(
+        "exec", "gpu-shell", "--", "curl", "-sS", "http://localhost:9999/", check=False
+    )
+    assert refused.returncode == 7
+    assert "curl: (7) Failed to connect to localhost port 9999" in refused.stderr
+    kubectl.run("delete", "pod", "gpu-shell", "--wait=false", check=False)
+
+
+def test_exec_exit_codes_and_errors_read_as_a_real_clusters(kubectl: Kubectl) -> None:
+    kubectl.out("run", "shell", "--image=busybox:1.36", "--restart=Never")
+    kubectl.out("wait", "--for=condition=Ready", "pod/shell", "--timeout=30s")
+
+    failed = kubectl.run("exec", "shell", "--", "false", check=False)
+    assert (failed.returncode, failed.stdout) == (1, "")
+    assert failed.stderr.strip() == "command terminated with exit code 1"
+    three = kubectl.run("exec", "shell", "--", "sh", "-c", "echo before; exit 3", check=False)
+    assert (three.returncode, three.stdout) == (3, "before\n")
+    assert "command terminated with exit code 3" in three.stderr
+
+    # A binary the image lacks: containerd cannot start it, as kubectl shows on a real cluster.
+    missing = kubectl.run("exec", "shell", "--", "ps", "aux", check=False)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(
+        "error: Internal error occurred: Internal error occurred: error executing command in "
+        "container: failed to exec in container: failed to start exec "
+    )
+    assert missing.stderr.rstrip().endswith(
+        'exec: "ps": executable file not found in $PATH: unknown'
+    )
+    # Through a shell it is the shell's "not found", status 127.
+    in_shell = kubectl.run("exec", "shell", "--", "sh", "-c", "ps aux", check=False)
+    assert in_shell.returncode == 127
+    assert "sh: 1: ps: not found" in in_shell.stderr
+
+    wrong = kubectl.run("exec", "shell", "-c", "sidecar", "--", "true", check=False)
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip() == (
+        "Error from server (BadRequest): container sidecar is not valid for pod shell"
+    )
+    kubectl.out("apply", "-f", "-", stdin=STUCK_POD.replace("name: stuck", "name: unbound"))
+    unbound = kubectl.run("exec", "unbound", "--", "true", check=False)
+    assert unbound.returncode == 1
+    assert "pod unbound does not have a host assigned" in unbound.stderr
+    absent = kubectl.run("exec", "absent", "--", "true", check=False)
+    assert absent.returncode == 1
+    assert 'pods "absent" not found' in absent.stderr
+    for name in ("shell", "unbound"):
+        kubectl.run("delete", "pod", name, "--wait=false", check=False)

@@ -171,12 +171,14 @@ class SimulatedFleet:
         classes: Mapping[str, InferenceClass],
         *,
         faults: FaultConfig | Mapping[str, Any] | None = None,
+        port: int = 0,
     ) -> SimulatedCluster:
-        """Add one cluster: API server, nodes, slices, serving stack, simulator, kubeconfig."""
+        """Add one cluster: API server (on its own port; 0 picks one), nodes, slices, serving
+        stack, simulator, kubeconfig."""
         built = self._built.get(cluster.name)
         index = built[2] if built is not None else len(self._built)
         self._built[cluster.name] = (cluster, classes, index)
-        sim_cluster = self.server.add_cluster(cluster.name, faults)
+        sim_cluster = self.server.add_cluster(cluster.name, faults, port=port)
         store = sim_cluster.store
         injector = sim_cluster.faults
         plane = ServingPlane(store, self._engines, faults=lambda: injector.config)
@@ -227,11 +229,12 @@ class SimulatedFleet:
         Its kubeconfig is written again."""
         cluster, classes, _ = self._built[name]
         old = self.clusters.pop(name)
+        port = self.server.cluster_port(name)
         await old.simulator.stop()
         await old.serving.stop()
         self.server.proxy.detach(name)
         self.server.remove_cluster(name)
-        handle = await self.add_cluster(cluster, classes)
+        handle = await self.add_cluster(cluster, classes, port=port)
         await handle.simulator.settle(_STARTUP_SETTLE_SECONDS, timers=False)
         return handle
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from modelfleet.sim.apiserver import openapi, status_errors
-from modelfleet.sim.apiserver.request_info import RequestInfo
+from modelfleet.sim.apiserver.request_info import RequestInfo, cluster_prefix
 from modelfleet.sim.apiserver.responses import json_response
 from modelfleet.sim.apiserver.status_errors import ApiError
 
@@ -93,7 +93,10 @@ def _openapi(
     if path == "v2":
         return json_response(openapi.v2_document(registry, kube_version))
     if path == "v3":
-        return json_response(openapi.v3_root(registry, f"/clusters/{cluster.name}", kube_version))
+        # The relative URLs clients follow (with the server's root) must match the root the
+        # client used: the cluster's own port, or /clusters/<name> on the main port.
+        prefix = cluster_prefix(request)
+        return json_response(openapi.v3_root(registry, prefix, kube_version))
     segs = path.split("/")
     doc = None
     if len(segs) == 3 and segs[:2] == ["v3", "api"]:

@@ -7,8 +7,9 @@ query parameter (kubectl then leaves validation to the server instead of validat
 and, for built-in kinds only, strategic merge patch (so kubectl sends CRDs merge patches, as
 against a real server).
 
-The v3 root's ``serverRelativeURL`` values carry the cluster's ``/clusters/<name>`` prefix:
-clients resolve them against the server's host, not its path.
+The v3 root's ``serverRelativeURL`` values carry the path of the cluster root the client used
+(empty on a cluster's own port, ``/clusters/<name>`` on the main port): clients resolve them
+against the server's host, not its path.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure: a registry
 in, documents out; no I/O.

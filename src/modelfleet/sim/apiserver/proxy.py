@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from modelfleet.sim.apiserver.request_info import request_info
 from modelfleet.sim.apiserver.responses import error_response
 from modelfleet.sim.apiserver.selectors import label_selector_from_object
 from modelfleet.sim.apiserver.status_errors import ApiError, not_found
@@ -36,13 +37,14 @@ from modelfleet.sim.http_relay import relay
 if TYPE_CHECKING:
     from modelfleet.sim.apiserver.server import FleetApiServer
 
-__all__ = ["PROXY_ROUTE", "ApiProxy", "EngineLocator", "split_target"]
+__all__ = ["PORT_PROXY_ROUTE", "PROXY_ROUTE", "ApiProxy", "EngineLocator", "split_target"]
 
-# Matched before the catch-all cluster route. The whole tail is kept under ``tail`` so the
-# request classifier (and the fault middleware) sees these requests like any other.
-PROXY_ROUTE = (
-    "/clusters/{cluster}/{tail:api/v1/namespaces/[^/]+/(?:pods|services)/[^/]+/proxy(?:/.*)?}"
-)
+# Matched before the catch-all cluster routes. The whole tail is kept under ``tail`` so the
+# request classifier (and the fault middleware) sees these requests like any other. The same
+# path without the prefix is a cluster's own port (request_info resolves which).
+_PROXY_TAIL = "{tail:api/v1/namespaces/[^/]+/(?:pods|services)/[^/]+/proxy(?:/.*)?}"
+PROXY_ROUTE = "/clusters/{cluster}/" + _PROXY_TAIL
+PORT_PROXY_ROUTE = "/" + _PROXY_TAIL
 _HOP_HEADERS = frozenset(
     {
         "connection",
@@ -80,6 +82,10 @@ def split_target(target: str) -> tuple[str, str, str]:
     return "", target, ""
 
 
+def not_found_path() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
 def _unavailable(message: str) -> ApiError:
     return ApiError(503, "ServiceUnavailable", message)
 
@@ -106,6 +112,10 @@ class ApiProxy:
     def attach(self, cluster: str, locator: EngineLocator) -> None:
         self._locators[cluster] = locator
 
+    def locator(self, cluster: str) -> EngineLocator | None:
+        """The serving plane attached to ``cluster`` (what a pod's own ports answer), if any."""
+        return self._locators.get(cluster)
+
     def detach(self, cluster: str) -> None:
         self._locators.pop(cluster, None)
         self._unreachable.pop(cluster, None)
@@ -124,13 +134,16 @@ class ApiProxy:
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", PROXY_ROUTE, self._handle)
+        app.router.add_route("*", PORT_PROXY_ROUTE, self._handle)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        cluster = self._server.clusters.get(request.match_info["cluster"])
+        info = request_info(request)
+        if info is None:  # no prefix, on the main port
+            return error_response(not_found_path())
+        cluster = self._server.clusters.get(info.cluster)
         if cluster is None:
-            name = request.match_info["cluster"]
             return error_response(
-                ApiError(404, "NotFound", f'simulated cluster "{name}" not found')
+                ApiError(404, "NotFound", f'simulated cluster "{info.cluster}" not found')
             )
         segs = request.match_info["tail"].split("/")
         namespace, kind, target = segs[3], segs[4], segs[5]

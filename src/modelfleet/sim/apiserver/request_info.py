@@ -2,6 +2,9 @@
 namespace, name and subresource, parsed from its path, method, query and content type (as the
 real server's request-info resolver does). The fault middleware and the handlers both use it.
 
+The cluster is the one named by a ``/clusters/<name>`` prefix, else the one whose own port the
+request arrived on (:data:`CLUSTER_PORTS` on the app, kept by the server).
+
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure, apart from
 caching the result on the aiohttp request; no I/O.
 """
@@ -13,7 +16,18 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-__all__ = ["RequestInfo", "manager_from_user_agent", "parse_request", "request_info", "truthy"]
+__all__ = [
+    "CLUSTER_PORTS",
+    "RequestInfo",
+    "cluster_prefix",
+    "manager_from_user_agent",
+    "parse_request",
+    "request_info",
+    "truthy",
+]
+
+# Local port -> the cluster served at that port's root (the server's live map, not a copy).
+CLUSTER_PORTS: web.AppKey[dict[int, str]] = web.AppKey("sim_cluster_ports", dict)
 
 
 @dataclass(frozen=True)
@@ -107,14 +121,39 @@ def manager_from_user_agent(user_agent: str) -> str:
 _INFO_KEY: web.RequestKey[RequestInfo] = web.RequestKey("sim_request_info", RequestInfo)
 
 
+def _port_cluster(request: web.Request) -> str | None:
+    """The cluster whose own port ``request`` arrived on, if any."""
+    ports = request.app.get(CLUSTER_PORTS)
+    if not ports or request.transport is None:
+        return None
+    sockname = request.transport.get_extra_info("sockname")
+    if not sockname:
+        return None
+    return ports.get(int(sockname[1]))
+
+
+def cluster_prefix(request: web.Request) -> str:
+    """The path prefix of the cluster root ``request`` came through: ``/clusters/<name>`` on the
+    main port, empty on the cluster's own port."""
+    cluster = request.match_info.get("cluster")
+    if cluster is not None and request.path.startswith("/clusters/"):
+        return f"/clusters/{cluster}"
+    return ""
+
+
 def request_info(request: web.Request) -> RequestInfo | None:
-    """What a cluster route's request is about (cached on the request); None off cluster routes."""
+    """What a cluster request is about (cached on the request); None for a request that is not
+    for a cluster (admin routes, or the main port's root)."""
     cached = request.get(_INFO_KEY)
     if isinstance(cached, RequestInfo):
         return cached
     cluster = request.match_info.get("cluster")
     if cluster is None or not request.path.startswith("/clusters/"):
-        return None
+        if "tail" not in request.match_info:
+            return None  # an admin route
+        cluster = _port_cluster(request)
+        if cluster is None:
+            return None
     info = parse_request(
         cluster,
         request.match_info.get("tail", ""),

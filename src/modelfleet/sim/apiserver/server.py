@@ -1,23 +1,30 @@
-"""The simulated API server: one aiohttp application on one port serving many simulated
-clusters, each at ``/clusters/<name>`` with its own store and fault injector, plus the admin
-endpoints of :mod:`.admin`.
+"""The simulated API server: one aiohttp application serving many simulated clusters, each with
+its own store and fault injector, plus the admin endpoints of :mod:`.admin`.
+
+Every cluster has its own listener and is served at that port's root, as a real API server is:
+its kubeconfig says ``server: http://127.0.0.1:<cluster port>``. Clients that build URLs from the
+server's root alone (kubectl's ``get --raw /readyz``, client-go's ``AbsPath``/``RequestURI``)
+therefore reach the right cluster. The main port serves the admin endpoints and, under
+``/clusters/<name>``, every cluster again (tests and tools address clusters by name there).
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. This module binds
-a TCP listener (callers should use 127.0.0.1 and port 0) and otherwise keeps all state in memory;
-``write_kubeconfig`` writes the one file it is asked to write.
+TCP listeners (callers should use 127.0.0.1 and port 0; a cluster's port is picked by the OS) and
+otherwise keeps all state in memory; ``write_kubeconfig`` writes the one file it is asked to write.
 
-Layout of the HTTP surface (``/clusters/<name>`` is one cluster's apiserver root)::
+Layout of the HTTP surface (``<root>`` is ``http://host:<cluster port>`` or, on the main port,
+``/clusters/<name>``)::
 
-    /clusters/<c>/version | /api | /apis | /api/v1 | /apis/<g> | /apis/<g>/<v>    discovery
-    /clusters/<c>/api/v1/[namespaces/<ns>/]<plural>[/<name>[/status|/scale]]      core
-    /clusters/<c>/apis/<g>/<v>/[namespaces/<ns>/]<plural>[/<name>[/status|/scale]]
-    /_admin/clusters[/<c>[/faults|/stats]]                                          admin
+    <root>/version | /api | /apis | /api/v1 | /apis/<g> | /apis/<g>/<v>          discovery
+    <root>/healthz | /livez | /readyz | /openapi/v2 | /openapi/v3[/...]           health, openapi
+    <root>/api/v1/[namespaces/<ns>/]<plural>[/<name>[/status|/scale|/log|/exec|/proxy]]
+    <root>/apis/<g>/<v>/[namespaces/<ns>/]<plural>[/<name>[/status|/scale]]
+    /_admin/clusters[/<c>[/faults|/stats]]                          admin (main port only)
 
-Unmodified clients (the official ``kubernetes`` client, its DynamicClient, lightkube,
-kubernetes_asyncio) work against ``server: http://127.0.0.1:PORT/clusters/<c>`` with ``user: {}``.
-Routing is here; requests are classified by :mod:`.request_info`, answered by :mod:`.discovery`,
-:mod:`.resource_handlers` and :mod:`.watch_stream`, with :mod:`modelfleet.sim.faults` as
-middleware on cluster routes only.
+Unmodified clients (kubectl, the official ``kubernetes`` client, its DynamicClient, lightkube,
+kubernetes_asyncio) work against the kubeconfig's server with ``user: {}``. Routing is here;
+requests are classified by :mod:`.request_info` (which resolves a request on a cluster's own port
+to that cluster), answered by :mod:`.discovery`, :mod:`.resource_handlers`, :mod:`.pod_exec` and
+:mod:`.watch_stream`, with :mod:`modelfleet.sim.faults` as middleware on cluster requests only.
 
 Start it with ``await FleetApiServer.start()`` on a running loop, or :func:`serve_in_thread` for
 synchronous callers (its own loop in a background thread, see :mod:`modelfleet.sim.loop_thread`).
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from modelfleet.sim.apiserver.admin import CLUSTER_NAME, AdminRoutes
 from modelfleet.sim.apiserver.discovery import serve_discovery
+from modelfleet.sim.apiserver.pod_exec import serve_pod_exec
 from modelfleet.sim.apiserver.proxy import ApiProxy
-from modelfleet.sim.apiserver.request_info import request_info
+from modelfleet.sim.apiserver.request_info import CLUSTER_PORTS, request_info
 from modelfleet.sim.apiserver.resource_handlers import serve_resource
 from modelfleet.sim.apiserver.responses import error_response
 from modelfleet.sim.apiserver.status_errors import ApiError
@@ -88,6 +97,15 @@ class SimCluster:
     faults: FaultInjector
 
 
+@dataclass
+class _Listener:
+    """A cluster's own port: the socket bound in ``add_cluster`` and the site serving it."""
+
+    port: int
+    site: web.SockSite
+    started: asyncio.Task[None]
+
+
 class FleetApiServer:
     """The simulated clusters of one emulator process, and the listener serving them.
 
@@ -102,6 +120,9 @@ class FleetApiServer:
         self.port = 0
         self.base_url = ""
         self._runner: web.AppRunner | None = None
+        # Local port -> cluster name, shared with request_info through the app.
+        self._ports: dict[int, str] = {}
+        self._listeners: dict[str, _Listener] = {}
         self.proxy = ApiProxy(self)  # pods|services/<name>/proxy, to attached serving planes
 
     # ------------------------------------------------------------------ starting and stopping
@@ -142,6 +163,10 @@ class FleetApiServer:
         for cluster in self.clusters.values():
             cluster.store.close_subscriptions()
             cluster.faults.stop()
+        for listener in self._listeners.values():
+            await _settled(listener.started)
+        self._listeners.clear()
+        self._ports.clear()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -155,10 +180,14 @@ class FleetApiServer:
         *,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         history_limit: int | None = None,
+        port: int = 0,
     ) -> SimCluster:
-        """Create an empty cluster (with the usual namespaces); ValueError if the name is taken.
+        """Create an empty cluster (with the usual namespaces) served on its own port;
+        ValueError if the name is taken, OSError if ``port`` cannot be bound.
 
-        ``history_limit`` overrides the server's watch-history length for this cluster.
+        The port is bound and listening when this returns (connections queue until the site
+        starts on the loop); ``port`` 0 lets the OS pick one. ``history_limit`` overrides the
+        server's watch-history length for this cluster.
         """
         if not CLUSTER_NAME.match(name) or len(name) > 63:
             raise ValueError(f"invalid cluster name {name!r}")
@@ -179,13 +208,45 @@ class FleetApiServer:
             ),
             faults=FaultInjector(cfg),
         )
+        if self._runner is not None:
+            self._listen(name, port)
         self.clusters[name] = cluster
         return cluster
 
+    def _listen(self, name: str, port: int) -> None:
+        assert self._runner is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            # Rebinding a just-closed port (a cluster restarted at the same address) must not
+            # wait out TIME_WAIT, as the main listener's reuse_address allows too.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        bound = int(sock.getsockname()[1])
+        site = web.SockSite(self._runner, sock)
+        started = asyncio.get_running_loop().create_task(site.start())
+        self._listeners[name] = _Listener(bound, site, started)
+        self._ports[bound] = name
+
     def remove_cluster(self, name: str) -> None:
+        """Drop the cluster and close its port (at once when its site has started, else as
+        soon as it has)."""
         cluster = self.clusters.pop(name)
         cluster.store.close_subscriptions()
         cluster.faults.stop()
+        listener = self._listeners.pop(name, None)
+        if listener is not None:
+            self._ports.pop(listener.port, None)
+            _close_listener(listener)
+
+    def cluster_port(self, name: str) -> int:
+        """The port cluster ``name`` is served on at its root."""
+        self.cluster(name)
+        return self._listeners[name].port
 
     def cluster(self, name: str) -> SimCluster:
         try:
@@ -197,7 +258,15 @@ class FleetApiServer:
         return self.cluster(name).store
 
     def cluster_url(self, name: str) -> str:
-        """The apiserver URL of cluster ``name`` (the kubeconfig ``server``)."""
+        """The apiserver URL of cluster ``name`` (the kubeconfig ``server``): its own port's
+        root, as a real API server's."""
+        listener = self._listeners.get(name)
+        if listener is None:
+            return self.prefixed_url(name)
+        return f"http://{self.host}:{listener.port}"
+
+    def prefixed_url(self, name: str) -> str:
+        """Cluster ``name`` under ``/clusters/<name>`` on the main port."""
         return f"{self.base_url}/clusters/{name}"
 
     def info(self, cluster: SimCluster) -> ClusterInfo:
@@ -236,10 +305,14 @@ class FleetApiServer:
             middlewares=[_fault_middleware(self._resolve_faults)],
             client_max_size=64 * 1024 * 1024,
         )
+        app[CLUSTER_PORTS] = self._ports
         AdminRoutes(self).add_routes(app)
-        self.proxy.add_routes(app)  # before the catch-all cluster route
+        self.proxy.add_routes(app)  # before the catch-all cluster routes
         app.router.add_route("*", "/clusters/{cluster}", self._handle)
         app.router.add_route("*", "/clusters/{cluster}/{tail:.*}", self._handle)
+        # Last: everything else, which request_info resolves by the port it arrived on (a
+        # cluster's own port), and is 404 on the main port.
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
 
     def _resolve_faults(self, request: web.Request) -> FaultTarget | None:
@@ -253,7 +326,10 @@ class FleetApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         info = request_info(request)
-        assert info is not None
+        if info is None:  # the main port's root: no cluster there
+            return error_response(
+                ApiError(404, "NotFound", "the server could not find the requested resource")
+            )
         cluster = self.clusters.get(info.cluster)
         if cluster is None:
             return error_response(
@@ -262,9 +338,31 @@ class FleetApiServer:
         try:
             if info.discovery or info.unknown:
                 return serve_discovery(request, cluster, info, self.settings.kubernetes_version)
+            if info.subresource == "exec" and info.plural == "pods" and not info.group:
+                return await serve_pod_exec(
+                    request, cluster.store, info, self.proxy.locator(cluster.name)
+                )
             return await serve_resource(request, cluster, info, self.settings)
         except ApiError as err:
             return error_response(err)
+
+
+def _close_listener(listener: _Listener) -> None:
+    """Stop accepting on a cluster's port now, so that it can be bound again at once."""
+    site = listener.site
+    if listener.started.done():
+        server = site._server  # the asyncio server SockSite.start created
+        if server is not None:
+            server.close()
+        return
+    listener.started.add_done_callback(
+        lambda _: site._server.close() if site._server is not None else None
+    )
+
+
+async def _settled(task: asyncio.Task[None]) -> None:
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await task
 
 
 @contextlib.contextmanager
