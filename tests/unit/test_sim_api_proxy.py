@@ -105,10 +105,14 @@ def test_pod_proxy_reaches_the_engine_and_counts_its_requests(
     load = asyncio.run(_replica_load(kubeconfig, ns, rendered.replica))
     assert load == {SUCCESS: 3.0}
     # Other proxied paths and methods go through too (the engine's OpenAI API).
-    base = f"{fleet.target.server.cluster_url('l4-dev')}/api/v1/namespaces/{ns}/pods/{pod}:8000"
-    models = httpx.get(f"{base}/proxy/v1/models", headers={"Authorization": "Bearer x"})
-    assert models.status_code == 200
-    assert models.json()["data"][0]["id"] == MODEL
+    server = fleet.target.server
+    # At the cluster's own root (the kubeconfig's server) and under /clusters/<name> on the
+    # main port alike.
+    for root in (server.cluster_url("l4-dev"), server.prefixed_url("l4-dev")):
+        base = f"{root}/api/v1/namespaces/{ns}/pods/{pod}:8000"
+        models = httpx.get(f"{base}/proxy/v1/models", headers={"Authorization": "Bearer x"})
+        assert models.status_code == 200, root
+        assert models.json()["data"][0]["id"] == MODEL
 
 
 async def _replica_load(kubeconfig: Path, ns: str, replica_name: str) -> dict[str, float]:

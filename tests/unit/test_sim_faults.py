@@ -274,7 +274,12 @@ def test_admin_adds_and_lists_clusters(srv: LoopThread[FleetApiServer]) -> None:
     name = f"adm-{uuid.uuid4().hex[:6]}"
     code, _, info = _admin(srv, "POST", "/_admin/clusters", {"name": name, "faults": {"seed": 5}})
     assert code == 201
-    assert info["server"] == f"{srv.target.base_url}/clusters/{name}"
+    # Its own port, served at the root as a real API server is.
+    server = info["server"]
+    assert server == f"http://127.0.0.1:{srv.call(srv.target.cluster_port, name)}"
+    assert server != srv.target.base_url
+    with urllib.request.urlopen(f"{server}/readyz", timeout=10) as resp:
+        assert resp.read() == b"ok"
     assert info["faults"]["seed"] == 5
     code, _, status = _admin(srv, "POST", "/_admin/clusters", {"name": name})
     assert (code, status["reason"]) == (409, "AlreadyExists")
@@ -284,6 +289,27 @@ def test_admin_adds_and_lists_clusters(srv: LoopThread[FleetApiServer]) -> None:
     assert code == 200
     code, _, _ = _admin(srv, "GET", f"/_admin/clusters/{name}")
     assert code == 404
+    with pytest.raises(urllib.error.URLError):  # its port is closed with it
+        urllib.request.urlopen(f"{server}/readyz", timeout=10)
+
+
+def test_faults_apply_on_the_cluster_port_and_under_the_prefix(
+    srv: LoopThread[FleetApiServer], cluster: str
+) -> None:
+    srv.call(srv.target.set_faults, cluster, {"error_rate_500": 1.0})
+    for base in (srv.target.cluster_url(cluster), srv.target.prefixed_url(cluster)):
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"{base}/api/v1/namespaces", timeout=10)
+        assert exc.value.code == 500
+    assert srv.call(srv.target.stats, cluster).injected_500 == 2
+    srv.call(srv.target.set_faults, cluster, {})
+    for base in (srv.target.cluster_url(cluster), srv.target.prefixed_url(cluster)):
+        with urllib.request.urlopen(f"{base}/api/v1/namespaces", timeout=10) as resp:
+            assert resp.status == 200
+    # The main port's root is no cluster's.
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(f"{srv.target.base_url}/api/v1/namespaces", timeout=10)
+    assert exc.value.code == 404
 
 
 def test_fault_config_model() -> None:
