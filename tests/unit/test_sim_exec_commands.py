@@ -130,6 +130,15 @@ async def test_shell_sequences_quotes_expansion_and_exit() -> None:
         127,
     )
     assert _text(await _run("sh", "-c", "sh -c 'echo nested'")) == ("nested\n", "", 0)
+    # Redirections between the two output streams, and to /dev/null.
+    assert _text(await _run("sh", "-c", "echo out; echo err >&2")) == ("out\n", "err\n", 0)
+    assert _text(await _run("sh", "-c", "nope 2>&1; cat /x 2>/dev/null")) == (
+        "sh: 1: nope: not found\n",
+        "",
+        1,
+    )
+    assert _text(await _run("sh", "-c", "echo a 1>&2 2>/dev/null")) == ("", "a\n", 0)
+    assert _text(await _run("sh", "-c", "echo a#b # comment")) == ("a#b\n", "", 0)
     # The script from stdin when there is no -c.
     assert _text(await _run("sh", read_stdin=_stdin(b"echo one\necho two\n"))) == (
         "one\ntwo\n",
@@ -141,7 +150,8 @@ async def test_shell_sequences_quotes_expansion_and_exit() -> None:
 async def test_shell_features_beyond_the_subset_say_so() -> None:
     for script, feature in (
         ("ps | grep x", "pipes"),
-        ("echo x > /tmp/f", "redirections"),
+        ("echo x > /tmp/f", "redirections to files"),
+        ("cat < /etc/hostname", "input redirections"),
         ("echo $(hostname)", "command substitution"),
     ):
         out = await _run("sh", "-c", script)

@@ -13,8 +13,9 @@ Emulated (argv[0] may also be an absolute path under ``/bin``, ``/usr/bin``, ``/
   engine on that port (the pod IP works too); no engine there is curl's exit 7;
 - ``sh -c SCRIPT`` / ``bash -c SCRIPT`` (and ``sh`` reading its script from stdin): commands
   separated by ``;``, ``&&``, ``||`` or newlines, with quoting, ``$NAME``/``${NAME}``/``$?``
-  expansion, and the ``exit [N]`` builtin; a command the shell cannot find is dash's
-  ``sh: 1: NAME: not found`` (bash: ``bash: line 1: NAME: command not found``), status 127.
+  expansion, ``>&2``/``2>&1``/``>/dev/null`` redirections and the ``exit [N]`` builtin; a
+  command the shell cannot find is dash's ``sh: 1: NAME: not found`` (bash: ``bash: line 1:
+  NAME: command not found``), status 127.
 
 Any other executable does not exist, as in a minimal image: the runtime fails to start it
 (:class:`StartError`, which the exec endpoint reports the way containerd and the API server
@@ -283,7 +284,7 @@ async def _shell(shell: str, args: list[str], container: Container, out: Outcome
         return 2
     status = 0
     env = dict(container.env)
-    for words, joiner in commands:
+    for words, joiner, redirections in commands:
         if joiner == "&&" and status != 0:
             continue
         if joiner == "||" and status == 0:
@@ -297,17 +298,31 @@ async def _shell(shell: str, args: list[str], container: Container, out: Outcome
             except ValueError:
                 out.err(f"{shell}: 1: exit: Illegal number: {argv[1]}\n")
                 return 2
+        own = Outcome()
         name = _resolve(argv[0], container)
         if name is None:
-            out.err(
+            own.err(
                 f"sh: 1: {argv[0]}: not found\n"
                 if shell == "sh"
                 else f"bash: line 1: {argv[0]}: command not found\n"
             )
             status = 127
-            continue
-        status = await _PROGRAMS[name](argv[1:], container, out)
+        else:
+            status = await _PROGRAMS[name](argv[1:], container, own)
+        _route(own, redirections, out)
     return status
+
+
+def _route(own: Outcome, redirections: Sequence[tuple[int, str]], out: Outcome) -> None:
+    """A command's output to where its redirections send it (in order, as the shell does)."""
+    where = {1: "1", 2: "2"}
+    for fd, target in redirections:
+        where[fd] = where[int(target[1])] if target.startswith("&") else "null"
+    for data, fd in ((own.stdout, 1), (own.stderr, 2)):
+        if where[fd] == "1":
+            out.stdout += data
+        elif where[fd] == "2":
+            out.stderr += data
 
 
 class _UnsupportedError(Exception):
@@ -321,12 +336,16 @@ class _ShellSyntaxError(Exception):
 # A word is a list of (kind, text) pieces: "lit" (quoted, never expanded), "dq" (double-quoted:
 # expanded, never split), "bare" (expanded and split). Expansion waits until ``$?`` is known.
 Word = list[tuple[str, str]]
-_UNSUPPORTED = {"|": "pipes", ">": "redirections", "<": "redirections", "&": "background jobs"}
+# (fd, target): target "&1", "&2" or "null" (/dev/null).
+Redirection = tuple[int, str]
+_UNSUPPORTED = {"|": "pipes", "<": "input redirections", "&": "background jobs"}
 
 
-def _parse(script: str) -> list[tuple[list[Word], str]]:
-    """Commands with the operator that joins each to the one before (";", "&&" or "||")."""
-    commands: list[tuple[list[Word], str]] = []
+def _parse(script: str) -> list[tuple[list[Word], str, list[Redirection]]]:
+    """Commands with the operator that joins each to the one before (";", "&&" or "||"), and
+    their redirections."""
+    commands: list[tuple[list[Word], str, list[Redirection]]] = []
+    redirections: list[Redirection] = []
     words: list[Word] = []
     word: Word = []
     joiner = ";"
@@ -340,13 +359,40 @@ def _parse(script: str) -> list[tuple[list[Word], str]]:
         word, in_word = [], False
 
     def end_command(next_joiner: str) -> None:
-        nonlocal words, joiner
+        nonlocal words, joiner, redirections
         end_word()
         if words:
-            commands.append((words, joiner))
+            commands.append((words, joiner, redirections))
         elif next_joiner in ("&&", "||"):
             raise _ShellSyntaxError(f'"{next_joiner}" unexpected')
-        words, joiner = [], next_joiner
+        words, joiner, redirections = [], next_joiner, []
+
+    def redirect(at: int) -> int:
+        """Parse ``[N]>[>]&M`` or ``[N]>[>] /dev/null`` at the ``>``; returns where it ends."""
+        nonlocal word, in_word
+        fd = 1
+        if in_word and word in ([("bare", "1")], [("bare", "2")]):
+            fd, word, in_word = int(word[0][1]), [], False
+        else:
+            end_word()
+        at += 1
+        if script.startswith(">", at):
+            at += 1
+        if script.startswith("&", at):
+            target = script[at + 1 : at + 2]
+            if target not in ("1", "2"):
+                raise _UnsupportedError("redirections other than >&1, >&2 and >/dev/null")
+            redirections.append((fd, f"&{target}"))
+            return at + 2
+        while at < n and script[at] in " \t":
+            at += 1
+        end = at
+        while end < n and script[end] not in " \t;\n|&<>":
+            end += 1
+        if script[at:end] != "/dev/null":
+            raise _UnsupportedError("redirections to files")
+        redirections.append((fd, "null"))
+        return end
 
     while i < n:
         ch = script[i]
@@ -363,6 +409,8 @@ def _parse(script: str) -> list[tuple[list[Word], str]]:
         elif script.startswith("&&", i) or script.startswith("||", i):
             end_command(script[i : i + 2])
             i += 2
+        elif ch == ">":
+            i = redirect(i)
         elif ch in _UNSUPPORTED:
             raise _UnsupportedError(_UNSUPPORTED[ch])
         elif ch == "`" or script.startswith("$(", i):
@@ -393,11 +441,11 @@ def _parse(script: str) -> list[tuple[list[Word], str]]:
             in_word, i = True, i + 2
         else:
             j = i
-            while j < n and script[j] not in " \t;\n'\"\\|&<>`#" and not script.startswith("$(", j):
+            while j < n and script[j] not in " \t;\n'\"\\|&<>`" and not script.startswith("$(", j):
                 j += 1
             word.append(("bare", script[i:j]))
             in_word, i = True, j
-    if words or in_word:
+    if words or in_word or redirections:
         end_command(";")
     elif joiner in ("&&", "||"):
         raise _ShellSyntaxError("end of file unexpected")
