@@ -109,7 +109,9 @@ def test_stdin_ends_with_the_v5_close_signal(srv: LoopThread[FleetApiServer]) ->
 def test_a_tty_has_one_output_stream_with_crlf(srv: LoopThread[FleetApiServer]) -> None:
     url, _ = _pod(srv)
     query = "command=sh&command=-c&command=echo%20a%3B%20nope&stdout=1&stderr=1&tty=1"
-    _, frames, _ = asyncio.run(_exec(url, query, (V5,)))
+    # kubectl sends the terminal's size first; the command starts once it is there.
+    resize = b'\x04{"Width":80,"Height":24}'
+    _, frames, _ = asyncio.run(_exec(url, query, (V5,), (resize,)))
     assert b"".join(f[1:] for f in frames if f[0] == 1) == b"a\r\nsh: 1: nope: not found\r\n"
     assert not [f for f in frames if f[0] == 2]
 

@@ -16,7 +16,8 @@ What the real API server and runtime do, and this one does too:
   connection: container not found``) or an executable the runtime cannot start (containerd's
   ``OCI runtime exec failed`` message, as ``kubectl exec`` prints it). Then a normal close.
 - With a TTY, stderr is not a separate stream and output lines end in CRLF (the terminal's
-  ``onlcr``); resize frames are read and ignored.
+  ``onlcr``); the command starts once the terminal's first size has come (at most 1 s), later
+  resize frames are ignored.
 
 The container's environment is the one its runtime would give it: ``PATH``, ``HOSTNAME``, its
 ``env``/``envFrom`` (values, ``$(VAR)`` references, field, ConfigMap and Secret references), the
@@ -68,6 +69,8 @@ _FRAME_BYTES = 32 * 1024
 _FETCH_TIMEOUT = aiohttp.ClientTimeout(total=30.0, sock_connect=5.0)
 # How long the server waits for the client's answer to its close frame.
 _CLOSE_TIMEOUT_SECONDS = 10.0
+# A TTY client sends the terminal's size first; the command waits for it at most this long.
+_FIRST_RESIZE_SECONDS = 1.0
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
@@ -145,6 +148,13 @@ async def serve_pod_exec(
         # The lowest output stream announces the connection (the API server's first frame).
         first = STDOUT if stdout else STDERR if stderr else ERROR
         await ws.send_bytes(bytes([first]))
+        if tty:
+            # A command that ends at once would otherwise close the session before kubectl has
+            # written the terminal's size, which it then reports as an error (a real runtime is
+            # never that fast).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_FIRST_RESIZE_SECONDS):
+                    await session.resized.wait()
         status = await _run(session, store, pod, spec, list(command), locator, tty=tty)
         await _send_output(ws, session.outcome, stdout=stdout, stderr=stderr, tty=tty)
         await ws.send_bytes(bytes([ERROR]) + json.dumps(status, separators=(",", ":")).encode())
@@ -167,6 +177,7 @@ class _Session:
         self.stdin_open = stdin
         self.stdin = bytearray()
         self.stdin_done = asyncio.Event()
+        self.resized = asyncio.Event()
         if not stdin:
             self.stdin_done.set()
         self.outcome = Outcome()
@@ -182,6 +193,8 @@ class _Session:
                     self.stdin += payload
                 elif stream == CLOSE and self.v5 and payload[:1] == bytes([STDIN]):
                     self.stdin_done.set()
+                elif stream == RESIZE:
+                    self.resized.set()
         finally:
             self.stdin_done.set()
 
