@@ -73,6 +73,7 @@ def test_route_rewrites_each_backend_to_its_own_path_and_checks_keys() -> None:
         "EndpointSlice",
         "Service",
         "EndpointSlice",
+        "BackendTrafficPolicy",
         "HTTPRoute",
     ]
     route = objects[-1]

@@ -84,7 +84,7 @@ class Doubles:
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
-        self.routes.append(request.manifests[-1])
+        self.routes.append(next(m for m in request.manifests if m["kind"] == "HTTPRoute"))
         return ApplyResult(applied=[ObjectRef.of(m) for m in request.manifests])
 
     @activity.defn(name=KUBE_DELETE)
@@ -269,7 +269,12 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
         await service.execute_update(ServiceWorkflow.delete)
         final = await service.result()
         assert final.phase == "Deleted"
-        assert {r.kind for r in doubles.deleted} == {"HTTPRoute", "Service", "EndpointSlice"}
+        assert {r.kind for r in doubles.deleted} == {
+            "BackendTrafficPolicy",
+            "HTTPRoute",
+            "Service",
+            "EndpointSlice",
+        }
         assert doubles.deleted[0].kind == "HTTPRoute"  # the route goes before its backends
         listed = await directory.query(EndpointDirectoryWorkflow.list_endpoints, "ml")
         assert [e.name for e in listed] == ["b-1", "b-2"]

@@ -8,7 +8,7 @@ resolves them inside activities, so no key enters a workflow payload or history.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -55,9 +55,37 @@ class ServiceAuth(Model):
     api_keys_secret_ref: SecretReference
 
 
+class OutlierDetection(Model):
+    """How the front door takes a failing endpoint out of rotation between probes (the
+    gateway's passive health check, Envoy's outlier detection): after ``consecutiveErrors``
+    5xx answers or connection failures in a row, the endpoint gets no traffic for
+    ``baseEjectionSeconds`` times the number of times it was ejected (capped at 300 s; the
+    count decays while it serves), as long as no more than ``maxEjectionPercent`` of the
+    service's endpoints are out at once. ``maxEjectionPercent: 0`` switches ejection off."""
+
+    consecutive_errors: int = Field(default=3, ge=1, le=1000)
+    base_ejection_seconds: int = Field(default=10, ge=1, le=3600)
+    max_ejection_percent: int = Field(default=50, ge=0, le=100)
+    # How often ejected endpoints are let back in and ejection counts decay.
+    interval_seconds: int = Field(default=1, ge=1, le=300)
+
+
+class ServiceRetries(Model):
+    """How often the front door sends a request again, each time to another endpoint where one
+    is left, when it failed before any byte reached the caller: a connection failure or reset,
+    or one of ``statusCodes``. ``attempts: 0`` switches retries off."""
+
+    attempts: int = Field(default=2, ge=0, le=10)
+    status_codes: list[Annotated[int, Field(ge=500, le=599)]] = Field(
+        default_factory=lambda: [500, 502, 503, 504], max_length=16
+    )
+
+
 class ModelServiceSpec(Model):
     endpoints: list[ServiceEndpoint] = Field(min_length=1)
     auth: ServiceAuth | None = None
+    outlier_detection: OutlierDetection = Field(default_factory=OutlierDetection)
+    retries: ServiceRetries = Field(default_factory=ServiceRetries)
 
 
 class ModelService(Resource):

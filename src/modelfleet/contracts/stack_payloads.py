@@ -107,6 +107,8 @@ REQUIRED_ACCESS: list[AccessNeed] = [
     AccessNeed(group="inference.networking.k8s.io", resource="inferencepools", verbs=_WORKLOAD),
     AccessNeed(group="gateway.networking.k8s.io", resource="httproutes", verbs=_WORKLOAD),
     AccessNeed(group="gateway.networking.k8s.io", resource="gateways", verbs=["get"]),
+    # The front door's passive health check and retries (Envoy Gateway's policy kind).
+    AccessNeed(group="gateway.envoyproxy.io", resource="backendtrafficpolicies", verbs=_WORKLOAD),
 ]
 
 

@@ -4,6 +4,11 @@ an EndpointSlice per backend (so any endpoint, on any cluster or outside the fle
 Gateway API backend) and one HTTPRoute at ``/<namespace>/<service>/`` with a weighted backendRef
 per endpoint, each rewriting to that endpoint's own path.
 
+Between probes the gateway itself contains a failing endpoint: an Envoy Gateway
+``BackendTrafficPolicy`` on the route configures its passive health check (outlier detection:
+an endpoint answering 5xx or refusing connections is ejected for a growing back-off) and retries
+(a request that failed before any byte reached the caller goes again to another endpoint).
+
 Pure: pydantic records in, dicts out. Health is decided elsewhere (probes); this module only
 takes the set of endpoints that are in rotation.
 """
@@ -22,7 +27,7 @@ from pydantic import Field
 
 from modelfleet.api.meta import Model
 from modelfleet.api.naming import LABEL_MANAGED_BY, child_name, workload_namespace
-from modelfleet.api.services import ServiceEndpoint
+from modelfleet.api.services import OutlierDetection, ServiceEndpoint, ServiceRetries
 from modelfleet.rendering.namespace import namespace_manifest
 
 __all__ = [
@@ -30,15 +35,21 @@ __all__ = [
     "FrontDoor",
     "api_keys_secret_name",
     "distribute_weights",
+    "front_door_route",
     "provider_token_secret_name",
     "provider_tokens",
     "render_front_door",
     "select_endpoints",
     "service_path",
+    "traffic_policy",
 ]
 
 MAX_WEIGHT = 1_000_000
 ROUTE_API_VERSION = "gateway.networking.k8s.io/v1"
+POLICY_API_VERSION = "gateway.envoyproxy.io/v1alpha1"
+POLICY_KIND = "BackendTrafficPolicy"
+# Envoy's back-off between retries: fully jittered from this base, capped at ten times it.
+RETRY_BASE_INTERVAL = "25ms"
 SERVICE_LABEL = "modelfleet.dev/service"
 MANAGER = "modelfleet"
 
@@ -194,6 +205,59 @@ def _backend_objects(
     ]
 
 
+def traffic_policy(
+    namespace: str,
+    service: str,
+    outlier: OutlierDetection,
+    retries: ServiceRetries,
+) -> dict[str, Any]:
+    """The route's BackendTrafficPolicy: passive health check and retries. Envoy Gateway makes
+    one Envoy cluster of the rule's backendRefs, so ejection and its percentage count over all
+    of the service's endpoints, and a retry may go to any other of them."""
+    spec: dict[str, Any] = {
+        "targetRefs": [
+            {
+                "group": "gateway.networking.k8s.io",
+                "kind": "HTTPRoute",
+                "name": child_name("ms", service),
+            }
+        ],
+        "healthCheck": {
+            "passive": {
+                # Connection failures count as 5xx (Envoy maps them to 503) when not split.
+                "splitExternalLocalOriginErrors": False,
+                "interval": f"{outlier.interval_seconds}s",
+                "consecutive5XxErrors": outlier.consecutive_errors,
+                "consecutiveGatewayErrors": 0,
+                "baseEjectionTime": f"{outlier.base_ejection_seconds}s",
+                "maxEjectionPercent": outlier.max_ejection_percent,
+            }
+        },
+    }
+    if retries.attempts:
+        spec["retry"] = {
+            "numRetries": retries.attempts,
+            "retryOn": {
+                # Only failures before a response started: Envoy never retries once it has
+                # forwarded a byte, so a stream cut mid-generation is not sent twice.
+                "triggers": [
+                    "connect-failure",
+                    "refused-stream",
+                    "reset",
+                    "retriable-status-codes",
+                ],
+                "httpStatusCodes": sorted(set(retries.status_codes)),
+            },
+            "perRetry": {"backOff": {"baseInterval": RETRY_BASE_INTERVAL}},
+        }
+    return {
+        "apiVersion": POLICY_API_VERSION,
+        "kind": POLICY_KIND,
+        "metadata": _metadata(child_name("ms", service), namespace, service),
+        "spec": spec,
+    }
+
+
 def render_front_door(
     door: FrontDoor,
     namespace: str,
@@ -202,9 +266,12 @@ def render_front_door(
     endpoints: Sequence[EndpointRecord],
     *,
     auth: bool = False,
+    outlier: OutlierDetection | None = None,
+    retries: ServiceRetries | None = None,
 ) -> list[dict[str, Any]]:
-    """Backends (Service + EndpointSlice per endpoint in ``weighted``) then the route, in apply
-    order. With no endpoint in rotation the route has no backendRefs (the gateway answers 5xx)."""
+    """Backends (Service + EndpointSlice per endpoint in ``weighted``), the route's traffic
+    policy, then the route, in apply order. With no endpoint in rotation the route has no backendRefs
+    (the gateway answers 5xx)."""
     target_ns = workload_namespace(namespace)
     by_key = {e.key: e for e in endpoints}
     # The workload namespace as the replicas apply it (the same field manager: see
@@ -249,6 +316,13 @@ def render_front_door(
                 },
             }
         ]
+    # The policy before the route: the route's first request already meets the passive health
+    # check, and deletion (in reverse) takes the route away first.
+    objects.append(
+        traffic_policy(
+            target_ns, service, outlier or OutlierDetection(), retries or ServiceRetries()
+        )
+    )
     objects.append(
         {
             "apiVersion": ROUTE_API_VERSION,
@@ -268,3 +342,8 @@ def render_front_door(
         }
     )
     return objects
+
+
+def front_door_route(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The HTTPRoute among rendered front-door manifests."""
+    return next(m for m in manifests if m.get("kind") == "HTTPRoute")

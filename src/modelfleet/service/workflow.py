@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         FrontDoor,
         api_keys_secret_name,
         distribute_weights,
+        front_door_route,
         provider_tokens,
         render_front_door,
         select_endpoints,
@@ -351,6 +352,8 @@ class ServiceWorkflow:
             weights,
             self._endpoints,
             auth=spec.spec.auth is not None,
+            outlier=spec.spec.outlier_detection,
+            retries=spec.spec.retries,
         )
         tokens = provider_tokens(spec.name, weights, self._endpoints)
         namespace = workload_namespace(spec.namespace)
@@ -395,7 +398,7 @@ class ServiceWorkflow:
             await self._delete(*stale)
         self._applied = applied
         self._applied_digest = digest
-        route = manifests[-1]["spec"]["rules"][0]
+        route = front_door_route(manifests)["spec"]["rules"][0]
         self._backends = {b["name"]: b["weight"] for b in route["backendRefs"]}
         self._address = await self._front_address(gateway)
 

@@ -30,6 +30,14 @@ Workload-level faults (``never_ready``, ``crash_after_ready_seconds``, ``crash_a
 for download Jobs ``download_mib_per_second``, ``fail_downloads``, ``download_error``) are carried
 here for the workload simulator to read; the API server ignores them.
 
+Per-image faults (``image_faults``: an fnmatch glob over container image references -> an
+:class:`ImageFault`) make every engine started from a matching image misbehave the same way,
+whatever deployment runs it, so a user can ``apply`` a deployment with a bad image and watch:
+``reject_args`` (the engine exits at start with argparse's error), ``crash_after_seconds`` (it
+crashes that long after each start; minutes make a slow crasher) and ``error_rate_5xx`` (that
+share of its completions answer 500). The kubelet reads the first two when a container starts;
+the serving plane reads the error rate on every request, so clearing it heals running engines.
+
 ``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
 matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
 deployments.apps"``), for tests of a client's RBAC checks; the requests themselves still succeed.
@@ -61,6 +69,7 @@ __all__ = [
     "FaultInjector",
     "FaultStats",
     "FaultTarget",
+    "ImageFault",
     "Verb",
     "fault_middleware",
 ]
@@ -78,6 +87,21 @@ Verb = Literal[
     "discovery",
 ]
 DarkMode = Literal["hang", "reset"]
+
+
+class ImageFault(BaseModel):
+    """How an engine started from a matching image misbehaves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Flags (fnmatch globs over the ``--flag`` part of each argument, e.g. "--enable-foo" or
+    # "*" for any) the engine does not know: it exits with code 2 at start, never Ready.
+    reject_args: list[str] = Field(default_factory=list)
+    # Seconds after each start (Ready) at which the engine crashes; it restarts with the
+    # kubelet's back-off, serves again and crashes again. Minutes make a slow crasher.
+    crash_after_seconds: float | None = Field(default=None, ge=0.0)
+    # The share of completion requests answered ``500 InternalServerError``.
+    error_rate_5xx: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class FaultConfig(BaseModel):
@@ -111,6 +135,9 @@ class FaultConfig(BaseModel):
     download_mib_per_second: float = Field(default=1024.0, gt=0.0)
     fail_downloads: list[str] = Field(default_factory=list)
     download_error: Literal["auth", "network"] = "network"
+    # Engine faults by image: fnmatch globs over container image references ("repo:tag"); the
+    # first matching glob (in the order given) applies.
+    image_faults: dict[str, ImageFault] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _rates_fit(self) -> FaultConfig:
@@ -143,6 +170,13 @@ class FaultConfig(BaseModel):
 
     def download_fails(self, job: str, namespace: str = "") -> bool:
         return _glob_any(self.fail_downloads, job, namespace)
+
+    def image_fault(self, image: str) -> ImageFault | None:
+        """The fault of engines started from ``image``, or None."""
+        for pattern, fault in self.image_faults.items():
+            if fnmatch.fnmatchcase(image, pattern):
+                return fault
+        return None
 
     def workload_crashes(self, name: str, namespace: str = "") -> bool:
         return self.crash_after_ready_seconds is not None and _glob_any(

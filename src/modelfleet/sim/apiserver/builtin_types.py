@@ -272,6 +272,17 @@ def builtin_types() -> list[ResourceType]:
             status=True,
             builtin=False,
         ),
+        # Envoy Gateway's policy kind (the stack's gateway implementation): the front door's
+        # passive health checks and retries.
+        _rt(
+            "gateway.envoyproxy.io",
+            "v1alpha1",
+            "backendtrafficpolicies",
+            "BackendTrafficPolicy",
+            status=True,
+            builtin=False,
+            short=["btp"],
+        ),
         _rt(
             "gateway.networking.k8s.io",
             "v1",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["crash_lines", "startup_lines"]
+__all__ = ["crash_lines", "rejected_args_lines", "startup_lines"]
 
 
 def _arg(container: Mapping[str, Any], flag: str) -> str | None:
@@ -87,3 +87,16 @@ def crash_lines(container: Mapping[str, Any], restarts: int) -> list[str]:
         f"(simulated crash, restart {restarts})",
         "Traceback elided: simulated failure",
     ]
+
+
+def rejected_args_lines(container: Mapping[str, Any], rejected: list[str]) -> list[str]:
+    """What an engine prints when argparse rejects its command line (then it exits with 2)."""
+    image = str(container.get("image", "")).lower()
+    if "sglang" in image:
+        prog, usage = "launch_server.py", "usage: launch_server.py [-h] --model-path MODEL_PATH"
+    elif "vllm" in image:
+        prog, usage = "vllm serve", "usage: vllm serve [model_tag] [options]"
+    else:
+        prog = str(container.get("name", "") or "server")
+        usage = f"usage: {prog} [options]"
+    return [usage, f"{prog}: error: unrecognized arguments: {' '.join(rejected)}"]

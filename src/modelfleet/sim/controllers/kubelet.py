@@ -1,6 +1,8 @@
 """The kubelet of a simulated cluster: a bound pod starts (its containers creating), becomes
 Ready after a start-up delay, and, under the workload faults of :mod:`.workload_faults`, stays
-pulling its image forever or crash-loops with the kubelet's back-off.
+pulling its image forever, crash-loops with the kubelet's back-off, exits at start because its
+image rejects its arguments, or (an image that crashes after some time) serves again after each
+restart until its next crash.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Writes pod status
 through the cluster's store and schedules the next step on the loop's timers (through
@@ -22,6 +24,7 @@ from modelfleet.sim.controllers.events import EventType
 from modelfleet.sim.controllers.pod_status import (
     crash_loop_status,
     ready_status,
+    restarted_status,
     starting_status,
 )
 
@@ -91,6 +94,12 @@ def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list((pod.get("spec") or {}).get("containers") or [])
 
 
+def _restarts(pod: Mapping[str, Any]) -> int:
+    """The first container's restart count so far."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return int(statuses[0].get("restartCount", 0)) if statuses else 0
+
+
 class Kubelet:
     """Pod start-up, readiness and crash loops on one simulated cluster."""
 
@@ -122,7 +131,13 @@ class Kubelet:
                 await self._event(
                     pod, container, "Normal", "BackOff", f'Back-off pulling image "{image}"'
                 )
-        if not stuck:
+        if stuck:
+            return
+        fault = workload_faults.engine_fault(ctx.faults(), pod)
+        if workload_faults.rejected_args(fault, pod):
+            # The engine parses its command line first and exits: it is never Ready.
+            ctx.set_timer(pod, workload_faults.REJECT_AFTER_SECONDS, "crash", settling=True)
+        else:
             ctx.set_timer(pod, self._startup_seconds(pod), "ready", settling=True)
 
     def _startup_seconds(self, pod: Mapping[str, Any]) -> float:
@@ -145,14 +160,15 @@ class Kubelet:
         if pod is None or meta_of(pod).get("uid") != uid or meta_of(pod).get("deletionTimestamp"):
             return
         first = self.startup.crash_backoff_seconds
+        restarts = _restarts(pod) + 1
+        backoff = workload_faults.restart_backoff(first, restarts)
         if action == "ready":
             await self._ready(pod)
         elif action == "crash":
-            await self._crash(pod, restarts=1, backoff=first)
+            await self._crash(pod, restarts=restarts, backoff=backoff)
+        elif workload_faults.runs_again(workload_faults.engine_fault(self._ctx.faults(), pod), pod):
+            await self._restart(pod)
         else:
-            statuses = (pod.get("status") or {}).get("containerStatuses") or []
-            restarts = int(statuses[0].get("restartCount", 0)) + 1 if statuses else 1
-            backoff = workload_faults.restart_backoff(first, restarts)
             await self._crash(pod, restarts=restarts, backoff=backoff)
 
     async def _event(
@@ -184,11 +200,22 @@ class Kubelet:
             field_manager=KUBELET,
         )
 
+    async def _restart(self, pod: Mapping[str, Any]) -> None:
+        """The crashed container starts again (after its back-off) and becomes Ready after the
+        usual start-up, to crash again later (an image that crashes some time after start)."""
+        restarts = _restarts(pod)
+        await self._write(pod, restarted_status(pod, restarts=restarts, now=now_rfc3339()))
+        containers = _containers(pod)
+        if containers:
+            self._ctx.store.pod_logs.new_run(pod, str(containers[0].get("name", "")))
+        self._ctx.set_timer(pod, self._startup_seconds(pod), "ready", settling=True)
+
     async def _ready(self, pod: Mapping[str, Any]) -> None:
         self._ip_counter += 1
         n = self._ip_counter
         pod_ip = f"{self._pod_prefix}.{(n // 250) % 250}.{n % 250 + 2}"
-        await self._write(pod, ready_status(pod, pod_ip, now_rfc3339()))
+        restarts = _restarts(pod)
+        await self._write(pod, ready_status(pod, pod_ip, now_rfc3339(), restarts=restarts))
         for container in _containers(pod):
             image, cname = container.get("image", ""), container.get("name", "")
             await self._event(
@@ -200,12 +227,20 @@ class Kubelet:
             lines = engine_logs.startup_lines(container, pod_ip)
             self._ctx.store.pod_logs.append(pod, str(container.get("name", "")), lines)
         ctx = self._ctx
-        delay = workload_faults.crash_delay(ctx.faults(), ctx.workload_of(pod))
+        delay = workload_faults.crash_delay(ctx.faults(), ctx.workload_of(pod), pod)
         if delay is not None:
-            ctx.set_timer(pod, delay, "crash", settling=True)
+            # A crash minutes away (a slow crasher) is the pod's steady state, not pending work.
+            fault = workload_faults.engine_fault(ctx.faults(), pod)
+            ctx.set_timer(pod, delay, "crash", settling=not workload_faults.runs_again(fault, pod))
 
     async def _crash(self, pod: Mapping[str, Any], *, restarts: int, backoff: float) -> None:
-        status = crash_loop_status(pod, restarts=restarts, backoff=backoff, now=now_rfc3339())
+        fault = workload_faults.engine_fault(self._ctx.faults(), pod)
+        rejected = workload_faults.rejected_args(fault, pod)
+        ran = workload_faults.runs_again(fault, pod)
+        exit_code = workload_faults.ARGPARSE_EXIT_CODE if rejected else 1
+        status = crash_loop_status(
+            pod, restarts=restarts, backoff=backoff, now=now_rfc3339(), exit_code=exit_code
+        )
         if status is None:
             return
         await self._write(pod, status)
@@ -231,11 +266,17 @@ class Kubelet:
             )
             book = self._ctx.store.pod_logs
             cname = str(crashed.get("name", ""))
-            if restarts > 1:
-                # The restarted container ran again (start-up lines) before crashing again.
-                book.new_run(pod, cname)
-                pod_ip = str((pod.get("status") or {}).get("podIP") or "")
-                book.append(pod, cname, engine_logs.startup_lines(crashed, pod_ip))
-            book.append(pod, cname, engine_logs.crash_lines(crashed, restarts))
+            if rejected:
+                if restarts > 1:
+                    book.new_run(pod, cname)
+                book.append(pod, cname, engine_logs.rejected_args_lines(crashed, rejected))
+            else:
+                if restarts > 1 and not ran:
+                    # The restarted container ran again (start-up lines) before crashing again;
+                    # one that serves again between crashes logged its start when Ready.
+                    book.new_run(pod, cname)
+                    pod_ip = str((pod.get("status") or {}).get("podIP") or "")
+                    book.append(pod, cname, engine_logs.startup_lines(crashed, pod_ip))
+                book.append(pod, cname, engine_logs.crash_lines(crashed, restarts))
             book.terminated(pod, cname)
         self._ctx.set_timer(pod, backoff, "restart", settling=False)

@@ -13,7 +13,13 @@ from typing import Any
 
 from modelfleet.sim.controllers.object_helpers import condition, merge_conditions, stable_digest
 
-__all__ = ["crash_loop_status", "node_ip", "ready_status", "starting_status"]
+__all__ = [
+    "crash_loop_status",
+    "node_ip",
+    "ready_status",
+    "restarted_status",
+    "starting_status",
+]
 
 
 def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -40,15 +46,17 @@ def _waiting(container: Mapping[str, Any], reason: str, message: str) -> dict[st
     }
 
 
-def _running(container: Mapping[str, Any], now: str) -> dict[str, Any]:
+def _running(
+    container: Mapping[str, Any], now: str, *, restarts: int = 0, ready: bool = True
+) -> dict[str, Any]:
     image = str(container.get("image", ""))
     return {
         "name": container.get("name"),
         "image": image,
         "imageID": f"{image.split(':', 1)[0]}@sha256:{stable_digest(image) * 6 + 'abcd'}",
-        "ready": True,
+        "ready": ready,
         "started": True,
-        "restartCount": 0,
+        "restartCount": restarts,
         "state": {"running": {"startedAt": now}},
     }
 
@@ -92,18 +100,38 @@ def starting_status(
     }
 
 
-def ready_status(pod: Mapping[str, Any], pod_ip: str, now: str) -> dict[str, Any]:
-    """Running with every container ready."""
+def ready_status(
+    pod: Mapping[str, Any], pod_ip: str, now: str, *, restarts: int = 0
+) -> dict[str, Any]:
+    """Running with every container ready (the first after ``restarts`` restarts)."""
+    containers = _containers(pod)
     return {
         "phase": "Running",
         "podIP": pod_ip,
         "conditions": _conditions(pod, now, ready=True),
-        "containerStatuses": [_running(c, now) for c in _containers(pod)],
+        "containerStatuses": [
+            _running(c, now, restarts=restarts if i == 0 else 0) for i, c in enumerate(containers)
+        ],
+    }
+
+
+def restarted_status(pod: Mapping[str, Any], *, restarts: int, now: str) -> dict[str, Any]:
+    """The crashed first container restarted (``restarts`` so far): running, not yet ready."""
+    containers = _containers(pod)
+    first = containers[0] if containers else {}
+    not_ready = f"containers with unready status: [{first.get('name')}]"
+    return {
+        "phase": "Running",
+        "conditions": _conditions(pod, now, ready=False, not_ready=not_ready),
+        "containerStatuses": [
+            _running(c, now, restarts=restarts, ready=False) if i == 0 else _running(c, now)
+            for i, c in enumerate(containers)
+        ],
     }
 
 
 def crash_loop_status(
-    pod: Mapping[str, Any], *, restarts: int, backoff: float, now: str
+    pod: Mapping[str, Any], *, restarts: int, backoff: float, now: str, exit_code: int = 1
 ) -> dict[str, Any] | None:
     """The first container in ``CrashLoopBackOff`` after ``restarts`` restarts (the others keep
     running); None for a pod without containers."""
@@ -122,7 +150,7 @@ def crash_loop_status(
             "restartCount": restarts,
             "lastState": {
                 "terminated": {
-                    "exitCode": 1,
+                    "exitCode": exit_code,
                     "reason": "Error",
                     "startedAt": now,
                     "finishedAt": now,

@@ -1,7 +1,8 @@
 """Workload faults in a simulated cluster: which pods never become ready, which crash after
-becoming ready and how the kubelet's restart back-off grows. The settings come from the cluster's
-:class:`~modelfleet.sim.faults.FaultConfig` (``never_ready``, ``crash_after_ready``,
-``crash_after_ready_seconds``); :mod:`.kubelet` acts on these decisions.
+becoming ready, which engines reject their arguments at start, and how the kubelet's restart
+back-off grows. The settings come from the cluster's :class:`~modelfleet.sim.faults.FaultConfig`
+(``never_ready``, ``crash_after_ready``, ``crash_after_ready_seconds``, and per image
+``image_faults``); :mod:`.kubelet` acts on these decisions.
 
 Faults are read when a pod starts (bind time) and when it becomes Ready, so changing them affects
 pods started afterwards. A new workload fault goes here (the decision) and in the kubelet or the
@@ -12,12 +13,67 @@ Development/test emulator only: product code never imports ``modelfleet.sim``. P
 
 from __future__ import annotations
 
-from modelfleet.sim.faults import FaultConfig
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["MAX_BACKOFF_SECONDS", "crash_delay", "never_ready", "restart_backoff"]
+from modelfleet.sim.faults import FaultConfig, ImageFault
+
+__all__ = [
+    "ARGPARSE_EXIT_CODE",
+    "MAX_BACKOFF_SECONDS",
+    "REJECT_AFTER_SECONDS",
+    "crash_delay",
+    "engine_fault",
+    "never_ready",
+    "rejected_args",
+    "restart_backoff",
+    "runs_again",
+]
 
 # The kubelet's crash-loop back-off doubles per restart up to five minutes.
 MAX_BACKOFF_SECONDS = 300.0
+# An engine that rejects its arguments dies while parsing them, before loading anything:
+# about the Python start-up and imports of vLLM. argparse exits with code 2.
+REJECT_AFTER_SECONDS = 1.0
+ARGPARSE_EXIT_CODE = 2
+
+
+def _engine(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    first = containers[0]
+    return first if isinstance(first, Mapping) else {}
+
+
+def engine_fault(faults: FaultConfig, pod: Mapping[str, Any]) -> ImageFault | None:
+    """The per-image fault of the pod's engine (its first container), or None."""
+    return faults.image_fault(str(_engine(pod).get("image", "")))
+
+
+def rejected_args(fault: ImageFault | None, pod: Mapping[str, Any]) -> list[str]:
+    """The engine's arguments its image does not recognise (``--flag`` or ``--flag=value``
+    tokens whose flag matches a ``reject_args`` glob), in order; empty: it starts."""
+    if fault is None or not fault.reject_args:
+        return []
+    engine = _engine(pod)
+    tokens = [str(t) for t in (engine.get("command") or []) + (engine.get("args") or [])]
+    out = []
+    for token in tokens:
+        flag = token.split("=", 1)[0]
+        if flag.startswith("--") and any(fnmatch.fnmatchcase(flag, p) for p in fault.reject_args):
+            out.append(token)
+    return out
+
+
+def runs_again(fault: ImageFault | None, pod: Mapping[str, Any]) -> bool:
+    """Whether a restarted container starts serving again before its next crash (an image
+    that crashes some time after start) rather than dying at once (rejected arguments, and
+    the cluster-wide ``crash_after_ready`` fault, whose restarts crash straight away)."""
+    return (
+        fault is not None
+        and fault.crash_after_seconds is not None
+        and not rejected_args(fault, pod)
+    )
 
 
 def never_ready(faults: FaultConfig, workload: tuple[str, str]) -> bool:
@@ -25,8 +81,14 @@ def never_ready(faults: FaultConfig, workload: tuple[str, str]) -> bool:
     return faults.workload_never_ready(*workload)
 
 
-def crash_delay(faults: FaultConfig, workload: tuple[str, str]) -> float | None:
-    """Seconds after Ready at which the workload's pods crash, or None if they do not."""
+def crash_delay(
+    faults: FaultConfig, workload: tuple[str, str], pod: Mapping[str, Any] | None = None
+) -> float | None:
+    """Seconds after Ready at which the pod crashes, or None if it does not: its image's
+    ``crash_after_seconds`` first, then the cluster's ``crash_after_ready`` workloads."""
+    fault = engine_fault(faults, pod) if pod is not None else None
+    if fault is not None and fault.crash_after_seconds is not None:
+        return fault.crash_after_seconds
     if not faults.workload_crashes(*workload):
         return None
     return faults.crash_after_ready_seconds or 0.0

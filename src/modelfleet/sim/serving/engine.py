@@ -79,6 +79,8 @@ class EngineState:
     ttft_count: int = 0
     # Where the engine's log lines go (the pod's container log, read by `kubectl logs`).
     log: Callable[[str], None] | None = None
+    # The image the engine runs (per-image faults are looked up by it on every request).
+    image: str = ""
     _slots: asyncio.Semaphore | None = None
 
     @property

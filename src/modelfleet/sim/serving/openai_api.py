@@ -19,7 +19,9 @@ from aiohttp import web
 
 from modelfleet.sim.serving.engine import EngineState, count_tokens, synthetic_tokens
 
-__all__ = ["SERVED_BY_HEADER", "handle_engine"]
+__all__ = ["INFERENCE_PATHS", "SERVED_BY_HEADER", "fails", "handle_engine"]
+
+INFERENCE_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 # Which pod answered: lets a caller (the demo, tests) see which replica served a request.
 SERVED_BY_HEADER = "x-modelfleet-served-by"
@@ -50,8 +52,25 @@ def _prompt_text(body: Mapping[str, Any], chat: bool) -> str | None:
     return prompt if isinstance(prompt, str) else None
 
 
-async def handle_engine(request: web.Request, engine: EngineState) -> web.StreamResponse:
+def fails(path: str, error_rate: float, draw: float) -> bool:
+    """Whether a request to ``path`` meets the engine's injected 5xx (``draw`` uniform in
+    [0, 1)): only completions fail; health, models and metrics keep answering, as an engine
+    whose core is broken but whose HTTP server is up does."""
+    return path in INFERENCE_PATHS and draw < error_rate
+
+
+async def handle_engine(
+    request: web.Request, engine: EngineState, *, fail: bool = False
+) -> web.StreamResponse:
     path, method = request.path, request.method
+    if fail:
+        if engine.log is not None:
+            engine.log(f"ERROR Engine core failed the request to {path} (simulated fault)")
+        return _error(
+            500,
+            "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+            "InternalServerError",
+        )
     if path == "/health" and method == "GET":
         return web.Response(status=200)
     if path == "/metrics" and method == "GET":

@@ -31,6 +31,7 @@ import logging
 import random
 import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,7 +49,7 @@ from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
 from modelfleet.sim.serving.backend_wait import RouteKey, WaitingRequests, requested_wait
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.model_args import pod_model, serving_ports
-from modelfleet.sim.serving.openai_api import handle_engine
+from modelfleet.sim.serving.openai_api import fails, handle_engine
 from modelfleet.sim.serving.routes import (
     BackendRef,
     RuleMatch,
@@ -56,6 +57,15 @@ from modelfleet.sim.serving.routes import (
     match_request,
     pick_backend,
     rewrite_path,
+)
+from modelfleet.sim.serving.traffic_policy import (
+    POLICY_API_VERSION,
+    POLICY_KIND,
+    HostOutcome,
+    OutlierDetector,
+    RetryPolicy,
+    TrafficPolicy,
+    policy_for,
 )
 
 __all__ = ["ServingPlane"]
@@ -72,6 +82,23 @@ _SERVICE_LABEL = "modelfleet.dev/service"
 GATEWAY_METRICS_PORT = 19001
 _HOLD_POLL_SECONDS = 0.1
 _UPSTREAM_LIMIT = 1024
+
+
+def _engine_image(pod: Mapping[str, Any]) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return str(containers[0].get("image", ""))
+
+
+def _host(backend: BackendRef) -> str:
+    """The outlier detector's host: one backendRef (the front door's backends are selectorless
+    Services of one endpoint each, so a backendRef is an endpoint)."""
+    return f"{backend.namespace}/{backend.kind}/{backend.name}"
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int | None
+    response: web.StreamResponse | None
 
 
 class _NoBackendError(Exception):
@@ -108,6 +135,9 @@ class ServingPlane:
         self._pods: dict[tuple[str, str], tuple[str, dict[int, tuple[int, web.SockSite]]]] = {}
         self._lock = asyncio.Lock()
         self._sub: Any = None
+        # Outlier state per route rule (namespace, route, matched prefix), and retries sent.
+        self._outliers: dict[tuple[str, str, str], OutlierDetector] = {}
+        self.retries = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -203,7 +233,11 @@ class ServingPlane:
             if current is not None or not model or not ports:
                 return
             engine = EngineState(
-                model=model, pod=key[1], profile=self.profile, log=self._log_to(pod, ports[0])
+                model=model,
+                pod=key[1],
+                profile=self.profile,
+                log=self._log_to(pod, ports[0]),
+                image=_engine_image(pod),
             )
             sites: dict[int, tuple[int, web.SockSite]] = {}
             for port in ports:
@@ -254,11 +288,40 @@ class ServingPlane:
         if port == self._metrics_port:
             if request.path != "/metrics":
                 return web.Response(status=404, text=f"no route {request.path}")
-            return web.Response(text=self.waiting.metrics_text(), content_type="text/plain")
+            text = self.waiting.metrics_text() + self._outlier_metrics()
+            return web.Response(text=text, content_type="text/plain")
         engine = self._by_port.get(port)
         if engine is None:
             return web.Response(status=503, text="engine stopped")
-        return await handle_engine(request, engine)
+        fault = self._faults().image_fault(engine.image)
+        rate = fault.error_rate_5xx if fault is not None else 0.0
+        fail = rate > 0 and fails(request.path, rate, self._rng.random())
+        return await handle_engine(request, engine, fail=fail)
+
+    def _outlier_metrics(self) -> str:
+        """Envoy's outlier-detection and retry counters (cluster.<name>.outlier_detection.*,
+        upstream_rq_retry) in its Prometheus names, one series per route rule."""
+        ejected = "envoy_cluster_outlier_detection_ejections_enforced_total"
+        active = "envoy_cluster_outlier_detection_ejections_active"
+        overflow = "envoy_cluster_outlier_detection_ejections_overflow"
+        lines = [
+            f"# TYPE {ejected} counter",
+            f"# TYPE {active} gauge",
+            f"# TYPE {overflow} counter",
+        ]
+        now = asyncio.get_running_loop().time()
+        for (namespace, route, prefix), detector in sorted(self._outliers.items()):
+            labels = f'envoy_cluster_name="httproute/{namespace}/{route}{prefix}"'
+            lines += [
+                f"{ejected}{{{labels}}} {float(detector.ejections_enforced_total)}",
+                f"{active}{{{labels}}} {float(detector.active_ejections(now))}",
+                f"{overflow}{{{labels}}} {float(detector.ejections_overflow)}",
+            ]
+        lines += [
+            "# TYPE envoy_cluster_upstream_rq_retry counter",
+            f"envoy_cluster_upstream_rq_retry {float(self.retries)}",
+        ]
+        return "\n".join(lines) + "\n"
 
     # -- gateway ---------------------------------------------------------------------------
 
@@ -297,6 +360,48 @@ class ServingPlane:
             raise _NoBackendError("no backends")
         return backend, self._resolve(backend)
 
+    def _policy(self, match: RuleMatch) -> TrafficPolicy:
+        policies = self._objects(POLICY_API_VERSION, POLICY_KIND)
+        return policy_for(policies, (match.namespace, match.route), self._gateway)
+
+    def _detector(
+        self, match: RuleMatch, policy: TrafficPolicy, now: float
+    ) -> OutlierDetector | None:
+        """The outlier detector of the matched rule (one Envoy cluster over its backendRefs),
+        kept while the rule's passive health check stays the same."""
+        key = (match.namespace, match.route, match.prefix)
+        if policy.passive is None:
+            self._outliers.pop(key, None)
+            return None
+        detector = self._outliers.get(key)
+        if detector is None or detector.check != policy.passive:
+            detector = OutlierDetector(policy.passive, started=now)
+            self._outliers[key] = detector
+        detector.sync((_host(b) for b in match.backends if b.weight > 0), now)
+        return detector
+
+    def _choose_host(
+        self,
+        match: RuleMatch,
+        detector: OutlierDetector | None,
+        tried: set[str],
+        now: float,
+    ) -> tuple[BackendRef, str]:
+        """A weighted draw over the rule's backends that are not ejected, preferring ones not
+        tried yet (Envoy's previous_hosts retry predicate); all of them when every one is out
+        (Envoy's panic mode: better a sick host than none)."""
+        live = [b for b in match.backends if b.weight > 0]
+        if detector is not None:
+            keys = detector.available([_host(b) for b in live], now)
+            healthy = [b for b in live if _host(b) in keys] or live
+        else:
+            healthy = live
+        fresh = [b for b in healthy if _host(b) not in tried] or healthy
+        backend = pick_backend(fresh, self._rng)
+        if backend is None:
+            raise _NoBackendError("no backends")
+        return backend, self._resolve(backend)
+
     async def _route(self, request: web.Request) -> web.StreamResponse:
         found = self._match(request.path)
         if found is None:
@@ -310,11 +415,13 @@ class ServingPlane:
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + requested_wait(request.headers)
+        policy = self._policy(match)
+        detector = self._detector(match, policy, loop.time())
         with contextlib.ExitStack() as stack:
             holding = False
             while True:
                 try:
-                    backend, base = self._choose(match)
+                    backend, base = self._choose_host(match, detector, set(), loop.time())
                     break
                 except _NoBackendError as exc:
                     if loop.time() >= deadline:
@@ -330,8 +437,37 @@ class ServingPlane:
                 if again is None:
                     return web.Response(status=404, text=f"no route for {request.path}")
                 match = again[0]
-        path = rewrite_path(request.path, match, backend.rewrite or match.rewrite)
-        return await self._proxy(request, base, path, self._upstream_token(backend))
+        body = await request.read()
+        retries = policy.retry.num_retries if policy.retry is not None else 0
+        tried: set[str] = set()
+        attempt = 0
+        while True:
+            path = rewrite_path(request.path, match, backend.rewrite or match.rewrite)
+            tried.add(_host(backend))
+            last = attempt >= retries
+            answer = await self._proxy(
+                request,
+                base,
+                path,
+                self._upstream_token(backend),
+                body=body,
+                final=last,
+                retry=policy.retry,
+            )
+            if detector is not None:
+                detector.record(_host(backend), HostOutcome(answer.status), loop.time())
+            if answer.response is not None:
+                return answer.response
+            attempt += 1
+            assert policy.retry is not None
+            await asyncio.sleep(policy.retry.backoff(attempt, self._rng.random()))
+            self.retries += 1
+            if detector is not None:
+                detector.sync((_host(b) for b in match.backends if b.weight > 0), loop.time())
+            try:
+                backend, base = self._choose_host(match, detector, tried, loop.time())
+            except _NoBackendError as exc:
+                return web.Response(status=503, text=f"no healthy upstream: {exc}")
 
     def _authorised(self, request: web.Request, match: RuleMatch) -> bool:
         refs = [e for e in match.extensions if e.get("kind") == "Secret"]
@@ -459,8 +595,19 @@ class ServingPlane:
         return self._rng.choice(targets)
 
     async def _proxy(
-        self, request: web.Request, base: str, path: str, token: str | None = None
-    ) -> web.StreamResponse:
+        self,
+        request: web.Request,
+        base: str,
+        path: str,
+        token: str | None = None,
+        *,
+        body: bytes = b"",
+        final: bool = True,
+        retry: RetryPolicy | None = None,
+    ) -> _Answer:
+        """Send the request to one host. The answer is relayed (``response`` set) unless the
+        attempt is not ``final`` and the policy retries what came back; ``status`` is what the
+        host answered (None: no answer), for the outlier detector."""
         assert self._session is not None
         url = base + path + (f"?{request.query_string}" if request.query_string else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
@@ -468,12 +615,16 @@ class ServingPlane:
         if token is not None:
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             headers["Authorization"] = f"Bearer {token}"
-        body = await request.read()
         try:
             async with self._session.request(
                 request.method, url, headers=headers, data=body or None, allow_redirects=False
             ) as upstream:
-                return await relay(request, upstream, _HOP_HEADERS)
+                if not final and retry is not None and retry.retries_status(upstream.status):
+                    # Nothing went downstream yet: drop this answer and try again.
+                    return _Answer(upstream.status, None)
+                return _Answer(upstream.status, await relay(request, upstream, _HOP_HEADERS))
         except (aiohttp.ClientError, OSError) as exc:
             log.debug("gateway: upstream %s failed: %s", url, exc)
-            return web.Response(status=503, text="upstream connect error")
+            if not final and retry is not None and retry.retries_failure():
+                return _Answer(None, None)
+            return _Answer(None, web.Response(status=503, text="upstream connect error"))
