@@ -270,8 +270,8 @@ def render_front_door(
     retries: ServiceRetries | None = None,
 ) -> list[dict[str, Any]]:
     """Backends (Service + EndpointSlice per endpoint in ``weighted``), the route's traffic
-    policy, then the route, in apply order. With no endpoint in rotation the route has no backendRefs
-    (the gateway answers 5xx)."""
+    policy, then the route, in apply order. With no endpoint in rotation the route has no
+    backendRefs (the gateway answers 5xx)."""
     target_ns = workload_namespace(namespace)
     by_key = {e.key: e for e in endpoints}
     # The workload namespace as the replicas apply it (the same field manager: see
