@@ -193,6 +193,7 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
 
         status = await wait_for(both_in_rotation, 60, "both endpoints in rotation")
         assert status.address is not None
+        assert "after 3 errors in a row" in status.containment
         # The route's policy, as applied on the gateway cluster.
         policies = await stack.fleet.store("l4-dev").list(
             "gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", namespace=workload_ns

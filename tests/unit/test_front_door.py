@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from modelfleet.api.services import LabelSelector, ServiceEndpoint
+from modelfleet.api.services import LabelSelector, OutlierDetection, ServiceEndpoint, ServiceRetries
 from modelfleet.rendering.front_door import (
     EndpointRecord,
     FrontDoor,
+    containment_summary,
     distribute_weights,
     provider_tokens,
     render_front_door,
@@ -125,3 +126,13 @@ def test_a_provider_key_goes_to_its_backend_only() -> None:
     assert slice_["ports"][0]["appProtocol"] == "https"
     # Out of rotation, its key is not synced either.
     assert provider_tokens("svc", {inhouse.key: 1}, [inhouse, external]) == {}
+
+
+def test_describe_says_how_failures_are_contained() -> None:
+    assert containment_summary(OutlierDetection(), ServiceRetries()) == (
+        "ejects an endpoint after 3 errors in a row for 10 s x its ejections (at most 50% of "
+        "endpoints out); retries 2x on another endpoint before any byte is sent (connection "
+        "failures, 500, 502, 503, 504)"
+    )
+    off = containment_summary(OutlierDetection(max_ejection_percent=0), ServiceRetries(attempts=0))
+    assert off == "never ejects an endpoint; no retries"

@@ -39,6 +39,8 @@ def describe_service(s: TemporalSettings, status: ServiceStatus) -> None:
     console.print(f"Address:  {status.address or '-'}", soft_wrap=True)
     console.print(f"Gateway:  {status.gateway_cluster or '-'}")
     console.print(f"API keys: {'required' if status.auth else 'not required'}")
+    if status.containment:
+        console.print(f"Failures: {escape(status.containment)}", soft_wrap=True)
     console.print("\n[bold]Conditions[/]")
     for c in status.conditions:
         console.print(f"  {c.type}={c.status} ({c.reason}) {escape(c.message)}")

@@ -137,3 +137,5 @@ class ServiceStatus(WireModel):
     auth: bool = False
     # When the service was created (kept across the workflow's continue-as-new).
     created: datetime | None = None
+    # How the front door contains a failing endpoint (ejection and retries), in words.
+    containment: str = ""

@@ -34,6 +34,7 @@ __all__ = [
     "EndpointRecord",
     "FrontDoor",
     "api_keys_secret_name",
+    "containment_summary",
     "distribute_weights",
     "front_door_route",
     "provider_token_secret_name",
@@ -256,6 +257,27 @@ def traffic_policy(
         "metadata": _metadata(child_name("ms", service), namespace, service),
         "spec": spec,
     }
+
+
+def containment_summary(outlier: OutlierDetection, retries: ServiceRetries) -> str:
+    """What ``describe service`` says of the policy, in words."""
+    if outlier.max_ejection_percent:
+        eject = (
+            f"ejects an endpoint after {outlier.consecutive_errors} errors in a row for "
+            f"{outlier.base_ejection_seconds} s x its ejections (at most "
+            f"{outlier.max_ejection_percent}% of endpoints out)"
+        )
+    else:
+        eject = "never ejects an endpoint"
+    if retries.attempts:
+        codes = ", ".join(str(c) for c in sorted(set(retries.status_codes)))
+        retry = (
+            f"retries {retries.attempts}x on another endpoint before any byte is sent "
+            f"(connection failures, {codes})"
+        )
+    else:
+        retry = "no retries"
+    return f"{eject}; {retry}"
 
 
 def render_front_door(

@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         EndpointRecord,
         FrontDoor,
         api_keys_secret_name,
+        containment_summary,
         distribute_weights,
         front_door_route,
         provider_tokens,
@@ -499,4 +500,7 @@ class ServiceWorkflow:
             conditions=list(self._conditions),
             auth=self._spec.spec.auth is not None,
             created=self._created,
+            containment=containment_summary(
+                self._spec.spec.outlier_detection, self._spec.spec.retries
+            ),
         )
