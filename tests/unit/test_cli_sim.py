@@ -162,6 +162,18 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
     assert (shown["download_mib_per_second"], shown["fail_downloads"]) == (256.0, ["*hydrate*"])
     assert shown["download_error"] == "auth"
 
+    bad = ["--image", "vllm/*:bad", "--image-error-rate", "0.2", "--image-reject-args", "--x*"]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *bad, *state])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["image_faults"] == {
+        "vllm/*:bad": {"error_rate_5xx": 0.2, "crash_after_seconds": None, "reject_args": ["--x*"]}
+    }
+    healed = ["--image", "vllm/*:bad", "--image-heal"]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *healed, *state])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["image_faults"] == {}
+
     result = runner.invoke(app, ["sim", "faults", "no-such-cluster", "--dark", *state])
     assert result.exit_code == 1
     assert "not found" in result.output
@@ -230,3 +242,21 @@ def test_sim_up_runs_the_clouds_and_sim_faults_makes_them_fail(sim: SimProcess) 
     cleared = runner.invoke(app, ["sim", "faults", "--cloud", "eks", "--reset", *where])
     assert json.loads(cleared.output) == []
     assert sim.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--image-error-rate", "1"], "need --image GLOB"),
+        (["--image", "x"], "--image needs"),
+        (["--image", "x", "--image-heal", "--image-crash-after", "3"], "give no other"),
+    ],
+)
+def test_sim_faults_image_options_need_each_other(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(
+        app, ["sim", "faults", "l4-dev", *args, "--state-dir", str(tmp_path)]
+    )
+    assert result.exit_code != 0
+    assert message in result.output

@@ -70,6 +70,38 @@ def _read_state(state_dir: Path) -> dict[str, Any]:
     return data
 
 
+def image_fault_change(
+    image: str | None,
+    error_rate: float | None,
+    crash_after: float | None,
+    reject_args: list[str] | None,
+    *,
+    heal: bool = False,
+) -> dict[str, Any] | None:
+    """The ``image_faults`` merge patch the ``--image*`` options ask for (None: none given);
+    the image's fault replaces any it had, ``heal`` removes it."""
+    given = error_rate is not None or crash_after is not None or reject_args is not None
+    if image is None:
+        if given or heal:
+            raise UsageError("--image-* options need --image GLOB (the image to make misbehave)")
+        return None
+    if heal:
+        if given:
+            raise UsageError("--image-heal removes the image's fault: give no other --image-*")
+        return {image: None}
+    if not given:
+        raise UsageError(
+            "--image needs --image-error-rate, --image-crash-after, --image-reject-args "
+            "or --image-heal"
+        )
+    fault: dict[str, Any] = {
+        "error_rate_5xx": error_rate or 0.0,
+        "crash_after_seconds": crash_after,
+        "reject_args": list(reject_args or []),
+    }
+    return {image: fault}
+
+
 def _admin(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     result = _admin_any(method, url, body)
     return result if isinstance(result, dict) else {}
@@ -178,6 +210,44 @@ def faults(
         str | None,
         typer.Option("--download-error", help="How failing downloads fail: auth or network."),
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            help="Image reference glob (e.g. 'vllm/vllm-openai:*-bad') the --image-* options "
+            "make misbehave in every engine started from it.",
+        ),
+    ] = None,
+    image_error_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--image-error-rate",
+            min=0.0,
+            max=1.0,
+            help="With --image: share of its completions answered 500.",
+        ),
+    ] = None,
+    image_crash_after: Annotated[
+        float | None,
+        typer.Option(
+            "--image-crash-after",
+            min=0.0,
+            help="With --image: its engines crash this many seconds after each start "
+            "(minutes: a slow crasher).",
+        ),
+    ] = None,
+    image_reject_args: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image-reject-args",
+            help="With --image: flag glob (e.g. '--enable-*', or '*') its engines do not "
+            "recognise: they exit at start with argparse's error. Repeatable.",
+        ),
+    ] = None,
+    image_heal: Annotated[
+        bool,
+        typer.Option("--image-heal", help="With --image: remove that image's fault."),
+    ] = False,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -229,6 +299,7 @@ def faults(
         download_bandwidth,
         fail_downloads,
         download_error,
+        image,
     )
     # The command line is checked before anything is read or asked.
     if cloud is not None and (cluster is not None or any(o is not None for o in kube_options)):
@@ -237,6 +308,9 @@ def faults(
         raise UsageError("--fail is a cloud error: add --cloud gke or --cloud eks")
     if cloud is None and cluster is None:
         raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks")
+    image_change = image_fault_change(
+        image, image_error_rate, image_crash_after, image_reject_args, heal=image_heal
+    )
     found = _find_state_dir(state_dir)
     state = _read_state(found)
     if cloud is not None:
@@ -266,6 +340,8 @@ def faults(
         changes["fail_downloads"] = list(fail_downloads)
     if download_error is not None:
         changes["download_error"] = download_error
+    if image_change is not None:
+        changes["image_faults"] = image_change
     if reset:
         config = _admin("PUT", url, changes)
     elif changes:
