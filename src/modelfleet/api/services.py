@@ -60,8 +60,9 @@ class OutlierDetection(Model):
     gateway's passive health check, Envoy's outlier detection): after ``consecutiveErrors``
     5xx answers or connection failures in a row, the endpoint gets no traffic for
     ``baseEjectionSeconds`` times the number of times it was ejected (capped at 300 s; the
-    count decays while it serves), as long as no more than ``maxEjectionPercent`` of the
-    service's endpoints are out at once. ``maxEjectionPercent: 0`` switches ejection off."""
+    count decays while it serves), but only while the endpoints already out are fewer than
+    ``maxEjectionPercent`` of all (Envoy's rule: of two, one may go). ``0`` switches ejection
+    off."""
 
     consecutive_errors: int = Field(default=3, ge=1, le=1000)
     base_ejection_seconds: int = Field(default=10, ge=1, le=3600)

@@ -13,8 +13,10 @@ Service backends (selector pods, or a selectorless Service's EndpointSlices: how
 reaches other clusters and external providers), an API-key check (a rule's ``ExtensionRef`` to a
 Secret of SHA-256 key hashes; 401 without a valid ``Authorization: Bearer`` key) and upstream
 credentials (a backendRef's ``ExtensionRef`` to a Secret whose ``token`` is sent as the bearer
-token to that backend instead of the caller's). 503 when the
-chosen backend has nothing Ready, 404 when no route matches. A dark cluster (fault) resets
+token to that backend instead of the caller's), and Envoy Gateway's ``BackendTrafficPolicy`` on a
+route (passive health check and retries, :mod:`.traffic_policy`). 503 when the
+chosen backend has nothing Ready, 404 when no route matches. An engine whose image has an
+``error_rate_5xx`` fault answers that share of its completions 500. A dark cluster (fault) resets
 every connection of its plane.
 
 Development/test emulator only. Binds loopback ports, reads the cluster's in-process store, and
