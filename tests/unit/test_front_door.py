@@ -3,7 +3,11 @@ the rendered route and backends."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
+from render_helpers import SCHEMA_DIR
 
 from modelfleet.api.services import LabelSelector, OutlierDetection, ServiceEndpoint, ServiceRetries
 from modelfleet.rendering.front_door import (
@@ -136,3 +140,55 @@ def test_describe_says_how_failures_are_contained() -> None:
     )
     off = containment_summary(OutlierDetection(max_ejection_percent=0), ServiceRetries(attempts=0))
     assert off == "never ejects an endpoint; no retries"
+
+
+@pytest.mark.parametrize(
+    ("outlier", "retries"),
+    [
+        (OutlierDetection(), ServiceRetries()),
+        (
+            OutlierDetection(
+                consecutive_errors=1000,
+                base_ejection_seconds=3600,
+                max_ejection_percent=0,
+                interval_seconds=300,
+            ),
+            ServiceRetries(attempts=10, status_codes=[599, 500, 500]),
+        ),
+        (OutlierDetection(), ServiceRetries(attempts=0)),
+    ],
+    ids=["defaults", "extremes", "no-retries"],
+)
+def test_the_front_door_validates_against_the_gateway_schemas(
+    outlier: OutlierDetection, retries: ServiceRetries
+) -> None:
+    """The route and its policy have the shapes Gateway API and Envoy Gateway accept (strict
+    schemas written from their Go types), whatever the service's settings."""
+    a, b = _ep("a"), _ep("b")
+    objects = render_front_door(
+        FrontDoor(cluster="c", gateway_name="gw", gateway_namespace="sys"),
+        "ml",
+        "svc",
+        {a.key: 1, b.key: 1},
+        [a, b],
+        outlier=outlier,
+        retries=retries,
+    )
+    schemas = {"HTTPRoute": "httproute.json", "BackendTrafficPolicy": "backendtrafficpolicy.json"}
+    for manifest in objects:
+        if manifest["kind"] not in schemas:
+            continue
+        schema = json.loads((SCHEMA_DIR / schemas[manifest["kind"]]).read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(manifest)]
+        assert errors == [], manifest["kind"]
+    [policy] = [m for m in objects if m["kind"] == "BackendTrafficPolicy"]
+    [route] = [m for m in objects if m["kind"] == "HTTPRoute"]
+    assert policy["metadata"]["namespace"] == route["metadata"]["namespace"]
+    assert policy["spec"]["targetRefs"] == [
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "HTTPRoute",
+            "name": route["metadata"]["name"],
+        }
+    ]
