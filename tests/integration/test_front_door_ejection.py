@@ -36,6 +36,9 @@ from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 MODEL = "qwen"
 STEADY_IMAGE = "vllm/vllm-openai:v0.23.0"
 FLAKY_IMAGE = "vllm/vllm-openai:v0.23.0-flaky"
+CRASHY_IMAGE = "vllm/vllm-openai:v0.23.0-crashy"
+# Long enough for the replica to be seen Ready and put in rotation before its first crash.
+CRASH_AFTER_SECONDS = 20.0
 # The load: one chat completion every 50 ms (20 per second), each on its own.
 PACE_SECONDS = 0.05
 # A broken endpoint may cost this many failed requests (the issue's "a handful"); with retries
@@ -153,45 +156,65 @@ def _counter(text: str, name: str, namespace: str) -> float:
     return total
 
 
+def _set_image_fault(stack: Stack, image: str, fault: dict[str, float] | None) -> None:
+    """``image``'s fault on every cluster (None: healthy again)."""
+    for cluster in stack.fleet.cluster_names:
+        stack.fleet.update_faults(cluster, {"image_faults": {image: fault}})
+
+
+async def _stand_up(stack: Stack, ns: str, name: str, bad_image: str) -> ServiceStatus:
+    """The InferenceGateway, a "steady" deployment (us-central) and a "flaky" one running
+    ``bad_image`` (us-east), one replica each, and a ModelService over both, both in rotation."""
+    await apply_resource(
+        stack.client,
+        parse_resource(
+            {
+                "apiVersion": "modelfleet.dev/v1alpha1",
+                "kind": "InferenceGateway",
+                "metadata": {"name": "default"},
+                "spec": {"cluster": "l4-dev"},
+            }
+        ),
+    )
+    await asyncio.gather(
+        _ready(stack, _deployment("steady", ns, "us-central", STEADY_IMAGE)),
+        _ready(stack, _deployment("flaky", ns, "us-east", bad_image)),
+    )
+    await apply_serving(
+        stack.client, _service(name, ns, ["steady", "flaky"]), probe_interval_seconds=1.0
+    )
+
+    async def both_in_rotation() -> ServiceStatus | None:
+        status = await _service_status(stack, ns, name)
+        live = {e.name.split("-", 1)[0] for e in status.endpoints if e.weight > 0}
+        return status if status.address and live == {"steady", "flaky"} else None
+
+    status = await wait_for(both_in_rotation, 90, "both endpoints in rotation")
+    assert status.address is not None
+    return status
+
+
+async def _tear_down(stack: Stack, ns: str, name: str, load: Load | None) -> None:
+    """Best effort, also after a failure (the failure is what the run reports)."""
+    if load is not None:
+        with contextlib.suppress(Exception):
+            await load.stop()
+    with contextlib.suppress(Exception):
+        await delete_serving(stack.client, "ModelService", ns, name, wait=True)
+    for md in ("steady", "flaky"):
+        with contextlib.suppress(Exception):
+            await delete_deployment(stack, ns, md)
+
+
 async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack: Stack) -> None:
     ns, name = "serve-eject", "eject"
     workload_ns = workload_namespace(ns)
     plane = stack.fleet.serving("l4-dev")
     metrics_url = plane.service_url(SYSTEM_NAMESPACE, GATEWAY_NAME, "metrics")
     assert metrics_url is not None
-    clusters = stack.fleet.cluster_names
     load: Load | None = None
-
-    def set_fault(fault: dict[str, float] | None) -> None:
-        for cluster in clusters:
-            stack.fleet.update_faults(cluster, {"image_faults": {FLAKY_IMAGE: fault}})
-
     try:
-        await apply_resource(
-            stack.client,
-            parse_resource(
-                {
-                    "apiVersion": "modelfleet.dev/v1alpha1",
-                    "kind": "InferenceGateway",
-                    "metadata": {"name": "default"},
-                    "spec": {"cluster": "l4-dev"},
-                }
-            ),
-        )
-        await asyncio.gather(
-            _ready(stack, _deployment("steady", ns, "us-central", STEADY_IMAGE)),
-            _ready(stack, _deployment("flaky", ns, "us-east", FLAKY_IMAGE)),
-        )
-        await apply_serving(
-            stack.client, _service(name, ns, ["steady", "flaky"]), probe_interval_seconds=1.0
-        )
-
-        async def both_in_rotation() -> ServiceStatus | None:
-            status = await _service_status(stack, ns, name)
-            live = {e.name.split("-", 1)[0] for e in status.endpoints if e.weight > 0}
-            return status if status.address and live == {"steady", "flaky"} else None
-
-        status = await wait_for(both_in_rotation, 60, "both endpoints in rotation")
+        status = await _stand_up(stack, ns, name, FLAKY_IMAGE)
         assert status.address is not None
         assert "after 3 errors in a row" in status.containment
         # The route's policy, as applied on the gateway cluster.
@@ -222,7 +245,7 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
 
             # The flaky engine breaks: every completion it takes answers 500.
             load.phase = "broken"
-            set_fault({"error_rate_5xx": 1.0})
+            _set_image_fault(stack, FLAKY_IMAGE, {"error_rate_5xx": 1.0})
             broken_at = time.monotonic()
 
             async def ejected_twice() -> bool | None:
@@ -238,7 +261,7 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
 
             # It recovers: traffic reaches it again once its ejection runs out.
             load.phase = "recovered"
-            set_fault(None)
+            _set_image_fault(stack, FLAKY_IMAGE, None)
             recovered_at = time.monotonic()
             await load.until(
                 lambda: load.served["recovered"]["flaky"] >= 5, 120, "the endpoint back in"
@@ -247,7 +270,7 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
             await load.stop()
         sent, failed = load.sent, load.failed
         print(
-            f"\nfront door under load: {sent} requests, {len(failed)} failed; "
+            f"\nfront door, 100% 5xx: {sent} requests, {len(failed)} failed; "
             f"flaky broken for {broken_seconds:.1f} s: ejected {ejected - ejected_before:.0f} "
             f"times, {tried_on_broken:.0f} requests tried on it (each retried on steady), "
             f"served {dict(load.served['broken'])}; after recovery back in {back_seconds:.1f} s; "
@@ -268,16 +291,59 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
             )
             == []
         )
-        await asyncio.gather(
-            delete_deployment(stack, ns, "steady"), delete_deployment(stack, ns, "flaky")
-        )
     finally:
-        set_fault(None)
-        if load is not None:
-            with contextlib.suppress(Exception):
-                await load.stop()
-        with contextlib.suppress(Exception):
-            await delete_serving(stack.client, "ModelService", ns, name, wait=True)
-        for md in ("steady", "flaky"):
-            with contextlib.suppress(Exception):
-                await delete_deployment(stack, ns, md)
+        _set_image_fault(stack, FLAKY_IMAGE, None)
+        await _tear_down(stack, ns, name, load)
+
+
+async def test_a_crash_looping_endpoint_costs_a_handful(stack: Stack) -> None:
+    """The flaky image's engine crashes some seconds after each start (per-image fault): its
+    replica stops serving, its cluster's gateway answers 503 for it, and after the kubelet's
+    back-off it starts, serves and crashes again. The front door retries what it failed and
+    ejects it; the service's probes take it out of rotation and back in."""
+    ns, name = "serve-crash", "crash"
+    store = stack.fleet.store("h100-east")
+    load: Load | None = None
+    _set_image_fault(stack, CRASHY_IMAGE, {"crash_after_seconds": CRASH_AFTER_SECONDS})
+    try:
+        status = await _stand_up(stack, ns, name, CRASHY_IMAGE)
+        assert status.address is not None
+        load = Load(status.address)
+        load.start()
+        await load.until(lambda: load.sent >= 60, 60, "load running")
+
+        async def restarts() -> int:
+            pods = await store.list("v1", "Pod", namespace=workload_namespace(ns))
+            return max(
+                (
+                    int(s.get("restartCount", 0))
+                    for p in pods
+                    if p["metadata"]["name"].startswith("flaky-")
+                    for s in (p.get("status") or {}).get("containerStatuses") or []
+                ),
+                default=0,
+            )
+
+        async def crashed() -> bool | None:
+            return True if await restarts() >= 1 else None
+
+        await wait_for(crashed, 90, "the flaky engine to crash")
+        crashed_at = time.monotonic()
+        load.phase = "after crash"
+        # Back after the kubelet's back-off and its start-up: it serves again.
+        await load.until(
+            lambda: load.served["after crash"]["flaky"] >= 5, 120, "the restarted engine serving"
+        )
+        back_seconds = time.monotonic() - crashed_at
+        await load.stop()
+        sent, failed = load.sent, load.failed
+        print(
+            f"\nfront door, crash-looping engine: {sent} requests, {len(failed)} failed; "
+            f"restarted engine serving again {back_seconds:.1f} s after the crash; served "
+            f"{ {k: dict(v) for k, v in load.served.items()} }; failures {failed[:5]}"
+        )
+        assert len(failed) <= MAX_FAILED, failed
+        assert load.served["after crash"]["steady"] > 0
+    finally:
+        _set_image_fault(stack, CRASHY_IMAGE, None)
+        await _tear_down(stack, ns, name, load)
