@@ -162,7 +162,9 @@ def _set_image_fault(stack: Stack, image: str, fault: dict[str, float] | None) -
         stack.fleet.update_faults(cluster, {"image_faults": {image: fault}})
 
 
-async def _stand_up(stack: Stack, ns: str, name: str, bad_image: str) -> ServiceStatus:
+async def _stand_up(
+    stack: Stack, ns: str, name: str, bad_image: str, probe_seconds: float = 1.0
+) -> ServiceStatus:
     """The InferenceGateway, a "steady" deployment (us-central) and a "flaky" one running
     ``bad_image`` (us-east), one replica each, and a ModelService over both, both in rotation."""
     await apply_resource(
@@ -181,7 +183,7 @@ async def _stand_up(stack: Stack, ns: str, name: str, bad_image: str) -> Service
         _ready(stack, _deployment("flaky", ns, "us-east", bad_image)),
     )
     await apply_serving(
-        stack.client, _service(name, ns, ["steady", "flaky"]), probe_interval_seconds=1.0
+        stack.client, _service(name, ns, ["steady", "flaky"]), probe_interval_seconds=probe_seconds
     )
 
     async def both_in_rotation() -> ServiceStatus | None:
@@ -306,7 +308,9 @@ async def test_a_crash_looping_endpoint_costs_a_handful(stack: Stack) -> None:
     load: Load | None = None
     _set_image_fault(stack, CRASHY_IMAGE, {"crash_after_seconds": CRASH_AFTER_SECONDS})
     try:
-        status = await _stand_up(stack, ns, name, CRASHY_IMAGE)
+        # The service probes at the product's default interval: between probes, only the front
+        # door's own policy stands between callers and the crashed endpoint.
+        status = await _stand_up(stack, ns, name, CRASHY_IMAGE, probe_seconds=10.0)
         assert status.address is not None
         load = Load(status.address)
         load.start()
