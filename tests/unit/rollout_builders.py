@@ -175,7 +175,11 @@ class Driver:
                 self.state = rollout.forgotten(self.state, action.name, self.now)
             elif isinstance(action, rollout.Wait):
                 if not rollout.wait_over(self.state, action):
-                    return f"wait {action.name}"
+                    if action.deadline is None:
+                        return f"wait {action.name}"
+                    # A durable timer: nothing happened meanwhile, so it fires.
+                    self.now = max(self.now, action.deadline)
+                    continue
             elif isinstance(action, rollout.EndPass):
                 self.log.append("end")
             else:

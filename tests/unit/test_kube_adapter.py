@@ -441,6 +441,33 @@ def test_readiness_tells_the_pods_story() -> None:
     assert "pod w-2: container engine ErrImagePull: no such" in verdict.reason
 
 
+def test_readiness_counts_the_restarts_of_a_crash_loop() -> None:
+    def pod(name: str, restarts: int, waiting: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "initContainerStatuses": [{"name": "fetch", "restartCount": 1, "ready": True}],
+                "containerStatuses": [
+                    {
+                        "name": "engine",
+                        "ready": False,
+                        "restartCount": restarts,
+                        "state": {"waiting": {"reason": waiting}},
+                        "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                    }
+                ],
+            },
+        }
+
+    verdict = evaluate(
+        _rule(), _obj("False"), [pod("w-1", 4, "CrashLoopBackOff"), pod("w-2", 0, "Pending")]
+    )
+    assert verdict.restarts == 4  # the most of one container, not a sum
+    assert "container engine CrashLoopBackOff (restarted 4 times)" in verdict.reason
+    assert evaluate(_rule(), _obj("False")).restarts == 0  # pods not read: nothing claimed
+
+
 def test_pod_problem_names_running_but_unready_containers() -> None:
     pod = {
         "metadata": {"name": "p"},

@@ -9,6 +9,7 @@ dry placement of such a template places nothing and names each cluster's reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -100,6 +101,8 @@ def ready_deployment(good: ModelDeployment) -> Driver:
     assert driver.run() == "rest"
     assert len(_serving(driver)) == 2
     driver.log.clear()
+    # Serving for a while (longer than minReadySeconds) before the change comes.
+    driver.now += timedelta(minutes=5)
     return driver
 
 

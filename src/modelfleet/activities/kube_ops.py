@@ -265,7 +265,10 @@ class KubeActivities:
             if not readiness.ready:
                 # The adapter's reason already names the object.
                 return ReadyResult(
-                    ready=False, reason=readiness.reason, reported=readiness.reported
+                    ready=False,
+                    reason=readiness.reason,
+                    reported=readiness.reported,
+                    restarts=readiness.restarts,
                 )
         return ReadyResult(ready=True, reason="all ready")
 

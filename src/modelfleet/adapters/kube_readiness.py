@@ -22,6 +22,7 @@ __all__ = [
     "LWS_NAME_LABEL",
     "Readiness",
     "evaluate",
+    "most_restarts",
     "pod_problem",
     "pod_selector",
 ]
@@ -39,6 +40,23 @@ class Readiness:
     # The object's own readiness condition is False: the cluster reports a change, which is
     # more than one sample that found the object missing or its status not caught up yet.
     reported: bool = False
+    # The most restarts of one container of the workload's pods (0 when pods were not read):
+    # the evidence of a crash loop, reported with a replica that left Ready.
+    restarts: int = 0
+
+
+def most_restarts(pods: Sequence[Mapping[str, Any]]) -> int:
+    """The highest ``restartCount`` of any container of ``pods``."""
+    counts = [
+        int(s.get("restartCount") or 0)
+        for pod in pods
+        for s in [
+            *((pod.get("status") or {}).get("initContainerStatuses") or []),
+            *((pod.get("status") or {}).get("containerStatuses") or []),
+        ]
+        if isinstance(s, Mapping)
+    ]
+    return max(counts, default=0)
 
 
 def is_workload(api_version: str, kind: str) -> bool:
@@ -207,4 +225,6 @@ def evaluate(
         return Readiness(False, f"{head}: no pods created yet", reported)
     ready, story = _pods_story(pods)
     summary = f"{head}: {ready}/{len(pods)} pods ready"
-    return Readiness(False, f"{summary}; {story}" if story else summary, reported)
+    return Readiness(
+        False, f"{summary}; {story}" if story else summary, reported, most_restarts(pods)
+    )

@@ -197,6 +197,10 @@ class Strategy(Model):
     max_unavailable: int = Field(default=1, ge=0, le=10)
     # How long a replica may take to become Ready before it is rolled back.
     progress_deadline_seconds: int = Field(default=1800, ge=10, le=7 * 24 * 3600)
+    # How long a replacement must stay Ready (its engines passing health, not restarting)
+    # before an old replica drains for it and it counts towards the roll's capacity; leaving
+    # Ready within it is a failed replacement, rolled back (Kubernetes' minReadySeconds).
+    min_ready_seconds: int = Field(default=30, ge=0, le=3600)
 
 
 class ModelDeploymentSpec(Model):

@@ -89,6 +89,8 @@ class ReadyResult(WireModel):
     # Not ready because the cluster itself says so (the object's readiness condition is False),
     # as opposed to one sample that found it missing or not yet judged.
     reported: bool = False
+    # The most restarts of one container of the workload's pods (explained checks only).
+    restarts: int = 0
 
 
 class KubeconfigRef(WireModel):

@@ -58,6 +58,8 @@ class ReplicaProgress(WireModel):
     step: ReplicaStep
     reason: str = ""
     at: datetime | None = None
+    # Container restarts the replica's engines showed when it last left Ready (0: none seen).
+    restarts: int = 0
 
 
 class ReplicaStatus(WireModel):
@@ -70,6 +72,9 @@ class ReplicaStatus(WireModel):
     template_hash: str = ""
     pools: dict[str, str] = Field(default_factory=dict)  # engine -> pool
     updated: datetime | None = None
+    # When it last became Ready (kept when it leaves Ready, for how long it lasted).
+    ready_since: datetime | None = None
+    restarts: int = 0
 
 
 class DeploymentStatus(WireModel):

@@ -6,7 +6,7 @@ Pure: pydantic models only.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from modelfleet.api.deployments import ModelReplica
@@ -61,15 +61,21 @@ class Forget(Model):
 
 
 class Wait(Model):
-    """Wait until ``wait_over``: the replica has finished (``done``) or became Ready or failed
-    (``settled``)."""
+    """Wait until ``wait_over``: the replica has finished (``done``), became Ready or failed
+    (``settled``), or, Ready, stayed so until ``deadline`` (``proven``: a durable timer, cut
+    short when it leaves Ready or a replacement crash-loops)."""
 
     name: str
-    until: Literal["done", "settled"]
+    until: Literal["done", "settled", "proven"]
+    deadline: datetime | None = None
 
     @property
     def summary(self) -> str:
-        what = "teardown" if self.until == "done" else "to become Ready"
+        what = {
+            "done": "teardown",
+            "settled": "to become Ready",
+            "proven": "to stay Ready (minReadySeconds)",
+        }[self.until]
         return f"wait for {self.name} {what}"
 
 

@@ -54,6 +54,10 @@ RESYNC_INTERVAL = timedelta(seconds=60)
 LONGEST_QUIET_RESYNC = timedelta(seconds=300)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
 BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
+# The summary of a roll that would replace a serving replica in place while too few others
+# pass health: it waits (a replica becoming Ready wakes it) instead of dropping below
+# ``replicas - maxUnavailable``.
+WAITING_FOR_HEALTH = "rollout waiting for healthy capacity"
 _FINISHED = (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED)
 
 
@@ -151,12 +155,83 @@ def _needs_gate(s: DeploymentState) -> bool:
 
 
 def wait_over(state: DeploymentState, wait: Wait) -> bool:
+    """Whether ``wait`` is over without its deadline: ``proven`` also ends at its deadline
+    (the workflow's timer), after which ``next_action`` decides with the new time."""
     status = state.replicas.get(wait.name)
     if status is None:
         return True
     if wait.until == "done":
         return status.step is ReplicaStep.DONE
-    return state.deleting or status.phase in (ReplicaPhase.READY, ReplicaPhase.FAILED)
+    if state.deleting or failed_replacement(state) is not None:
+        return True
+    if wait.until == "proven":
+        return status.phase is not ReplicaPhase.READY
+    # Degraded is a replica that was Ready and left it (it may do both within one task).
+    return status.phase in (ReplicaPhase.READY, ReplicaPhase.FAILED, ReplicaPhase.DEGRADED)
+
+
+def crash_looping(status: ReplicaStatus) -> bool:
+    """Its engines restart (or the kubelet backs off restarting them): a crash loop."""
+    return status.restarts > 0 or "CrashLoopBackOff" in status.reason
+
+
+def failed_replacement(state: DeploymentState) -> ReplicaStatus | None:
+    """A replica of the template being rolled out that was Ready and now crash-loops, while
+    there is a last good template to return to: the roll has failed."""
+    if state.last_good is None:
+        return None
+    current = template_hash(effective_spec(state))
+    if current == template_hash(state.last_good):
+        return None
+    return next(
+        (
+            r
+            for _, r in sorted(state.replicas.items())
+            if r.template_hash == current
+            and r.ready_since is not None
+            and r.phase is ReplicaPhase.DEGRADED
+            and crash_looping(r)
+        ),
+        None,
+    )
+
+
+def proven(status: ReplicaStatus, min_ready: timedelta, now: datetime) -> bool:
+    """Ready for at least ``min_ready`` (one Ready before ``ready_since`` was kept counts)."""
+    if status.phase is not ReplicaPhase.READY:
+        return False
+    return status.ready_since is None or now - status.ready_since >= min_ready
+
+
+def in_place_allowed(state: DeploymentState, old: str, now: datetime) -> bool:
+    """Whether replacing ``old`` in place keeps serving capacity at ``replicas -
+    maxUnavailable`` or more, counted by replicas that pass health and have proven
+    themselves (Ready for minReadySeconds), not by objects."""
+    strategy = state.spec.spec.strategy
+    min_ready = timedelta(seconds=strategy.min_ready_seconds)
+    serving = [n for n, r in state.replicas.items() if n != old and proven(r, min_ready, now)]
+    return len(serving) >= state.spec.spec.replicas - strategy.max_unavailable
+
+
+def _proving(state: DeploymentState, now: datetime) -> Wait | None:
+    """The wait for the first Ready replica still within its minReadySeconds, if any."""
+    min_ready = timedelta(seconds=state.spec.spec.strategy.min_ready_seconds)
+    for name, r in sorted(state.replicas.items()):
+        if r.phase is ReplicaPhase.READY and not proven(r, min_ready, now):
+            assert r.ready_since is not None
+            return Wait(name=name, until="proven", deadline=r.ready_since + min_ready)
+    return None
+
+
+def after_ready(status: ReplicaStatus, now: datetime) -> str:
+    """Why a replica failed, with the figures when it had been Ready: how long after Ready,
+    and the restarts its engines showed."""
+    if status.ready_since is None:
+        return status.reason
+    seconds = int(((status.updated or now) - status.ready_since).total_seconds())
+    what = "crash-looping" if crash_looping(status) else f"{status.phase} again"
+    restarts = f"{status.restarts} restart{'s' if status.restarts != 1 else ''}"
+    return f"{what} {seconds} s after Ready ({restarts}): {status.reason or status.phase}"
 
 
 def _begin_delete(s: DeploymentState) -> None:
@@ -178,6 +253,17 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
     if isinstance(op, DryPlaceOp):
         if op.purpose == "gate":
             return DryPlace(desired=max(s.spec.spec.replicas, 1), without=sorted(s.replicas))
+        if not in_place_allowed(s, op.old, now):
+            proving = _proving(s, now)
+            if proving is not None:
+                # Capacity that is Ready but not yet proven: decide again once it is.
+                return proving
+            s.summary = (
+                f"{WAITING_FOR_HEALTH}: replacing {op.old} in place would leave fewer than "
+                f"replicas - maxUnavailable serving (counted by replicas that pass health)"
+            )
+            s.ops.clear()
+            return None
         return DryPlace(desired=len(s.replicas), without=[op.old])
     if isinstance(op, TearDown):
         return _teardown(s, op, now)
@@ -185,8 +271,8 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
         s.ops.pop(0)
         return _start(s, op, now)
     if isinstance(op, AwaitReady):
-        return _await_ready(s, op)
-    _roll(s, op)
+        return _await_ready(s, op, now)
+    _roll(s, op, now)
     return None
 
 
@@ -248,17 +334,30 @@ def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
     )
 
 
-def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
+def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | None:
+    """Wait for the new replica to become Ready, then to stay Ready for minReadySeconds (a
+    durable timer); only then do the replicas it replaces go. Failing either way (or another
+    replacement of the template crash-looping meanwhile) rolls back."""
     wait = Wait(name=op.name, until="settled")
     if not wait_over(s, wait):
         return wait
     status = s.replicas.get(op.name)
+    crashed = failed_replacement(s)
+    if crashed is not None and not s.deleting:
+        failed = op.paused
+        if crashed.name != op.name:
+            failed = f"rollout paused: replica {crashed.name} of the new template failed"
+        _fail_replacement(s, f"{failed}: {after_ready(crashed, now)}")
+        return None
     if status is None or status.phase is not ReplicaPhase.READY:
         # The old replicas keep serving; the deployment rolls back to its last good template.
-        s.summary = op.paused
-        s.ops.clear()
-        _roll_back(s, f"{op.paused}: {status.reason if status else 'gone'}")
+        why = after_ready(status, now) if status is not None else "gone"
+        _fail_replacement(s, f"{op.paused}: {why}" if why else op.paused)
         return None
+    min_ready = timedelta(seconds=s.spec.spec.strategy.min_ready_seconds)
+    if not s.deleting and not proven(status, min_ready, now):
+        assert status.ready_since is not None
+        return Wait(name=op.name, until="proven", deadline=status.ready_since + min_ready)
     s.ops.pop(0)
     for name in reversed(op.also_replace):
         s.ops.insert(0, TearDown(name=name, reason=f"replaced by {op.name}"))
@@ -269,8 +368,17 @@ def _await_ready(s: DeploymentState, op: AwaitReady) -> Action | None:
     return None
 
 
+def _fail_replacement(s: DeploymentState, why: str) -> None:
+    """A replacement failed: the pass stops with the old replicas still serving and the
+    deployment rolls back to its last good template."""
+    s.summary = why
+    s.ops.clear()
+    _roll_back(s, why)
+
+
 def _roll_back(s: DeploymentState, why: str) -> None:
-    """Hold the spec's template back: the deployment returns to its last good template."""
+    """Hold the spec's template back: the deployment returns to its last good template; the
+    revision held back says so (``rollout history``)."""
     current = template_hash(effective_spec(s))
     if s.last_good is None or template_hash(s.last_good) == current:
         return
@@ -278,9 +386,13 @@ def _roll_back(s: DeploymentState, why: str) -> None:
     s.held_reason = f"rolled back to the last good template: {why}"
     s.summary = s.held_reason
     s.dirty = True
+    s.revisions = [
+        r.model_copy(update={"outcome": f"rolled back: {why}"}) if r.template == s.held else r
+        for r in s.revisions
+    ]
 
 
-def _roll(s: DeploymentState, op: Roll) -> None:
+def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
     """Choose the next replica to replace and how: one that is not serving is replaced in
     place; a serving one is surged when the strategy allows and the fleet has room, else
     replaced in place within maxUnavailable, else the rollout is blocked."""
@@ -299,9 +411,28 @@ def _roll(s: DeploymentState, op: Roll) -> None:
         # Paused: what is under way finishes, no further replica is rolled (kubectl's pause).
         s.ops.pop(0)
         return
+    crashed = failed_replacement(s)
+    if crashed is not None:
+        _fail_replacement(
+            s,
+            f"rollout paused: replica {crashed.name} of the new template failed: "
+            f"{after_ready(crashed, now)}",
+        )
+        return
     old = _next_outdated(s.replicas.values(), op.target)
     if old is None:
         s.ops.pop(0)
+        # The roll is over: its template is the one a later change returns to (while it
+        # rolled, a crash loop of its replicas could still roll it back).
+        if (
+            op.target == template_hash(s.spec)
+            and op.target != s.held
+            and any(
+                r.phase is ReplicaPhase.READY and r.template_hash == op.target
+                for r in s.replicas.values()
+            )
+        ):
+            s.last_good = s.spec.model_copy(deep=True)
         return
     rest = s.ops[1:]
     head: list[Op]

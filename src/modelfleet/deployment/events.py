@@ -18,7 +18,7 @@ from modelfleet.contracts.fleet_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.deployment.actions import DryPlace, Place
-from modelfleet.deployment.decide import BLOCKED, replace_in_place
+from modelfleet.deployment.decide import BLOCKED, WAITING_FOR_HEALTH, replace_in_place
 from modelfleet.deployment.state import (
     AwaitReady,
     CheckCurrent,
@@ -123,14 +123,23 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
         return state
     s = state.model_copy(deep=True)
     status = s.replicas[progress.name]
+    if progress.phase is ReplicaPhase.READY and status.phase is not ReplicaPhase.READY:
+        status.ready_since = progress.at
     status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
     status.updated = progress.at
+    status.restarts = progress.restarts
+    if s.summary.startswith(WAITING_FOR_HEALTH) and progress.phase is ReplicaPhase.READY:
+        # A roll waits for capacity that passes health: this may be it.
+        s.dirty = True
     if (
         progress.phase is ReplicaPhase.READY
         and status.template_hash == template_hash(s.spec)
         and status.template_hash != s.held
+        and not any(isinstance(op, AwaitReady) for op in s.ops)
     ):
         # A replica of the spec's template serves: that template is now the one to return to.
+        # Not while a replacement proves itself: a roll makes its template the last good one
+        # when it is over (``decide._roll``), so a crash loop during it can still roll back.
         s.last_good = s.spec.model_copy(deep=True)
     if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
         progress.step is ReplicaStep.DONE

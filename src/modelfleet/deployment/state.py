@@ -151,6 +151,8 @@ class Revision(WireModel):
     template: str  # template hash
     replicas: int
     spec: ModelDeployment
+    # What became of it when it did not stay: "rolled back: <why, with the figures>".
+    outcome: str = ""
 
 
 class LogEntry(WireModel):

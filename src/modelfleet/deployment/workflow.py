@@ -96,6 +96,8 @@ class DeploymentWorkflow:
         self._passes = 0  # passes ended in this run
         # The search attribute values last upserted (upserted only when they change).
         self._upserted: tuple[str, list[str]] | None = None
+        # The held-back reason last written to the memo ("": none).
+        self._rolled_back = ""
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -257,6 +259,17 @@ class DeploymentWorkflow:
         self._state = rollout.woke(self._state, workflow.now())
 
     async def _wait(self, action: rollout.Wait) -> None:
+        if action.until == "proven":
+            # One durable timer per replacement: it ends at the deadline, or sooner when the
+            # replica leaves Ready (its report is a signal); the decision is made again then.
+            assert action.deadline is not None
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: rollout.wait_over(self._state, action),
+                    timeout=max(action.deadline - workflow.now(), timedelta(milliseconds=1)),
+                    timeout_summary=action.summary,
+                )
+            return
         if action.until != "done":
             await workflow.wait_condition(
                 lambda: rollout.wait_over(self._state, action), timeout_summary=action.summary
@@ -455,6 +468,13 @@ class DeploymentWorkflow:
 
     def _publish(self) -> None:
         status = self._status()
+        held = self._state.held and self._state.held == rollout.template_hash(self._state.spec)
+        rolled_back = self._state.held_reason if held else ""
+        if rolled_back != self._rolled_back:
+            # In the history (a properties-modified event), with the figures: why the
+            # deployment runs its last good template instead of the spec's.
+            workflow.upsert_memo({"heldBack": rolled_back or None})
+            self._rolled_back = rolled_back
         values = (status.phase, sorted({r.cluster for r in status.replicas}))
         if values != self._upserted:
             workflow.upsert_search_attributes(

@@ -109,6 +109,10 @@ class ServingReplica:
         self._phase = ReplicaPhase.PENDING
         self._step = ReplicaStep.PLACED
         self._reason = ""
+        # Container restarts shown when it last left Ready (the evidence of a crash loop), and
+        # the cluster's reason that left it so (the replica's own reason is the pods' story).
+        self._restarts = 0
+        self._health_reason = ""
         self._teardown = False
         self._published = False
         # What the parent and the visibility store were last told.
@@ -231,7 +235,7 @@ class ServingReplica:
         if news.kind is NewsKind.REPAIR:
             await self._repair_and_register(rendered)
             return  # its comparison was the verification
-        await self._on_health_news(news)
+        await self._on_health_news(rendered, news)
         if unverified:
             # The cluster's baseline is its first scan after a registration: an edit made
             # before that scan is part of it, so compare once, field by field.
@@ -247,14 +251,27 @@ class ServingReplica:
             # A fresh baseline for what it applied, and its phase now.
             await self._register()
 
-    async def _on_health_news(self, news: HealthNews) -> None:
+    async def _on_health_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
         if news.kind is NewsKind.WATCHING:
             pass  # the acknowledgement of a registration
         elif news.kind is NewsKind.HEALTHY:
             if self._phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        elif self._phase is not ReplicaPhase.DEGRADED or self._reason != news.reason:
-            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, news.reason)
+        elif self._phase is not ReplicaPhase.DEGRADED or self._health_reason != news.reason:
+            # The cluster's scan reads the workloads only ("not Available"); once per new
+            # verdict, one check reads their pods too, so that the deployment hears the
+            # pods' story and their restarts (a crash loop is a failed replacement).
+            self._health_reason = news.reason
+            explained = await self._check(rendered)
+            if explained is not None and not explained.ready:
+                await self._set(
+                    ReplicaPhase.DEGRADED,
+                    ReplicaStep.SERVING,
+                    explained.reason,
+                    restarts=explained.restarts,
+                )
+            else:
+                await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, news.reason)
 
     async def _watched(self) -> bool:
         """Register and wait for the cluster's first word (its next scan); False, and polling
@@ -302,12 +319,10 @@ class ServingReplica:
 
     # --- polling and repair ----------------------------------------------------------------
 
-    async def _judge_health(self, rendered: RenderedReplica) -> bool | None:
-        """One health check judged over time (``replica.health``): True healthy, False
-        not, None when the check could not be made."""
-        result: ReadyResult | None
+    async def _check(self, rendered: RenderedReplica) -> ReadyResult | None:
+        """One health check, explained in the pods' words; None when it could not be made."""
         try:
-            result = await workflow.execute_activity(
+            result: ReadyResult = await workflow.execute_activity(
                 KUBE_CHECK_READY,
                 WaitReadyRequest(
                     cluster=self._replica.spec.cluster_name,
@@ -321,13 +336,18 @@ class ServingReplica:
                 summary="health check",
             )
         except ActivityError as exc:
-            result = None
             workflow.set_current_details(
                 f"**{self._phase.value}** · health unknown: {reason_of(exc)}"
             )
-        else:
-            # (Not a command: the UI's details only, back from "health unknown".)
-            workflow.set_current_details(details(self._phase, ReplicaStep.SERVING, self._reason))
+            return None
+        # (Not a command: the UI's details only, back from "health unknown".)
+        workflow.set_current_details(details(self._phase, ReplicaStep.SERVING, self._reason))
+        return result
+
+    async def _judge_health(self, rendered: RenderedReplica) -> bool | None:
+        """One health check judged over time (``replica.health``): True healthy, False
+        not, None when the check could not be made."""
+        result = await self._check(rendered)
         verdict = replica_health.after_check(
             result, self._failed_checks, self._input.degraded_after_checks
         )
@@ -341,7 +361,12 @@ class ServingReplica:
         elif verdict.phase is ReplicaPhase.DEGRADED and (
             self._phase is not ReplicaPhase.DEGRADED or self._reason != verdict.reason
         ):
-            await self._set(ReplicaPhase.DEGRADED, ReplicaStep.SERVING, verdict.reason)
+            await self._set(
+                ReplicaPhase.DEGRADED,
+                ReplicaStep.SERVING,
+                verdict.reason,
+                restarts=result.restarts if result is not None else 0,
+            )
         return None if result is None else result.ready
 
     async def _repair_drift(self, rendered: RenderedReplica) -> bool:
@@ -405,10 +430,14 @@ class ServingReplica:
             step=self._step,
             reason=self._reason,
             at=workflow.now(),
+            restarts=self._restarts,
         )
 
-    async def _set(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
+    async def _set(
+        self, phase: ReplicaPhase, step: ReplicaStep, reason: str, *, restarts: int = 0
+    ) -> None:
         self._phase, self._step, self._reason = phase, step, reason
+        self._restarts = restarts
         if phase is not self._phase_upserted:
             workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
             self._phase_upserted = phase
