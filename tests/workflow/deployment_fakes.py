@@ -6,6 +6,7 @@ becomes ready on the clusters it is told to. Not a test module."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from temporalio import activity
@@ -213,6 +214,14 @@ class FakeClusters:
     never_ready: set[str] = field(default_factory=set)
     events: list[str] = field(default_factory=list)
     images: dict[str, str] = field(default_factory=dict)  # cluster -> image last applied
+    # Clusters whose engines crash-loop once Ready: every health check there fails the way
+    # the Kubernetes adapter explains a crash loop.
+    crash_after_ready: set[str] = field(default_factory=set)
+    # ``ready <cluster>`` and ``delete <cluster>`` at the server's (skipped) time.
+    timeline: list[tuple[str, datetime]] = field(default_factory=list)
+
+    def _at(self, event: str) -> None:
+        self.timeline.append((event, activity.info().current_attempt_scheduled_time))
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
@@ -232,10 +241,22 @@ class FakeClusters:
                 non_retryable=True,
             )
         self.events.append(f"ready {request.cluster}")
+        self._at(f"ready {request.cluster}")
         return ReadyResult(ready=True, reason="all ready")
 
     @activity.defn(name=KUBE_CHECK_READY)
     async def check_ready(self, request: WaitReadyRequest) -> ReadyResult:
+        if request.cluster in self.crash_after_ready:
+            return ReadyResult(
+                ready=False,
+                reason=(
+                    "Deployment ml/engine not Available: 0/1 pods ready; pod engine-0: "
+                    "container engine CrashLoopBackOff (restarted 2 times), last exit Error "
+                    "(exit code 1)"
+                ),
+                reported=True,
+                restarts=2,
+            )
         return ReadyResult(ready=True, reason="all ready")
 
     @activity.defn(name=KUBE_DRIFT)
@@ -255,6 +276,7 @@ class FakeClusters:
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:
         self.events.append(f"delete {request.cluster}")
+        self._at(f"delete {request.cluster}")
         return DeleteResult(deleted=len(request.objects), absent=0)
 
 
