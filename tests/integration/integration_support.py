@@ -145,9 +145,15 @@ def deployment(
         doc["spec"][key] = value
     resource = parse_resource(doc)
     assert isinstance(resource, ModelDeployment)
+    if "strategy" not in (extra or {}):
+        # Replacements prove themselves for 5 s here, not the default 30 s, which would add
+        # half a minute per replaced replica to every rolling test; a test of the window
+        # itself sets its own (test_bad_changes' crash loop runs the default).
+        resource.spec.strategy.min_ready_seconds = MIN_READY_SECONDS
     return resource
 
 
+MIN_READY_SECONDS = 5
 H200_EXACTLY = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H200"'
 
 

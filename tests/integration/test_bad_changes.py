@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +18,7 @@ from integration_support import Stack, deployment
 from temporalio.client import WorkflowUpdateFailedError
 
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.api.naming import LABEL_REPLICA
+from modelfleet.api.naming import LABEL_REPLICA, LABEL_SERVING
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
@@ -166,6 +169,148 @@ async def _nine_bad_changes(stack: Stack) -> None:
     assert "ImagePullBackOff" in seen["never ready"]
     final = await stack.status(NS, "m")
     assert {r.name: r.cluster for r in final.replicas} == serving
+
+
+CRASH_NS = "crash-loop"
+
+
+def _pods_ready(stack: Stack, cluster: str, replica: str) -> tuple[bool, int]:
+    """Whether every serving (engine) pod of ``replica`` on ``cluster`` is Ready (as the simulated kubelet has
+    it), and the most restarts of one of their containers."""
+    store = stack.fleet.store(cluster)
+    pods = next(rt for rt in store.registry if rt.kind == "Pod")
+    listed = store.list_objects(pods, label_selector=f"{LABEL_SERVING}={replica}").items
+    ready = bool(listed) and all(
+        any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+        for p in listed
+    )
+    restarts = max(
+        (
+            int(s.get("restartCount") or 0)
+            for p in listed
+            for s in (p.get("status") or {}).get("containerStatuses") or []
+        ),
+        default=0,
+    )
+    return ready, restarts
+
+
+async def test_a_change_whose_pods_crash_loop_after_ready_rolls_back_by_itself(
+    stack: Stack,
+) -> None:
+    """Issue 27: pods of the new template become Ready, then crash-loop 5 s later (inside the
+    default minReadySeconds of 30 s). The roll pauses and rolls back by itself; the replicas
+    whose engines pass health never number fewer than replicas - maxUnavailable."""
+    md = deployment("c", CRASH_NS, replicas=2)
+    md.spec.strategy.max_unavailable = 0
+    md.spec.strategy.min_ready_seconds = 30  # the default, which the stack's helper shortens
+    handle = stack.client.get_workflow_handle(deployment_id(CRASH_NS, "c"))
+    await apply_resource(stack.client, md)
+    try:
+        ready = await stack.wait_status(
+            CRASH_NS,
+            "c",
+            lambda s: s.ready == 2 and all(r.phase is ReplicaPhase.READY for r in s.replicas),
+        )
+        old_hash = ready.replicas[0].template_hash
+        floor = md.spec.replicas - md.spec.strategy.max_unavailable
+        samples: list[tuple[float, int, int]] = []  # (t, status ready, engines passing health)
+        crashed_at: float | None = None
+        rolled_back_at: float | None = None
+        worst_restarts = 0
+        for cluster in GPU_20GI:
+            stack.fleet.set_faults(
+                cluster,
+                FaultConfig(crash_after_ready_seconds=5, crash_after_ready=[f"mf-{CRASH_NS}/*"]),
+            )
+        bad = md.model_copy(deep=True)
+        bad.spec.template.spec.engines[0].members[0].template.spec.containers[
+            0
+        ].image = "vllm/crashes:1"
+        start = time.monotonic()
+        try:
+            await handle.execute_update(DeploymentWorkflow.apply, bad)
+            deadline = start + 150
+            while time.monotonic() < deadline:
+                status = await stack.status(CRASH_NS, "c")
+                now = time.monotonic() - start
+                healthy = 0
+                for r in status.replicas:
+                    pods_ready, restarts = _pods_ready(stack, r.cluster, r.name)
+                    if r.template_hash != old_hash:
+                        worst_restarts = max(worst_restarts, restarts)
+                        if restarts and crashed_at is None:
+                            crashed_at = now
+                    if r.phase is ReplicaPhase.READY and pods_ready:
+                        healthy += 1
+                samples.append((now, status.ready, healthy))
+                held = "rolled back to the last good template" in status.summary
+                if held and rolled_back_at is None:
+                    rolled_back_at = now
+                if (
+                    held
+                    and len(status.replicas) == 2
+                    and all(
+                        r.template_hash == old_hash and r.phase is ReplicaPhase.READY
+                        for r in status.replicas
+                    )
+                ):
+                    break
+                await asyncio.sleep(0.5)
+        finally:
+            for cluster in GPU_20GI:
+                stack.fleet.set_faults(cluster, FaultConfig())
+        final = await stack.status(CRASH_NS, "c")
+        lowest_healthy = min(h for _, _, h in samples)
+        lowest_ready = min(r for _, r, _ in samples)
+        print(
+            f"\ncrash loop after Ready: {len(samples)} samples over {samples[-1][0]:.0f} s; "
+            f"engines passing health never below {lowest_healthy} (floor {floor}), status "
+            f"ready never below {lowest_ready}; first restart seen at "
+            f"{crashed_at if crashed_at is None else round(crashed_at, 1)} s, rolled back at "
+            f"{rolled_back_at if rolled_back_at is None else round(rolled_back_at, 1)} s "
+            f"(most restarts {worst_restarts})\nsummary: {final.summary}"
+        )
+        assert rolled_back_at is not None, final.summary
+        assert crashed_at is not None
+        assert lowest_healthy >= floor, samples
+        assert {r.template_hash for r in final.replicas} == {old_hash}
+        assert {r.name for r in final.replicas} == {r.name for r in ready.replicas}
+        assert "crash-looping" in final.summary
+        assert "s after Ready" in final.summary
+        assert "CrashLoopBackOff" in final.summary
+        assert any(c.reason == "RolledBack" for c in final.conditions)
+        # What a user reads: ``rollout history`` and ``describe``.
+        address = stack.client.service_client.config.target_host
+        history = await _cli(address, "rollout", "history", "deployment/c", "-n", CRASH_NS)
+        print(history)
+        assert "OUTCOME" in history
+        assert "rolled back" in history
+        assert "crash-looping" in history
+        described = await _cli(address, "describe", "deployment", "c", "-n", CRASH_NS)
+        assert "crash-looping" in described
+    finally:
+        await handle.execute_update(DeploymentWorkflow.delete)
+        await asyncio.wait_for(handle.result(), 60)
+
+
+async def _cli(address: str, *args: str) -> str:
+    env = {**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": address, "COLUMNS": "400"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "modelfleet.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
 
 
 async def _restore(stack: Stack, handle: object, serving: dict[str, str]) -> None:

@@ -113,7 +113,7 @@ def test_a_replacement_crash_looping_after_ready_rolls_back_with_the_figures() -
     assert figures in status.summary
     # ``rollout history``: the held-back revision says what became of it.
     assert state.revisions[-1].template == rollout.template_hash(NEW)
-    assert state.revisions[-1].outcome.startswith(f"rolled back: rollout paused: surge replica c")
+    assert state.revisions[-1].outcome.startswith("rolled back: rollout paused: surge replica c")
     assert figures in state.revisions[-1].outcome
     assert not state.revisions[0].outcome
     # ``describe``'s decisions.

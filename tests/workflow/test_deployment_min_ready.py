@@ -85,17 +85,14 @@ async def test_a_replacement_crash_looping_after_ready_rolls_back_by_itself(
     await handle.execute_update(DeploymentWorkflow.apply, bad)
     after = await harness.wait_status(
         handle,
-        lambda s: "rolled back to the last good template" in s.summary
-        and ready(2, old_hash)(s),
+        lambda s: "rolled back to the last good template" in s.summary and ready(2, old_hash)(s),
         "rolled back with the old replicas serving",
     )
     print(f"\nrolled back: {after.summary}")
     assert "surge replica" in after.summary
     assert "crash-looping 30 s after Ready (2 restarts)" in after.summary
     assert "CrashLoopBackOff (restarted 2 times)" in after.summary
-    assert any(
-        c.type == "RolloutBlocked" and c.reason == "RolledBack" for c in after.conditions
-    )
+    assert any(c.type == "RolloutBlocked" and c.reason == "RolledBack" for c in after.conditions)
     # Only the crash-looping surge replica was ever deleted; the serving ones never were.
     deletes = [e for e in harness.clusters.events if e.startswith("delete")]
     assert deletes == ["delete west"]

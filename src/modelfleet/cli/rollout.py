@@ -284,7 +284,12 @@ def rollout_history(
         ]
         for r in history
     ]
-    print_table(["REVISION", "SINCE", "CAUSE", "TEMPLATE", "REPLICAS"], rows)
+    header = ["REVISION", "SINCE", "CAUSE", "TEMPLATE", "REPLICAS"]
+    if any(r.outcome for r in history):
+        # A revision rolled back by itself (a failed replacement) says why, with the figures.
+        header.append("OUTCOME")
+        rows = [[*row, r.outcome or "-"] for row, r in zip(rows, history, strict=True)]
+    print_table(header, rows, flexible=("OUTCOME",))
 
 
 async def _apply_to_running(client: Client, spec: ModelDeployment) -> DeploymentStatus:
