@@ -213,11 +213,12 @@ def in_place_allowed(state: DeploymentState, old: str, now: datetime) -> bool:
     return len(serving) >= state.spec.spec.replicas - strategy.max_unavailable
 
 
-def _proving(state: DeploymentState, now: datetime) -> Wait | None:
-    """The wait for the first Ready replica still within its minReadySeconds, if any."""
+def _proving(state: DeploymentState, now: datetime, old: str) -> Wait | None:
+    """The wait for the first Ready replica other than ``old`` still within its
+    minReadySeconds, if any."""
     min_ready = timedelta(seconds=state.spec.spec.strategy.min_ready_seconds)
     for name, r in sorted(state.replicas.items()):
-        if r.phase is ReplicaPhase.READY and not proven(r, min_ready, now):
+        if name != old and r.phase is ReplicaPhase.READY and not proven(r, min_ready, now):
             assert r.ready_since is not None
             return Wait(name=name, until="proven", deadline=r.ready_since + min_ready)
     return None
@@ -254,7 +255,7 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
         if op.purpose == "gate":
             return DryPlace(desired=max(s.spec.spec.replicas, 1), without=sorted(s.replicas))
         if not in_place_allowed(s, op.old, now):
-            proving = _proving(s, now)
+            proving = _proving(s, now, op.old)
             if proving is not None:
                 # Capacity that is Ready but not yet proven: decide again once it is.
                 return proving
