@@ -164,6 +164,13 @@ def test_the_deployment_golden_scales_holds_a_change_while_paused_and_rolls_surg
         "teardown",
         "fleet.release",
     ]
+    # Each replacement proved itself (a timer of minReadySeconds) before its old replica went.
+    proving = [
+        e
+        for e in of_type(history, EventType.EVENT_TYPE_TIMER_STARTED)
+        if "minReadySeconds" in e.user_metadata.summary.data.decode()
+    ]
+    assert len(proving) == 2
     # Torn down: two replaced, one by the scale signal, the last by the delete.
     assert steps.count("teardown") == 4
     assert of_type(history, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)

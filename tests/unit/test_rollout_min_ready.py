@@ -254,3 +254,22 @@ def test_after_ready_figures() -> None:
     assert rollout.crash_looping(s)
     assert not rollout.crash_looping(s.model_copy(update={"restarts": 0}))
     assert rollout.crash_looping(s.model_copy(update={"restarts": 0, "reason": CRASH}))
+
+
+def test_a_resume_during_a_paused_pass_rolls_only_after_the_dry_placement() -> None:
+    state = state_with(OLD, status(OLD, "a", "east"), status(OLD, "b", "west"), last_good=OLD)
+    state = rollout.paused(state, T0)
+    state = rollout.applied(state, NEW, T0)
+    state = rollout.woke(state, T0)  # a pass that began paused: no gate
+    state, action = rollout.next_action(state, T0)
+    assert isinstance(action, rollout.Place)
+    state = rollout.resumed(state, T0)  # while the reconcile placement is in flight
+    state = rollout.placed(state, PlaceResponse())
+    state, action = rollout.next_action(state, T0)
+    assert action == rollout.EndPass()  # nothing rolled unchecked
+    state, action = rollout.next_action(state, T0)
+    assert isinstance(action, rollout.Rest)
+    assert rollout.rest_over(state)
+    state = rollout.woke(state, T0)
+    state, action = rollout.next_action(state, T0)
+    assert isinstance(action, rollout.DryPlace)

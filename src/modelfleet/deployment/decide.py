@@ -398,6 +398,12 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
     place; a serving one is surged when the strategy allows and the fleet has room, else
     replaced in place within maxUnavailable, else the rollout is blocked."""
     current = template_hash(effective_spec(s))
+    if not op.target and _needs_gate(s):
+        # Resumed (or otherwise freed to roll) after this pass began without the dry
+        # placement of the new template: the next pass checks it first.
+        s.dirty = True
+        s.ops.pop(0)
+        return
     if not op.target:
         strategy = s.spec.spec.strategy
         op.target = current
