@@ -175,8 +175,8 @@ CRASH_NS = "crash-loop"
 
 
 def _pods_ready(stack: Stack, cluster: str, replica: str) -> tuple[bool, int]:
-    """Whether every serving (engine) pod of ``replica`` on ``cluster`` is Ready (as the simulated kubelet has
-    it), and the most restarts of one of their containers."""
+    """Whether every serving (engine) pod of ``replica`` on ``cluster`` is Ready (as the
+    simulated kubelet has it), and the most restarts of one of their containers."""
     store = stack.fleet.store(cluster)
     pods = next(rt for rt in store.registry if rt.kind == "Pod")
     listed = store.list_objects(pods, label_selector=f"{LABEL_SERVING}={replica}").items
