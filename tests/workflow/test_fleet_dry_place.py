@@ -7,6 +7,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from fleet_placing import placer
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -66,26 +67,23 @@ async def test_dry_place_books_nothing_and_names_cel_evaluation_failures(
                     ClusterReport(name=name, ready=True, gateway_address="10.0.0.1"),
                 )
             good = deployment(standalone(1), replicas=2)
-            dry: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.dry_place,
+            dry: PlaceResponse = await placer(fleet).dry_place(
                 DryPlaceRequest(request_id="d1", deployment=good, desired=2),
             )
             assert sorted(r.spec.cluster_name for r in dry.placed) == ["east", "west"]
             view: FleetView = await fleet.query(FleetWorkflow.view)
             assert view.replicas == []  # nothing booked
 
-            placed: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.place, PlaceRequest(request_id="p1", deployment=good, desired=2)
+            placed: PlaceResponse = await placer(fleet).place(
+                PlaceRequest(request_id="p1", deployment=good, desired=2)
             )
             assert len(placed.placed) == 2
             # Full now, unless the named replica is not counted.
-            full = await fleet.execute_update(
-                FleetWorkflow.dry_place,
+            full = await placer(fleet).dry_place(
                 DryPlaceRequest(request_id="d2", deployment=good, desired=3),
             )
             assert full.placed == []
-            freed = await fleet.execute_update(
-                FleetWorkflow.dry_place,
+            freed = await placer(fleet).dry_place(
                 DryPlaceRequest(
                     request_id="d3",
                     deployment=good,
@@ -100,8 +98,7 @@ async def test_dry_place_books_nothing_and_names_cel_evaluation_failures(
             bad = deployment(
                 standalone(1, f'device.attributes["{DRIVER}"].productName > 5'), replicas=2
             )
-            answer = await fleet.execute_update(
-                FleetWorkflow.dry_place,
+            answer = await placer(fleet).dry_place(
                 DryPlaceRequest(
                     request_id="d4",
                     deployment=bad,
@@ -149,21 +146,19 @@ async def test_dry_place_without_a_replica_frees_its_cluster_and_leaves_the_flee
                 ClusterReport(name="east", ready=True, gateway_address="10.0.0.1"),
             )
             first = deployment(standalone(1), name="first")
-            placed: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.place, PlaceRequest(request_id="p1", deployment=first, desired=1)
+            placed: PlaceResponse = await placer(fleet).place(
+                PlaceRequest(request_id="p1", deployment=first, desired=1)
             )
             assert [r.spec.cluster_name for r in placed.placed] == ["east"]
             # Another deployment finds east full; east's charged pools are now cached.
-            other: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.place,
+            other: PlaceResponse = await placer(fleet).place(
                 PlaceRequest(
                     request_id="p2", deployment=deployment(standalone(1), name="b"), desired=1
                 ),
             )
             assert other.placed == []
 
-            freed: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.dry_place,
+            freed: PlaceResponse = await placer(fleet).dry_place(
                 DryPlaceRequest(
                     request_id="d1",
                     deployment=first,
@@ -174,8 +169,7 @@ async def test_dry_place_without_a_replica_frees_its_cluster_and_leaves_the_flee
             assert [r.spec.cluster_name for r in freed.placed] == ["east"]
 
             # The what-if did not leak: east is still full for a real placement.
-            after: PlaceResponse = await fleet.execute_update(
-                FleetWorkflow.place,
+            after: PlaceResponse = await placer(fleet).place(
                 PlaceRequest(
                     request_id="p3", deployment=deployment(standalone(1), name="c"), desired=1
                 ),

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 from conftest import start_time_skipping_env
+from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
@@ -81,8 +82,7 @@ async def test_cache_reports_gate_placement_and_wake_short_deployments(
         )
 
         async def place(request_id: str) -> tuple[list[str], dict[str, str]]:
-            answer = await fleet.execute_update(
-                FleetWorkflow.place,
+            answer = await placer(fleet).place(
                 PlaceRequest(request_id=request_id, deployment=cached("m", ns), desired=1),
             )
             return [r.spec.cluster_name for r in answer.placed], answer.rejections
@@ -95,8 +95,7 @@ async def test_cache_reports_gate_placement_and_wake_short_deployments(
         await fleet.execute_update(FleetWorkflow.report_cache, report)
         # Being staged is eligible (the replica waits for Ready on its cluster); c-0000, first by
         # name but not staging the cache, is not. Checked dry, so nothing is reserved.
-        dry = await fleet.execute_update(
-            FleetWorkflow.dry_place,
+        dry = await placer(fleet).dry_place(
             DryPlaceRequest(request_id="2", deployment=cached("m", ns), desired=1),
         )
         assert [r.spec.cluster_name for r in dry.placed] == ["c-0001"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
@@ -40,8 +41,8 @@ async def test_replicas_on_a_cluster_not_ready_past_its_grace_are_re_placed(
         )
 
         async def place(request_id: str) -> tuple[list[str], list[str], int]:
-            answer = await handle.execute_update(
-                FleetWorkflow.place, PlaceRequest(request_id=request_id, deployment=md, desired=1)
+            answer = await placer(handle).place(
+                PlaceRequest(request_id=request_id, deployment=md, desired=1)
             )
             placed = [f"{r.name}@{r.spec.cluster_name}" for r in answer.placed]
             victims = [f"{v.replica.name}@{v.replica.spec.cluster_name}" for v in answer.victims]
@@ -125,8 +126,8 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
             task_queue=queue,
         )
         md = one_gpu_deployment("m", "ns")
-        answer = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="first", deployment=md, desired=1)
+        answer = await placer(handle).place(
+            PlaceRequest(request_id="first", deployment=md, desired=1)
         )
         home = answer.placed[0].spec.cluster_name
         other = next(c for c in state.cluster_entries if c != home)
@@ -134,8 +135,8 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
             FleetWorkflow.report_cluster, ClusterReport(name=home, ready=False, reason="dark")
         )
         went_dark = await env.get_current_time()
-        inside = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="inside", deployment=md, desired=1)
+        inside = await placer(handle).place(
+            PlaceRequest(request_id="inside", deployment=md, desired=1)
         )
         assert (inside.placed, inside.victims) == ([], [])
         check = PlacementCheck(namespace="ns", deployment="m", version=inside.version)
@@ -146,8 +147,8 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
         await env.sleep(timedelta(seconds=5))
         assert await stand_in.query(DeploymentResyncs.count) == 1
         assert not await handle.query(FleetWorkflow.placement_current, check)
-        moved = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="past", deployment=md, desired=1)
+        moved = await placer(handle).place(
+            PlaceRequest(request_id="past", deployment=md, desired=1)
         )
         assert [r.spec.cluster_name for r in moved.placed] == [other]
         await handle.terminate()

@@ -31,6 +31,7 @@ import asyncio
 import uuid
 from collections import Counter
 
+from fleet_placing import placer
 from fleet_scale_support import (
     capacity_gpus,
     classes,
@@ -70,7 +71,7 @@ async def place(client: Client, fleet_id: str, request: PlaceRequest) -> PlaceRe
     for _ in range(5):
         try:
             return await asyncio.wait_for(
-                handle.execute_update(FleetWorkflow.place, request, id=request.request_id),
+                placer(handle).place(request),
                 UPDATE_SECONDS,
             )
         except WorkflowUpdateFailedError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -29,20 +30,16 @@ async def test_a_named_template_places_as_the_whole_deployment(
         dep = one_gpu_deployment("a", "ns")
         key = template_key(dep)
 
-        unknown = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="early", template=key, desired=1)
+        unknown = await placer(handle).place(
+            PlaceRequest(request_id="early", template=key, desired=1)
         )
         assert unknown.unknown_template
         assert unknown.placed == []
         stats: FleetStats = await handle.query(FleetWorkflow.stats)
         assert stats.replicas == 0
 
-        first = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="p1", deployment=dep, desired=1)
-        )
-        named = await handle.execute_update(
-            FleetWorkflow.place, PlaceRequest(request_id="p2", template=key, desired=3)
-        )
+        first = await placer(handle).place(PlaceRequest(request_id="p1", deployment=dep, desired=1))
+        named = await placer(handle).place(PlaceRequest(request_id="p2", template=key, desired=3))
         assert not named.unknown_template
         assert [r.name for r in named.kept] == [r.name for r in first.placed]
         assert len(named.placed) == 2

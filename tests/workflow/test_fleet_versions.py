@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -39,8 +40,7 @@ async def test_placement_current_follows_what_matters(
             result: bool = await handle.query(FleetWorkflow.placement_current, check)
             return result
 
-        a = await handle.execute_update(
-            FleetWorkflow.place,
+        a = await placer(handle).place(
             PlaceRequest(request_id="a", deployment=one_gpu_deployment("a", "ns"), desired=1),
         )
         assert len(a.placed) == 1
@@ -48,8 +48,7 @@ async def test_placement_current_follows_what_matters(
         home = a.placed[0].spec.cluster_name
 
         # Another deployment placed elsewhere or beside it changes nothing for "a".
-        b = await handle.execute_update(
-            FleetWorkflow.place,
+        b = await placer(handle).place(
             PlaceRequest(request_id="b", deployment=one_gpu_deployment("b", "ns"), desired=2),
         )
         assert b.version > a.version
@@ -69,8 +68,7 @@ async def test_placement_current_follows_what_matters(
         assert not await current("a", a.version)
 
         # A deployment short of capacity is never current: any change might make room.
-        short = await handle.execute_update(
-            FleetWorkflow.place,
+        short = await placer(handle).place(
             PlaceRequest(request_id="c", deployment=one_gpu_deployment("c", "ns"), desired=100_000),
         )
         assert short.summary

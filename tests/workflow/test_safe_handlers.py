@@ -15,6 +15,7 @@ import asyncio
 import uuid
 from datetime import timedelta
 
+from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio import activity
 from temporalio.client import WorkflowUpdateStage
@@ -47,8 +48,8 @@ async def test_a_report_sent_while_a_draining_report_nudges_is_the_one_that_stay
         homes = set()
         for i in range(3):
             md = one_gpu_deployment(f"m{i}", "ns")
-            placed = await handle.execute_update(
-                FleetWorkflow.place, PlaceRequest(request_id=f"p{i}", deployment=md, desired=1)
+            placed = await placer(handle).place(
+                PlaceRequest(request_id=f"p{i}", deployment=md, desired=1)
             )
             homes.add(placed.placed[0].spec.cluster_name)
         home = sorted(homes)[0]

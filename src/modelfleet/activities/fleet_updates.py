@@ -1,6 +1,14 @@
 """Fleet activities: the bridge from deployment and cluster workflows to the Fleet workflow's
-Updates (workflows cannot send Updates to each other). Each call carries a deterministic update
-ID, so a retried activity is answered from the first result instead of placing twice.
+Updates (workflows cannot send Updates to each other).
+
+Placement runs here, not in the Fleet (issue 22): ``fleet.place`` brings this process's copy of
+the fleet (``FleetCopy``, the Fleet's own placement function on a copy kept current through the
+Fleet's ``changes`` query) up to date, computes the placement on it and sends the proposal to the
+Fleet's ``commit`` Update, which books it only if nothing it touches changed since the copy's
+version; if something did, it is recomputed on the newer copy. The request's deterministic ID
+makes a retried activity answered from the first booking instead of placing twice.
+``fleet.dry_place`` only computes. One placement at a time per process: two computed on one
+copy would mostly want the same free pools, and one of them would be refused.
 
 An Update the server refuses for its in-flight limit is asked again after a pause
 (``adapters.temporal_updates``): the per-process bound below keeps one worker under the limit,
@@ -12,12 +20,14 @@ Side effects: Temporal client calls only. No Kubernetes, no cloud SDKs.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 from modelfleet.adapters.temporal_updates import asked_again_when_refused
+from modelfleet.api.deployments import ModelDeployment
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
@@ -29,12 +39,18 @@ from modelfleet.contracts.activity_names import (
     FLEET_SWEEP_PENDING,
 )
 from modelfleet.contracts.fleet_payloads import (
+    ChangesRequest,
+    CommitAnswer,
     DryPlaceRequest,
+    FleetChanges,
     PlacementCheck,
     PlaceRequest,
     PlaceResponse,
+    Proposal,
     PublishRequest,
     ReleaseRequest,
+    SnapshotPage,
+    SnapshotPageRequest,
 )
 from modelfleet.contracts.status import ClusterStatus
 
@@ -43,12 +59,43 @@ FLEET_WORKFLOW_ID = "fleet"
 # Updates are aborted and the Fleet's workflow tasks rejected, so a burst of placements collapses
 # instead of queueing. Each worker keeps its own Updates to the Fleet under that bound.
 MAX_FLEET_UPDATES_IN_FLIGHT = 6
+# Proposals refused in a row before the activity gives up this attempt (its retry policy then
+# tries again): each refusal means another placement was booked on a touched cluster meanwhile.
+MAX_PROPOSALS = 20
+
+
+class FleetCopy(Protocol):
+    """A copy of the Fleet the placement is computed on (``fleet.mirror.FleetMirror``)."""
+
+    epoch: str
+    version: int
+
+    def apply(self, changes: FleetChanges) -> None: ...
+    def start_reading(self, page: SnapshotPage) -> None: ...
+    def read(self, page: SnapshotPage) -> None: ...
+    def resolve(self, request: PlaceRequest) -> ModelDeployment | None: ...
+    def propose(self, request: PlaceRequest, deployment: ModelDeployment) -> PlaceResponse: ...
+    def dry_place(self, request: DryPlaceRequest, deployment: ModelDeployment) -> PlaceResponse: ...
 
 
 class FleetActivities:
-    def __init__(self, client: Client, *, max_in_flight: int = MAX_FLEET_UPDATES_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        copy: FleetCopy | None = None,
+        max_in_flight: int = MAX_FLEET_UPDATES_IN_FLIGHT,
+        fleet_id: str = FLEET_WORKFLOW_ID,
+    ) -> None:
         self._client = client
         self._slots = asyncio.Semaphore(max_in_flight)
+        self._copy = copy
+        self._fleet_id = fleet_id
+        self._placing = asyncio.Lock()
+        # Per process, for ``bench/fleet.py``: proposals sent, refused, whole reads.
+        self.proposals = 0
+        self.refused = 0
+        self.whole_reads = 0
 
     async def _update(
         self, name: str, arg: Any, *, result_type: type | None = None, update_id: str | None = None
@@ -68,20 +115,100 @@ class FleetActivities:
         )
 
     def _fleet(self) -> WorkflowHandle[Any, Any]:
-        return self._client.get_workflow_handle(FLEET_WORKFLOW_ID)
+        return self._client.get_workflow_handle(self._fleet_id)
+
+    def _fleet_copy(self) -> FleetCopy:
+        if self._copy is None:
+            raise ApplicationError("this worker keeps no copy of the fleet to place on")
+        return self._copy
+
+    async def _refresh(self, copy: FleetCopy) -> None:
+        """Bring ``copy`` up to the Fleet's version: what changed since its own, or (another
+        Fleet, or older than the Fleet's change log reaches) the whole fleet in pages."""
+        changes: FleetChanges = await self._query(
+            "changes",
+            ChangesRequest(epoch=copy.epoch, since=copy.version),
+            result_type=FleetChanges,
+        )
+        if not changes.too_old:
+            copy.apply(changes)
+            return
+        self.whole_reads += 1
+        first = True
+        for part in ("clusters", "replicas"):
+            after = ""
+            while True:
+                page: SnapshotPage = await self._query(
+                    "snapshot_page",
+                    SnapshotPageRequest(part=part, after=after),
+                    result_type=SnapshotPage,
+                )
+                if first:
+                    copy.start_reading(page)
+                    first = False
+                else:
+                    copy.read(page)
+                after = page.next_after
+                if not after:
+                    break
+        since: FleetChanges = await self._query(
+            "changes",
+            ChangesRequest(epoch=copy.epoch, since=copy.version),
+            result_type=FleetChanges,
+        )
+        if since.too_old:
+            # The fleet changed faster than its log keeps while it was read: start over.
+            copy.version = -1
+            raise ApplicationError("the fleet changed too much while it was read; reading again")
+        copy.apply(since)
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
-        result: PlaceResponse = await self._update(
-            "place", request, update_id=request.request_id, result_type=PlaceResponse
-        )
-        return result
+        copy = self._fleet_copy()
+        last = ""
+        async with self._placing:
+            for _ in range(MAX_PROPOSALS):
+                await self._refresh(copy)
+                deployment = copy.resolve(request)
+                if deployment is None:
+                    # Named by a template this process does not hold: nothing decided; the
+                    # sender resends it whole under a new request ID.
+                    return PlaceResponse(unknown_template=True, version=copy.version)
+                base, epoch = copy.version, copy.epoch
+                response = await asyncio.to_thread(copy.propose, request, deployment)
+                proposal = Proposal(
+                    request_id=request.request_id,
+                    epoch=epoch,
+                    base=base,
+                    namespace=deployment.namespace,
+                    deployment=deployment.name,
+                    desired=request.desired,
+                    response=response,
+                )
+                self.proposals += 1
+                answer: CommitAnswer = await self._update(
+                    "commit", proposal, result_type=CommitAnswer
+                )
+                if answer.committed:
+                    if answer.response is not None:
+                        return answer.response  # booked before: that answer
+                    return response.model_copy(update={"version": answer.version})
+                self.refused += 1
+                last = answer.conflict
+        raise ApplicationError(f"{MAX_PROPOSALS} proposals in a row were refused; last: {last}")
 
     @activity.defn(name=FLEET_DRY_PLACE)
     async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
-        # Read-only, so no update ID: a retry simply asks again.
-        result: PlaceResponse = await self._update("dry_place", request, result_type=PlaceResponse)
-        return result
+        # Read-only: computed on the copy once it is current (so after every placement and
+        # release the caller sent before), nothing sent to the Fleet.
+        copy = self._fleet_copy()
+        async with self._placing:
+            await self._refresh(copy)
+            deployment = copy.resolve(request)
+            if deployment is None:
+                return PlaceResponse(unknown_template=True, version=copy.version)
+            answer: PlaceResponse = await asyncio.to_thread(copy.dry_place, request, deployment)
+            return answer
 
     @activity.defn(name=FLEET_RELEASE)
     async def release(self, request: ReleaseRequest) -> int:

@@ -169,6 +169,16 @@ class FleetBook:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def owner(self, key: str) -> DeploymentKey:
+        return self._owner[key]
+
+    def cluster_of(self, key: str) -> str | None:
+        row = self._rows.get(key)
+        return None if row is None else row[0]
+
     # --- changes -------------------------------------------------------------------------------
 
     def add(self, replica: ModelReplica) -> None:

@@ -37,7 +37,7 @@ AVOIDED_WITHOUT_REASON = "a replica failed here recently"
 # One evaluator for every placement in the worker process: compiled selectors and their results
 # per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
 # (lark parsing) on every placement.
-_EVALUATOR = SelectorEvaluator()
+EVALUATOR = SelectorEvaluator()
 
 
 class Templates:
@@ -130,7 +130,7 @@ def fleet_place(
         avoid={
             c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON) for c in request.avoid_clusters
         },
-        evaluator=_EVALUATOR,
+        evaluator=EVALUATOR,
         snapshot=fleet.snapshot(gone),
         indexed=(ours, by_cluster),
         ledger_cache=ledger_cache,
@@ -170,20 +170,20 @@ def explained_rejections(
     rejections = dict(placement.rejections)
     if not placement.placed:
         specs = {n: r.spec for n, r in fleet.clusters.items() if n not in stale}
-        for name, why in selector_errors(deployment, fleet.classes, specs, _EVALUATOR).items():
+        for name, why in selector_errors(deployment, fleet.classes, specs, EVALUATOR).items():
             rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
     return rejections
 
 
 def decision_of(
-    at: datetime, deployment: ModelDeployment, request: PlaceRequest, response: PlaceResponse
+    at: datetime, namespace: str, deployment: str, desired: int, response: PlaceResponse
 ) -> Decision:
-    """The decision log's entry for a placement answered ``at``."""
+    """The decision log's entry for a placement booked ``at``."""
     return Decision(
         at=at,
-        namespace=deployment.namespace,
-        deployment=deployment.name,
-        desired=request.desired,
+        namespace=namespace,
+        deployment=deployment,
+        desired=desired,
         placed=[f"{r.name}@{r.spec.cluster_name}" for r in response.placed],
         victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
         summary=response.summary,

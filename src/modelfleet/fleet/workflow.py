@@ -1,6 +1,14 @@
 """The Fleet workflow (ID ``fleet``): the one owner of the class catalog, every cluster's published
-capacity and readiness, and the ledger of placed replicas. Placement and release are Updates, so
-two deployments placing at once are serialised here and can never double-book a pool.
+capacity and readiness, and the ledger of placed replicas.
+
+Placement is computed outside it (issue 22): each worker keeps a copy of the fleet
+(:mod:`modelfleet.fleet.mirror`), current through the ``changes`` query (what changed since a
+version, from a capped change log, :mod:`modelfleet.fleet.changes`) or read whole through
+``snapshot_page``; the ``fleet.place`` activity runs the scheduler on it and sends the proposal
+to the ``commit`` Update. The Fleet books a proposal only if nothing it touches changed since the
+version it was computed at, and its pools still have room (:mod:`modelfleet.fleet.commit`), in
+time proportional to what it touches; otherwise the activity recomputes on a newer copy. Commits
+are Updates, so they are serialised here and can never double-book a pool.
 
 State stays small and bounded (issue 11): replicas live in a :class:`FleetBook` whose compact
 rows are what continue-as-new carries; clusters travel as spec-without-defaults records;
@@ -8,15 +16,15 @@ remembered placement answers are kept only for the window in which a retried ``f
 can arrive; decisions are capped. The Fleet continues-as-new on history length and bytes
 (``FleetLimits``), and refuses placements past ``max_replicas`` with a clear summary instead of
 growing its state towards Temporal's 2 MiB payload limit. The scheduler snapshot (and the index
-cached on it) is kept between placements and dropped only when a class, a cluster's spec or a
-scheduling-relevant part of its report changes. It runs on its own task queue. See docs/fleet.md.
+cached on it) is kept by the workers' copies, not here. It runs on its own task queue. See
+docs/fleet.md.
 
 The pure parts live beside it: the book (:mod:`modelfleet.fleet.book`), what continue-as-new
 carries (:mod:`modelfleet.fleet.carry`, :mod:`modelfleet.contracts.fleet_state`) and placement
 (:mod:`modelfleet.fleet.placing`, :mod:`modelfleet.scheduling.fleet_placement`).
 
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
-scheduler it runs is a pure function.
+checks it runs are pure functions.
 """
 
 from __future__ import annotations
@@ -39,15 +47,21 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
+        MAX_CHANGES_PER_ANSWER,
+        SNAPSHOT_CLUSTER_PAGE,
+        ChangesRequest,
         ClusterReport,
-        DryPlaceRequest,
+        CommitAnswer,
+        FleetChanges,
         FleetStats,
         PlacementCheck,
-        PlaceRequest,
         PlaceResponse,
+        Proposal,
         ReleaseRequest,
         ReplicaPage,
         ReplicaPageRequest,
+        SnapshotPage,
+        SnapshotPageRequest,
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
@@ -62,16 +76,12 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
     from modelfleet.fleet.carry import carried_state
-    from modelfleet.fleet.placing import (
-        PlacingView,
-        Templates,
-        decision_of,
-        explained_rejections,
-        fleet_place,
-    )
+    from modelfleet.fleet.changes import ChangeLog
+    from modelfleet.fleet.commit import CommitView, conflict
+    from modelfleet.fleet.placing import EVALUATOR, decision_of
     from modelfleet.fleet.versions import Versions
-    from modelfleet.scheduling.fill import LedgerCache
     from modelfleet.scheduling.fleet_placement import live_snapshot
+    from modelfleet.scheduling.index import FleetIndex, fleet_index
     from modelfleet.scheduling.snapshot import FleetSnapshot
 
 # Bounded memory: a long-lived workflow must not grow without limit.
@@ -100,7 +110,6 @@ class FleetWorkflow:
         }
         # Each cluster's compact form, made when it changes rather than all at continue-as-new.
         self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {}
-        self._ledger_cache: LedgerCache = LedgerCache()
         self._book = (
             FleetBook.from_compact(state.ledger) if state.ledger is not None else FleetBook()
         )
@@ -111,12 +120,16 @@ class FleetWorkflow:
         self._answered: dict[str, tuple[datetime, PlaceResponse | CompactAnswer]] = {
             rid: (a.at, a) for rid, a in state.remembered.items()
         }
-        self._snapshot: FleetSnapshot | None = None
-        self._snapshot_gone: frozenset[str] = frozenset()
+        # One cluster's scheduler index, what a commit's capacity check charges; dropped when
+        # the cluster or the catalog changes. Bounded by the clusters.
+        self._indexes: dict[str, tuple[FleetSnapshot, FleetIndex]] = {}
         # Change versions (memory only): a PlacementCheck older than this run's start is
         # answered "changed", so nothing needs carrying.
         self._versions = Versions(state.version)
-        self._templates = Templates()
+        # What changed at which version, for the workers' copies (capped; memory only: a copy
+        # older than this run reads the fleet whole). Its start is the carried version: a copy
+        # at that version is exactly this run's starting state.
+        self._log = ChangeLog(start=state.version)
 
     @workflow.run
     async def run(self, arg: FleetInput) -> None:
@@ -150,15 +163,9 @@ class FleetWorkflow:
             now=workflow.now(),
         )
 
-    def _placing(self) -> PlacingView:
-        return PlacingView(
-            book=self._book,
-            classes=self._classes,
-            clusters=self._clusters,
-            limits=self._limits,
-            ledger_cache=self._ledger_cache,
-            snapshot=self._live_snapshot,
-        )
+    def _epoch(self) -> str:
+        # The same across continue-as-new; another Fleet under the same ID has another.
+        return workflow.info().first_execution_run_id
 
     # --- change tracking -------------------------------------------------------------------
 
@@ -170,25 +177,22 @@ class FleetWorkflow:
 
     def _cluster_changed(self, name: str) -> None:
         self._versions.cluster_changed(name)
+        self._log.cluster(self._versions.version, name)
         self._entries.pop(name, None)
-        self._snapshot = None
+        self._indexes.pop(name, None)
 
     def _catalog_changed(self) -> None:
         self._versions.catalog_changed()
-        self._snapshot = None
+        self._log.catalog(self._versions.version)
+        self._indexes.clear()
 
-    def _live_snapshot(self, gone: set[str]) -> FleetSnapshot:
-        """The scheduler's view, rebuilt only after a change (or a change of ``gone``)."""
-        frozen = frozenset(gone)
-        if self._snapshot is None or frozen != self._snapshot_gone:
-            self._snapshot = live_snapshot(
-                self._classes,
-                {name: record.observed() for name, record in self._clusters.items()},
-                gone=frozen,
-            )
-            self._snapshot_gone = frozen
-            self._ledger_cache.clear()
-        return self._snapshot
+    def _index_of(self, name: str) -> FleetIndex:
+        """``name``'s scheduler index alone (one cluster: costs its pools, not the fleet)."""
+        kept = self._indexes.get(name)
+        if kept is None:
+            snapshot = live_snapshot(self._classes, {name: self._clusters[name].observed()})
+            kept = self._indexes[name] = (snapshot, fleet_index(snapshot))
+        return kept[1]
 
     # --- catalog ---------------------------------------------------------------------------
 
@@ -273,7 +277,7 @@ class FleetWorkflow:
     async def _end_of_grace(self, name: str, since: datetime) -> None:
         """At the end of ``name``'s grace, if it has stayed NotReady since ``since``, mark it
         changed: the deployments on it find their placement no longer current at their next
-        resync and are re-placed (``_stale`` leaves the cluster out from then on)."""
+        resync and are re-placed (placement leaves the cluster out from then on)."""
         await workflow.sleep(since + self._grace + timedelta(seconds=1) - workflow.now())
         record = self._clusters.get(name)
         if record is not None and record.not_ready_since == since:
@@ -343,88 +347,118 @@ class FleetWorkflow:
     # --- placement -------------------------------------------------------------------------
 
     @workflow.update
-    def place(self, request: PlaceRequest) -> PlaceResponse:
-        # Updates with one ID are deduplicated by the server; this also covers a retried
-        # activity after the Fleet continued-as-new.
-        if request.request_id in self._answered:
-            at, answer = self._answered[request.request_id]
+    def commit(self, proposal: Proposal) -> CommitAnswer:
+        """Book a placement a worker computed on its copy of the fleet (``fleet.place``), if
+        nothing it touches changed since the copy's version and its pools have room; else say
+        what changed (the worker recomputes on a newer copy). A request ID booked before is
+        answered from memory, so a retried activity places nothing twice."""
+        if proposal.request_id in self._answered:
+            at, answer = self._answered[proposal.request_id]
             if isinstance(answer, CompactAnswer):
                 answer = answer_from_compact(answer)
-                self._answered[request.request_id] = (at, answer)
-            return answer
-        deployment = self._templates.resolve(request)
-        if deployment is None:
-            # Named by a template this Fleet does not hold (evicted, or the Fleet continued-
-            # as-new since): nothing decided or remembered; the sender resends it whole under
-            # a new request ID.
-            return PlaceResponse(unknown_template=True, version=self._versions.version)
+                self._answered[proposal.request_id] = (at, answer)
+            return CommitAnswer(committed=True, version=answer.version, response=answer)
         now = workflow.now()
-        stale = self._stale(now)
-        response = fleet_place(self._placing(), request, deployment, gone=stale)
-        owner = (deployment.namespace, deployment.name)
+        why = conflict(
+            CommitView(
+                epoch=self._epoch(),
+                book=self._book,
+                clusters=self._clusters,
+                versions=self._versions,
+                log=self._log,
+                max_replicas=self._limits.max_replicas,
+                grace=self._grace,
+                now=now,
+                index_of=self._index_of,
+                evaluator=EVALUATOR,
+            ),
+            proposal,
+        )
+        if why is not None:
+            return CommitAnswer(committed=False, version=self._versions.version, conflict=why)
+        response = proposal.response
+        owner = (proposal.namespace, proposal.deployment)
         if response.placed:
             self._versions.deployment_changed(owner)
-        # The scheduler already brought the charged-pool cache up to date with these (or
-        # dropped their clusters' entries): see ``placement.place``.
-        for replica in response.placed:
-            self._book.add(replica)
+            for replica in response.placed:
+                self._book.add(replica)
+            self._log.replicas(
+                self._versions.version,
+                [replica_key(proposal.namespace, r.name) for r in response.placed],
+                {r.spec.cluster_name for r in response.placed},
+            )
         self._versions.placed(owner, short=bool(response.summary))
-        response.version = self._versions.version
-        self._remember(request.request_id, response)
-        self._decisions.append(decision_of(now, deployment, request, response))
-        return response
-
-    def _stale(self, now: datetime) -> set[str]:
-        """Clusters NotReady past their grace: left out of the fleet for placement."""
-        return {
-            name
-            for name, rec in self._clusters.items()
-            if (rec.not_ready_since is not None and now - rec.not_ready_since > self._grace)
-        }
-
-    @place.validator
-    def _check_place(self, request: PlaceRequest) -> None:
-        if request.deployment is None:
-            return  # named by template: validated when it was sent whole
-        errors = validate(request.deployment)
-        if errors:
-            raise InvalidResourceError(request.deployment.ref, errors)
+        response = response.model_copy(update={"version": self._versions.version})
+        self._remember(proposal.request_id, response)
+        self._decisions.append(
+            decision_of(now, proposal.namespace, proposal.deployment, proposal.desired, response)
+        )
+        return CommitAnswer(committed=True, version=self._versions.version)
 
     def _remember(self, request_id: str, response: PlaceResponse) -> None:
         self._answered[request_id] = (workflow.now(), response)
         while len(self._answered) > MAX_REMEMBERED_REQUESTS:
             self._answered.pop(next(iter(self._answered)))
 
-    @workflow.update
-    def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
-        """Where ``request``'s replicas would go, with its replicas in ``without`` not counted:
-        a rollout asks before it removes anything that serves. Read-only: nothing is booked,
-        remembered or logged as a decision (an Update, not a query, so it is ordered after the
-        placements and releases sent before it)."""
-        deployment = self._templates.resolve(request)
-        if deployment is None:
-            return PlaceResponse(unknown_template=True, version=self._versions.version)
-        stale = self._stale(workflow.now())
-        namespace = deployment.namespace
-        placement = fleet_place(
-            self._placing(),
-            request,
-            deployment,
-            gone=stale,
-            without=frozenset(replica_key(namespace, n) for n in request.without),
-            dry=True,
+    @workflow.query
+    def changes(self, request: ChangesRequest) -> FleetChanges:
+        """What changed since ``request.since``, as it stands now: costs what changed. Too old
+        (another Fleet, before this run, past the capped log or too many changes): the asker
+        reads the fleet whole with ``snapshot_page``."""
+        version = self._versions.version
+        base = FleetChanges(
+            epoch=self._epoch(),
+            version=version,
+            now=workflow.now(),
+            grace_seconds=self._limits.not_ready_grace_seconds,
+            max_replicas=self._limits.max_replicas,
+            too_old=True,
         )
-        rejections = explained_rejections(self._placing(), deployment, placement, stale)
-        return PlaceResponse(
-            placed=placement.placed,
-            conditions=placement.conditions,
-            rejections=rejections,
-            summary=placement.summary,
+        if request.epoch != base.epoch:
+            return base
+        since = self._log.since(request.since, now=version, limit=MAX_CHANGES_PER_ANSWER)
+        if since.too_old:
+            return base
+        return base.model_copy(
+            update={
+                "too_old": False,
+                "classes": [self._classes[k] for k in sorted(self._classes)]
+                if since.catalog
+                else None,
+                "clusters": [self._clusters[n] for n in since.clusters if n in self._clusters],
+                "removed_clusters": [n for n in since.clusters if n not in self._clusters],
+                "replicas": [self._book.replica(k) for k in since.replicas if k in self._book],
+                "removed_replicas": [k for k in since.replicas if k not in self._book],
+            }
         )
 
-    @dry_place.validator
-    def _check_dry_place(self, request: DryPlaceRequest) -> None:
-        self._check_place(request)
+    @workflow.query
+    def snapshot_page(self, request: SnapshotPageRequest) -> SnapshotPage:
+        """The whole fleet a bounded page at a time: clusters by name (the first page with the
+        catalog), then replicas by key. Each page says the version it was read at."""
+        page = SnapshotPage(
+            epoch=self._epoch(),
+            version=self._versions.version,
+            now=workflow.now(),
+            grace_seconds=self._limits.not_ready_grace_seconds,
+            max_replicas=self._limits.max_replicas,
+        )
+        if request.part == "replicas":
+            replicas = self._book.page(ReplicaPageRequest(after=request.after))
+            return page.model_copy(
+                update={"replicas": replicas.replicas, "next_after": replicas.next_after}
+            )
+        names = sorted(n for n in self._clusters if n > request.after)
+        chosen = names[:SNAPSHOT_CLUSTER_PAGE]
+        return page.model_copy(
+            update={
+                "classes": [self._classes[k] for k in sorted(self._classes)]
+                if not request.after
+                else [],
+                "clusters": [self._clusters[n] for n in chosen],
+                "next_after": chosen[-1] if len(names) > len(chosen) else "",
+            }
+        )
 
     @workflow.update
     def release(self, request: ReleaseRequest) -> int:
@@ -434,8 +468,10 @@ class FleetWorkflow:
             if removed is not None:
                 released += 1
                 owner, cluster = removed
-                self._ledger_cache.pop(cluster, None)
                 self._versions.released(owner, cluster)
+                self._log.replicas(
+                    self._versions.version, [replica_key(request.namespace, name)], [cluster]
+                )
         return released
 
     @workflow.query

@@ -108,7 +108,7 @@ def build_ledger(
     def _charge_cluster(ledger: Ledger, name: str) -> None:
         cluster = fleet.by_name[name]
         for replica in replicas_by_cluster.get(name, ()):
-            for pool_name, group in _replica_groups(replica, cluster, evaluator):
+            for pool_name, group in replica_groups(replica, cluster, evaluator):
                 ledger.charge((name, pool_name), (group,))
 
     def known_cluster(name: str) -> Mapping[str, PoolLedger] | None:
@@ -129,7 +129,7 @@ def build_ledger(
 _Fit = tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]]
 
 
-def _replica_groups(
+def replica_groups(
     replica: ModelReplica, cluster: IndexedCluster, evaluator: SelectorEvaluator
 ) -> Iterator[tuple[str, PodGroup]]:
     """What ``replica`` (placed on ``cluster``) charges, per pool, in charge order."""
@@ -169,7 +169,7 @@ def book_into_cache(
         pools = {pool_name: state.copy() for pool_name, state in entry.items()}
         in_order = True
         for replica in replicas:
-            for pool_name, group in _replica_groups(replica, cluster, evaluator):
+            for pool_name, group in replica_groups(replica, cluster, evaluator):
                 if not group.claims or group.pods <= 0:
                     continue  # a fresh charge skips these too
                 state = pools.get(pool_name)

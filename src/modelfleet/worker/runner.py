@@ -36,6 +36,7 @@ from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.ids import FLEET_ID
+from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.entities import entity_workflows
 from modelfleet.worker.interceptor import ActivityLogInterceptor
@@ -81,7 +82,7 @@ def build_worker(
     versioning: WorkerDeploymentConfig | None = None,
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
-    fleet = fleet or FleetActivities(client)
+    fleet = fleet or FleetActivities(client, copy=FleetMirror())
     scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
     serving = ServingActivities(client, credentials_dir)
     # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
@@ -148,7 +149,7 @@ def build_fleet_worker(
     """The worker of the Fleet's own queue: the Fleet workflow and the ``fleet.*`` activities
     (for callers that route them there), with slots of their own. Pass the main worker's
     ``fleet`` activities so the process keeps one bound on its Updates to the Fleet."""
-    fleet = fleet or FleetActivities(client)
+    fleet = fleet or FleetActivities(client, copy=FleetMirror())
     return Worker(
         client,
         task_queue=fleet_task_queue(task_queue),
@@ -184,7 +185,7 @@ async def run_worker(
     deployment version both workers run as (``worker.versioning``); None, unversioned."""
     await ensure_fleet(client, task_queue, tuning=tuning)
     # One FleetActivities for both workers: one bound on this process's Updates to the Fleet.
-    fleet = FleetActivities(client)
+    fleet = FleetActivities(client, copy=FleetMirror())
     worker, kube = build_worker(
         client,
         credentials_dir,

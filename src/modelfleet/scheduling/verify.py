@@ -1,0 +1,45 @@
+"""Whether replicas a scheduler proposed for one cluster still fit there: the Fleet's capacity
+check when it commits a proposal computed elsewhere (issue 22). The cluster's pools are charged
+with what runs on it, then each new replica's pods are taken in the order the scheduler took
+them (``fill._try_cluster``), so a proposal made on the same state passes exactly.
+
+Layer rule: pure (no I/O, no Temporal, no SDKs). Costs the replicas on the one cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from modelfleet.api.deployments import ModelReplica
+from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.fill import build_ledger, replica_groups
+from modelfleet.scheduling.index import FleetIndex
+
+
+def shortfall(
+    index: FleetIndex,
+    cluster: str,
+    running: Collection[ModelReplica],
+    new: Sequence[ModelReplica],
+    evaluator: SelectorEvaluator,
+) -> str | None:
+    """Why ``new`` replicas do not all fit on ``cluster`` beside ``running`` ones (everything
+    that stays there), or None when they do."""
+    indexed = index.by_name.get(cluster)
+    if indexed is None:
+        return f"cluster {cluster} is not in the fleet"
+    ledger = build_ledger(index, {cluster: running}, evaluator)
+    for replica in new:
+        for pool_name, group in replica_groups(replica, indexed, evaluator):
+            pool = indexed.pools_by_name[pool_name]
+            state = ledger.pool((cluster, pool_name), pool.shape.capacity, pool.nodes)
+            if state.take(group) < group.pods:
+                return f"pool {cluster}/{pool_name} has no room left for {replica.name}"
+    # A replica naming a pool the cluster does not publish charges nothing: refused, since
+    # the scheduler never proposes one.
+    for replica in new:
+        for engine in replica.spec.engines:
+            for member in engine.members:
+                if member.device_requests and member.node_pool_name not in indexed.pools_by_name:
+                    return f"{replica.name} names pool {member.node_pool_name}, not on {cluster}"
+    return None
