@@ -20,10 +20,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.contracts.fleet_payloads import Proposal
+from modelfleet.contracts.fleet_payloads import (
+    MAX_CHANGES_PER_ANSWER,
+    ChangesRequest,
+    FleetChanges,
+    PlaceResponse,
+    Proposal,
+)
 from modelfleet.contracts.status import ClusterRecord
+from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.fleet.changes import ChangeLog
 from modelfleet.fleet.versions import Versions
@@ -119,3 +127,61 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
         if why is not None:
             return why
     return None
+
+
+def book_proposal(
+    book: FleetBook, versions: Versions, log: ChangeLog, proposal: Proposal
+) -> PlaceResponse:
+    """Book a proposal ``conflict`` found nothing against; the answer, at the new version."""
+    response = proposal.response
+    owner = (proposal.namespace, proposal.deployment)
+    if response.placed:
+        versions.deployment_changed(owner)
+        for replica in response.placed:
+            book.add(replica)
+        log.replicas(
+            versions.version,
+            [replica_key(proposal.namespace, r.name) for r in response.placed],
+            {r.spec.cluster_name for r in response.placed},
+        )
+    versions.placed(owner, short=bool(response.summary))
+    return response.model_copy(update={"version": versions.version})
+
+
+def changes_since(
+    request: ChangesRequest,
+    *,
+    epoch: str,
+    now: datetime,
+    limits: FleetLimits,
+    version: int,
+    log: ChangeLog,
+    classes: Mapping[str, InferenceClass],
+    clusters: Mapping[str, ClusterRecord],
+    book: FleetBook,
+) -> FleetChanges:
+    """The ``changes`` query's answer: what changed since ``request.since``, as it stands now,
+    costing what changed; ``too_old`` when the log cannot say (the asker reads it whole)."""
+    answer = FleetChanges(
+        epoch=epoch,
+        version=version,
+        now=now,
+        grace_seconds=limits.not_ready_grace_seconds,
+        max_replicas=limits.max_replicas,
+        too_old=True,
+    )
+    if request.epoch != epoch:
+        return answer
+    since = log.since(request.since, now=version, limit=MAX_CHANGES_PER_ANSWER)
+    if since.too_old:
+        return answer
+    return answer.model_copy(
+        update={
+            "too_old": False,
+            "classes": [classes[k] for k in sorted(classes)] if since.catalog else None,
+            "clusters": [clusters[n] for n in since.clusters if n in clusters],
+            "removed_clusters": [n for n in since.clusters if n not in clusters],
+            "replicas": [book.replica(k) for k in since.replicas if k in book],
+            "removed_replicas": [k for k in since.replicas if k not in book],
+        }
+    )

@@ -47,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_payloads import (
-        MAX_CHANGES_PER_ANSWER,
         SNAPSHOT_CLUSTER_PAGE,
         ChangesRequest,
         ClusterReport,
@@ -77,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.fleet.book import FleetBook, replica_key
     from modelfleet.fleet.carry import carried_state
     from modelfleet.fleet.changes import ChangeLog
-    from modelfleet.fleet.commit import CommitView, conflict
+    from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
     from modelfleet.fleet.placing import EVALUATOR, decision_of
     from modelfleet.fleet.versions import Versions
     from modelfleet.scheduling.fleet_placement import live_snapshot
@@ -376,19 +375,7 @@ class FleetWorkflow:
         )
         if why is not None:
             return CommitAnswer(committed=False, version=self._versions.version, conflict=why)
-        response = proposal.response
-        owner = (proposal.namespace, proposal.deployment)
-        if response.placed:
-            self._versions.deployment_changed(owner)
-            for replica in response.placed:
-                self._book.add(replica)
-            self._log.replicas(
-                self._versions.version,
-                [replica_key(proposal.namespace, r.name) for r in response.placed],
-                {r.spec.cluster_name for r in response.placed},
-            )
-        self._versions.placed(owner, short=bool(response.summary))
-        response = response.model_copy(update={"version": self._versions.version})
+        response = book_proposal(self._book, self._versions, self._log, proposal)
         self._remember(proposal.request_id, response)
         self._decisions.append(
             decision_of(now, proposal.namespace, proposal.deployment, proposal.desired, response)
@@ -405,31 +392,16 @@ class FleetWorkflow:
         """What changed since ``request.since``, as it stands now: costs what changed. Too old
         (another Fleet, before this run, past the capped log or too many changes): the asker
         reads the fleet whole with ``snapshot_page``."""
-        version = self._versions.version
-        base = FleetChanges(
+        return changes_since(
+            request,
             epoch=self._epoch(),
-            version=version,
             now=workflow.now(),
-            grace_seconds=self._limits.not_ready_grace_seconds,
-            max_replicas=self._limits.max_replicas,
-            too_old=True,
-        )
-        if request.epoch != base.epoch:
-            return base
-        since = self._log.since(request.since, now=version, limit=MAX_CHANGES_PER_ANSWER)
-        if since.too_old:
-            return base
-        return base.model_copy(
-            update={
-                "too_old": False,
-                "classes": [self._classes[k] for k in sorted(self._classes)]
-                if since.catalog
-                else None,
-                "clusters": [self._clusters[n] for n in since.clusters if n in self._clusters],
-                "removed_clusters": [n for n in since.clusters if n not in self._clusters],
-                "replicas": [self._book.replica(k) for k in since.replicas if k in self._book],
-                "removed_replicas": [k for k in since.replicas if k not in self._book],
-            }
+            limits=self._limits,
+            version=self._versions.version,
+            log=self._log,
+            classes=self._classes,
+            clusters=self._clusters,
+            book=self._book,
         )
 
     @workflow.query

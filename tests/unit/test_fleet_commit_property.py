@@ -1,0 +1,301 @@
+"""Placement that scales out (issue 22): many workers compute proposals on their own copies of
+the fleet, some stale, and send them to one ledger in any order. Whatever the interleaving, the
+ledger never books a pool past its devices and never books one replica twice; every refused
+proposal, recomputed on a current copy, is booked. Through the pure parts the Fleet workflow and
+the ``fleet.place`` activity run (``fleet.commit``, ``fleet.changes``, ``fleet.mirror``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.contracts.fleet_payloads import (
+    ChangesRequest,
+    PlaceRequest,
+    Proposal,
+    SnapshotPage,
+)
+from modelfleet.contracts.status import ClusterRecord
+from modelfleet.contracts.workflow_inputs import FleetLimits
+from modelfleet.fleet.book import FleetBook, replica_key
+from modelfleet.fleet.changes import ChangeLog
+from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
+from modelfleet.fleet.mirror import FleetMirror
+from modelfleet.fleet.placing import EVALUATOR
+from modelfleet.fleet.versions import Versions
+from modelfleet.scheduling.fleet_placement import live_snapshot
+from modelfleet.scheduling.index import fleet_index
+
+API = "modelfleet.dev/v1alpha1"
+GPU = "gpu.nvidia.com"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+EPOCH = "run-1"
+CLUSTERS = ("a", "b", "c")
+# Per cluster: two pools of 2 nodes, 4 and 8 GPUs a node (24 GPUs a cluster).
+POOLS = {"small": ("x4", 4), "large": ("x8", 8)}
+NODES = 2
+
+
+def _class(name: str, gpus: int) -> InferenceClass:
+    return InferenceClass.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "InferenceClass",
+            "metadata": {"name": name},
+            "spec": {
+                "devices": [{"name": "gpu", "driver": GPU, "deviceClassName": GPU, "count": gpus}]
+            },
+        }
+    )
+
+
+CLASSES = {cls: _class(cls, gpus) for cls, gpus in POOLS.values()}
+
+
+def _cluster(name: str) -> ClusterRecord:
+    spec = InferenceCluster.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "InferenceCluster",
+            "metadata": {"name": name},
+            "spec": {
+                "cluster": {"source": "Existing"},
+                "nodePools": [
+                    {"name": pool, "className": cls, "nodeCount": NODES}
+                    for pool, (cls, _) in POOLS.items()
+                ],
+            },
+        }
+    )
+    return ClusterRecord(spec=spec, ready=True, reason="probed", gateway_address=f"gw.{name}")
+
+
+def _deployment(name: str, gpus: int) -> ModelDeployment:
+    member: dict[str, Any] = {
+        "role": "Standalone",
+        "nodeSelector": {
+            "devices": [{"name": "gpu", "count": gpus, "selectors": [{"cel": "true"}]}]
+        },
+        "template": {"spec": {"containers": [{"name": "engine", "image": "vllm"}]}},
+    }
+    return ModelDeployment.model_validate(
+        {
+            "apiVersion": API,
+            "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {
+                "replicas": 1,
+                "template": {"spec": {"engines": [{"name": "e", "members": [member]}]}},
+            },
+        }
+    )
+
+
+# Deployments by name: GPUs per replica.
+DEPLOYMENTS = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6}
+
+
+class Ledger:
+    """The Fleet's side, as its workflow holds it."""
+
+    def __init__(self) -> None:
+        self.book = FleetBook()
+        self.versions = Versions(0)
+        self.log = ChangeLog(start=0, cap=8)  # small: stale copies also read it whole
+        self.clusters = {name: _cluster(name) for name in CLUSTERS}
+        self.indexes: dict[str, Any] = {}
+        self.ever: set[str] = set()
+
+    def index_of(self, name: str) -> Any:
+        if name not in self.indexes:
+            snapshot = live_snapshot(CLASSES, {name: self.clusters[name].observed()})
+            self.indexes[name] = (snapshot, fleet_index(snapshot))
+        return self.indexes[name][1]
+
+    def commit(self, proposal: Proposal) -> str | None:
+        view = CommitView(
+            epoch=EPOCH,
+            book=self.book,
+            clusters=self.clusters,
+            versions=self.versions,
+            log=self.log,
+            max_replicas=FleetLimits().max_replicas,
+            grace=timedelta(minutes=5),
+            now=NOW,
+            index_of=self.index_of,
+            evaluator=EVALUATOR,
+        )
+        why = conflict(view, proposal)
+        if why is None:
+            for replica in proposal.response.placed:
+                key = replica_key("ns", replica.name)
+                assert key not in self.ever, f"{key} placed twice"
+                self.ever.add(key)
+            book_proposal(self.book, self.versions, self.log, proposal)
+            # Victims leave as the deployment releases them.
+            self.release([v.replica.name for v in proposal.response.victims])
+        return why
+
+    def release(self, names: list[str]) -> None:
+        for name in names:
+            removed = self.book.remove(replica_key("ns", name))
+            if removed is not None:
+                self.versions.released(removed[0], removed[1])
+                self.log.replicas(self.versions.version, [replica_key("ns", name)], [removed[1]])
+
+    def sync(self, copy: FleetMirror) -> None:
+        """What ``fleet.place`` does before computing: changes since, or a whole read."""
+        limits = FleetLimits()
+        changes = changes_since(
+            ChangesRequest(epoch=copy.epoch, since=copy.version),
+            epoch=EPOCH,
+            now=NOW,
+            limits=limits,
+            version=self.versions.version,
+            log=self.log,
+            classes=CLASSES,
+            clusters=self.clusters,
+            book=self.book,
+        )
+        if not changes.too_old:
+            copy.apply(changes)
+            return
+        page = SnapshotPage(
+            epoch=EPOCH,
+            version=self.versions.version,
+            now=NOW,
+            grace_seconds=limits.not_ready_grace_seconds,
+            max_replicas=limits.max_replicas,
+            classes=list(CLASSES.values()),
+            clusters=list(self.clusters.values()),
+            replicas=[self.book.replica(k) for k in self.book.sorted_keys()],
+        )
+        copy.start_reading(page)
+
+    def check(self) -> None:
+        """No pool holds more GPUs than it has; no (deployment, cluster, index) twice."""
+        used: Counter[tuple[str, str]] = Counter()
+        slots: Counter[tuple[str, str, int]] = Counter()
+        for key in self.book.sorted_keys():
+            replica = self.book.replica(key)
+            slots[(replica.spec.deployment, replica.spec.cluster_name, replica.spec.index)] += 1
+            for engine in replica.spec.engines:
+                for member in engine.members:
+                    gpus = sum(d.count for d in member.device_requests or []) * member.pods
+                    used[(replica.spec.cluster_name, member.node_pool_name)] += gpus
+        for (cluster, pool), gpus in used.items():
+            assert gpus <= NODES * POOLS[pool][1], f"{cluster}/{pool} overcommitted: {gpus}"
+        assert max(slots.values(), default=1) == 1
+
+
+step = st.one_of(
+    st.tuples(st.just("propose"), st.integers(0, 3), st.sampled_from(sorted(DEPLOYMENTS))),
+    st.tuples(st.just("commit"), st.integers(0, 20), st.integers(0, 6)),
+    st.tuples(st.just("sync"), st.integers(0, 3), st.just(0)),
+    st.tuples(st.just("release"), st.sampled_from(sorted(DEPLOYMENTS)), st.integers(0, 3)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@example(
+    steps=[
+        ("propose", 0, "four"),
+        ("propose", 1, "six"),
+        ("propose", 2, "two"),
+        ("commit", 0, 0),
+        ("commit", 0, 1),
+        ("commit", 0, 2),
+    ]
+)
+@given(steps=st.lists(step, min_size=5, max_size=60))
+def test_concurrent_proposals_never_overcommit_or_place_twice(steps: list[Any]) -> None:
+    ledger = Ledger()
+    copies = [FleetMirror() for _ in range(4)]
+    for copy in copies:
+        ledger.sync(copy)
+    pending: list[Proposal] = []
+    booked = refused = 0
+    for n, (kind, a, b) in enumerate(steps):
+        if kind == "propose":
+            copy = copies[a]
+            deployment = _deployment(b, DEPLOYMENTS[b])
+            have = len(copy.book.replicas_of(("ns", b)))
+            request = PlaceRequest(request_id=f"r{n}", deployment=deployment, desired=have + 2)
+            pending.append(
+                Proposal(
+                    request_id=request.request_id,
+                    epoch=copy.epoch,
+                    base=copy.version,
+                    namespace="ns",
+                    deployment=b,
+                    desired=request.desired,
+                    response=copy.propose(request, deployment),
+                )
+            )
+        elif kind == "commit" and pending:
+            proposal = pending.pop(a % len(pending))
+            why = ledger.commit(proposal)
+            if why is None:
+                booked += 1
+            else:
+                refused += 1
+                # Recomputed on a current copy, as the activity does: it is booked.
+                copy = copies[b % len(copies)]
+                ledger.sync(copy)
+                deployment = _deployment(proposal.deployment, DEPLOYMENTS[proposal.deployment])
+                request = PlaceRequest(
+                    request_id=proposal.request_id, deployment=deployment, desired=proposal.desired
+                )
+                again = proposal.model_copy(
+                    update={"base": copy.version, "response": copy.propose(request, deployment)}
+                )
+                assert ledger.commit(again) is None
+        elif kind == "sync":
+            ledger.sync(copies[a])
+        elif kind == "release":
+            names = sorted(r.name for r in ledger.book.replicas_of(("ns", a)))
+            ledger.release(names[:b])
+        ledger.check()
+    # Every copy, brought up to date, holds exactly the ledger.
+    for copy in copies:
+        ledger.sync(copy)
+        assert copy.book.sorted_keys() == ledger.book.sorted_keys()
+        assert copy.version == ledger.versions.version
+
+
+def test_two_proposals_on_one_version_for_one_cluster_second_is_refused() -> None:
+    ledger = Ledger()
+    first, second = FleetMirror(), FleetMirror()
+    ledger.sync(first)
+    ledger.sync(second)
+    proposals = []
+    for copy, name in ((first, "four"), (second, "six")):
+        deployment = _deployment(name, DEPLOYMENTS[name])
+        request = PlaceRequest(request_id=name, deployment=deployment, desired=1)
+        response = copy.propose(request, deployment)
+        assert [r.spec.cluster_name for r in response.placed] == ["a"]
+        proposals.append(
+            Proposal(
+                request_id=name,
+                epoch=EPOCH,
+                base=copy.version,
+                namespace="ns",
+                deployment=name,
+                desired=1,
+                response=response,
+            )
+        )
+    assert ledger.commit(proposals[0]) is None
+    assert ledger.commit(proposals[1]) == "cluster a changed"
+    # A copy from before the run, or of another Fleet, is refused too.
+    stale = proposals[1].model_copy(update={"base": -1})
+    assert ledger.commit(stale) is not None
+    other = proposals[1].model_copy(update={"epoch": "another", "base": ledger.versions.version})
+    assert ledger.commit(other) == "the proposal was made for another Fleet"
