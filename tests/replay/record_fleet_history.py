@@ -5,8 +5,9 @@ test).
 
 On the time-skipping test server with a real worker, a Fleet holding two Ready clusters (as it
 carries them) and a low history limit: a class and a third cluster are put, a deployment is
-placed (and the same request sent again, answered from memory), a dry placement asks where it
-would go without its replica, its cluster reports NotReady (a timer starts for the grace), the
+placed through a worker's copy of the fleet and the Fleet's ``commit`` (and the same request sent
+again, answered from memory), a dry placement asks where it would go without its replica (on
+the copy: no Update), its cluster reports NotReady (a timer starts for the grace), the
 clock passes the grace (the timer fires, the cluster is marked changed and the deployment on it
 signalled to resync; it does not exist here), the deployment is placed again, on the other
 cluster, the first replica released, and reports follow until the Fleet continues-as-new on its
@@ -34,6 +35,7 @@ from temporalio.worker import Replayer, Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 from conftest import start_time_skipping_env
+from fleet_placing import placer
 from fleet_scale_support import (
     classes,
     cluster_entries,
@@ -56,9 +58,9 @@ from modelfleet.worker.runner import WORKFLOWS
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILENAME = "fleet.json"
 SCENARIO = (
-    "two Ready clusters; a class and a cluster put, a placement (sent twice, answered from "
-    "memory), a dry placement, its cluster NotReady past the grace (timer fired, deployment "
-    "signalled), placed again elsewhere, a release, continue-as-new on the history limit"
+    "two Ready clusters; a class and a cluster put, a placement computed on a worker's copy and "
+    "committed (sent twice, answered from memory), a dry placement (on the copy), its cluster "
+    "NotReady past the grace (timer fired, deployment signalled), placed again elsewhere, a release, continue-as-new on the history limit"
 )
 # Low enough that the reports after the story end the run, high enough for the story.
 HISTORY_LIMIT = 120
@@ -84,12 +86,11 @@ async def record() -> WorkflowHistory:
                 FleetWorkflow.put_cluster, inference_cluster("c-spare", "eu")
             )
             request = PlaceRequest(request_id="first", deployment=md, desired=1)
-            first = await handle.execute_update(FleetWorkflow.place, request)
-            again = await handle.execute_update(FleetWorkflow.place, request)
+            first = await placer(handle).place(request)
+            again = await placer(handle).place(request)
             assert [r.name for r in again.placed] == [r.name for r in first.placed]
             home = first.placed[0].spec.cluster_name
-            await handle.execute_update(
-                FleetWorkflow.dry_place,
+            await placer(handle).dry_place(
                 DryPlaceRequest(
                     request_id="dry", deployment=md, desired=1, without=[first.placed[0].name]
                 ),
@@ -102,8 +103,8 @@ async def record() -> WorkflowHistory:
                 await handle.query(FleetWorkflow.replicas_on, home)
             check = PlacementCheck(namespace="ns", deployment="m", version=first.version)
             assert not await handle.query(FleetWorkflow.placement_current, check)
-            moved = await handle.execute_update(
-                FleetWorkflow.place, PlaceRequest(request_id="again", deployment=md, desired=1)
+            moved = await placer(handle).place(
+                PlaceRequest(request_id="again", deployment=md, desired=1)
             )
             assert [r.spec.cluster_name for r in moved.placed] != [home], moved
             await handle.execute_update(

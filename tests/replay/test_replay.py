@@ -116,9 +116,7 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     assert {"put_gateway", "put", "watch"} <= updates(directory)
 
     fleet = load("fleet.json")
-    assert {"put_class", "put_cluster", "report_cluster", "place", "dry_place", "release"} <= (
-        updates(fleet)
-    )
+    assert {"put_class", "put_cluster", "report_cluster", "commit", "release"} <= (updates(fleet))
     cluster = load("cluster.json")
     assert {"kube.probe", "fleet.publish_cluster"} <= set(activities(cluster))
 

@@ -1,5 +1,5 @@
 """The Fleet golden (``fleet.json``, recorded by ``record_fleet_history.py``) tells the story it was
-recorded for: placements (one answered from memory), a dry placement, the end-of-grace timer of
+recorded for: placements committed (one answered from memory), the end-of-grace timer of
 a NotReady cluster with the deployment on it signalled, a placement elsewhere, a release, and a
 continue-as-new on the history limit carrying the compact state. (``test_replay.py`` replays it
 with every other golden.)"""
@@ -17,9 +17,7 @@ from modelfleet.fleet.workflow import NOT_READY_GRACE
 
 def test_the_fleet_golden_fires_its_grace_timer_nudges_and_continues_as_new() -> None:
     history = load("fleet.json")
-    assert {"put_class", "put_cluster", "place", "dry_place", "report_cluster", "release"} <= (
-        updates(history)
-    )
+    assert {"put_class", "put_cluster", "commit", "report_cluster", "release"} <= (updates(history))
     started = of_type(history, EventType.EVENT_TYPE_TIMER_STARTED)
     assert len(started) == 1
     timeout = started[0].timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
