@@ -18,12 +18,26 @@ converter does). The machine's load average is printed before and after each con
 
     .venv/bin/python bench/fleet.py [--configs 10x100,100x1000,1000x5000,1000x10000]
                                     [--placements 30]
+
+Placements go as the product sends them (issue 22): the ``fleet.place`` activity's code computes
+each on a worker's copy of the fleet and the Fleet's ``commit`` Update books it.
+
+``--task-times`` (issue 22 item 2) measures the Fleet's workflow tasks instead: ``--replicas``
+one-GPU replicas are placed on ``--clusters`` x 8 pools, ``--batch`` per proposal, by
+``--placers`` worker copies at once (so proposals conflict and are recomputed), with ``--stress``
+busy processes beside the worker and the Fleet continuing-as-new every ``--history-events``.
+Then every run's history is read (following continue-as-new) and the p50, p95 and max
+workflow-task time (WorkflowTaskStarted -> WorkflowTaskCompleted), the first task of each run
+after a continue-as-new, and the failed or timed-out workflow tasks are printed.
+
+    .venv/bin/python bench/fleet.py --task-times --replicas 10000 --clusters 1000 --stress 2
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import statistics
 import sys
@@ -33,15 +47,18 @@ import uuid
 from pathlib import Path
 
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.fleet_payloads import FleetStats, PlaceRequest, PlaceResponse
 from modelfleet.contracts.fleet_state import cluster_record
-from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
+from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
 from modelfleet.scheduling.placement import place
@@ -123,11 +140,11 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     handle = await client.start_workflow(
         FleetWorkflow.run, FleetInput(state=state), id=fleet_id, task_queue=queue
     )
+    placer = FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id)
     placed: list[ModelReplica] = []
     started = time.perf_counter()
     for i in range(0, replicas, BATCH):
-        response: PlaceResponse = await handle.execute_update(
-            FleetWorkflow.place,
+        response: PlaceResponse = await placer.place(
             PlaceRequest(
                 request_id=f"fill-{i}",
                 deployment=one_gpu_deployment(f"fill-{i // BATCH:04d}", f"team-{i % 7}"),
@@ -169,7 +186,7 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     for k, dep in enumerate(deployments):
         request = PlaceRequest(request_id=f"new-{k}", deployment=dep, desired=2)
         t0 = time.perf_counter()
-        response = await handle.execute_update(FleetWorkflow.place, request)
+        response = await placer.place(request)
         latencies.append((time.perf_counter() - t0) * 1000)
         assert len(response.placed) == 2, response.summary
     floor = await update_floor(client, queue, n)
@@ -177,7 +194,7 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     fleet_med = statistics.median(latencies)
     off_med = statistics.median(offline)
     print(
-        f"placement through the Fleet (Update sent -> answer): median {fleet_med:.1f} ms, "
+        f"placement (worker copy + Fleet commit): median {fleet_med:.1f} ms, "
         f"p95 {pct(latencies, 0.95):.1f} ms, n={n}"
     )
     print(
@@ -192,10 +209,143 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     await handle.terminate()
 
 
+def busy() -> None:
+    """A busy CPU beside the worker (``--stress``)."""
+    while True:
+        pass
+
+
+async def fleet_histories(client: Client, fleet_id: str, first_run: str) -> list[list[object]]:
+    """Every run's events, following continue-as-new from ``first_run``."""
+    runs: list[list[object]] = []
+    run_id: str | None = first_run
+    while run_id:
+        history = await client.get_workflow_handle(fleet_id, run_id=run_id).fetch_history()
+        runs.append(list(history.events))
+        last = history.events[-1]
+        if last.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            break
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return runs
+
+
+def task_times(events: list[object]) -> tuple[list[float], int]:
+    """Workflow-task times (ms, Started -> Completed) of one run, and its failed or timed-out
+    workflow tasks."""
+    times: list[float] = []
+    bad = 0
+    started: dict[int, float] = {}
+    for e in events:
+        kind = e.event_type  # type: ignore[attr-defined]
+        at = e.event_time.ToDatetime().timestamp()  # type: ignore[attr-defined]
+        if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            started[e.event_id] = at  # type: ignore[attr-defined]
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            attrs = e.workflow_task_completed_event_attributes  # type: ignore[attr-defined]
+            began = started.get(attrs.started_event_id)
+            if began is not None:
+                times.append((at - began) * 1000)
+        elif kind in (
+            EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+            EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+        ):
+            bad += 1
+    return times, bad
+
+
+async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -> None:
+    clusters, replicas = args.clusters, args.replicas
+    nodes = nodes_per_pool(clusters, replicas, 0)
+    hogs = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.stress)]
+    for hog in hogs:
+        hog.start()
+    try:
+        print(
+            f"\n== task times: {replicas} replicas, {clusters} clusters x 8 pools x {nodes} "
+            f"nodes, {args.batch} per proposal, {args.placers} placers, {args.stress} busy "
+            f"processes, continue-as-new every {args.history_events} events ({load()})"
+        )
+        state = FleetState(classes=classes(), cluster_entries=cluster_entries(clusters, nodes))
+        fleet_id = f"fleet-tasks-{uuid.uuid4().hex[:6]}"
+        handle: WorkflowHandle[object, None] = await client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(state=state, limits=FleetLimits(max_history_events=args.history_events)),
+            id=fleet_id,
+            task_queue=queue,
+        )
+        first_run = handle.result_run_id
+        assert first_run is not None
+        placers = [
+            FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id)
+            for _ in range(args.placers)
+        ]
+        requests = [
+            PlaceRequest(
+                request_id=f"fill-{i}",
+                deployment=one_gpu_deployment(f"fill-{i // args.batch:05d}", f"team-{i % 7}"),
+                desired=min(args.batch, replicas - i),
+            )
+            for i in range(0, replicas, args.batch)
+        ]
+        placed = 0
+        started = time.perf_counter()
+
+        async def work(placer: FleetActivities, mine: list[PlaceRequest]) -> None:
+            nonlocal placed
+            for request in mine:
+                response = await placer.place(request)
+                assert len(response.placed) == request.desired, response.summary
+                placed += len(response.placed)
+
+        await asyncio.gather(*(work(p, requests[k :: len(placers)]) for k, p in enumerate(placers)))
+        took = time.perf_counter() - started
+        stats: FleetStats = await handle.query(FleetWorkflow.stats)
+        assert stats.replicas == placed == replicas, (stats.replicas, placed)
+        runs = await fleet_histories(client, fleet_id, first_run)
+        every: list[float] = []
+        firsts: list[float] = []
+        bad = 0
+        for n, events in enumerate(runs):
+            times, failed = task_times(events)
+            every += times
+            bad += failed
+            if n > 0 and times:
+                firsts.append(times[0])
+        print(
+            f"placed {placed} replicas in {took:.0f} s; proposals "
+            f"{sum(p.proposals for p in placers)}, refused and recomputed "
+            f"{sum(p.refused for p in placers)}, whole reads of the fleet "
+            f"{sum(p.whole_reads for p in placers)}; {len(runs)} runs "
+            f"({len(runs) - 1} continue-as-new), state {stats.state_bytes / 1024:.0f} KiB"
+        )
+        print(
+            f"Fleet workflow tasks: n={len(every)}, p50 {pct(every, 0.5):.0f} ms, "
+            f"p95 {pct(every, 0.95):.0f} ms, max {max(every):.0f} ms; "
+            f"failed or timed out: {bad}"
+        )
+        if firsts:
+            print(
+                f"first task after a continue-as-new: n={len(firsts)}, "
+                f"max {max(firsts):.0f} ms, median {statistics.median(firsts):.0f} ms"
+            )
+        print(f"after: {load()}")
+        await handle.terminate()
+    finally:
+        for hog in hogs:
+            hog.kill()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--configs", default="10x100,100x1000,1000x5000,1000x10000")
     parser.add_argument("--placements", type=int, default=30)
+    parser.add_argument("--task-times", action="store_true")
+    parser.add_argument("--replicas", type=int, default=10_000)
+    parser.add_argument("--clusters", type=int, default=1_000)
+    parser.add_argument("--stress", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--placers", type=int, default=2)
+    parser.add_argument("--history-events", type=int, default=400)
     args = parser.parse_args()
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
     print(f"bench/fleet.py {' '.join(sys.argv[1:])}; {load()}")
@@ -210,6 +360,9 @@ async def main() -> None:
                 workflows=[FleetWorkflow, EchoWorkflow],
                 max_concurrent_workflow_tasks=4,
             ):
+                if args.task_times:
+                    await run_task_times(client, queue, args)
+                    return
                 for clusters, replicas in configs:
                     await run_config(client, queue, clusters, replicas, args.placements)
         finally:
