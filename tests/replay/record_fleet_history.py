@@ -60,7 +60,8 @@ FILENAME = "fleet.json"
 SCENARIO = (
     "two Ready clusters; a class and a cluster put, a placement computed on a worker's copy and "
     "committed (sent twice, answered from memory), a dry placement (on the copy), its cluster "
-    "NotReady past the grace (timer fired, deployment signalled), placed again elsewhere, a release, continue-as-new on the history limit"
+    "NotReady past the grace (timer fired, deployment signalled), placed again elsewhere, a "
+    "release, continue-as-new on the history limit"
 )
 # Low enough that the reports after the story end the run, high enough for the story.
 HISTORY_LIMIT = 120

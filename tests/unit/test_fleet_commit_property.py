@@ -148,7 +148,7 @@ class Ledger:
             removed = self.book.remove(replica_key("ns", name))
             if removed is not None:
                 self.versions.released(removed[0], removed[1])
-                self.log.replicas(self.versions.version, [replica_key("ns", name)], [removed[1]])
+                self.log.replicas(self.versions.version, [replica_key("ns", name)])
 
     def sync(self, copy: FleetMirror) -> None:
         """What ``fleet.place`` does before computing: changes since, or a whole read."""
@@ -270,32 +270,64 @@ def test_concurrent_proposals_never_overcommit_or_place_twice(steps: list[Any]) 
         assert copy.version == ledger.versions.version
 
 
-def test_two_proposals_on_one_version_for_one_cluster_second_is_refused() -> None:
+def _proposal(copy: FleetMirror, name: str, gpus: int, desired: int) -> Proposal:
+    deployment = _deployment(name, gpus)
+    request = PlaceRequest(request_id=name, deployment=deployment, desired=desired)
+    return Proposal(
+        request_id=name,
+        epoch=copy.epoch,
+        base=copy.version,
+        namespace="ns",
+        deployment=name,
+        desired=desired,
+        response=copy.propose(request, deployment),
+    )
+
+
+def test_a_proposal_whose_pools_were_taken_since_its_version_is_refused() -> None:
     ledger = Ledger()
     first, second = FleetMirror(), FleetMirror()
     ledger.sync(first)
     ledger.sync(second)
-    proposals = []
-    for copy, name in ((first, "four"), (second, "six")):
-        deployment = _deployment(name, DEPLOYMENTS[name])
-        request = PlaceRequest(request_id=name, deployment=deployment, desired=1)
-        response = copy.propose(request, deployment)
-        assert [r.spec.cluster_name for r in response.placed] == ["a"]
-        proposals.append(
-            Proposal(
-                request_id=name,
-                epoch=EPOCH,
-                base=copy.version,
-                namespace="ns",
-                deployment=name,
-                desired=1,
-                response=response,
-            )
-        )
-    assert ledger.commit(proposals[0]) is None
-    assert ledger.commit(proposals[1]) == "cluster a changed"
-    # A copy from before the run, or of another Fleet, is refused too.
-    stale = proposals[1].model_copy(update={"base": -1})
-    assert ledger.commit(stale) is not None
-    other = proposals[1].model_copy(update={"epoch": "another", "base": ledger.versions.version})
+    # Six GPUs a replica: only the 8-GPU nodes take one, two per cluster.
+    everything = _proposal(first, "big", 6, desired=6)
+    one_more = _proposal(second, "other", 6, desired=1)
+    assert [r.spec.cluster_name for r in one_more.response.placed] == ["a"]
+    assert ledger.commit(everything) is None
+    name = one_more.response.placed[0].name
+    assert ledger.commit(one_more) == f"pool a/large has no room left for {name}"
+    ledger.check()
+    # Recomputed on a current copy, it says why it cannot be placed, and books nothing.
+    ledger.sync(second)
+    again = _proposal(second, "other", 6, desired=1)
+    assert again.response.placed == []
+    assert again.response.summary.startswith("0/3 clusters fit")
+    assert ledger.commit(again) is None
+
+
+def test_other_deployments_booked_on_a_cluster_since_are_no_conflict_while_it_has_room() -> None:
+    ledger = Ledger()
+    first, second = FleetMirror(), FleetMirror()
+    ledger.sync(first)
+    ledger.sync(second)
+    a = _proposal(first, "one", 1, desired=1)
+    b = _proposal(second, "two", 2, desired=1)
+    assert [r.spec.cluster_name for r in b.response.placed] == ["a"]
+    assert ledger.commit(a) is None
+    assert ledger.commit(b) is None
+    ledger.check()
+
+
+def test_stale_foreign_or_self_overtaken_proposals_are_refused() -> None:
+    ledger = Ledger()
+    first, second = FleetMirror(), FleetMirror()
+    ledger.sync(first)
+    ledger.sync(second)
+    mine = _proposal(first, "one", 1, desired=1)
+    again = _proposal(second, "one", 1, desired=2)
+    assert ledger.commit(mine) is None
+    # The same deployment's replicas changed since ``again``'s version: it would reuse index 0.
+    assert ledger.commit(again) == "the replicas of ns/one changed"
+    assert ledger.commit(again.model_copy(update={"base": -1})) is not None
+    other = again.model_copy(update={"epoch": "another", "base": ledger.versions.version})
     assert ledger.commit(other) == "the proposal was made for another Fleet"

@@ -1,13 +1,14 @@
 """The Fleet workflow holds its ledger across continue-as-new at a size that proves the
 behaviour: 1,500 replicas on 100 clusters x 8 pools (issue 11, item 1; issue 21 item 7).
 
-The 10,000-replica, 1,000-cluster figures are a benchmark (``bench/fleet.py --configs
-1000x10000``), not a test: at that size one placement's workflow task takes about 1.2 s of CPU,
-and on a shared 2-core machine it passed the SDK's 2 s deadlock check and the run could never
-finish (issue 21: the suite hung here). Moving placement off the workflow thread is issue 22.
+The 10,000-replica, 1,000-cluster figures are a benchmark (``bench/fleet.py --task-times``), not
+a test. Before issue 22 one placement's workflow task took about 1.2 s of CPU at that size and on
+a shared 2-core machine passed the SDK's 2 s deadlock check (issue 21: the suite hung here); the
+scheduler now runs on the worker's copy of the fleet and the Fleet only commits.
 
 Through the real Fleet workflow: the Fleet starts with 100 Ready clusters in its (compact)
-input, then 30 ``place`` Updates each place 50 one-GPU replicas of one deployment. History
+input, then 30 placements (computed on a worker's copy, booked by the ``commit`` Update) each
+place 50 one-GPU replicas of one deployment. History
 limits are lowered so that the Fleet continues-as-new several times on the way. Checked: every
 replica placed exactly once, no pool given more GPUs than it has, the ledger after the last
 continue-as-new holds exactly the placed replicas, a retried request after a continue-as-new

@@ -28,6 +28,8 @@ from temporalio.exceptions import ApplicationError
 
 from modelfleet.adapters.temporal_updates import asked_again_when_refused
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.manifest_errors import InvalidResourceError
+from modelfleet.api.rules import validate
 from modelfleet.contracts.activity_names import (
     FLEET_DRY_PLACE,
     FLEET_PLACE,
@@ -117,6 +119,16 @@ class FleetActivities:
     def _fleet(self) -> WorkflowHandle[Any, Any]:
         return self._client.get_workflow_handle(self._fleet_id)
 
+    @staticmethod
+    def _check(request: PlaceRequest) -> None:
+        """A deployment sent whole breaks no rule (named ones were checked when sent whole)."""
+        if request.deployment is None:
+            return
+        errors = validate(request.deployment)
+        if errors:
+            message = str(InvalidResourceError(request.deployment.ref, errors))
+            raise ApplicationError(message, type="InvalidResource", non_retryable=True)
+
     def _fleet_copy(self) -> FleetCopy:
         if self._copy is None:
             raise ApplicationError("this worker keeps no copy of the fleet to place on")
@@ -164,6 +176,7 @@ class FleetActivities:
 
     @activity.defn(name=FLEET_PLACE)
     async def place(self, request: PlaceRequest) -> PlaceResponse:
+        self._check(request)
         copy = self._fleet_copy()
         last = ""
         async with self._placing:
@@ -201,6 +214,7 @@ class FleetActivities:
     async def dry_place(self, request: DryPlaceRequest) -> PlaceResponse:
         # Read-only: computed on the copy once it is current (so after every placement and
         # release the caller sent before), nothing sent to the Fleet.
+        self._check(request)
         copy = self._fleet_copy()
         async with self._placing:
             await self._refresh(copy)

@@ -5,9 +5,10 @@ latest version (the answer reads their current state); the log keeps at most ``c
 remembers the newest version it forgot (``floor``): a copy older than that reads the fleet
 again in pages. Memory only: a new run's log starts empty at its start version.
 
-It also keeps, per cluster, the version at which anything on it last changed (its record or a
-replica placed on or released from it): what a proposal's commit checks. Bounded by the
-clusters.
+It also keeps, per cluster, the version at which its record (spec, readiness, reported pools,
+caches, draining) last changed: what a proposal's commit checks. Replicas placed on or released
+from a cluster do not count there: the commit charges the cluster's pools again instead.
+Bounded by the clusters.
 
 Pure: no I/O, no Temporal calls.
 """
@@ -41,7 +42,7 @@ class ChangeLog:
     # The version at which the class catalog last changed in this run (0: not since the start).
     catalog_at: int = field(init=False, default=0)
     _keys: dict[Key, int] = field(init=False, default_factory=dict)
-    # Per cluster: the version at which its record or the replicas on it last changed.
+    # Per cluster: the version at which its record last changed.
     touched: dict[str, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -58,11 +59,9 @@ class ChangeLog:
         self.record(version, ("cluster", name))
         self.touched[name] = version
 
-    def replicas(self, version: int, keys: Iterable[str], clusters: Iterable[str]) -> None:
+    def replicas(self, version: int, keys: Iterable[str]) -> None:
         for key in keys:
             self.record(version, ("replica", key))
-        for name in clusters:
-            self.touched[name] = version
 
     def catalog(self, version: int) -> None:
         self.record(version, CATALOG)
@@ -97,8 +96,8 @@ class ChangeLog:
         )
 
     def changed_since(self, version: int, clusters: Iterable[str]) -> list[str]:
-        """Those of ``clusters`` whose record or replicas changed after ``version``; a cluster
-        this run never saw change counts as changed when ``version`` is from before the run."""
+        """Those of ``clusters`` whose record changed after ``version``; every one, when
+        ``version`` is from before the run."""
         if version < self.start:
             return sorted(set(clusters))
         return sorted({c for c in clusters if self.touched.get(c, 0) > version})

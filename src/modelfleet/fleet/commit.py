@@ -1,14 +1,17 @@
 """The Fleet's check of a placement proposal (issue 22): a worker computed it on its copy of
-the fleet at version ``base``; the Fleet books it only if nothing it touches changed since.
+the fleet at version ``base``; the Fleet books it only if what it was decided from is unchanged
+and its new replicas still fit.
 
-Touched: the deployment's own replicas (its kept, placed and removed ones were decided from
-them), every cluster the proposal keeps, places or removes a replica on (their records and the
-replicas on them), and the class catalog. When none changed after ``base``, the pools the
-proposal charges are exactly the pools the scheduler charged, and the scheduler never takes
-more than a pool has; the capacity check (``scheduling.verify``) charges them again anyway, so
-a proposal from a copy that went wrong is refused rather than booked. Each booked proposal
-bumps the version of the clusters it places on, so of two proposals computed on one version
-that charge one cluster, the second is refused and recomputed: the ledger can never double-book.
+Versions: the deployment's own replicas (its kept, placed and removed ones were decided from
+them), the records of every cluster the proposal keeps, places or removes a replica on (spec,
+readiness, reported pools, caches, draining) and the class catalog must not have changed after
+``base``. Capacity: the pools each new replica lands on are charged again from the Fleet's own
+ledger, with everything booked there now, and must take its pods (``scheduling.verify``). Other
+deployments' replicas booked on those clusters since ``base`` are therefore no conflict while
+there is room (a version per cluster would refuse every second proposal, since spread-then-pack
+sends concurrent deployments to the same clusters); when they took the room, the proposal is
+refused and recomputed. Commits are Updates, run one at a time, and each books only pods the
+ledger has room for at that moment: the ledger can never double-book.
 
 Everything here costs what the proposal touches, never the fleet: a workflow task stays small.
 Pure: no I/O, no Temporal calls; the Fleet workflow passes its state in.
@@ -140,9 +143,7 @@ def book_proposal(
         for replica in response.placed:
             book.add(replica)
         log.replicas(
-            versions.version,
-            [replica_key(proposal.namespace, r.name) for r in response.placed],
-            {r.spec.cluster_name for r in response.placed},
+            versions.version, [replica_key(proposal.namespace, r.name) for r in response.placed]
         )
     versions.placed(owner, short=bool(response.summary))
     return response.model_copy(update={"version": versions.version})

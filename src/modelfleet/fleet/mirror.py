@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
     FleetChanges,
@@ -37,6 +38,8 @@ class FleetMirror:
         # -1: nothing read yet.
         self.version = -1
         self.templates = Templates()
+        # Its own: placements on the copy run in a thread beside the workflows' evaluator.
+        self._evaluator = SelectorEvaluator()
         self._reset()
 
     def _reset(self) -> None:
@@ -144,7 +147,9 @@ class FleetMirror:
     def propose(self, request: PlaceRequest, deployment: ModelDeployment) -> PlaceResponse:
         """Where ``request``'s replicas go on this copy: the proposal the Fleet is asked to
         book. The copy itself does not book it: it learns the outcome from the Fleet."""
-        response = fleet_place(self._view(), request, deployment, gone=self.stale())
+        response = fleet_place(
+            self._view(), request, deployment, gone=self.stale(), evaluator=self._evaluator
+        )
         # The scheduler charged the placed replicas into the pool cache as if booked; they are
         # not booked here until the Fleet says so.
         for replica in response.placed:
@@ -164,10 +169,11 @@ class FleetMirror:
             gone=stale,
             without=frozenset(replica_key(deployment.namespace, n) for n in request.without),
             dry=True,
+            evaluator=self._evaluator,
         )
         return PlaceResponse(
             placed=placement.placed,
             conditions=placement.conditions,
-            rejections=explained_rejections(view, deployment, placement, stale),
+            rejections=explained_rejections(view, deployment, placement, stale, self._evaluator),
             summary=placement.summary,
         )

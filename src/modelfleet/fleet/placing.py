@@ -34,9 +34,9 @@ from modelfleet.scheduling.snapshot import FleetSnapshot
 MAX_TEMPLATES = 256
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
-# One evaluator for every placement in the worker process: compiled selectors and their results
-# per device are pure, so sharing them across workflow runs is safe and saves recompiling CEL
-# (lark parsing) on every placement.
+# One evaluator for every Fleet workflow in the worker process (their commits' capacity checks):
+# compiled selectors and their results per device are pure, so sharing them across workflow runs
+# is safe and saves recompiling CEL (lark parsing). A worker's copy of the fleet has its own.
 EVALUATOR = SelectorEvaluator()
 
 
@@ -85,6 +85,7 @@ def fleet_place(
     gone: set[str],
     without: frozenset[str] = frozenset(),
     dry: bool = False,
+    evaluator: SelectorEvaluator = EVALUATOR,
 ) -> PlaceResponse:
     """The scheduler's answer for ``request``, booking nothing; the caller books what it
     places unless ``dry`` (the scheduler keeps the charged-pool cache as if booked, so a
@@ -130,7 +131,7 @@ def fleet_place(
         avoid={
             c: request.avoid_reasons.get(c, AVOIDED_WITHOUT_REASON) for c in request.avoid_clusters
         },
-        evaluator=EVALUATOR,
+        evaluator=evaluator,
         snapshot=fleet.snapshot(gone),
         indexed=(ours, by_cluster),
         ledger_cache=ledger_cache,
@@ -163,14 +164,18 @@ def fleet_place(
 
 
 def explained_rejections(
-    fleet: PlacingView, deployment: ModelDeployment, placement: PlaceResponse, stale: set[str]
+    fleet: PlacingView,
+    deployment: ModelDeployment,
+    placement: PlaceResponse,
+    stale: set[str],
+    evaluator: SelectorEvaluator = EVALUATOR,
 ) -> dict[str, str]:
     """A dry placement's rejections; when nothing was placed, with the clusters whose selectors
     fail at evaluation said so (such a selector looks like one that does not match)."""
     rejections = dict(placement.rejections)
     if not placement.placed:
         specs = {n: r.spec for n, r in fleet.clusters.items() if n not in stale}
-        for name, why in selector_errors(deployment, fleet.classes, specs, EVALUATOR).items():
+        for name, why in selector_errors(deployment, fleet.classes, specs, evaluator).items():
             rejections[name] = f"{rejections[name]}; {why}" if name in rejections else why
     return rejections
 

@@ -441,9 +441,7 @@ class FleetWorkflow:
                 released += 1
                 owner, cluster = removed
                 self._versions.released(owner, cluster)
-                self._log.replicas(
-                    self._versions.version, [replica_key(request.namespace, name)], [cluster]
-                )
+                self._log.replicas(self._versions.version, [replica_key(request.namespace, name)])
         return released
 
     @workflow.query
