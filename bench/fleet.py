@@ -229,13 +229,15 @@ async def fleet_histories(client: Client, fleet_id: str, first_run: str) -> list
     return runs
 
 
-def task_times(events: list[object]) -> tuple[list[float], int]:
+def task_times(
+    events: list[object], slow: list[tuple[float, str]] | None = None
+) -> tuple[list[float], int]:
     """Workflow-task times (ms, Started -> Completed) of one run, and its failed or timed-out
-    workflow tasks."""
+    workflow tasks. ``slow`` collects (ms, what the task did) for each."""
     times: list[float] = []
     bad = 0
     started: dict[int, float] = {}
-    for e in events:
+    for n, e in enumerate(events):
         kind = e.event_type  # type: ignore[attr-defined]
         at = e.event_time.ToDatetime().timestamp()  # type: ignore[attr-defined]
         if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
@@ -245,12 +247,62 @@ def task_times(events: list[object]) -> tuple[list[float], int]:
             began = started.get(attrs.started_event_id)
             if began is not None:
                 times.append((at - began) * 1000)
+                if slow is not None:
+                    after = [
+                        EventType.Name(x.event_type).removeprefix("EVENT_TYPE_")  # type: ignore[attr-defined]
+                        for x in events[n + 1 : n + 4]
+                    ]
+                    slow.append((times[-1], f"event {e.event_id}: then {', '.join(after)}"))  # type: ignore[attr-defined]
         elif kind in (
             EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
             EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
         ):
             bad += 1
     return times, bad
+
+
+async def place_all(
+    client: Client, fleet_id: str, replicas: int, batch: int, placers: int
+) -> tuple[int, int, int, int]:
+    """``replicas`` one-GPU replicas, ``batch`` per deployment, by ``placers`` worker copies at
+    once; (placed, proposals, refused, whole reads)."""
+    copies = [
+        FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id) for _ in range(placers)
+    ]
+    requests = [
+        PlaceRequest(
+            request_id=f"fill-{i}",
+            deployment=one_gpu_deployment(f"fill-{i // batch:05d}", f"team-{i % 7}"),
+            desired=min(batch, replicas - i),
+        )
+        for i in range(0, replicas, batch)
+    ]
+    placed = 0
+
+    async def work(placer: FleetActivities, mine: list[PlaceRequest]) -> None:
+        nonlocal placed
+        for request in mine:
+            response = await placer.place(request)
+            assert len(response.placed) == request.desired, response.summary
+            placed += len(response.placed)
+
+    await asyncio.gather(*(work(p, requests[k :: len(copies)]) for k, p in enumerate(copies)))
+    return (
+        placed,
+        sum(p.proposals for p in copies),
+        sum(p.refused for p in copies),
+        sum(p.whole_reads for p in copies),
+    )
+
+
+def placers_in_process(
+    address: str, fleet_id: str, replicas: int, batch: int, placers: int
+) -> tuple[int, int, int, int]:
+    async def go() -> tuple[int, int, int, int]:
+        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        return await place_all(client, fleet_id, replicas, batch, placers)
+
+    return asyncio.run(go())
 
 
 async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -> None:
@@ -275,29 +327,21 @@ async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -
         )
         first_run = handle.result_run_id
         assert first_run is not None
-        placers = [
-            FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id)
-            for _ in range(args.placers)
-        ]
-        requests = [
-            PlaceRequest(
-                request_id=f"fill-{i}",
-                deployment=one_gpu_deployment(f"fill-{i // args.batch:05d}", f"team-{i % 7}"),
-                desired=min(args.batch, replicas - i),
-            )
-            for i in range(0, replicas, args.batch)
-        ]
-        placed = 0
         started = time.perf_counter()
-
-        async def work(placer: FleetActivities, mine: list[PlaceRequest]) -> None:
-            nonlocal placed
-            for request in mine:
-                response = await placer.place(request)
-                assert len(response.placed) == request.desired, response.summary
-                placed += len(response.placed)
-
-        await asyncio.gather(*(work(p, requests[k :: len(placers)]) for k, p in enumerate(placers)))
+        if args.placer_process:
+            # The placers in a process of their own, as workers other than the Fleet's run
+            # ``fleet.place``: their CPU never holds the Fleet worker's interpreter lock.
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(1) as pool:
+                placed, proposals, refused, reads = await asyncio.to_thread(
+                    pool.apply,
+                    placers_in_process,
+                    (args.address, fleet_id, replicas, args.batch, args.placers),
+                )
+        else:
+            placed, proposals, refused, reads = await place_all(
+                client, fleet_id, replicas, args.batch, args.placers
+            )
         took = time.perf_counter() - started
         stats: FleetStats = await handle.query(FleetWorkflow.stats)
         assert stats.replicas == placed == replicas, (stats.replicas, placed)
@@ -305,17 +349,16 @@ async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -
         every: list[float] = []
         firsts: list[float] = []
         bad = 0
+        slow: list[tuple[float, str]] = []
         for n, events in enumerate(runs):
-            times, failed = task_times(events)
+            times, failed = task_times(events, slow)
             every += times
             bad += failed
             if n > 0 and times:
                 firsts.append(times[0])
         print(
-            f"placed {placed} replicas in {took:.0f} s; proposals "
-            f"{sum(p.proposals for p in placers)}, refused and recomputed "
-            f"{sum(p.refused for p in placers)}, whole reads of the fleet "
-            f"{sum(p.whole_reads for p in placers)}; {len(runs)} runs "
+            f"placed {placed} replicas in {took:.0f} s; proposals {proposals}, refused and "
+            f"recomputed {refused}, whole reads of the fleet {reads}; {len(runs)} runs "
             f"({len(runs) - 1} continue-as-new), state {stats.state_bytes / 1024:.0f} KiB"
         )
         print(
@@ -328,6 +371,8 @@ async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -
                 f"first task after a continue-as-new: n={len(firsts)}, "
                 f"max {max(firsts):.0f} ms, median {statistics.median(firsts):.0f} ms"
             )
+        for ms, what in sorted(slow, reverse=True)[:5]:
+            print(f"  slowest: {ms:.0f} ms, {what}")
         print(f"after: {load()}")
         await handle.terminate()
     finally:
@@ -346,6 +391,11 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--placers", type=int, default=2)
     parser.add_argument("--history-events", type=int, default=400)
+    parser.add_argument(
+        "--placer-process",
+        action="store_true",
+        help="run the placers in a process of their own (as other workers would)",
+    )
     args = parser.parse_args()
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
     print(f"bench/fleet.py {' '.join(sys.argv[1:])}; {load()}")
@@ -353,6 +403,7 @@ async def main() -> None:
         server = await start_dev_server(Path(tmp), ui=False)
         try:
             client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            args.address = server.address
             queue = f"bench-fleet-{uuid.uuid4().hex[:6]}"
             async with Worker(
                 client,

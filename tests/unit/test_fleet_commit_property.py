@@ -111,7 +111,8 @@ class Ledger:
         self.log = ChangeLog(start=0, cap=8)  # small: stale copies also read it whole
         self.clusters = {name: _cluster(name) for name in CLUSTERS}
         self.indexes: dict[str, Any] = {}
-        self.ever: set[str] = set()
+        # Booked and not released since: none may be booked again.
+        self.live: set[str] = set()
 
     def index_of(self, name: str) -> Any:
         if name not in self.indexes:
@@ -136,8 +137,8 @@ class Ledger:
         if why is None:
             for replica in proposal.response.placed:
                 key = replica_key("ns", replica.name)
-                assert key not in self.ever, f"{key} placed twice"
-                self.ever.add(key)
+                assert key not in self.live, f"{key} placed twice"
+                self.live.add(key)
             book_proposal(self.book, self.versions, self.log, proposal)
             # Victims leave as the deployment releases them.
             self.release([v.replica.name for v in proposal.response.victims])
@@ -147,6 +148,7 @@ class Ledger:
         for name in names:
             removed = self.book.remove(replica_key("ns", name))
             if removed is not None:
+                self.live.discard(replica_key("ns", name))
                 self.versions.released(removed[0], removed[1])
                 self.log.replicas(self.versions.version, [replica_key("ns", name)])
 

@@ -45,7 +45,7 @@ def carried_state(
     return FleetState(
         classes=classes,
         cluster_entries={name: entry for name, (entry, _, _) in entries.items()},
-        layouts={key: layout for _, key, layout in entries.values()},
+        layouts={key: layout for _, key, layout in entries.values() if key},
         ledger=book.compact(),
         decisions=[trimmed(d) for d in recent_decisions],
         remembered={

@@ -68,13 +68,14 @@ with workflow.unsafe.imports_passed_through():
         answer_from_compact,
         cluster_entry,
         cluster_record,
+        compact_answer,
     )
     from modelfleet.contracts.ids import deployment_id
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
-    from modelfleet.fleet.carry import carried_state
+    from modelfleet.fleet.carry import CARRIED_REJECTIONS, carried_state
     from modelfleet.fleet.changes import ChangeLog
     from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
     from modelfleet.fleet.placing import EVALUATOR, decision_of
@@ -107,8 +108,13 @@ class FleetWorkflow:
             name: cluster_record(entry, state.layouts)
             for name, entry in state.cluster_entries.items()
         }
-        # Each cluster's compact form, made when it changes rather than all at continue-as-new.
-        self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {}
+        # Each cluster's compact form, made when it changes rather than all at continue-as-new;
+        # the carried ones as they came (making 1,000 again at the next continue-as-new took
+        # seconds in that one workflow task on a busy machine).
+        self._entries: dict[str, tuple[ClusterEntry, str, list[Any]]] = {
+            name: (entry, entry.layout, state.layouts.get(entry.layout, []))
+            for name, entry in state.cluster_entries.items()
+        }
         self._book = (
             FleetBook.from_compact(state.ledger) if state.ledger is not None else FleetBook()
         )
@@ -383,7 +389,12 @@ class FleetWorkflow:
         return CommitAnswer(committed=True, version=self._versions.version)
 
     def _remember(self, request_id: str, response: PlaceResponse) -> None:
-        self._answered[request_id] = (workflow.now(), response)
+        # Compacted now, a placement at a time, rather than all in continue-as-new's task.
+        now = workflow.now()
+        self._answered[request_id] = (
+            now,
+            compact_answer(response, now, rejections=CARRIED_REJECTIONS),
+        )
         while len(self._answered) > MAX_REMEMBERED_REQUESTS:
             self._answered.pop(next(iter(self._answered)))
 
