@@ -16,11 +16,13 @@ from hypothesis import strategies as st
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
-from modelfleet.contracts.fleet_payloads import (
+from modelfleet.contracts.fleet_copy import (
     ChangesRequest,
-    PlaceRequest,
     Proposal,
     SnapshotPage,
+)
+from modelfleet.contracts.fleet_payloads import (
+    PlaceRequest,
 )
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
@@ -177,7 +179,7 @@ class Ledger:
             max_replicas=limits.max_replicas,
             classes=list(CLASSES.values()),
             clusters=list(self.clusters.values()),
-            replicas=[self.book.replica(k) for k in self.book.sorted_keys()],
+            replicas=self.book.compact(),
         )
         copy.start_reading(page)
 

@@ -40,19 +40,21 @@ from modelfleet.contracts.activity_names import (
     FLEET_REPLICAS_ON,
     FLEET_SWEEP_PENDING,
 )
-from modelfleet.contracts.fleet_payloads import (
+from modelfleet.contracts.fleet_copy import (
     ChangesRequest,
     CommitAnswer,
-    DryPlaceRequest,
     FleetChanges,
+    Proposal,
+    SnapshotPage,
+    SnapshotPageRequest,
+)
+from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
     PlacementCheck,
     PlaceRequest,
     PlaceResponse,
-    Proposal,
     PublishRequest,
     ReleaseRequest,
-    SnapshotPage,
-    SnapshotPageRequest,
 )
 from modelfleet.contracts.status import ClusterStatus
 

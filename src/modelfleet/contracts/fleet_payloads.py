@@ -10,16 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal
 
 from pydantic import Field
 
-from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
-from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 
@@ -151,88 +148,3 @@ class ReplicaPage(WireModel):
     replicas: list[ModelReplica] = Field(default_factory=list)
     # The key to ask ``after`` for the next page; "" when this is the last.
     next_after: str = ""
-
-
-# --- placement that scales out (issue 22): workers keep a copy of the fleet and propose -------
-
-# Most keys (replicas, clusters) one ``changes`` answer lists; past it the worker reads the fleet
-# again in pages instead.
-MAX_CHANGES_PER_ANSWER = 2000
-# Clusters (~2 KB each) and replicas (~1 KB each) per page of a full read of the fleet.
-SNAPSHOT_CLUSTER_PAGE = 100
-SNAPSHOT_REPLICA_PAGE = REPLICA_PAGE_LIMIT
-
-
-class ChangesRequest(WireModel):
-    """What changed in the Fleet since ``since`` (a version of the Fleet named ``epoch``)."""
-
-    epoch: str = ""
-    since: int = 0
-
-
-class FleetChanges(WireModel):
-    """The Fleet's answer to ``changes``: everything that changed since the asked version, as
-    it stands now; or ``too_old`` (another Fleet, a version from before this run or beyond the
-    change log): then read the fleet whole with ``snapshot_page``. ``now`` and
-    ``grace_seconds`` say which clusters are NotReady past their grace (left out of placement),
-    by the Fleet's clock."""
-
-    epoch: str
-    version: int
-    too_old: bool = False
-    now: datetime
-    grace_seconds: int
-    max_replicas: int
-    # The whole catalog when any class changed, else None.
-    classes: list[InferenceClass] | None = None
-    clusters: list[ClusterRecord] = Field(default_factory=list)
-    removed_clusters: list[str] = Field(default_factory=list)
-    replicas: list[ModelReplica] = Field(default_factory=list)
-    # ``namespace/name`` keys.
-    removed_replicas: list[str] = Field(default_factory=list)
-
-
-class SnapshotPageRequest(WireModel):
-    """A page of the whole fleet: ``part`` "clusters" or "replicas", keys after ``after``."""
-
-    part: Literal["clusters", "replicas"]
-    after: str = ""
-
-
-class SnapshotPage(WireModel):
-    epoch: str
-    version: int
-    now: datetime
-    grace_seconds: int
-    max_replicas: int
-    classes: list[InferenceClass] = Field(default_factory=list)
-    clusters: list[ClusterRecord] = Field(default_factory=list)
-    replicas: list[ModelReplica] = Field(default_factory=list)
-    # The key to ask ``after`` for the next page; "" when this is the last.
-    next_after: str = ""
-
-
-class Proposal(WireModel):
-    """A placement computed by a worker on its copy of the fleet at ``base`` (the Fleet's
-    ``commit`` Update): the Fleet books ``response.placed`` only if nothing the proposal
-    touches changed since ``base``, and answers a ``request_id`` it committed before from
-    memory (a retried activity places nothing twice)."""
-
-    request_id: str
-    epoch: str
-    base: int
-    namespace: str
-    deployment: str
-    desired: int
-    response: PlaceResponse
-
-
-class CommitAnswer(WireModel):
-    """``committed``: booked at ``version`` (``response`` is set when the request ID was
-    answered before: the answer then). Otherwise ``conflict`` says what changed since the
-    proposal's base: recompute on a newer copy."""
-
-    committed: bool
-    version: int
-    conflict: str = ""
-    response: PlaceResponse | None = None

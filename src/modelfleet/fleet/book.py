@@ -103,11 +103,13 @@ class FleetBook:
             book.add(replica)
         return book
 
-    def compact(self) -> CompactLedger:
+    def compact(self, keys: Iterable[str] | None = None) -> CompactLedger:
+        """The book in compact form; only ``keys`` (those in the book) when given."""
+        chosen = sorted(self._rows) if keys is None else sorted(k for k in keys if k in self._rows)
         groups: defaultdict[DeploymentKey, list[ReplicaRow]] = defaultdict(list)
-        for key in sorted(self._rows):
+        for key in chosen:
             groups[self._owner[key]].append(self._rows[key])
-        used = {row[2] for row in self._rows.values()}
+        used = {self._rows[k][2] for k in chosen}
         return CompactLedger(
             shapes={k: self._shapes[k] for k in sorted(used)},
             deployments=[
@@ -115,6 +117,32 @@ class FleetBook:
                 for (ns, name), rows in sorted(groups.items())
             ],
         )
+
+    def rows_page(self, after: str, limit: int) -> tuple[CompactLedger, str]:
+        """Up to ``limit`` rows by key after ``after``, compact, and the key to continue after
+        ("" at the end): what a worker's copy reads the book in, no replica built."""
+        keys = self.sorted_keys()
+        start = bisect.bisect_right(keys, after) if after else 0
+        chosen = keys[start : start + limit]
+        more = start + limit < len(keys)
+        return self.compact(chosen), chosen[-1] if more and chosen else ""
+
+    def merge(self, ledger: CompactLedger) -> list[tuple[str, str | None, str]]:
+        """Add (or replace) the rows of ``ledger``; per row its key, the cluster it was on
+        before (None if new) and the cluster it is on now."""
+        changed = []
+        for skey, shape in ledger.shapes.items():
+            self._shapes.setdefault(skey, shape)
+        for group in ledger.deployments:
+            owner = (group.namespace, group.name)
+            for row in group.rows:
+                name = row[4] or _derived(owner, row)
+                key = replica_key(owner[0], name)
+                before = self.remove(key)
+                self._shapes.setdefault(row[2], ledger.shapes[row[2]])
+                self._index(key, row, owner)
+                changed.append((key, None if before is None else before[1], row[0]))
+        return changed
 
     # --- reading -------------------------------------------------------------------------------
 

@@ -26,12 +26,14 @@ from datetime import datetime, timedelta
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.contracts.fleet_payloads import (
+from modelfleet.contracts.fleet_copy import (
     MAX_CHANGES_PER_ANSWER,
     ChangesRequest,
     FleetChanges,
-    PlaceResponse,
     Proposal,
+)
+from modelfleet.contracts.fleet_payloads import (
+    PlaceResponse,
 )
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
@@ -182,7 +184,7 @@ def changes_since(
             "classes": [classes[k] for k in sorted(classes)] if since.catalog else None,
             "clusters": [clusters[n] for n in since.clusters if n in clusters],
             "removed_clusters": [n for n in since.clusters if n not in clusters],
-            "replicas": [book.replica(k) for k in since.replicas if k in book],
+            "replicas": book.compact(since.replicas),
             "removed_replicas": [k for k in since.replicas if k not in book],
         }
     )

@@ -16,13 +16,16 @@ from datetime import UTC, datetime, timedelta
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.contracts.fleet_payloads import (
-    DryPlaceRequest,
+from modelfleet.contracts.fleet_copy import (
     FleetChanges,
-    PlaceRequest,
-    PlaceResponse,
     SnapshotPage,
 )
+from modelfleet.contracts.fleet_payloads import (
+    DryPlaceRequest,
+    PlaceRequest,
+    PlaceResponse,
+)
+from modelfleet.contracts.fleet_state import CompactLedger
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
@@ -76,12 +79,14 @@ class FleetMirror:
             self._snapshot = None
         for key in changes.removed_replicas:
             self._forget(key)
-        for replica in changes.replicas:
-            key = replica_key(replica.namespace or "", replica.name)
-            self._forget(key)
-            self.book.add(replica)
-            self._ledger_cache.pop(replica.spec.cluster_name, None)
+        self._merge(changes.replicas)
         self.version = changes.version
+
+    def _merge(self, rows: CompactLedger) -> None:
+        for _, before, now in self.book.merge(rows):
+            if before is not None:
+                self._ledger_cache.pop(before, None)
+            self._ledger_cache.pop(now, None)
 
     def _forget(self, key: str) -> None:
         removed = self.book.remove(key)
@@ -103,9 +108,9 @@ class FleetMirror:
             self.classes = {c.name: c for c in page.classes}
         for record in page.clusters:
             self.clusters[record.spec.name] = record
-        for replica in page.replicas:
-            self.book.add(replica)
-        self._snapshot = None
+        self._merge(page.replicas)
+        if page.clusters or page.classes:
+            self._snapshot = None
 
     # --- placing -------------------------------------------------------------------------------
 

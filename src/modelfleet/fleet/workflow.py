@@ -46,28 +46,30 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import CacheReport
-    from modelfleet.contracts.fleet_payloads import (
+    from modelfleet.contracts.fleet_copy import (
         SNAPSHOT_CLUSTER_PAGE,
+        SNAPSHOT_REPLICA_PAGE,
         ChangesRequest,
-        ClusterReport,
         CommitAnswer,
         FleetChanges,
+        Proposal,
+        SnapshotPage,
+        SnapshotPageRequest,
+    )
+    from modelfleet.contracts.fleet_payloads import (
+        ClusterReport,
         FleetStats,
         PlacementCheck,
         PlaceResponse,
-        Proposal,
         ReleaseRequest,
         ReplicaPage,
         ReplicaPageRequest,
-        SnapshotPage,
-        SnapshotPageRequest,
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
         CompactAnswer,
         answer_from_compact,
         cluster_entry,
-        cluster_record,
         compact_answer,
     )
     from modelfleet.contracts.ids import deployment_id
@@ -75,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
-    from modelfleet.fleet.carry import CARRIED_REJECTIONS, carried_state
+    from modelfleet.fleet.carry import CARRIED_REJECTIONS, LazyRecords, carried_state
     from modelfleet.fleet.changes import ChangeLog
     from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
     from modelfleet.fleet.placing import EVALUATOR, decision_of
@@ -104,10 +106,7 @@ class FleetWorkflow:
         # another report cannot interleave and be overwritten by an older one.
         self._lock = asyncio.Lock()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
-        self._clusters: dict[str, ClusterRecord] = {
-            name: cluster_record(entry, state.layouts)
-            for name, entry in state.cluster_entries.items()
-        }
+        self._clusters = LazyRecords(state.cluster_entries, state.layouts)
         # Each cluster's compact form, made when it changes rather than all at continue-as-new;
         # the carried ones as they came (making 1,000 again at the next continue-as-new took
         # seconds in that one workflow task on a busy machine).
@@ -141,7 +140,7 @@ class FleetWorkflow:
         # Graces still running when the previous run continued-as-new (its timers died with
         # it); one already over is covered by the new run's version horizon.
         for name in sorted(self._clusters):
-            since = self._clusters[name].not_ready_since
+            since = self._clusters.not_ready_since(name)
             if since is not None and workflow.now() - since <= self._grace:
                 self._start_grace_timer(name, since)
         workflow.upsert_search_attributes([search.KIND.value_set("Fleet")])
@@ -427,10 +426,8 @@ class FleetWorkflow:
             max_replicas=self._limits.max_replicas,
         )
         if request.part == "replicas":
-            replicas = self._book.page(ReplicaPageRequest(after=request.after))
-            return page.model_copy(
-                update={"replicas": replicas.replicas, "next_after": replicas.next_after}
-            )
+            rows, after = self._book.rows_page(request.after, SNAPSHOT_REPLICA_PAGE)
+            return page.model_copy(update={"replicas": rows, "next_after": after})
         names = sorted(n for n in self._clusters if n > request.after)
         chosen = names[:SNAPSHOT_CLUSTER_PAGE]
         return page.model_copy(
