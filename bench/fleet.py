@@ -282,7 +282,17 @@ async def place_all(
     async def work(placer: FleetActivities, mine: list[PlaceRequest]) -> None:
         nonlocal placed
         for request in mine:
-            response = await placer.place(request)
+            # Asked again after an error, as the activity's retry policy does (same request ID:
+            # booked at most once).
+            for attempt in range(5):
+                try:
+                    response = await placer.place(request)
+                    break
+                except Exception as err:
+                    print(f"place {request.request_id} attempt {attempt + 1} failed: {err}")
+                    await asyncio.sleep(1)
+            else:
+                raise AssertionError(f"place {request.request_id} kept failing")
             assert len(response.placed) == request.desired, response.summary
             placed += len(response.placed)
 

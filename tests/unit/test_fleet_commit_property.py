@@ -24,11 +24,18 @@ from modelfleet.contracts.fleet_copy import (
 from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
 )
+from modelfleet.contracts.fleet_state import cluster_entry
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.fleet.changes import ChangeLog
-from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
+from modelfleet.fleet.commit import (
+    CommitView,
+    book_proposal,
+    changes_since,
+    compact_clusters,
+    conflict,
+)
 from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.placing import EVALUATOR
 from modelfleet.fleet.versions import Versions
@@ -166,6 +173,7 @@ class Ledger:
             log=self.log,
             classes=CLASSES,
             clusters=self.clusters,
+            entry_of=lambda name: cluster_entry(self.clusters[name]),
             book=self.book,
         )
         if not changes.too_old:
@@ -178,7 +186,9 @@ class Ledger:
             grace_seconds=limits.not_ready_grace_seconds,
             max_replicas=limits.max_replicas,
             classes=list(CLASSES.values()),
-            clusters=list(self.clusters.values()),
+            clusters=compact_clusters(
+                sorted(self.clusters), lambda name: cluster_entry(self.clusters[name])
+            ),
             replicas=self.book.compact(),
         )
         copy.start_reading(page)

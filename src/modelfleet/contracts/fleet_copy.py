@@ -9,13 +9,17 @@ default.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.contracts.fleet_payloads import PlaceResponse
-from modelfleet.contracts.fleet_state import CompactLedger
+from modelfleet.contracts.fleet_state import (
+    ClusterEntry,
+    CompactLedger,
+    cluster_record,
+)
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.wire import WireModel
 
@@ -25,6 +29,18 @@ MAX_CHANGES_PER_ANSWER = 2000
 # Clusters (~2 KB each) and replica rows (~60 B each, shapes once) per page of a whole read.
 SNAPSHOT_CLUSTER_PAGE = 100
 SNAPSHOT_REPLICA_PAGE = 2000
+
+
+class CompactClusters(WireModel):
+    """Cluster records in the Fleet's carried form (``contracts.fleet_state.ClusterEntry``, node
+    pool layouts by key): the Fleet answers from what it keeps, validating no spec; the copy
+    builds each record with ``cluster_record``."""
+
+    entries: dict[str, ClusterEntry] = Field(default_factory=dict)
+    layouts: dict[str, list[Any]] = Field(default_factory=dict)
+
+    def records(self) -> list[ClusterRecord]:
+        return [cluster_record(e, self.layouts) for _, e in sorted(self.entries.items())]
 
 
 class ChangesRequest(WireModel):
@@ -49,7 +65,7 @@ class FleetChanges(WireModel):
     max_replicas: int
     # The whole catalog when any class changed, else None.
     classes: list[InferenceClass] | None = None
-    clusters: list[ClusterRecord] = Field(default_factory=list)
+    clusters: CompactClusters = Field(default_factory=CompactClusters)
     removed_clusters: list[str] = Field(default_factory=list)
     # Changed replicas as compact rows (``contracts.fleet_state``): the Fleet builds no
     # ModelReplica to answer, the copy builds them when it reads them.
@@ -72,7 +88,7 @@ class SnapshotPage(WireModel):
     grace_seconds: int
     max_replicas: int
     classes: list[InferenceClass] = Field(default_factory=list)
-    clusters: list[ClusterRecord] = Field(default_factory=list)
+    clusters: CompactClusters = Field(default_factory=CompactClusters)
     replicas: CompactLedger = Field(default_factory=CompactLedger)
     # The key to ask ``after`` for the next page; "" when this is the last.
     next_after: str = ""

@@ -74,7 +74,7 @@ class FleetMirror:
         for name in changes.removed_clusters:
             self.clusters.pop(name, None)
             self._snapshot = None
-        for record in changes.clusters:
+        for record in changes.clusters.records():
             self.clusters[record.spec.name] = record
             self._snapshot = None
         for key in changes.removed_replicas:
@@ -106,10 +106,10 @@ class FleetMirror:
         self._clock(page.now, page.grace_seconds, page.max_replicas)
         if page.classes:
             self.classes = {c.name: c for c in page.classes}
-        for record in page.clusters:
+        for record in page.clusters.records():
             self.clusters[record.spec.name] = record
         self._merge(page.replicas)
-        if page.clusters or page.classes:
+        if page.clusters.entries or page.classes:
             self._snapshot = None
 
     # --- placing -------------------------------------------------------------------------------

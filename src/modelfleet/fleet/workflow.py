@@ -79,7 +79,13 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.fleet.book import FleetBook, replica_key
     from modelfleet.fleet.carry import CARRIED_REJECTIONS, LazyRecords, carried_state
     from modelfleet.fleet.changes import ChangeLog
-    from modelfleet.fleet.commit import CommitView, book_proposal, changes_since, conflict
+    from modelfleet.fleet.commit import (
+        CommitView,
+        book_proposal,
+        changes_since,
+        compact_clusters,
+        conflict,
+    )
     from modelfleet.fleet.placing import EVALUATOR, decision_of
     from modelfleet.fleet.versions import Versions
     from modelfleet.scheduling.fleet_placement import live_snapshot
@@ -411,6 +417,7 @@ class FleetWorkflow:
             log=self._log,
             classes=self._classes,
             clusters=self._clusters,
+            entry_of=self._entry,
             book=self._book,
         )
 
@@ -435,7 +442,7 @@ class FleetWorkflow:
                 "classes": [self._classes[k] for k in sorted(self._classes)]
                 if not request.after
                 else [],
-                "clusters": [self._clusters[n] for n in chosen],
+                "clusters": compact_clusters(chosen, self._entry),
                 "next_after": chosen[-1] if len(names) > len(chosen) else "",
             }
         )
