@@ -56,7 +56,7 @@ from modelfleet.activities.fleet_updates import FleetActivities
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.fleet_payloads import FleetStats, PlaceRequest, PlaceResponse
-from modelfleet.contracts.fleet_state import cluster_record
+from modelfleet.contracts.fleet_state import cluster_entry, cluster_record
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
 from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
@@ -327,7 +327,16 @@ async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -
             f"nodes, {args.batch} per proposal, {args.placers} placers, {args.stress} busy "
             f"processes, continue-as-new every {args.history_events} events ({load()})"
         )
-        state = FleetState(classes=classes(), cluster_entries=cluster_entries(clusters, nodes))
+        # As the Fleet carries clusters it was told of (node pools as shared layouts).
+        compact = {
+            name: cluster_entry(cluster_record(entry, {}))
+            for name, entry in cluster_entries(clusters, nodes).items()
+        }
+        state = FleetState(
+            classes=classes(),
+            cluster_entries={name: entry for name, (entry, _, _) in compact.items()},
+            layouts={key: layout for _, key, layout in compact.values()},
+        )
         fleet_id = f"fleet-tasks-{uuid.uuid4().hex[:6]}"
         handle: WorkflowHandle[object, None] = await client.start_workflow(
             FleetWorkflow.run,

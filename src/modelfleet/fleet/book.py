@@ -157,6 +157,18 @@ class FleetBook:
             built = self._built[key] = replica_from_row(owner[0], owner[1], row, shape)
         return built
 
+    def charged_form(self, key: str) -> tuple[ModelReplica, tuple[str, ...]]:
+        """What the replica charges, without building it: its template's shape (one object per
+        shape) and its pool per member (see ``scheduling.fill.shape_groups``)."""
+        row = self._rows[key]
+        shape = self._shape_replicas.get(row[2])
+        if shape is None:
+            shape = self._shape_replicas[row[2]] = shape_replica(self._shapes[row[2]])
+        return shape, tuple(row[3])
+
+    def count_of(self, owner: DeploymentKey) -> int:
+        return len(self._by_deployment.get(owner, {}))
+
     def sorted_keys(self) -> list[str]:
         return sorted(self._rows)
 

@@ -92,8 +92,7 @@ def conflict(fleet: CommitView, proposal: Proposal) -> str | None:
     if changed:
         return f"cluster {', '.join(changed[:5])} changed"
     if response.placed:
-        ours = fleet.book.replicas_of(owner)
-        room = fleet.max_replicas - len(fleet.book) + len(ours)
+        room = fleet.max_replicas - len(fleet.book) + fleet.book.count_of(owner)
         if len(response.kept) + len(response.placed) > room:
             return "the Fleet's replica limit was reached"
     return _placed_problem(fleet, proposal)
@@ -124,10 +123,11 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
         owner = (proposal.namespace, proposal.deployment)
         # What the scheduler charged: everyone else's replicas here and this deployment's kept
         # ones (its others are removed by the proposal and free their room).
+        kept_keys = {replica_key(proposal.namespace, name) for name in kept}
         running = [
-            fleet.book.replica(k)
+            fleet.book.charged_form(k)
             for k in fleet.book.keys_on(cluster)
-            if fleet.book.owner(k) != owner or fleet.book.replica(k).name in kept
+            if fleet.book.owner(k) != owner or k in kept_keys
         ]
         why = shortfall(
             fleet.index_of(cluster), cluster, running, new_by_cluster[cluster], fleet.evaluator

@@ -145,6 +145,29 @@ def replica_groups(
             yield pool.name, PodGroup(demand, pods, member.role is not Role.STANDALONE)
 
 
+def shape_groups(
+    shape: ModelReplica,
+    pools: Sequence[str],
+    cluster: IndexedCluster,
+    evaluator: SelectorEvaluator,
+) -> Iterator[tuple[str, PodGroup]]:
+    """What a replica charges, as ``replica_groups``, given as its template's ``shape`` (any
+    replica of it) and ``pools``, one per member in engine and member order (the Fleet's compact
+    row): no replica object is built."""
+    pool_names = iter(pools)
+    for engine in shape.spec.engines:
+        for member in engine.members:
+            pool_name = next(pool_names, "")
+            if not member.device_requests:
+                continue
+            pool = cluster.pools_by_name.get(pool_name)
+            if pool is None:
+                continue
+            demand = stamped_demand(member.device_requests, pool.shape, evaluator)
+            pods = member.pods * engine.copies
+            yield pool.name, PodGroup(demand, pods, member.role is not Role.STANDALONE)
+
+
 def book_into_cache(
     cache: LedgerCache,
     fleet: FleetIndex,

@@ -8,27 +8,32 @@ Layer rule: pure (no I/O, no Temporal, no SDKs). Costs the replicas on the one c
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Iterable, Sequence
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.scheduling.fill import build_ledger, replica_groups
+from modelfleet.scheduling.fill import replica_groups, shape_groups
 from modelfleet.scheduling.index import FleetIndex
+from modelfleet.scheduling.ledger import Ledger
 
 
 def shortfall(
     index: FleetIndex,
     cluster: str,
-    running: Collection[ModelReplica],
+    running: Iterable[tuple[ModelReplica, Sequence[str]]],
     new: Sequence[ModelReplica],
     evaluator: SelectorEvaluator,
 ) -> str | None:
     """Why ``new`` replicas do not all fit on ``cluster`` beside ``running`` ones (everything
-    that stays there), or None when they do."""
+    that stays there, each as its template's shape and its pools: see ``fill.shape_groups``),
+    or None when they do."""
     indexed = index.by_name.get(cluster)
     if indexed is None:
         return f"cluster {cluster} is not in the fleet"
-    ledger = build_ledger(index, {cluster: running}, evaluator)
+    ledger = Ledger()
+    for shape, pools in running:
+        for pool_name, group in shape_groups(shape, pools, indexed, evaluator):
+            ledger.charge((cluster, pool_name), (group,))
     for replica in new:
         for pool_name, group in replica_groups(replica, indexed, evaluator):
             pool = indexed.pools_by_name[pool_name]
