@@ -35,8 +35,8 @@ def template_key(deployment: ModelDeployment) -> str:
 class PlaceRequest(WireModel):
     # Deterministic per caller step, so a retried activity does not place twice.
     request_id: str
-    # The whole deployment, or None with ``template`` set: the ``template_key`` of one the
-    # Fleet was sent whole before (it answers ``unknown_template`` when it no longer has it).
+    # The whole deployment, or None with ``template`` set: the ``template_key`` of one sent
+    # whole before (the placing worker answers ``unknown_template`` when it does not hold it).
     deployment: ModelDeployment | None = None
     template: str = ""
     desired: int
@@ -49,9 +49,10 @@ class PlaceRequest(WireModel):
 
 
 class DryPlaceRequest(PlaceRequest):
-    """A placement that only checks (the Fleet's ``dry_place`` Update): where ``desired``
-    replicas would go with this deployment's replicas named in ``without`` not counted. Nothing
-    is reserved or remembered; the answer is a :class:`PlaceResponse`."""
+    """A placement that only checks (the ``fleet.dry_place`` activity, on the worker's copy of
+    the fleet): where ``desired`` replicas would go with this deployment's replicas named in
+    ``without`` not counted. Nothing is reserved or remembered; the answer is a
+    :class:`PlaceResponse`."""
 
     without: list[str] = Field(default_factory=list)
 
@@ -76,8 +77,8 @@ class PlaceResponse(WireModel):
     facts: dict[str, ClusterFacts] = Field(default_factory=dict)
     # The Fleet's change version this answer was decided at; see ``PlacementCheck``.
     version: int = 0
-    # The request named its deployment by ``template`` and the Fleet does not have it (it keeps
-    # a bounded number, in memory only): nothing was decided; send the whole deployment.
+    # The request named its deployment by ``template`` and the placing worker does not hold it
+    # (each keeps a bounded number, in memory only): nothing was decided; send it whole.
     unknown_template: bool = False
 
 

@@ -343,8 +343,8 @@ class DeploymentWorkflow:
         try:
             response: PlaceResponse | None = None
             if key in self._fleet_templates:
-                # The Fleet holds the template: send only its key; an ``unknown_template``
-                # answer (a new Fleet run) sends it whole again.
+                # A worker was sent the template: send only its key; an ``unknown_template``
+                # answer (a worker that does not hold it) sends it whole again.
                 named = request.model_copy(update={"deployment": None, "template": key})
                 response = await self._fleet_place(named, action.desired)
                 if response.unknown_template:

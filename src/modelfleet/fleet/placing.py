@@ -1,6 +1,7 @@
-"""Placement as the Fleet answers it: the scheduler run over the Fleet's book, clusters and
-caches for one request (booking nothing), and the reasons a dry placement gives. Pure: the Fleet
-workflow passes its state in (:class:`PlacingView`) and books what comes back.
+"""Placement as the Fleet means it: the scheduler run over a book, clusters and caches of the
+fleet for one request (booking nothing), and the reasons a dry placement gives. Pure: a worker's
+copy of the fleet (:mod:`modelfleet.fleet.mirror`) passes its state in (:class:`PlacingView`);
+the Fleet workflow books what comes back after its commit check (:mod:`modelfleet.fleet.commit`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from modelfleet.scheduling.fleet_placement import place_in_fleet
 from modelfleet.scheduling.selector_errors import selector_errors
 from modelfleet.scheduling.snapshot import FleetSnapshot
 
-# Deployments kept by ``template_key`` for placement requests that name one instead of sending
-# it whole (memory only, never carried into continue-as-new: a request naming one the new run
-# does not hold is answered ``unknown_template`` and resent whole). ~1-2 KB each.
+# Deployments a worker's copy of the fleet keeps by ``template_key`` for placement requests that
+# name one instead of sending it whole (memory only, per process: a request naming one this
+# process does not hold is answered ``unknown_template`` and resent whole). ~1-2 KB each.
 MAX_TEMPLATES = 256
 # Reported for an avoided cluster when the request does not say why.
 AVOIDED_WITHOUT_REASON = "a replica failed here recently"
