@@ -109,6 +109,11 @@ async def test_pipes_keep_whole_names_and_get_yaml_round_trips_for_every_kind(
         assert doc["kind"] == "List"
         assert doc["items"], kind
         assert all("status" in item for item in doc["items"])
+        # Every kind has an AGE (classes showed <unknown>: issue 23).
+        assert all(item["metadata"].get("creationTimestamp") for item in doc["items"]), kind
+        code, table, err = await run(address, "get", kind, "-A")
+        assert code == 0, err
+        assert "<unknown>" not in table, table
         code, applied, err = await run(address, "apply", "-f", "-", stdin=listed)
         assert code == 0, err
         verdicts = [line.split()[1] for line in applied.splitlines() if line]

@@ -26,8 +26,10 @@ from test_service import Doubles, _service, serving_worker
 
 from modelfleet.accepted.state import AcceptedInput, AcceptedState
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
+from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.api.services import InferenceGateway
 from modelfleet.cli import cluster_view
 from modelfleet.cli.clusters import cluster_resource
 from modelfleet.cluster.state import ClusterInput, ClusterState
@@ -38,8 +40,10 @@ from modelfleet.contracts.fleet_payloads import PublishRequest
 from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest, ProbeResult
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
 from modelfleet.endpoints.state import EndpointsInput, EndpointsState
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
 
@@ -268,3 +272,70 @@ async def test_a_service_keeps_its_creation_time(time_skipping_env: WorkflowEnvi
         assert status.created == CREATED
         for handle in (fresh, carried, directory):
             await handle.terminate()
+
+
+async def test_the_fleet_keeps_when_each_class_was_first_applied(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """``get classes``' AGE (issue 23: it showed ``<unknown>``): a class's time is its first
+    apply's, re-applying it keeps it, a carried one keeps its own, a removed one is forgotten."""
+    env = time_skipping_env
+    queue = f"tq-{uuid.uuid4()}"
+    loaded = load_paths([str(QUICKSTART / "classes.yaml")]).resources
+    l4, h100 = (c for c in loaded if isinstance(c, InferenceClass) and c.name in ("l4", "h100x8"))
+    async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow]):
+        fleet = await env.client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(
+                state=FleetState(classes={h100.name: h100}, class_created={h100.name: CREATED})
+            ),
+            id=f"fleet-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        await env.sleep(timedelta(minutes=5))
+        await fleet.execute_update(FleetWorkflow.put_class, l4)
+        first = await fleet.query(FleetWorkflow.class_created)
+        await env.sleep(timedelta(minutes=5))
+        await fleet.execute_update(FleetWorkflow.put_class, l4)  # re-applied
+        await fleet.execute_update(FleetWorkflow.put_class, h100)
+        later = await fleet.query(FleetWorkflow.class_created)
+        await fleet.execute_update(FleetWorkflow.remove_class, l4.name)
+        removed = await fleet.query(FleetWorkflow.class_created)
+        await fleet.terminate()
+    assert first[l4.name] > CREATED
+    assert later == {h100.name: CREATED, l4.name: first[l4.name]}
+    assert removed == {h100.name: CREATED}
+
+
+async def test_the_endpoint_directory_keeps_when_the_gateway_was_first_applied(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """``get gateways``' AGE: the gateway's first apply, kept across re-applies and carried."""
+    env = time_skipping_env
+    queue = f"tq-{uuid.uuid4()}"
+    gateway = next(
+        r
+        for r in load_paths([str(QUICKSTART / "gateway.yaml")]).resources
+        if isinstance(r, InferenceGateway)
+    )
+    async with Worker(env.client, task_queue=queue, workflows=[EndpointDirectoryWorkflow]):
+        directory = await env.client.start_workflow(
+            EndpointDirectoryWorkflow.run,
+            EndpointsInput(),
+            id=f"endpoints-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        assert await directory.query(EndpointDirectoryWorkflow.gateway_created) is None
+        await env.sleep(timedelta(minutes=5))
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        first = await directory.query(EndpointDirectoryWorkflow.gateway_created)
+        await env.sleep(timedelta(minutes=5))
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        later = await directory.query(EndpointDirectoryWorkflow.gateway_created)
+        await directory.terminate()
+    assert first is not None
+    assert later == first
+    carried = EndpointsState.model_validate(
+        EndpointsState(gateway=gateway, gateway_created=CREATED).model_dump(mode="json")
+    )
+    assert carried.gateway_created == CREATED

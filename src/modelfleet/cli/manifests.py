@@ -71,9 +71,11 @@ def _utc(at: datetime | None) -> str | None:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def class_resource(cls: InferenceClass, used_by: list[str]) -> Fetched:
-    manifest = _with_server_fields(cls.to_wire(), None, {"usedBy": used_by})
-    return Fetched("InferenceClass", cls.name, "", manifest, None, dict(cls.metadata.labels))
+def class_resource(
+    cls: InferenceClass, used_by: list[str], created: datetime | None = None
+) -> Fetched:
+    manifest = _with_server_fields(cls.to_wire(), created, {"usedBy": used_by})
+    return Fetched("InferenceClass", cls.name, "", manifest, created, dict(cls.metadata.labels))
 
 
 def deployment_resource(
@@ -144,10 +146,10 @@ def endpoint_resource(record: EndpointRecord) -> Fetched:
     )
 
 
-def gateway_resource(gateway: InferenceGateway) -> Fetched:
-    manifest = _with_server_fields(gateway.to_wire(), None, {})
+def gateway_resource(gateway: InferenceGateway, created: datetime | None = None) -> Fetched:
+    manifest = _with_server_fields(gateway.to_wire(), created, {})
     return Fetched(
-        "InferenceGateway", gateway.name, "", manifest, None, dict(gateway.metadata.labels)
+        "InferenceGateway", gateway.name, "", manifest, created, dict(gateway.metadata.labels)
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -267,7 +267,12 @@ async def fetch_endpoints(client: Client, namespace: str | None, wanted: set[str
 async def fetch_gateways(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     gateway = await directory_gateway(client)
     named = gateway is not None and (not wanted or gateway.name in wanted)
-    items = [gateway_resource(gateway)] if gateway is not None and named else []
+    created = await _directory(client, "gateway_created", (), datetime | None) if named else None
+    items = (
+        [gateway_resource(gateway, created if isinstance(created, datetime) else None)]
+        if gateway is not None and named
+        else []
+    )
     # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
     return items + await fetch_accepted(client, "InferenceGateway", None, wanted)
 
@@ -288,6 +293,9 @@ async def fetch_deployments(
 
 async def fetch_classes(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     view, classes = await fleet_state(client, replicas=False)
+    created: dict[str, datetime] = await query(
+        client.get_workflow_handle(FLEET_ID), FleetWorkflow.class_created, what="the Fleet workflow"
+    )
     out = []
     for cls in classes.values():
         if wanted and cls.name not in wanted:
@@ -297,7 +305,7 @@ async def fetch_classes(client: Client, namespace: str | None, wanted: set[str])
             for c in view.clusters
             if any(p.class_name == cls.name for p in c.spec.spec.node_pools)
         )
-        out.append(class_resource(cls, users))
+        out.append(class_resource(cls, users, created.get(cls.name)))
     return out
 
 

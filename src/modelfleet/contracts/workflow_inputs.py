@@ -43,6 +43,8 @@ class FleetState(WireModel):
     ``contracts.fleet_state``)."""
 
     classes: dict[str, InferenceClass] = {}
+    # When each class was first applied (``get classes``' AGE), by name.
+    class_created: dict[str, datetime] = {}
     decisions: list[Decision] = []
     cluster_entries: dict[str, ClusterEntry] = {}
     layouts: dict[str, list[Any]] = {}

@@ -12,6 +12,7 @@ Pure: pydantic models only.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field, SerializationInfo, model_serializer, model_validator
@@ -30,6 +31,7 @@ class CarriedEndpoints(WireModel):
     groups: list[EndpointGroup] = Field(default_factory=list)
     watches: list[WatchRequest] = Field(default_factory=list)
     gateway: InferenceGateway | None = None
+    gateway_created: datetime | None = None
 
 
 class EndpointsState(WireModel):
@@ -39,6 +41,8 @@ class EndpointsState(WireModel):
     # Which service watches which endpoints, by the watcher's workflow ID.
     watches: dict[str, WatchRequest] = Field(default_factory=dict)
     gateway: InferenceGateway | None = None
+    # When the gateway (by name) was first applied: ``get gateways``' AGE.
+    gateway_created: datetime | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -51,6 +55,7 @@ class EndpointsState(WireModel):
             "endpoints": {r.key: r for r in records},
             "watches": {w.watcher: w for w in carried.watches},
             "gateway": carried.gateway,
+            "gateway_created": carried.gateway_created,
         }
 
     @model_serializer(mode="plain")
@@ -69,6 +74,7 @@ class EndpointsState(WireModel):
             groups=groups,
             watches=[self.watches[k] for k in sorted(self.watches)],
             gateway=self.gateway,
+            gateway_created=self.gateway_created,
         )
 
 

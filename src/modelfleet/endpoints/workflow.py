@@ -11,6 +11,7 @@ across continue-as-new, in compact form on the wire.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -72,6 +73,8 @@ class EndpointDirectoryWorkflow:
 
     @workflow.update
     def put_gateway(self, gateway: InferenceGateway) -> None:
+        if self._state.gateway is None or self._state.gateway.name != gateway.name:
+            self._state.gateway_created = workflow.now()
         if gateway != self._state.gateway:
             self._state.gateway = gateway
             self._pending.update(self._state.watches)
@@ -100,6 +103,11 @@ class EndpointDirectoryWorkflow:
     @workflow.query
     def gateway(self) -> InferenceGateway | None:
         return self._state.gateway
+
+    @workflow.query
+    def gateway_created(self) -> datetime | None:
+        """When the fleet's gateway was first applied (``get gateways``' AGE). A query only."""
+        return self._state.gateway_created
 
     # --- run -------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ RETRY_WINDOW = timedelta(minutes=15)
 def carried_state(
     *,
     classes: dict[str, InferenceClass],
+    class_created: Mapping[str, datetime],
     entries: Mapping[str, tuple[ClusterEntry, str, list[Any]]],
     book: FleetBook,
     decisions: Iterable[Decision],
@@ -49,6 +50,7 @@ def carried_state(
     recent_decisions = list(decisions)[-CARRIED_DECISIONS:]
     return FleetState(
         classes=classes,
+        class_created={name: at for name, at in class_created.items() if name in classes},
         cluster_entries={name: entry for name, (entry, _, _) in entries.items()},
         layouts={key: layout for _, key, layout in entries.values() if key},
         ledger=book.compact(),

@@ -112,6 +112,7 @@ class FleetWorkflow:
         # another report cannot interleave and be overwritten by an older one.
         self._lock = asyncio.Lock()
         self._classes: dict[str, InferenceClass] = dict(state.classes)
+        self._class_created: dict[str, datetime] = dict(state.class_created)
         self._clusters = LazyRecords(state.cluster_entries, state.layouts)
         # Each cluster's compact form, made when it changes rather than all at continue-as-new;
         # the carried ones as they came (making 1,000 again at the next continue-as-new took
@@ -165,6 +166,7 @@ class FleetWorkflow:
     def _state(self) -> FleetState:
         return carried_state(
             classes=self._classes,
+            class_created=self._class_created,
             entries={name: self._entry(name) for name in sorted(self._clusters)},
             book=self._book,
             decisions=self._decisions,
@@ -208,6 +210,7 @@ class FleetWorkflow:
 
     @workflow.update
     def put_class(self, cls: InferenceClass) -> None:
+        self._class_created.setdefault(cls.name, workflow.now())
         if self._classes.get(cls.name) != cls:
             self._classes[cls.name] = cls
             self._catalog_changed()
@@ -235,6 +238,7 @@ class FleetWorkflow:
                 f"InferenceClass {name} is used by clusters: {', '.join(users)}",
                 non_retryable=True,
             )
+        self._class_created.pop(name, None)
         if self._classes.pop(name, None) is not None:
             self._catalog_changed()
 
@@ -507,6 +511,11 @@ class FleetWorkflow:
         """The catalog's classes in full (``modelfleet get classes -o yaml``). A query only:
         adding it changes no history."""
         return [self._classes[k] for k in sorted(self._classes)]
+
+    @workflow.query
+    def class_created(self) -> dict[str, datetime]:
+        """When each class was first applied, by name (``get classes``' AGE). A query only."""
+        return dict(self._class_created)
 
     @workflow.query
     def decisions(self, query: DecisionQuery) -> list[Decision]:
