@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+import pytest
 import pytest_asyncio
 from deployment_fakes import FakeClusters, FakeFleet, deployment
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -210,6 +211,29 @@ async def test_scale_up_by_update_and_down_by_signal(harness: Harness) -> None:
     assert deleted.replicas == []
     assert harness.fleet.ledger == {}
     assert (await handle.result()).phase == "Deleting"
+
+
+async def test_a_scale_update_sent_by_hand_with_a_wrong_payload_says_what_is_wrong(
+    harness: Harness,
+) -> None:
+    """``temporal workflow update execute --name scale --input '{"replica": 3}'`` used to fail
+    with the SDK's bare "Failed decoding arguments"; it is refused with what was expected, and
+    the accepted shapes (the Update's own and a bare count) scale."""
+    handle = await harness.start(1)
+    await harness.wait_status(handle, ready(1), "1 ready")
+    for payload, why in (
+        ({"replica": 3}, "expected {'replicas': N}, got keys ['replica']"),
+        ({"replicas": "three"}, "expected an integer replica count"),
+        ({"replicas": -1}, "replicas must be between 0 and"),
+    ):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("scale", payload)
+        assert why in str(refused.value.cause), refused.value.cause
+    assert (await handle.query(DeploymentWorkflow.status)).generation == 1  # nothing changed
+    await handle.execute_update("scale", {"replicas": 2})
+    await harness.wait_status(handle, ready(2), "2 ready")
+    await handle.execute_update("scale", 1)
+    await harness.wait_status(handle, ready(1), "back to 1")
 
 
 async def test_template_change_rolls_with_surge_one_replica_at_a_time(harness: Harness) -> None:

@@ -77,6 +77,8 @@ DeploymentInput = DeploymentState
 
 
 class ScaleRequest(WireModel):
+    """What the ``scale`` Update takes (the workflow reads it raw: ``deployment.signals``)."""
+
     replicas: int
 
 
@@ -118,16 +120,21 @@ class DeploymentWorkflow:
             raise InvalidResourceError(spec.ref, errors)
 
     @workflow.update
-    def scale(self, request: ScaleRequest) -> DeploymentStatus:
-        self._state = rollout.scaled(self._state, request.replicas, workflow.now())
+    def scale(self, request: Any) -> DeploymentStatus:
+        # Taken raw, like the signal, and validated below: a typed ScaleRequest made a payload
+        # sent by hand with a wrong key fail with the SDK's bare "Failed decoding arguments".
+        wanted = scale_replicas(request, MAX_REPLICAS)
+        assert isinstance(wanted, int)  # the validator refused anything else
+        self._state = rollout.scaled(self._state, wanted, workflow.now())
         return self._status()
 
     @scale.validator
-    def _check_scale(self, request: ScaleRequest) -> None:
-        if not 0 <= request.replicas <= MAX_REPLICAS:
+    def _check_scale(self, request: Any) -> None:
+        wanted = scale_replicas(request, MAX_REPLICAS)
+        if isinstance(wanted, str):
             raise InvalidResourceError(
                 self._state.spec.ref,
-                [FieldError(("spec", "replicas"), f"must be between 0 and {MAX_REPLICAS}")],
+                [FieldError(("spec", "replicas"), wanted)],
             )
         if self._state.deleting:
             raise ValueError(f"{self._state.spec.ref} is being deleted")
