@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.text import Text
 from temporalio.client import Client
 
@@ -264,10 +265,10 @@ def get(
         return found, errors
 
     try:
-        _, errors = run_async(go)
+        found, errors = run_async(go)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
-    if errors and not ignore_not_found:
+    if (errors and not ignore_not_found) or any(i.error for i in found):
         raise typer.Exit(1)
 
 
@@ -284,7 +285,17 @@ def _print(
     if not ignore_not_found:
         for line in errors:
             err_console.print(f"Error from server (NotFound): {line}")
+    for item in found:
+        if item.error:  # its row shows what visibility knows; structured output leaves it out
+            where = f" in namespace {item.namespace}" if item.namespace else ""
+            err_console.print(
+                f"Error from server (Unavailable): {resource_name(item.kind, item.name)}{where} "
+                f"did not answer: {escape(item.error)}",
+                soft_wrap=True,
+            )
     output = out.format
+    if output is not OutputFormat.TABLE and output is not OutputFormat.WIDE:
+        found = [i for i in found if not i.error]
     if out.is_template:
         if found or not single:
             print_template(out, as_document(found, single))

@@ -42,6 +42,9 @@ class Fetched:
     manifest: dict[str, Any]
     created: datetime | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # Why the resource's workflow did not answer ("": it did): the row shows what visibility
+    # knows, and the list says so (``get`` exits 1, as kubectl after a partial list).
+    error: str = ""
 
     @property
     def status(self) -> dict[str, Any]:
@@ -69,6 +72,31 @@ def _utc(at: datetime | None) -> str | None:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unanswered_resource(
+    kind: str, namespace: str, name: str, run: Any, phase: str | None, exc: BaseException
+) -> Fetched:
+    """A resource whose workflow could not answer now: its name and age from visibility, the
+    phase it last published (search attribute), and why it did not answer."""
+    reason = " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+    created = getattr(run, "start_time", None)
+    manifest = _with_server_fields(
+        {
+            "apiVersion": API_VERSION,
+            "kind": kind,
+            "metadata": {"name": name, "namespace": namespace},
+        },
+        created,
+        {
+            "phase": phase or "Unknown",
+            "ready": "?",
+            "desired": "?",
+            "updated": "?",
+            "message": f"did not answer: {reason}",
+        },
+    )
+    return Fetched(kind, name, namespace, manifest, created, {}, error=reason)
 
 
 def class_resource(

@@ -48,6 +48,7 @@ from modelfleet.cli.manifests import (
     gateway_resource,
     replica_resource,
     service_resource,
+    unanswered_resource,
 )
 from modelfleet.cli.targets import is_namespaced, resource_name
 from modelfleet.cluster.workflow import ClusterWorkflow
@@ -81,6 +82,8 @@ from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.settings import TemporalSettings
 
 QUERY_TIMEOUT = timedelta(seconds=8)
+# Workflows a list asks at once (each its own query; the server and workers answer in parallel).
+ROW_READS = 16
 
 
 async def connect_with_worker(s: TemporalSettings) -> Client:
@@ -88,6 +91,13 @@ async def connect_with_worker(s: TemporalSettings) -> Client:
     client = await open_client(s)
     await require_worker(client, s)
     return client
+
+
+def _no_answer(what: str) -> str:
+    return (
+        f"no worker answered a query to {what} within {QUERY_TIMEOUT.seconds}s (its worker is "
+        f"busy, or none runs it); {START_WORKER}"
+    )
 
 
 async def query(
@@ -105,9 +115,7 @@ async def query(
             )
         return await handle.query(name, *args, rpc_timeout=QUERY_TIMEOUT)
     except RPCTimeoutOrCancelledError:
-        raise NoWorkerError(
-            f"no worker answered a query to {what} within {QUERY_TIMEOUT.seconds}s; {START_WORKER}"
-        ) from None
+        raise NoWorkerError(_no_answer(what)) from None
     except WorkflowQueryFailedError as exc:
         if "unknown queryType" in exc.message or "not registered" in exc.message:
             raise CliError(
@@ -116,10 +124,9 @@ async def query(
             ) from None
         raise
     except RPCError as exc:
-        if exc.status is RPCStatusCode.DEADLINE_EXCEEDED:
-            raise NoWorkerError(
-                f"no worker answered a query to {what} in time; {START_WORKER}"
-            ) from None
+        # The server gives up on a query nobody answers with either code ("Timeout expired").
+        if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise NoWorkerError(_no_answer(what)) from None
         if exc.status is RPCStatusCode.NOT_FOUND:
             raise NotFoundError(f"{what} not found") from None
         raise
@@ -280,15 +287,28 @@ async def fetch_gateways(client: Client, namespace: str | None, wanted: set[str]
 async def fetch_deployments(
     client: Client, namespace: str | None, wanted: set[str]
 ) -> list[Fetched]:
-    out = []
-    for w in await _runs(client, "ModelDeployment", namespace, wanted, deployment_id):
+    """Every deployment's spec and status, asked of its workflow, a few at a time. One that
+    cannot answer now (its workflow task failing or stuck behind a busy worker) is a row of
+    what visibility knows (name, age, last published phase) carrying the reason, not the end of
+    the list: one busy workflow never takes ``get deployments -A`` down."""
+    gate = asyncio.Semaphore(ROW_READS)
+
+    async def row(w: WorkflowExecution) -> Fetched | None:
         _, ns, dname = w.id.split("/", 2)
-        status = await deployment_status(client, ns, dname)
-        spec = await deployment_spec(client, ns, dname)
+        async with gate:
+            try:
+                status = await deployment_status(client, ns, dname)
+                spec = await deployment_spec(client, ns, dname)
+            except NotFoundError:
+                return None  # deleted since it was listed
+            except (CliError, RPCError, WorkflowQueryFailedError) as exc:
+                return unanswered_resource("ModelDeployment", ns, dname, w, _phase(w), exc)
         # The workflow keeps its creation time across continue-as-new; this run's start is
         # only the creation time for a deployment that never continued.
-        out.append(deployment_resource(spec, status, status.created or w.start_time))
-    return out
+        return deployment_resource(spec, status, status.created or w.start_time)
+
+    runs = await _runs(client, "ModelDeployment", namespace, wanted, deployment_id)
+    return [r for r in await asyncio.gather(*(row(w) for w in runs)) if r is not None]
 
 
 async def fetch_classes(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:

@@ -1,0 +1,123 @@
+"""``get deployments`` when one deployment's workflow cannot answer (issue 22 item 4): the list
+shows every row it could read, a row of what visibility knows (name, age, last published phase)
+for the one that did not answer, one error line naming it and why, and exits 1, as kubectl does
+after a partial list; ``-o yaml`` leaves the unanswered one out. Against the real dev server:
+the silent deployment is a workflow on a task queue nobody polls, so its queries time out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from typer.testing import CliRunner
+
+from modelfleet.api.deployments import ModelDeployment
+from modelfleet.api.loading import load_paths
+from modelfleet.cli import resources
+from modelfleet.cli.main import app
+from modelfleet.contracts import search
+from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.ids import deployment_id
+from modelfleet.contracts.status import DeploymentStatus
+
+QWEN = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
+
+
+@workflow.defn(name="Poller")
+class Poller:
+    """Something polling the CLI's task queue, so ``get`` finds a worker there."""
+
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+async def _start(client: Client, name: str, phase: str) -> None:
+    """A deployment-kind workflow on a queue nobody polls: listed by visibility, never answers."""
+    await client.start_workflow(
+        "ModelDeployment",
+        id=deployment_id("ml", name),
+        task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(search.KIND, "ModelDeployment"),
+                SearchAttributePair(search.NAMESPACE, "ml"),
+                SearchAttributePair(search.NAME, name),
+                SearchAttributePair(search.PHASE, phase),
+            ]
+        ),
+    )
+
+
+async def test_one_silent_deployment_does_not_take_the_list_down(
+    dev_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address = dev_client.service_client.config.target_host
+    qwen = next(r for r in load_paths([str(QWEN)]).resources if isinstance(r, ModelDeployment))
+    monkeypatch.setattr(resources, "QUERY_TIMEOUT", resources.timedelta(seconds=1))
+    real_status, real_spec = resources.deployment_status, resources.deployment_spec
+
+    # "answers" stands for a deployment whose workflow answers; "silent" asks for real.
+    async def status(client: Client, ns: str, name: str) -> DeploymentStatus:
+        if name == "answers":
+            return DeploymentStatus(
+                namespace=ns, name=name, generation=1, desired=2, scheduled=2, ready=2,
+                updated=2, phase="Ready",
+            )  # fmt: skip
+        return await real_status(client, ns, name)
+
+    async def spec(client: Client, ns: str, name: str) -> Any:
+        if name == "answers":
+            return qwen.model_copy(
+                update={"metadata": qwen.metadata.model_copy(update={"name": name})}
+            )
+        return await real_spec(client, ns, name)
+
+    monkeypatch.setattr(resources, "deployment_status", status)
+    monkeypatch.setattr(resources, "deployment_spec", spec)
+    await _start(dev_client, "answers", "Ready")
+    await _start(dev_client, "silent", "Progressing")
+
+    def get(*args: str) -> Any:
+        return CliRunner().invoke(
+            app,
+            ["--address", address, "get", "deployments", "-n", "ml", *args],
+            env={"COLUMNS": "200"},
+        )
+
+    async with Worker(
+        dev_client,
+        task_queue=TASK_QUEUE,
+        workflows=[Poller],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
+        while True:
+            result = await asyncio.to_thread(get)
+            rows = [line.split() for line in result.stdout.splitlines()[1:]]
+            if len(rows) == 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        as_yaml = await asyncio.to_thread(get, "-o", "yaml")
+
+    assert result.exit_code == 1, result.output
+    assert sorted(r[:4] for r in rows) == [
+        ["answers", "2/2", "2", "Ready"],
+        ["silent", "?/?", "?", "Progressing"],
+    ], result.stdout
+    assert (
+        "Error from server (Unavailable): modeldeployment.modelfleet.dev/silent in namespace ml "
+        "did not answer: no worker answered a query"
+    ) in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+    assert as_yaml.exit_code == 1
+    assert [i["metadata"]["name"] for i in yaml.safe_load(as_yaml.stdout)["items"]] == ["answers"]
