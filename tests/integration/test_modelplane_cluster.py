@@ -6,8 +6,6 @@ with workloads pinned by that label and routes attached to that Gateway."""
 
 from __future__ import annotations
 
-import shutil
-
 from integration_support import Stack, deployment, wait_for
 
 from modelfleet.api.clusters import InferenceCluster
@@ -37,11 +35,12 @@ async def test_a_cluster_prepared_for_modelplane_serves_unchanged(stack: Stack) 
     cluster = _cluster(name, secret)
     classes = {c.name: c for c in stack.env.resources if c.KIND == "InferenceClass"}
     await stack.fleet.add_cluster(cluster, classes)  # type: ignore[arg-type]
-    # The worker finds the kubeconfig only as a Secret mounted under the secretRef's name.
+    # The simulated fleet also writes the kubeconfig as a Secret mounted under the secretRef's
+    # name; without the one named after the cluster, the worker can find it only there.
     by_cluster = stack.fleet.kubeconfig(name)
     mounted = by_cluster.parent / secret / "kubeconfig"
-    mounted.parent.mkdir()
-    shutil.move(by_cluster, mounted)
+    assert mounted.is_file()
+    by_cluster.unlink()
     store = stack.fleet.store(name)
     (node_type,) = [rt for rt in store.registry if rt.kind == "Node"]
     labels = [n["metadata"].get("labels") or {} for n in store.list_objects(node_type).items]
