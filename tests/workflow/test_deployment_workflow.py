@@ -224,7 +224,7 @@ async def test_a_scale_update_sent_by_hand_with_a_wrong_payload_says_what_is_wro
     for payload, why in (
         ({"replica": 3}, "expected {'replicas': N}, got keys ['replica']"),
         ({"replicas": "three"}, "expected an integer replica count"),
-        ({"replicas": -1}, "replicas must be between 0 and"),
+        ({"replicas": -1}, "spec.replicas: must be between 0 and"),
     ):
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update("scale", payload)

@@ -134,7 +134,7 @@ class DeploymentWorkflow:
         if isinstance(wanted, str):
             raise InvalidResourceError(
                 self._state.spec.ref,
-                [FieldError(("spec", "replicas"), wanted)],
+                [FieldError(("spec", "replicas"), wanted.removeprefix("replicas "))],
             )
         if self._state.deleting:
             raise ValueError(f"{self._state.spec.ref} is being deleted")
