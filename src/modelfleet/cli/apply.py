@@ -40,7 +40,6 @@ from modelfleet.cli.plan import print_plan
 from modelfleet.cli.resources import connect_with_worker
 from modelfleet.cli.targets import resource_name
 from modelfleet.cli.validate import FilesOption, load_or_exit
-from modelfleet.worker.runner import ensure_fleet
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
 
@@ -73,6 +72,10 @@ async def apply_resource(
 async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
     """Apply in dependency order, printing created/configured/unchanged per document; returns
     how many were rejected."""
+    # Imported here: worker.runner loads every activity and the cloud SDKs, which the other
+    # verbs never need (each `modelfleet` command would start about a second slower).
+    from modelfleet.worker.runner import ensure_fleet
+
     await ensure_fleet(client)
     live = await read_live(client, resources)
     failures = 0

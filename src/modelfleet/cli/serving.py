@@ -8,10 +8,10 @@ Side effects: Temporal client calls only.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 
-from modelfleet.activities.serving import directory_update
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.cli.entities import delete_entity, update_with_start
@@ -19,6 +19,21 @@ from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
+
+
+async def directory_update(
+    client: Client,
+    update: str,
+    arg: Any,
+    result_type: type,
+    *,
+    rpc_timeout: timedelta | None = None,
+) -> Any:
+    """``activities.serving.directory_update``, imported on first use: that module loads the
+    Kubernetes client, which every other verb would pay for at start-up (about half a second)."""
+    from modelfleet.activities.serving import directory_update as update_directory
+
+    return await update_directory(client, update, arg, result_type, rpc_timeout=rpc_timeout)
 
 
 def endpoint_record(endpoint: ModelEndpoint) -> EndpointRecord:

@@ -15,7 +15,6 @@ from rich.markup import escape
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, settings
 from modelfleet.cli.output import EXIT_INVALID, err_console
 from modelfleet.worker.logs import LogFormat, configure_logging
-from modelfleet.worker.runner import run_worker
 from modelfleet.worker.settings import ENV_CREDENTIALS, SettingsError
 from modelfleet.worker.versioning import deployment_config
 
@@ -65,6 +64,10 @@ def worker(
     except SettingsError as exc:
         err_console.print(f"[red]error[/]: {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from None
+
+    # Imported here, not at the top: the activities and cloud SDKs it loads would slow every
+    # other `modelfleet` verb's start-up by about a second.
+    from modelfleet.worker.runner import run_worker
 
     async def go() -> None:
         client = await open_client(s)
