@@ -1,14 +1,15 @@
-"""Test files in the order that ends a ``-n 2 --dist loadfile`` run soonest: slowest first, a
+"""Test files in the order that ends a ``-n N --dist loadfile`` run soonest: slowest first, a
 pytest plugin loaded by ``tests/conftest.py``.
 
 xdist hands out whole files in collection order (its own reordering, most tests first, is turned
 off here): with the long integration files first, whichever process is free takes the next
-longest, and the many short files fill the end, so both finish within a short file of each
+longest, and the many short files fill the end, so all finish within a short file of each
 other (longest-processing-time-first). The order inside a file is kept.
 
 The seconds come from ``tests/file_durations.json`` (a measured run's per-file totals: set-up,
 call and teardown); a file it does not list counts by its directory. Stale numbers cost only
-balance. To measure again::
+balance, but that can be minutes: three slow unit files missing from the list ran last and made
+one run 1.5 minutes longer than the next. To measure again::
 
     make durations     # the suite with --junitxml, then this module rewrites the JSON
 """
