@@ -81,6 +81,10 @@ def _two_pools(name: str) -> InferenceCluster:
     )
 
 
+# Far above the seconds a provisioning takes on the time-skipping server; only a hang reaches it.
+SETTLE_SECONDS = 60
+
+
 @dataclass
 class FakeCloud:
     """Records the cloud calls; fails where told to."""
@@ -139,6 +143,14 @@ class FakeCloud:
 
     async def _kubeconfig(self, c: CloudCluster) -> None:
         self.calls.append("kubeconfig")
+
+    async def settle(self) -> None:
+        """Until the cluster has reported Ready or a failed provisioning, bounded: a stranded run
+        fails here in a minute, with what the cloud saw, not at the hang guard."""
+        try:
+            await asyncio.wait_for(self.settled.wait(), SETTLE_SECONDS)
+        except TimeoutError:
+            raise AssertionError(f"never settled; cloud calls: {self.calls}") from None
 
     @activity.defn(name=KUBE_PROBE)
     async def probe(self, request: ProbeRequest) -> ProbeResult:
@@ -251,7 +263,7 @@ async def _run(
             task_queue=queue,
             result_type=ClusterStatus,
         )
-        await cloud.settled.wait()
+        await cloud.settle()
         settled = await handle.query(ClusterWorkflow.status)
         await handle.execute_update(ClusterWorkflow.delete)
         final = await handle.result()
@@ -328,7 +340,7 @@ async def test_a_failed_provisioning_is_retried_by_applying_again_and_by_restart
             task_queue=queue,
             result_type=ClusterStatus,
         )
-        await cloud.settled.wait()
+        await cloud.settle()
         failed = await handle.query(ClusterWorkflow.status)
         assert failed.phase == "Failed"
         assert failed.reason.startswith("ProvisioningFailed at create node pool gpu-h100: ")
@@ -339,13 +351,13 @@ async def test_a_failed_provisioning_is_retried_by_applying_again_and_by_restart
         cloud.settled.clear()
         again = await handle.execute_update(ClusterWorkflow.apply, spec)
         assert again.phase == "Provisioning"
-        await cloud.settled.wait()
+        await cloud.settle()
         assert (await handle.query(ClusterWorkflow.status)).phase == "Failed"
 
         cloud.settled.clear()
         restarted = await handle.execute_update(ClusterWorkflow.retry)
         assert restarted.phase == "Provisioning"
-        await cloud.settled.wait()
+        await cloud.settle()
         ready = await handle.query(ClusterWorkflow.status)
         assert ready.phase == "Ready"
         assert cloud.calls.count("create pool gpu-h100") == 3
@@ -383,7 +395,7 @@ async def test_a_provisioned_cluster_refreshes_its_kubeconfig_token(
             task_queue=queue,
             result_type=ClusterStatus,
         )
-        await cloud.settled.wait()
+        await cloud.settle()
         assert cloud.calls.count("kubeconfig") == 1
         await time_skipping_env.sleep(timedelta(minutes=25))
         # Written at provisioning, then again every ten minutes of probing.
@@ -426,7 +438,7 @@ async def test_missing_rbac_keeps_the_cluster_out_with_a_condition_until_granted
         assert not any(r.ready for r in cloud.reports), "no placement before RBAC is granted"
         # Granted: the next probe reviews again and the cluster becomes Ready.
         cloud.denied.clear()
-        await cloud.settled.wait()
+        await cloud.settle()
         status = await handle.query(ClusterWorkflow.status)
         access = next(c for c in status.conditions if c.type == "AccessGranted")
         assert (status.phase, access.status) == ("Ready", "True")
@@ -464,7 +476,7 @@ async def test_changed_pools_are_reconciled_and_a_busy_pool_is_not_removed(
             task_queue=queue,
             result_type=ClusterStatus,
         )
-        await cloud.settled.wait()
+        await cloud.settle()
         # Add a pool and widen the first one's autoscaling bounds.
         wider = first.model_copy(update={"min_node_count": 1, "max_node_count": 8})
         extra = first.model_copy(

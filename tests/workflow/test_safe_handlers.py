@@ -119,7 +119,7 @@ async def test_an_apply_sent_while_a_pool_removal_asks_the_fleet_is_the_spec_tha
             task_queue=queue,
             result_type=ClusterStatus,
         )
-        await cloud.settled.wait()
+        await cloud.settle()
         removing = await handle.start_update(
             ClusterWorkflow.apply, removal, wait_for_stage=WorkflowUpdateStage.ACCEPTED
         )
