@@ -19,6 +19,7 @@ from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.scheduling.standing import Standing
 
 
 def template_key(deployment: ModelDeployment) -> str:
@@ -46,6 +47,9 @@ class PlaceRequest(WireModel):
     avoid_reasons: dict[str, str] = Field(default_factory=dict)
     # Names of this deployment's replicas that left lately: no new replica is given one.
     retired: list[str] = Field(default_factory=list)
+    # How this deployment's replicas serve, by name, where not serving the current template:
+    # scale-down (and the scale-back after a failed surge) removes the least serving first.
+    standing: dict[str, Standing] = Field(default_factory=dict)
 
 
 class DryPlaceRequest(PlaceRequest):

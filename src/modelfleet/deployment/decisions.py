@@ -46,6 +46,7 @@ from modelfleet.deployment.decide import (
 )
 from modelfleet.deployment.events import (
     applied,
+    avoided,
     carried,
     deleted,
     dry_place_request,
@@ -60,6 +61,7 @@ from modelfleet.deployment.events import (
     resumed,
     resync,
     scaled,
+    standing,
     started,
 )
 from modelfleet.deployment.report import report
@@ -93,6 +95,7 @@ __all__ = [
     "Wait",
     "after_ready",
     "applied",
+    "avoided",
     "carried",
     "crash_looping",
     "deleted",
@@ -115,6 +118,7 @@ __all__ = [
     "resumed",
     "resync",
     "scaled",
+    "standing",
     "started",
     "template_hash",
     "wait_over",

@@ -37,6 +37,7 @@ from modelfleet.deployment.state import (
     template_hash,
 )
 from modelfleet.deployment.state import DryPlace as DryPlaceOp
+from modelfleet.scheduling.standing import Standing
 
 
 def started(state: DeploymentState, at: datetime) -> DeploymentState:
@@ -151,16 +152,46 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
 def place_request(
     state: DeploymentState, place: Place, request_id: str, now: datetime
 ) -> PlaceRequest:
-    """The Fleet request for ``place``; clusters whose avoidance has expired are not sent."""
-    avoid = sorted(c for c, until in state.avoid.items() if until > now)
+    """The Fleet request for ``place``; clusters whose avoidance has expired are not sent.
+    Replicas that do not serve the current template are ranked (``standing``), so what the
+    placement removes is the least serving first."""
+    avoid = avoided(state, now)
     return PlaceRequest(
         request_id=request_id,
         deployment=effective_spec(state),
         desired=place.desired,
-        avoid_clusters=avoid,
-        avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+        avoid_clusters=sorted(avoid),
+        avoid_reasons={c: why for c, why in avoid.items() if why},
         retired=sorted(still_retired(state.retired, now)),
+        standing=standing(state),
     )
+
+
+def avoided(state: DeploymentState, now: datetime) -> dict[str, str]:
+    """Clusters that get no new replica of this deployment now, and why: those avoided after a
+    failure until their time is up, and those where a replica failed and is not reaped yet (a
+    replacement decided before the reap, such as the scale-back after a rollback, must not go
+    back to the cluster its predecessor just failed on)."""
+    avoid = {c: state.avoid_reasons.get(c, "") for c, until in state.avoid.items() if until > now}
+    for name, r in sorted(state.replicas.items()):
+        if r.phase is ReplicaPhase.FAILED and r.cluster not in avoid:
+            avoid[r.cluster] = f"replica {name} failed" + (f": {r.reason}" if r.reason else "")
+    return {c: why for c, why in sorted(avoid.items())}
+
+
+def standing(state: DeploymentState) -> dict[str, Standing]:
+    """How each replica that does not serve the deployment's current template stands: failed,
+    not Ready (pending, progressing, degraded, terminating), or Ready on an older template."""
+    current = template_hash(effective_spec(state))
+    out: dict[str, Standing] = {}
+    for name, r in sorted(state.replicas.items()):
+        if r.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED):
+            out[name] = Standing.FAILED
+        elif r.phase is not ReplicaPhase.READY:
+            out[name] = Standing.NOT_READY
+        elif r.template_hash != current:
+            out[name] = Standing.OLD_TEMPLATE
+    return out
 
 
 def dry_place_request(
@@ -168,14 +199,15 @@ def dry_place_request(
 ) -> DryPlaceRequest:
     """The Fleet request for a dry placement of the spec's template (never the held-back one:
     the point is to ask about the new template)."""
-    avoid = sorted(c for c, until in state.avoid.items() if until > now)
+    avoid = avoided(state, now)
     return DryPlaceRequest(
         request_id=request_id,
         deployment=state.spec,
         desired=dry.desired,
-        avoid_clusters=avoid,
-        avoid_reasons={c: r for c, r in state.avoid_reasons.items() if c in avoid},
+        avoid_clusters=sorted(avoid),
+        avoid_reasons={c: why for c, why in avoid.items() if why},
         without=dry.without,
+        standing=standing(state),
     )
 
 

@@ -137,6 +137,7 @@ def fleet_place(
         indexed=(ours, by_cluster),
         ledger_cache=ledger_cache,
         retired=request.retired,
+        standing=request.standing,
     )
     on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
     summary = placement.summary

@@ -27,7 +27,7 @@ from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import avoided_reason
 from modelfleet.scheduling.fill import LedgerCache
 from modelfleet.scheduling.observed_devices import DeviceReport, published_devices
-from modelfleet.scheduling.placement import Placement, place
+from modelfleet.scheduling.placement import Placement, Standing, place
 from modelfleet.scheduling.snapshot import (
     ClusterSnapshot,
     FleetSnapshot,
@@ -121,6 +121,7 @@ def place_in_fleet(
     indexed: tuple[Sequence[ModelReplica], Mapping[str, Collection[ModelReplica]]] | None = None,
     ledger_cache: LedgerCache | None = None,
     retired: Collection[str] = (),
+    standing: Mapping[str, Standing] | None = None,
 ) -> Placement:
     """Where ``deployment``'s ``desired`` replicas run, given every placed replica in the fleet.
 
@@ -147,6 +148,7 @@ def place_in_fleet(
         indexed=indexed,
         ledger_cache=ledger_cache,
         retired=retired,
+        standing=standing,
     )
     unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
     if not unexplained:

@@ -29,13 +29,21 @@ from modelfleet.scheduling.explain import summarize
 from modelfleet.scheduling.fill import LedgerCache, book_into_cache, build_ledger, fill
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
-from modelfleet.scheduling.retain import Retained, Victim, VictimReason, retain, scale_down
+from modelfleet.scheduling.retain import (
+    Retained,
+    Standing,
+    Victim,
+    VictimReason,
+    retain,
+    scale_down,
+)
 from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import stamp_replica
 
 __all__ = [
     "REPLICAS_SCHEDULED",
     "Placement",
+    "Standing",
     "Victim",
     "VictimReason",
     "place",
@@ -95,6 +103,7 @@ def place(
     ledger_cache: LedgerCache | None = None,
     skip_full: bool = True,
     retired: Collection[str] = (),
+    standing: Mapping[str, Standing] | None = None,
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
@@ -114,6 +123,7 @@ def place(
     drops their clusters' entries; with it, clusters whose cached pools have
     no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
     ``retired`` names replicas of this deployment that left lately: no new replica gets one.
+    ``standing`` ranks this deployment's replicas for scale-down (see ``retain.scale_down``).
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
@@ -147,7 +157,7 @@ def place(
     matcher = Matcher(evaluator)
     plans = [engine_plan(e) for e in deployment.spec.template.spec.engines]
     kept, victims = retain(deployment, plans, ours, index, selected, matcher)
-    victims += scale_down(kept, want)
+    victims += scale_down(kept, want, standing)
     result.victims = victims
     result.kept = [
         stamp_replica(deployment, r.cluster_name, r.index, r.choices, name=r.replica.name)

@@ -5,8 +5,10 @@ cluster is gone or no longer selected, when another replica already holds its (c
 when its cluster carries an untolerated NoExecute taint, when the deployment's engines or member
 roles changed, or when its pinned pool no longer satisfies the current selectors. Drift in a
 pool's attributes while it still matches does not evict, and a degraded cluster (not Ready, no
-gateway) keeps its replicas. Scale-down removes the replica with the largest (replicas of this
-deployment on its cluster, cluster name, index).
+gateway) keeps its replicas. Scale-down removes the replica that serves least first, by its
+:class:`Standing` as the deployment reports it (failed, then not Ready, then of an older template,
+then serving the current one); among equals the one with the largest (replicas of this deployment
+on its cluster, cluster name, index), Modelplane's order.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs).
 """
@@ -14,7 +16,7 @@ Layer rule: pure (no I/O, no Temporal, no SDKs).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -23,6 +25,7 @@ from modelfleet.api.meta import Model
 from modelfleet.scheduling.index import FleetIndex, IndexedCluster, IndexedPool
 from modelfleet.scheduling.matching import EnginePlan, Matcher, MemberMatch
 from modelfleet.scheduling.stamp import EngineChoice
+from modelfleet.scheduling.standing import REMOVE_FIRST, Standing
 from modelfleet.scheduling.tolerations import EVICTS, describe_taint, first_untolerated
 
 
@@ -105,12 +108,28 @@ def retain(
     return kept, victims
 
 
-def scale_down(kept: list[Retained], desired: int) -> list[Victim]:
-    """Remove replicas from ``kept`` until at most ``desired`` remain; return the victims."""
+def scale_down(
+    kept: list[Retained], desired: int, standing: Mapping[str, Standing] | None = None
+) -> list[Victim]:
+    """Remove replicas from ``kept`` until at most ``desired`` remain; return the victims.
+
+    ``standing`` ranks replicas by name (absent: serving the current template): the least
+    serving go first, so a scale-down or the scale-back after a failed surge never removes a
+    healthy replica while a failed, not-Ready or outdated one remains. Ties keep Modelplane's
+    order (the most loaded cluster, then the largest cluster name and index)."""
+    standing = standing or {}
     load = Counter(r.cluster_name for r in kept)
     victims = []
     while len(kept) > max(desired, 0):
-        victim = max(kept, key=lambda r: (load[r.cluster_name], r.cluster_name, r.index))
+        victim = max(
+            kept,
+            key=lambda r: (
+                -REMOVE_FIRST[standing.get(r.replica.name, Standing.SERVING)],
+                load[r.cluster_name],
+                r.cluster_name,
+                r.index,
+            ),
+        )
         kept.remove(victim)
         load[victim.cluster_name] -= 1
         victims.append(
