@@ -34,7 +34,7 @@ from modelfleet.contracts.fleet_payloads import (
     PlaceResponse,
     ReplicaRemoval,
 )
-from modelfleet.contracts.status import ReplicaPhase
+from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.deployment import decisions as rollout
 from modelfleet.deployment.decisions import DeploymentState
 from modelfleet.scheduling.placement import place
@@ -74,7 +74,12 @@ class SchedulerFleet:
     def _answer(self, request: PlaceRequest, existing: list[ModelReplica]) -> PlaceResponse:
         avoid = {c: request.avoid_reasons.get(c, "avoided") for c in request.avoid_clusters}
         result = place(
-            request.deployment, self.snapshot, existing, desired=request.desired, avoid=avoid
+            request.deployment,
+            self.snapshot,
+            existing,
+            desired=request.desired,
+            avoid=avoid,
+            standing=request.standing,
         )
         return PlaceResponse(
             kept=result.kept,
@@ -187,3 +192,137 @@ def test_a_cel_syntax_error_is_rejected_at_validation() -> None:
     errors = validate(model("device.attributes[ == "))
     assert errors
     assert "selectors" in str(errors[0])
+
+
+# --- issue 29: victims by health and template; a change blocked by its cluster --------------
+
+EU = {"region": "eu"}
+
+
+def _one_node(name: str) -> Any:
+    return cluster(name, pool("gpu", 1, gpu(memory="80Gi")), labels=EU)
+
+
+def _serving_on_north_and_west() -> tuple[Driver, ModelDeployment]:
+    """Two Ready replicas of the good template on north and west; then east joins the fleet
+    (so a surge can only go to east, the cluster whose name sorts first)."""
+    good = model()
+    snapshot = fleet(_one_node("north"), _one_node("west"))
+    driver = Driver(DeploymentState(spec=good), SchedulerFleet(snapshot))  # type: ignore[arg-type]
+    assert driver.run() == "rest"
+    assert sorted(s.cluster for s in driver.state.replicas.values()) == ["north", "west"]
+    # A new snapshot: the scheduler caches its index on the one it saw.
+    driver.fleet.snapshot = fleet(_one_node("east"), *snapshot.clusters)  # type: ignore[attr-defined]
+    driver.log.clear()
+    driver.now += timedelta(minutes=5)
+    return driver, good
+
+
+def _surge_on_east(driver: Driver) -> str:
+    """Apply a new image; its surge goes to east and hangs there."""
+    driver.behaviour = {"east": "hang"}
+    driver.state = rollout.applied(driver.state, model(image="vllm:2"))
+    waiting = driver.run()
+    assert waiting.startswith("wait "), driver.log
+    surge = waiting.split()[1]
+    assert driver.state.replicas[surge].cluster == "east"
+    return surge
+
+
+def _fail(driver: Driver, name: str, reason: str, *, done: bool, infra: bool = False) -> None:
+    step = ReplicaStep.DONE if done else ReplicaStep.COMPENSATING
+    progress = ReplicaProgress(
+        name=name,
+        phase=ReplicaPhase.FAILED,
+        step=step,
+        reason=reason,
+        at=driver.now,
+        infrastructure=infra,
+    )
+    driver.state = rollout.progressed(driver.state, progress)
+
+
+def test_a_rollback_after_a_failed_surge_never_removes_a_healthy_replica() -> None:
+    """The chaos run: the surge failed at its deadline and was still cleaning up when the
+    rollback's placement scaled back to 2; that removed the healthy replica on west (the
+    largest cluster name) and kept the failed surge."""
+    driver, good = _serving_on_north_and_west()
+    before = _serving(driver)
+    surge = _surge_on_east(driver)
+    driver.log.clear()
+    _fail(driver, surge, "progress deadline passed before leader readiness", done=False)
+    assert driver.run() == "rest"
+    assert "rolled back to the last good template" in rollout.report(driver.state).summary
+    torn = [e.split()[1] for e in driver.log if e.startswith("teardown")]
+    assert not set(torn) & before, driver.log
+    assert _serving(driver) == before
+    # The failed surge finishes its cleanup and is reaped; nothing replaces it on east.
+    _fail(driver, surge, "progress deadline passed before leader readiness", done=True)
+    assert driver.run() == "rest"
+    assert surge not in driver.state.replicas
+    assert _serving(driver) == before
+    assert not [e for e in driver.log if e.startswith("start")], driver.log
+    assert all(
+        s.template_hash == rollout.template_hash(good) for s in driver.state.replicas.values()
+    )
+
+
+def test_a_surge_blocked_by_its_cluster_is_placed_elsewhere_not_rolled_back() -> None:
+    """The surge sat at ensure-namespace on a cluster that went dark until the deadline: the
+    cluster, not the change, failed. The change goes on elsewhere (east avoided) and finishes;
+    nothing is rolled back and no serving replica leaves before its replacement is Ready."""
+    driver, _ = _serving_on_north_and_west()
+    new = model(image="vllm:2")
+    surge = _surge_on_east(driver)
+    reason = "ensure-namespace on cluster east did not finish: the cluster's API server did not"
+    _fail(driver, surge, reason, done=False, infra=True)
+    driver.behaviour = {}
+    assert driver.run() == "rest"
+    _fail(driver, surge, reason, done=True, infra=True)
+    assert driver.run() == "rest"
+    assert driver.state.held == "", driver.state.summary
+    assert "rolled back" not in rollout.report(driver.state).summary
+    serving = {s.cluster: s.template_hash for s in driver.state.replicas.values()}
+    assert len(_serving(driver)) == 2
+    assert set(serving.values()) == {rollout.template_hash(new)}
+    assert "east" not in serving
+    assert any("blocked by its cluster" in e.message for e in driver.state.log)
+    # Every placement after the failure kept east out.
+    failed_at = next(i for i, r in enumerate(driver.fleet.requests) if "east" in r.avoid_clusters)
+    assert all("east" in r.avoid_clusters for r in driver.fleet.requests[failed_at:])
+
+
+def test_a_change_blocked_by_every_cluster_it_tries_rolls_back_after_the_retries() -> None:
+    """Bounded: past ``MAX_CLUSTER_RETRIES`` replacements blocked by their clusters, the change
+    rolls back like any failed replacement, with the plain reason."""
+    good = model()
+    names = ["c1", "c2", "c3", "c4", "c5"]
+    snapshot = fleet(_one_node("north"), _one_node("west"))
+    driver = Driver(DeploymentState(spec=good), SchedulerFleet(snapshot))  # type: ignore[arg-type]
+    assert driver.run() == "rest"
+    before = _serving(driver)
+    driver.fleet.snapshot = fleet(  # type: ignore[attr-defined]
+        *(_one_node(n) for n in names), *snapshot.clusters
+    )
+    driver.now += timedelta(minutes=5)
+    driver.behaviour = dict.fromkeys(names, "hang")
+    driver.state = rollout.applied(driver.state, model(image="vllm:2"))
+    tried = []
+    for _ in range(rollout.MAX_CLUSTER_RETRIES + 1):
+        waiting = driver.run()
+        assert waiting.startswith("wait "), driver.log
+        surge = waiting.split()[1]
+        tried.append(driver.state.replicas[surge].cluster)
+        _fail(
+            driver,
+            surge,
+            f"stage-claims on cluster {tried[-1]} did not finish",
+            done=False,
+            infra=True,
+        )
+    assert driver.run() == "rest"
+    assert tried == names[: rollout.MAX_CLUSTER_RETRIES + 1]
+    summary = rollout.report(driver.state).summary
+    assert "rolled back to the last good template" in summary
+    assert f"stage-claims on cluster {tried[-1]} did not finish" in summary
+    assert _serving(driver) == before

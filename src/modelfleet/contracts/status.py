@@ -60,6 +60,9 @@ class ReplicaProgress(WireModel):
     at: datetime | None = None
     # Container restarts the replica's engines showed when it last left Ready (0: none seen).
     restarts: int = 0
+    # Failed because its cluster could not be reached (every attempt of a step hung or got a
+    # retryable API error), not because of what it runs: the deployment retries elsewhere.
+    infrastructure: bool = False
 
 
 class ReplicaStatus(WireModel):
@@ -75,6 +78,8 @@ class ReplicaStatus(WireModel):
     # When it last became Ready (kept when it leaves Ready, for how long it lasted).
     ready_since: datetime | None = None
     restarts: int = 0
+    # Its rollout failed because its cluster could not be reached (see ``ReplicaProgress``).
+    infrastructure: bool = False
 
 
 class DeploymentStatus(WireModel):

@@ -53,6 +53,10 @@ RESYNC_INTERVAL = timedelta(seconds=60)
 # minute: 1.7 activities/s and 18 events/s for 100 idle deployments.
 LONGEST_QUIET_RESYNC = timedelta(seconds=300)
 AVOID_AFTER_FAILURE = timedelta(minutes=10)
+# A replacement blocked by its cluster (``blocked_by_cluster``) is placed again elsewhere this
+# many times; past that the change rolls back as any failed replacement does.
+MAX_CLUSTER_RETRIES = 2
+NO_OTHER_CLUSTER = "replacement blocked by its cluster and no other cluster has room"
 BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
 # The summary of a roll that would replace a serving replica in place while too few others
 # pass health: it waits (a replica becoming Ready wakes it) instead of dropping below
@@ -289,11 +293,17 @@ def _reap(s: DeploymentState, op: Reap, now: datetime) -> Action | None:
         return None
     status = s.replicas[name]
     if status.phase is ReplicaPhase.FAILED:
-        s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
-        s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
-        note(s, now, f"removed failed {name} on {status.cluster} (avoided for a while)")
+        _avoid_after_failure(s, name, status, now)
     op.after = name
     return Forget(name=name)
+
+
+def _avoid_after_failure(
+    s: DeploymentState, name: str, status: ReplicaStatus, now: datetime
+) -> None:
+    s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
+    s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
+    note(s, now, f"removed failed {name} on {status.cluster} (avoided for a while)")
 
 
 def _teardown(s: DeploymentState, op: TearDown, now: datetime) -> Action:
@@ -311,6 +321,9 @@ def _teardown(s: DeploymentState, op: TearDown, now: datetime) -> Action:
         note(s, now, f"removing {op.name} on {status.cluster}: {op.reason}")
         return SignalTeardown(name=op.name)
     # Gone, finished, or done tearing down: only its capacity is left to release.
+    if status is not None and status.phase is ReplicaPhase.FAILED:
+        # Released before a reap would see it: its cluster is avoided as the reap's would be.
+        _avoid_after_failure(s, op.name, status, now)
     s.ops.pop(0)
     return Forget(name=op.name)
 
@@ -350,6 +363,14 @@ def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | 
             failed = f"rollout paused: replica {crashed.name} of the new template failed"
         _fail_replacement(s, f"{failed}: {after_ready(crashed, now)}")
         return None
+    if (
+        status is not None
+        and blocked_by_cluster(status)
+        and not s.deleting
+        and op.retries < MAX_CLUSTER_RETRIES
+    ):
+        _retry_elsewhere(s, op, status, now)
+        return None
     if status is None or status.phase is not ReplicaPhase.READY:
         # The old replicas keep serving; the deployment rolls back to its last good template.
         why = after_ready(status, now) if status is not None else "gone"
@@ -367,6 +388,40 @@ def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | 
             0, TearDown(name=op.then_replace, reason="replaced by a newer replica (surge)")
         )
     return None
+
+
+def blocked_by_cluster(status: ReplicaStatus) -> bool:
+    """A replacement that failed because its cluster could not be reached (a step hung or the
+    API refused until the deadline), not because of what it runs."""
+    return status.phase is ReplicaPhase.FAILED and status.infrastructure
+
+
+def _retry_elsewhere(
+    s: DeploymentState, op: AwaitReady, status: ReplicaStatus, now: datetime
+) -> None:
+    """The replacement ``op`` awaited was blocked by its cluster: avoid that cluster and place
+    the replacement again (elsewhere) instead of rolling the change back. A surge is placed at
+    once (the failed replica is reaped later); an in-place replacement first waits for the
+    failed one to finish and releases it, so the placement asks for the slot it held."""
+    s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
+    s.avoid_reasons[status.cluster] = f"replica {op.name} failed: {status.reason}"
+    note(
+        s,
+        now,
+        f"{op.name} on {status.cluster} was blocked by its cluster ({status.reason}); "
+        f"placing its replacement on another cluster",
+    )
+    s.ops.pop(0)
+    roll = next((o for o in s.ops if isinstance(o, Roll)), None)
+    unavailable = roll.max_unavailable if roll is not None else 0
+    retry = PlaceFor(
+        purpose="surge",
+        old=op.then_replace,
+        fallback=bool(op.then_replace) and unavailable > 0,
+        guard=True,
+        retries=op.retries + 1,
+    )
+    s.ops = [retry, *s.ops]
 
 
 def _fail_replacement(s: DeploymentState, why: str) -> None:

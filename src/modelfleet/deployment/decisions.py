@@ -32,6 +32,7 @@ from modelfleet.deployment.actions import (
 )
 from modelfleet.deployment.decide import (
     AVOID_AFTER_FAILURE,
+    MAX_CLUSTER_RETRIES,
     RESYNC_INTERVAL,
     WAITING_FOR_HEALTH,
     after_ready,
@@ -76,6 +77,7 @@ from modelfleet.deployment.state import (
 
 __all__ = [
     "AVOID_AFTER_FAILURE",
+    "MAX_CLUSTER_RETRIES",
     "RESYNC_INTERVAL",
     "WAITING_FOR_HEALTH",
     "Action",

@@ -18,7 +18,12 @@ from modelfleet.contracts.fleet_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.deployment.actions import DryPlace, Place
-from modelfleet.deployment.decide import BLOCKED, WAITING_FOR_HEALTH, replace_in_place
+from modelfleet.deployment.decide import (
+    BLOCKED,
+    NO_OTHER_CLUSTER,
+    WAITING_FOR_HEALTH,
+    replace_in_place,
+)
 from modelfleet.deployment.state import (
     AwaitReady,
     CheckCurrent,
@@ -129,6 +134,7 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
     status.phase, status.step, status.reason = progress.phase, progress.step, progress.reason
     status.updated = progress.at
     status.restarts = progress.restarts
+    status.infrastructure = progress.infrastructure
     if s.summary.startswith(WAITING_FOR_HEALTH) and progress.phase is ReplicaPhase.READY:
         # A roll waits for capacity that passes health: this may be it.
         s.dirty = True
@@ -264,10 +270,18 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
                     name=surged,
                     paused=f"rollout paused: surge replica {surged} failed",
                     then_replace=op.old,
+                    retries=op.retries,
                 ),
             ]
         elif op.fallback:
             head = replace_in_place(op.old)
+        elif not op.old:
+            # The retry of a replacement its cluster blocked (``decide._retry_elsewhere``),
+            # with no other cluster to go to: nothing serving was removed for it; the next
+            # pass places it again.
+            s.summary = f"{NO_OTHER_CLUSTER}: {_why_not(response)}"
+            s.ops.clear()
+            return s
         else:
             s.summary = BLOCKED
             s.ops.clear()
@@ -289,6 +303,7 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
                     name=r.name,
                     paused=f"rollout paused: replica {r.name} failed",
                     also_replace=deferred if i == len(response.placed) - 1 else [],
+                    retries=op.retries,
                 )
                 for i, r in enumerate(response.placed)
             ]

@@ -59,6 +59,8 @@ class PlaceFor(WireModel):
     # serving replica leaves only after its replacement is Ready, a replacement that fails
     # rolls back to the last good template.
     guard: bool = False
+    # Replacements of this one already blocked by their cluster (see ``AwaitReady.retries``).
+    retries: int = 0
 
 
 DryPurpose = Literal["gate", "replace"]
@@ -99,6 +101,9 @@ class AwaitReady(WireModel):
     # A failure rolls the deployment back to its last good template; ``also_replace`` are
     # serving replicas the placement evicted, torn down only once this one is Ready.
     also_replace: list[str] = []
+    # How many replacements before this one failed because their cluster could not be reached
+    # (each retried on another cluster, ``decide.MAX_CLUSTER_RETRIES`` at most).
+    retries: int = 0
 
 
 class CheckCurrent(WireModel):

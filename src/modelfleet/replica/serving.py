@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.replica_manifests import RenderedReplica
     from modelfleet.replica import health as replica_health
+    from modelfleet.replica.failure import plain_cause
     from modelfleet.replica.progress import parent_needs
 
 
@@ -115,6 +116,8 @@ class ServingReplica:
         # Container restarts shown when it last left Ready (the evidence of a crash loop), and
         # the cluster's reason that left it so (the replica's own reason is the pods' story).
         self._restarts = 0
+        # The rollout failed because its cluster could not be reached (``replica.failure``).
+        self._infrastructure = False
         self._health_reason = ""
         self._teardown = False
         self._published = False
@@ -434,6 +437,7 @@ class ServingReplica:
             reason=self._reason,
             at=workflow.now(),
             restarts=self._restarts,
+            infrastructure=self._infrastructure,
         )
 
     async def _set(
@@ -507,5 +511,4 @@ def reason_of(exc: BaseException) -> str:
         return exc.reason
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled"
-    cause = exc.__cause__ if isinstance(exc, ActivityError) and exc.__cause__ else exc
-    return str(cause) or type(cause).__name__
+    return plain_cause(exc)

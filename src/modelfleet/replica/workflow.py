@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
+    from modelfleet.replica.failure import rollout_failure
     from modelfleet.replica.serving import (
         API_RETRY,
         RolloutFailedError,
@@ -157,7 +158,14 @@ class ReplicaWorkflow(ServingReplica):
             try:
                 await self._roll_out_unless_torn_down(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
-                reason = reason_of(exc)
+                failure = rollout_failure(
+                    exc,
+                    self._step,
+                    r.spec.cluster_name,
+                    reason=exc.reason if isinstance(exc, RolloutFailedError) else None,
+                )
+                reason = failure.reason
+                self._infrastructure = failure.infrastructure
                 if isinstance(exc, asyncio.CancelledError):
                     # Cancelled is not failed: clean up, then end as Cancelled.
                     await self._compensate(owned, reason, ReplicaPhase.TERMINATED)

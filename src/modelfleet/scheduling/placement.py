@@ -31,7 +31,6 @@ from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import (
     Retained,
-    Standing,
     Victim,
     VictimReason,
     retain,
@@ -39,6 +38,7 @@ from modelfleet.scheduling.retain import (
 )
 from modelfleet.scheduling.snapshot import FleetSnapshot
 from modelfleet.scheduling.stamp import stamp_replica
+from modelfleet.scheduling.standing import Standing
 
 __all__ = [
     "REPLICAS_SCHEDULED",
