@@ -87,11 +87,15 @@ class FakeCluster:
     dark: bool = False
     # How many times the cluster's workflow answers "no sweep pending" before "pending".
     not_dark_yet: int = 0
+    # Unreachable for applies: every attempt is refused, as an API server that went away.
+    refuse_apply: bool = False
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
         refs = [ObjectRef.of(m) for m in request.manifests]
         self.calls.append("apply:" + ",".join(r.kind for r in refs))
+        if self.refuse_apply:
+            raise ApplicationError("POST namespaces: connection refused", type="RetryableKubeError")
         if self.fail_apply_kind and any(r.kind == self.fail_apply_kind for r in refs):
             raise ApplicationError(
                 "admission webhook denied", type="PermanentKubeError", non_retryable=True
@@ -294,13 +298,39 @@ async def test_permanent_apply_error_compensates_in_reverse(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:
     fake = FakeCluster(fail_apply_kind="Deployment")
-    result, _ = await _run(time_skipping_env, fake, teardown=False)
+    result, seen = await _run(time_skipping_env, fake, teardown=False)
     assert result.phase is ReplicaPhase.FAILED
     assert "admission webhook denied" in result.reason
+    # A rejected manifest is the change's own failure, not its cluster's.
+    assert seen[-1].phase is ReplicaPhase.FAILED
+    assert not seen[-1].infrastructure
     assert fake.calls[-1] == "delete"
     # Even the half-applied step's objects are deleted (compensation works from the render).
     assert any(r.kind == "Deployment" for r in fake.deleted)
     assert any(r.kind == "ResourceClaimTemplate" for r in fake.deleted)
+
+
+async def test_a_step_its_cluster_never_accepts_fails_as_the_clusters_in_plain_words(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Issue 29: the surge sat at ensure-namespace on a cluster that went away until its deadline,
+    and the deployment's reason was Temporal's "Not enough time to schedule next retry before
+    activity ScheduleToClose timeout". The reason names the step and the cluster in plain words,
+    and says the cluster (not the change) failed, so the deployment retries elsewhere."""
+    fake = FakeCluster(refuse_apply=True)
+    result, seen = await _run(time_skipping_env, fake, teardown=False)
+    assert result.phase is ReplicaPhase.FAILED
+    last = seen[-1]
+    assert last.phase is ReplicaPhase.FAILED
+    assert last.step is ReplicaStep.DONE
+    assert last.infrastructure
+    where = f"ensure-namespace on cluster {REPLICA.spec.cluster_name} did not finish"
+    assert where in last.reason, last.reason
+    assert "connection refused" in last.reason
+    for temporal in ("schedule next retry", "ScheduleToClose", "StartToClose"):
+        assert temporal not in last.reason
+        assert temporal not in result.reason
+    print(f"reason: {last.reason}")
 
 
 async def test_teardown_on_a_dark_cluster_leaves_what_is_there_to_its_sweep(
