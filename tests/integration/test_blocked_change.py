@@ -1,0 +1,156 @@
+"""A good change whose surge lands on a cluster that has just gone dark (issue 29, items 1 and
+3): the surge's first step (ensure-namespace) is refused until its progress deadline; that is the
+cluster's failure, not the change's, so the deployment places the surge again on another cluster
+and finishes the roll instead of rolling back, and no reason a user reads quotes Temporal.
+
+Its own environment (the real dev server, a simulated fleet of three H100 clusters, an
+in-process worker) with a failure threshold so high that the dark cluster still looks Ready to
+the Fleet while the surge is placed (the slow detection of item 2, made deterministic here).
+Placement spreads and then takes the smaller name: 2 replicas go to ``alpha`` and ``bravo``, the
+surge to ``charlie`` (the one made dark).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
+
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.devenv import dev_environment
+from modelfleet.contracts.ids import deployment_id
+from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.sim.faults import FaultConfig
+from modelfleet.worker.tuning import Tuning
+
+DARK = "charlie"
+TUNING = Tuning(probe_interval_seconds=5, failure_threshold=1000)
+DEADLINE = 20  # the change's progressDeadlineSeconds
+TEMPORAL_WORDS = ("schedule next retry", "ScheduleToClose", "StartToClose", "activity task")
+CLUSTERS = "\n---\n".join(
+    f"""apiVersion: modelfleet.dev/v1alpha1
+kind: InferenceCluster
+metadata:
+  name: {name}
+spec:
+  cluster:
+    source: Existing
+  nodePools:
+    - name: gpu-h100
+      className: h100x8
+      nodeCount: 1
+"""
+    for name in ("alpha", "bravo", DARK)
+)
+
+
+@pytest_asyncio.fixture
+async def three_clusters(tmp_path: Path) -> AsyncIterator[Stack]:
+    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
+    async with dev_environment(
+        tmp_path / "state",
+        [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
+        ui=False,
+        startup_seconds=0.3,
+        tuning=TUNING,
+    ) as env:
+        stack = Stack(env, tmp_path / "state")
+
+        async def all_ready() -> bool | None:
+            view = await stack.fleet_view()
+            return True if sum(c.ready for c in view.clusters) == 3 else None
+
+        await wait_for(all_ready, 60, "the three clusters to be Ready")
+        yield stack
+
+
+def _strategy() -> dict[str, object]:
+    # Surge only: no in-place fallback could hide a rollback behind a replacement.
+    return {
+        "strategy": {
+            "maxSurge": 1,
+            "maxUnavailable": 0,
+            "progressDeadlineSeconds": DEADLINE,
+            "minReadySeconds": 2,
+        }
+    }
+
+
+async def test_a_surge_on_a_cluster_that_went_dark_is_placed_elsewhere(
+    three_clusters: Stack,
+) -> None:
+    stack, ns = three_clusters, "blocked-change"
+    await apply_resource(
+        stack.client, deployment("m", ns, replicas=2, memory="40Gi", extra=_strategy())
+    )
+    status = await stack.wait_status(ns, "m", lambda s: s.ready == 2, limit=90)
+    serving = {r.name for r in status.replicas}
+    assert sorted(r.cluster for r in status.replicas) == ["alpha", "bravo"], status.replicas
+    least = 2
+    samples = 0
+    stop = False
+
+    async def watch() -> None:
+        nonlocal least, samples
+        while not stop:
+            try:
+                s = await stack.status(ns, "m")
+            except Exception:  # an unanswered query says nothing; ask again
+                await asyncio.sleep(0.2)
+                continue
+            samples += 1
+            least = min(least, s.ready)
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
+    stack.fleet.set_faults(DARK, FaultConfig(dark=True, dark_mode="reset"))
+    new = deployment(
+        "m", ns, replicas=2, memory="40Gi", image="vllm/vllm-openai:v0.24.0", extra=_strategy()
+    )
+    started = time.monotonic()
+    try:
+        await apply_resource(stack.client, new)
+
+        def on_dark(s: DeploymentStatus) -> bool:
+            return any(r.cluster == DARK for r in s.replicas)
+
+        await stack.wait_status(ns, "m", on_dark, limit=30)
+
+        def rolled(s: DeploymentStatus) -> bool:
+            return (
+                s.ready == 2
+                and len(s.replicas) == 2
+                and not ({r.name for r in s.replicas} & serving)
+                and all(r.phase is ReplicaPhase.READY for r in s.replicas)
+            )
+
+        final = await stack.wait_status(ns, "m", rolled, limit=DEADLINE + 120)
+        took = time.monotonic() - started
+    finally:
+        stop = True
+        await watcher
+        stack.fleet.set_faults(DARK, FaultConfig())
+    assert DARK not in {r.cluster for r in final.replicas}, final.replicas
+    assert "rolled back" not in final.summary, final.summary
+    assert not any(c.reason == "RolledBack" for c in final.conditions), final.conditions
+    handle = stack.client.get_workflow_handle(deployment_id(ns, "m"))
+    log = await handle.query(DeploymentWorkflow.decisions)
+    lines = [e.message for e in log]
+    blocked = [m for m in lines if "blocked by its cluster" in m]
+    assert blocked, lines
+    assert f"ensure-namespace on cluster {DARK} did not finish" in blocked[0], blocked
+    for line in [*lines, final.summary, *(r.reason for r in final.replicas)]:
+        assert not any(w in line for w in TEMPORAL_WORDS), line
+    # Surge first: the two old replicas served until their replacements were Ready.
+    assert least >= 2, least
+    assert samples > 20, samples
+    print(
+        f"rolled in {took:.0f} s (progress deadline {DEADLINE} s) without a rollback; "
+        f"serving never below {least} ({samples} samples); {blocked[0]}"
+    )
+    await delete_deployment(stack, ns, "m")
