@@ -990,7 +990,10 @@ def test_replicas_zero_is_allowed_and_strategy_defaults_do_not_deadlock() -> Non
     resource = parse_resource(doc)
     strategy = resource.to_wire()["spec"]["strategy"]
     assert strategy["maxSurge"] == 1
-    assert strategy["maxUnavailable"] == 1
+    # Unset: 1 once there are two replicas or more; a single one surges or waits (issue 29).
+    assert "maxUnavailable" not in strategy
+    assert resource.spec.strategy.unavailable(2) == 1
+    assert resource.spec.strategy.unavailable(1) == 0
 
 
 def test_decode_port_in_a_shell_command_is_found() -> None:

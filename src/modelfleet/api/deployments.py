@@ -190,17 +190,31 @@ class Strategy(Model):
     """How spec changes roll across replicas.
 
     The defaults surge one replica and, when the fleet has no room for the surge, fall back to
-    replacing one replica at a time, so a user with a single one-GPU pool never deadlocks.
+    replacing one replica at a time, except that a deployment of one replica is never taken to
+    zero by default: it surges wherever the fleet has room, or waits for room (``unavailable``).
     """
 
     max_surge: int = Field(default=1, ge=0, le=10)
-    max_unavailable: int = Field(default=1, ge=0, le=10)
+    # Unset: see ``unavailable``.
+    max_unavailable: int | None = Field(default=None, ge=0, le=10)
     # How long a replica may take to become Ready before it is rolled back.
     progress_deadline_seconds: int = Field(default=1800, ge=10, le=7 * 24 * 3600)
     # How long a replacement must stay Ready (its engines passing health, not restarting)
     # before an old replica drains for it and it counts towards the roll's capacity; leaving
     # Ready within it is a failed replacement, rolled back (Kubernetes' minReadySeconds).
     min_ready_seconds: int = Field(default=30, ge=0, le=3600)
+
+    def unavailable(self, replicas: int) -> int:
+        """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a
+        time when there is no room to surge), but 0 for a single replica that may surge: one
+        replica replaced in place serves nothing until its replacement is Ready, so by default
+        it waits for room to surge instead. With ``maxSurge: 0`` unset means 1 (the only way a
+        roll can progress)."""
+        if self.max_unavailable is not None:
+            return self.max_unavailable
+        if self.max_surge == 0 or replicas > 1:
+            return 1
+        return 0
 
 
 class ModelDeploymentSpec(Model):

@@ -385,7 +385,7 @@ def _decode_port(path: Path, engines: Sequence[Engine]) -> Iterator[FieldError]:
 
 def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
     spec = md.spec
-    if spec.strategy.max_surge == 0 and spec.strategy.max_unavailable == 0:
+    if spec.strategy.max_surge == 0 and spec.strategy.unavailable(spec.replicas) == 0:
         yield FieldError(
             ("spec", "strategy"),
             "maxSurge and maxUnavailable must not both be 0 (a rollout could never progress)",

@@ -58,6 +58,13 @@ AVOID_AFTER_FAILURE = timedelta(minutes=10)
 MAX_CLUSTER_RETRIES = 2
 NO_OTHER_CLUSTER = "replacement blocked by its cluster and no other cluster has room"
 BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
+# A deployment of one replica with maxUnavailable unset (``Strategy.unavailable``): not taken to
+# zero; the roll surges when the fleet has room (the next resync, or a change, tries again).
+WAITING_FOR_ROOM = (
+    "rollout waiting for room to surge: a deployment of one replica is not replaced in place "
+    "by default (it would serve nothing until its replacement is Ready); set "
+    "strategy.maxUnavailable: 1 to allow it"
+)
 # The summary of a roll that would replace a serving replica in place while too few others
 # pass health: it waits (a replica becoming Ready wakes it) instead of dropping below
 # ``replicas - maxUnavailable``.
@@ -214,7 +221,8 @@ def in_place_allowed(state: DeploymentState, old: str, now: datetime) -> bool:
     strategy = state.spec.spec.strategy
     min_ready = timedelta(seconds=strategy.min_ready_seconds)
     serving = [n for n, r in state.replicas.items() if n != old and proven(r, min_ready, now)]
-    return len(serving) >= state.spec.spec.replicas - strategy.max_unavailable
+    replicas = state.spec.spec.replicas
+    return len(serving) >= replicas - strategy.unavailable(replicas)
 
 
 def _proving(state: DeploymentState, now: datetime, old: str) -> Wait | None:
@@ -462,7 +470,8 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
     if not op.target:
         strategy = s.spec.spec.strategy
         op.target = current
-        op.max_surge, op.max_unavailable = strategy.max_surge, strategy.max_unavailable
+        op.max_surge = strategy.max_surge
+        op.max_unavailable = strategy.unavailable(s.spec.spec.replicas)
     elif op.target != current:
         # The spec changed under this roll; it also marked the state dirty, so the next pass
         # rolls to the new template (comparing with the old one would replace every replica
@@ -513,10 +522,18 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
     elif op.max_unavailable > 0:
         head = replace_in_place(old.name)
     else:
-        s.summary = BLOCKED
+        s.summary = blocked(s)
         s.ops.clear()
         return
     s.ops = [*head, op, *rest]
+
+
+def blocked(s: DeploymentState) -> str:
+    """Why a roll with no room to surge and no unavailability allowed does not go on."""
+    strategy = s.spec.spec.strategy
+    if strategy.max_unavailable is None and s.spec.spec.replicas == 1:
+        return WAITING_FOR_ROOM
+    return BLOCKED
 
 
 def replace_in_place(name: str) -> list[Op]:

@@ -19,9 +19,9 @@ from modelfleet.contracts.fleet_payloads import (
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.deployment.actions import DryPlace, Place
 from modelfleet.deployment.decide import (
-    BLOCKED,
     NO_OTHER_CLUSTER,
     WAITING_FOR_HEALTH,
+    blocked,
     replace_in_place,
 )
 from modelfleet.deployment.state import (
@@ -283,7 +283,7 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
             s.ops.clear()
             return s
         else:
-            s.summary = BLOCKED
+            s.summary = blocked(s)
             s.ops.clear()
             return s
     else:
