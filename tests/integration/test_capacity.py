@@ -8,6 +8,7 @@ tolerate its taint can use, and delete what they created, so the pool is whole a
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -15,6 +16,7 @@ from integration_support import Stack, delete_deployment, h200_deployment, wait_
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
+from modelfleet.deployment.decide import WAITING_FOR_ROOM
 
 CLUSTER, POOL = "h200-west", "gpu-h200"
 NODES, GPUS_PER_NODE = 4, 8
@@ -126,7 +128,7 @@ async def test_image_change_on_a_full_pool_rolls_unavailable_first(stack: Stack)
     # Two replicas of two 8-GPU pods each: the whole pool, so there is no room to surge.
     md = h200_deployment("m", ns, replicas=2, copies=2)
     assert md.spec.strategy.max_surge == 1
-    assert md.spec.strategy.max_unavailable == 1
+    assert md.spec.strategy.unavailable(md.spec.replicas) == 1  # the default for 2 replicas
     await apply_resource(stack.client, md)
     old = await stack.wait_status(ns, "m", lambda s: s.phase == "Ready" and s.ready == 2, 60)
     assert ledger_gpus(await stack.fleet_view()) == NODES * GPUS_PER_NODE
@@ -160,5 +162,64 @@ async def test_image_change_on_a_full_pool_rolls_unavailable_first(stack: Stack)
     assert len(engine_pods) == NODES
     assert {c["image"] for p in engine_pods for c in p["spec"]["containers"]} == {container.image}
 
+    await delete_deployment(stack, ns, "m")
+    assert ledger_gpus(await stack.fleet_view()) == 0
+
+
+async def test_a_one_replica_deployment_on_a_full_pool_waits_instead_of_going_to_zero(
+    stack: Stack,
+) -> None:
+    """Issue 29, item 6: one replica of four 8-GPU pods is the whole pool, so a change has no
+    room to surge. By default (maxUnavailable unset) the roll waits and the replica keeps
+    serving; with maxUnavailable: 1 set it is replaced in place and serves nothing meanwhile
+    (the trade-off docs/operations.md states)."""
+    ns = "one-full"
+    await pool_is_free(stack)
+    md = h200_deployment("m", ns, replicas=1, copies=NODES)
+    assert md.spec.strategy.max_unavailable is None
+    await apply_resource(stack.client, md)
+    old = await stack.wait_status(ns, "m", lambda s: s.phase == "Ready" and s.ready == 1, 60)
+    changed = md.model_copy(deep=True)
+    container = changed.spec.template.spec.engines[0].members[0].template.spec.containers[0]
+    container.image = "vllm/vllm-openai:v0.24.0"
+    await apply_resource(stack.client, changed)
+    seen: list[DeploymentStatus] = []
+
+    async def waiting() -> DeploymentStatus | None:
+        s = await stack.status(ns, "m")
+        seen.append(s)
+        return s if s.observed_generation == old.generation + 1 else None
+
+    status = await wait_for(waiting, 60, "the change's pass to finish")
+    assert WAITING_FOR_ROOM in status.summary, status.summary
+    assert min(s.ready for s in seen) == 1, [s.ready for s in seen]
+    assert [r.name for r in status.replicas] == [r.name for r in old.replicas]
+    assert status.replicas[0].phase is ReplicaPhase.READY
+
+    # Opting in: replaced in place, nothing serves until the replacement is Ready.
+    explicit = changed.model_copy(deep=True)
+    explicit.spec.strategy.max_unavailable = 1
+    zero_since: float | None = None
+    at_zero = 0.0
+    await apply_resource(stack.client, explicit)
+
+    async def rolled() -> DeploymentStatus | None:
+        nonlocal zero_since, at_zero
+        s = await stack.status(ns, "m")
+        now = time.monotonic()
+        if s.ready == 0 and zero_since is None:
+            zero_since = now
+        elif s.ready > 0 and zero_since is not None:
+            at_zero += now - zero_since
+            zero_since = None
+        return s if s.phase == "Ready" and s.ready == 1 and s.updated == 1 else None
+
+    new = await wait_for(rolled, 90, "the in-place roll to finish")
+    assert new.replicas[0].name != old.replicas[0].name
+    assert at_zero > 0, "an in-place roll of one replica serves nothing for a while"
+    print(
+        f"default: waited with 1 of 1 serving over {len(seen)} samples; "
+        f"maxUnavailable 1: 0 serving for {at_zero:.1f} s"
+    )
     await delete_deployment(stack, ns, "m")
     assert ledger_gpus(await stack.fleet_view()) == 0
