@@ -408,9 +408,11 @@ def _retry_elsewhere(
     s: DeploymentState, op: AwaitReady, status: ReplicaStatus, now: datetime
 ) -> None:
     """The replacement ``op`` awaited was blocked by its cluster: avoid that cluster and place
-    the replacement again (elsewhere) instead of rolling the change back. A surge is placed at
-    once (the failed replica is reaped later); an in-place replacement first waits for the
-    failed one to finish and releases it, so the placement asks for the slot it held."""
+    the replacement again (elsewhere) instead of rolling the change back. It is placed as a
+    surge, one more than the replicas held: the failed one keeps its slot until it has cleaned
+    up and is reaped, which on a cluster nobody reaches takes its cleanup timeout. A surge's
+    old replica is replaced once the new one is Ready, as before; the retry of an in-place
+    replacement (no old replica left) only fills the place."""
     s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
     s.avoid_reasons[status.cluster] = f"replica {op.name} failed: {status.reason}"
     note(
