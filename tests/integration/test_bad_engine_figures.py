@@ -1,0 +1,525 @@
+"""How a bad engine is contained, measured (issue 27, item 5): the official ``openai`` client
+sends chat completions at a steady rate through a ModelService over a Ready 2-replica deployment
+while a change is applied to it, and the run counts what a caller and an operator see:
+
+- requests sent and failed (target: at most 1% failed);
+- serving replicas, counted by engines that pass health (every engine pod of the replica Ready
+  as its cluster's kubelet has it, read from the cluster, not from modelfleet's status), sampled
+  twice a second (target: never below ``replicas - maxUnavailable``);
+- for a bad change, when its failure was first visible on the cluster (a restart, a back-off, an
+  image that does not come up; for the 5xx image, its first engine Ready) and when the
+  deployment said it rolled back (target: within 60 s).
+
+The environment is ``crash_env``'s (its own dev server, the simulated quickstart fleet and a
+worker process that can be SIGKILLed), once for the module, with the front door on h100-east.
+The bad images are the simulator's per-image faults; the never-ready change is its
+``never_ready`` workload fault for the case's namespace. The cases run concurrently, each in its
+own namespace on h100-east's 16 GPUs (3 each at most: two replicas and a surge), with the dark
+cluster case (l4-dev goes dark, which holds none of the others' replicas); the worker SIGKILL
+runs on its own after them, since it touches every case at once.
+Deployments keep the product's defaults (``minReadySeconds`` 30 s, ``maxSurge`` 1,
+``maxUnavailable`` 1) except ``progressDeadlineSeconds``: 30 s here (see ``PROGRESS_DEADLINE``).
+Waits are on conditions, bounded; the load is paced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import pytest
+import pytest_asyncio
+from crash_env import CrashEnv, all_ready, crash_env, tolerant
+from integration_support import deployment, wait_for
+
+from modelfleet.api.deployments import ClusterSelector, ModelDeployment
+from modelfleet.api.kinds import parse_resource
+from modelfleet.api.naming import LABEL_SERVING, workload_namespace
+from modelfleet.api.services import ModelService
+from modelfleet.cli.apply import apply_resource
+from modelfleet.cli.serving import apply_serving, delete_serving
+from modelfleet.contracts.ids import deployment_id, service_id
+from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.service.workflow import ServiceWorkflow
+from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
+
+MODEL = "qwen"
+GATEWAY_CLUSTER = "h100-east"
+DARK_CLUSTER = "l4-dev"
+OLD_IMAGE = "vllm/vllm-openai:v0.23.0"
+STARTUP_SECONDS = 2.0
+# Per case: one chat completion every 200 ms (5 per second), each on its own (open loop).
+PACE_SECONDS = 0.2
+MAX_FAILED_SHARE = 0.01
+MIN_REQUESTS = 150
+ROLLBACK_WITHIN = 60.0
+MOVED_WITHIN = 30.0
+# The dark case goes on (bounded) until this many requests were sent, a third after dark.
+DARK_REQUESTS = 200
+# The product's default is 1800 s (Kubernetes' 600 s): a replacement that never becomes Ready
+# (never-ready image, arguments the engine rejects) is failed, and its change rolled back, only
+# when its progress deadline passes; no earlier trigger exists for a crash-loop before Ready.
+PROGRESS_DEADLINE = 30
+ROLLED_BACK = "rolled back to the last good template"
+BACK_OFF = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "Error"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    image: str
+    fault: dict[str, Any] | None = None
+    never_ready: bool = False
+    # What makes its failure visible: "restart" (a restart or back-off of a new pod), "pod" (a
+    # new pod that does not come up), "ready" (its first new engine Ready: it fails requests
+    # from then on); None for a good change.
+    visible: str | None = "restart"
+    kill_worker: bool = False
+
+
+CASES = [
+    # Ready, then crashes 5 s later, again after each restart: inside its minReadySeconds.
+    Case("crash-loop", "vllm/vllm-openai:v0.23.0-crashloop", {"crash_after_seconds": 5}),
+    Case("rejected-args", "vllm/vllm-openai:v0.23.0-badargs", {"reject_args": ["*"]}),
+    Case("never-ready", "vllm/vllm-openai:v0.23.0-neverready", never_ready=True, visible="pod"),
+]
+SIGKILL_CASE = Case("crash-loop-sigkill", "vllm/vllm-openai:v0.23.0-crashloop", kill_worker=True)
+IMAGE_FAULTS = {c.image: c.fault for c in [*CASES, SIGKILL_CASE] if c.fault}
+
+
+@dataclass
+class Figures:
+    case: str
+    requests: int = 0
+    failed: list[str] = field(default_factory=list)
+    floor: int = 1
+    min_serving: int | None = None
+    visible_at: float | None = None
+    rolled_back_at: float | None = None
+    done_at: float | None = None
+    served: collections.Counter[str] = field(default_factory=collections.Counter)
+    summary: str = ""
+    note: str = ""
+
+    @property
+    def failed_share(self) -> float:
+        return len(self.failed) / self.requests if self.requests else 1.0
+
+    @property
+    def rollback_seconds(self) -> float | None:
+        if self.rolled_back_at is None or self.visible_at is None:
+            return None
+        return max(0.0, self.rolled_back_at - self.visible_at)
+
+    def row(self) -> str:
+        back = self.rollback_seconds
+        return (
+            f"| {self.case} | {self.requests} | {len(self.failed)} | "
+            f"{100 * self.failed_share:.2f}% | {self.min_serving} (floor {self.floor}) | "
+            f"{'-' if back is None else f'{back:.1f} s'} | {self.note} |"
+        )
+
+
+class Load:
+    """Paced chat completions through one service address; failures and who served."""
+
+    def __init__(self, address: str) -> None:
+        self.client = openai.AsyncOpenAI(
+            base_url=f"{address}/v1", api_key="none", max_retries=0, timeout=30
+        )
+        self.served: collections.Counter[str] = collections.Counter()
+        self.failed: list[str] = []
+        self.sent = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+
+    async def _one(self) -> None:
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+            )
+        except openai.APIError as exc:
+            self.failed.append(f"{type(exc).__name__}: {exc}"[:200])
+            return
+        self.served[raw.headers[SERVED_BY_HEADER]] += 1
+
+    async def _run(self) -> None:
+        while True:
+            task = asyncio.create_task(self._one())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self.sent += 1
+            await asyncio.sleep(PACE_SECONDS)
+
+    def start(self) -> None:
+        self._runner = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+            self._runner = None
+        if self._tasks:
+            await asyncio.gather(*self._tasks)
+        await self.client.close()
+
+
+def _deployment(name: str, ns: str, image: str, region: str, replicas: int) -> ModelDeployment:
+    md = deployment(name, ns, replicas=replicas, image=image)
+    md.spec.template.spec.cluster_selector = ClusterSelector(match_labels={"region": region})
+    md.spec.strategy.min_ready_seconds = 30  # the default (the helper shortens it)
+    md.spec.strategy.progress_deadline_seconds = PROGRESS_DEADLINE
+    return md
+
+
+def _with_image(md: ModelDeployment, image: str) -> ModelDeployment:
+    changed = md.model_copy(deep=True)
+    changed.spec.template.spec.engines[0].members[0].template.spec.containers[0].image = image
+    return changed
+
+
+def _service(ns: str, deployments: list[str]) -> ModelService:
+    resource = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelService",
+            "metadata": {"name": "svc", "namespace": ns},
+            "spec": {
+                "endpoints": [
+                    {"selector": {"matchLabels": {"modelfleet.dev/deployment": d}}}
+                    for d in deployments
+                ]
+            },
+        }
+    )
+    assert isinstance(resource, ModelService)
+    return resource
+
+
+async def _service_status(env: CrashEnv, ns: str) -> ServiceStatus:
+    status: ServiceStatus = await env.temporal.get_workflow_handle(service_id(ns, "svc")).query(
+        ServiceWorkflow.status
+    )
+    return status
+
+
+async def _serve(env: CrashEnv, ns: str, deployments: list[str], endpoints: int) -> str:
+    """A ModelService over ``deployments``; its address once ``endpoints`` are in rotation."""
+    await apply_serving(env.temporal, _service(ns, deployments))
+
+    seen: list[ServiceStatus] = []
+
+    async def in_rotation() -> str | None:
+        status = await tolerant(lambda: _service_status(env, ns))
+        if status is None:
+            return None
+        seen[:] = [status]
+        live = [e for e in status.endpoints if e.weight > 0]
+        return status.address if status.address and len(live) == endpoints else None
+
+    try:
+        return await wait_for(in_rotation, 120, f"{ns}: {endpoints} endpoints in rotation")
+    except AssertionError as exc:
+        last = seen[0].model_dump_json() if seen else "no status answered"
+        raise AssertionError(f"{exc}; last status: {last}") from None
+
+
+@dataclass
+class Engines:
+    """A deployment's engines on one cluster, read from the cluster: per replica, whether
+    every engine pod is Ready, and the new image's troubles."""
+
+    serving: dict[str, str]  # replica -> image, of replicas whose engine pods are all Ready
+    replicas: dict[str, str]  # replica -> image, of every replica with an engine pod
+    troubled: bool  # a pod of the new image restarted, backs off or terminated
+    new_ready: bool  # a replica of the new image passes health
+
+
+async def _engines(env: CrashEnv, cluster: str, ns: str, new_image: str) -> Engines:
+    pods = await env.fleet.store(cluster).list("v1", "Pod", namespace=workload_namespace(ns))
+    ready: dict[str, bool] = {}
+    images: dict[str, str] = {}
+    troubled = False
+    for pod in pods:
+        replica = (pod["metadata"].get("labels") or {}).get(LABEL_SERVING)
+        if not replica:
+            continue
+        image = pod["spec"]["containers"][0]["image"]
+        images[replica] = image
+        status = pod.get("status") or {}
+        pod_ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        ready[replica] = ready.get(replica, True) and pod_ready
+        if image == new_image:
+            for s in status.get("containerStatuses") or []:
+                state = s.get("state") or {}
+                waiting = (state.get("waiting") or {}).get("reason")
+                if (
+                    int(s.get("restartCount") or 0) > 0
+                    or waiting in BACK_OFF
+                    or "terminated" in state
+                ):
+                    troubled = True
+    serving = {r: images[r] for r, ok in ready.items() if ok}
+    return Engines(
+        serving=serving,
+        replicas=images,
+        troubled=troubled,
+        new_ready=new_image in serving.values(),
+    )
+
+
+async def _delete(env: CrashEnv, ns: str, names: list[str]) -> None:
+    """Best effort, also after a failure (the failure is what the run reports)."""
+    with contextlib.suppress(Exception):
+        await delete_serving(env.temporal, "ModelService", ns, "svc", wait=True)
+    for name in names:
+        with contextlib.suppress(Exception):
+            handle = env.temporal.get_workflow_handle(deployment_id(ns, name))
+            await handle.execute_update(DeploymentWorkflow.delete)
+            await asyncio.wait_for(handle.result(), 90)
+
+
+async def _change(env: CrashEnv, case: Case) -> Figures:
+    """Apply ``case``'s change to a Ready 2-replica deployment under load; its figures."""
+    ns = f"fig-{case.name}"
+    figures = Figures(case.name)
+    md = _deployment("m", ns, OLD_IMAGE, "us-east", 2)
+    figures.floor = md.spec.replicas - md.spec.strategy.max_unavailable
+    load: Load | None = None
+    try:
+        await apply_resource(env.temporal, md)
+        await env.wait_status(ns, "m", all_ready(2), 120, "Ready before the change")
+        load = Load(await _serve(env, ns, ["m"], 2))
+        load.start()
+        await wait_for(
+            lambda: _true(load is not None and sum(load.served.values()) >= 20),
+            60,
+            f"{ns}: load served",
+        )
+        if case.never_ready:
+            env.fleet.update_faults(
+                GATEWAY_CLUSTER, {"never_ready": [f"{workload_namespace(ns)}/*"]}
+            )
+        start = time.monotonic()
+        await apply_resource(env.temporal, _with_image(md, case.image))
+        killed = False
+        deadline = start + 150
+        lowest = 2
+        while time.monotonic() < deadline:
+            now = time.monotonic() - start
+            engines = await _engines(env, GATEWAY_CLUSTER, ns, case.image)
+            lowest = min(lowest, len(engines.serving))
+            if figures.visible_at is None and (
+                (case.visible == "restart" and engines.troubled)
+                or (
+                    case.visible == "pod"
+                    and case.image in engines.replicas.values()
+                    and not engines.new_ready
+                )
+                or (case.visible == "ready" and engines.new_ready)
+            ):
+                figures.visible_at = now
+            if case.kill_worker and not killed and engines.new_ready:
+                # Mid-case: the replacement is Ready and proving itself.
+                killed = True
+                await env.kill_worker()
+                await env.start_worker()
+                figures.note = f"worker SIGKILLed at {now:.1f} s, restarted"
+            status = await tolerant(lambda: env.status(ns, "m"))
+            if status is not None:
+                figures.summary = status.summary
+                if ROLLED_BACK in status.summary and figures.rolled_back_at is None:
+                    figures.rolled_back_at = now
+                settled = (
+                    status.phase == "Ready"
+                    and status.ready == 2
+                    and len(engines.replicas) == 2
+                    and len(engines.serving) == 2
+                )
+                expected = OLD_IMAGE if case.visible else case.image
+                if (
+                    settled
+                    and set(engines.replicas.values()) == {expected}
+                    and (case.visible is None or figures.rolled_back_at is not None)
+                ):
+                    figures.done_at = now
+                    break
+            if (
+                case.visible is not None
+                and figures.visible_at is not None
+                and figures.rolled_back_at is None
+                and now > figures.visible_at + ROLLBACK_WITHIN + 10
+            ):
+                break  # not rolled back in time: that is the figure
+            await asyncio.sleep(0.5)
+        figures.min_serving = lowest
+        # Enough requests for 1% to mean something, whatever the case took.
+        await wait_for(
+            lambda: _true(load is not None and load.sent >= MIN_REQUESTS), 60, f"{ns}: the load"
+        )
+        await load.stop()
+        figures.requests, figures.failed = load.sent, load.failed
+        figures.served = load.served
+        load = None
+        return figures
+    finally:
+        if case.never_ready:
+            env.fleet.update_faults(GATEWAY_CLUSTER, {"never_ready": []})
+        if load is not None:
+            with contextlib.suppress(Exception):
+                await load.stop()
+        await _delete(env, ns, ["m"])
+
+
+async def _dark(env: CrashEnv) -> Figures:
+    """A service over one replica on h100-east and one on l4-dev; l4-dev goes dark (its API
+    and its engines answer nothing: connections drop) under load."""
+    ns = "fig-dark"
+    figures = Figures("dark-cluster", floor=1)
+    load: Load | None = None
+    try:
+        await asyncio.gather(
+            apply_resource(env.temporal, _deployment("near", ns, OLD_IMAGE, "us-east", 1)),
+            apply_resource(env.temporal, _deployment("far", ns, OLD_IMAGE, "us-central", 1)),
+        )
+        await asyncio.gather(
+            env.wait_status(ns, "near", all_ready(1), 120, "Ready"),
+            env.wait_status(ns, "far", all_ready(1), 120, "Ready"),
+        )
+        load = Load(await _serve(env, ns, ["near", "far"], 2))
+        load.start()
+        await wait_for(
+            lambda: _true(
+                load is not None
+                and {k.split("-", 1)[0] for k, n in load.served.items() if n >= 5}
+                == {"near", "far"}
+            ),
+            60,
+            "both replicas serving",
+        )
+        env.fleet.update_faults(DARK_CLUSTER, {"dark": True, "dark_mode": "reset"})
+        start = time.monotonic()
+        served_far_before = sum(n for k, n in load.served.items() if k.startswith("far-"))
+        lowest = 2
+        try:
+            while time.monotonic() < start + 60:
+                near = await _engines(env, GATEWAY_CLUSTER, ns, "-")
+                lowest = min(lowest, len(near.serving))  # the dark cluster's engines answer nothing
+                status = await tolerant(lambda: _service_status(env, ns))
+                if status is not None and figures.visible_at is None:
+                    far_live = [
+                        e for e in status.endpoints if e.name.startswith("far-") and e.weight > 0
+                    ]
+                    if not far_live:
+                        # Out of rotation: the service's probes moved its traffic.
+                        figures.visible_at = time.monotonic() - start
+                if figures.visible_at is not None and load.sent >= DARK_REQUESTS:
+                    break
+                await asyncio.sleep(0.5)
+        finally:
+            env.fleet.update_faults(DARK_CLUSTER, {"dark": False})
+        figures.min_serving = lowest
+        served_far_after = sum(n for k, n in load.served.items() if k.startswith("far-"))
+        await load.stop()
+        figures.requests, figures.failed, figures.served = load.sent, load.failed, load.served
+        load = None
+        moved = figures.visible_at
+        figures.note = (
+            f"out of rotation {'never' if moved is None else f'{moved:.1f} s'} after dark; "
+            f"{served_far_after - served_far_before} served by it while dark"
+        )
+        figures.done_at = moved
+        return figures
+    finally:
+        if load is not None:
+            with contextlib.suppress(Exception):
+                await load.stop()
+        await _delete(env, ns, ["near", "far"])
+
+
+async def _true(value: bool) -> bool | None:
+    return True if value else None
+
+
+@pytest_asyncio.fixture(scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CrashEnv]:
+    async with crash_env(tmp_path_factory.mktemp("figures"), startup_seconds=STARTUP_SECONDS) as e:
+        for cluster in e.fleet.cluster_names:
+            e.fleet.update_faults(cluster, {"image_faults": IMAGE_FAULTS})
+        await apply_resource(
+            e.temporal,
+            parse_resource(
+                {
+                    "apiVersion": "modelfleet.dev/v1alpha1",
+                    "kind": "InferenceGateway",
+                    "metadata": {"name": "default"},
+                    "spec": {"cluster": GATEWAY_CLUSTER},
+                }
+            ),
+        )
+        yield e
+
+
+@pytest_asyncio.fixture(scope="module")
+async def changes(env: CrashEnv) -> list[Figures | BaseException]:
+    """The changes and the dark cluster, concurrently (each in its own namespace)."""
+    return list(
+        await asyncio.gather(*(_change(env, c) for c in CASES), _dark(env), return_exceptions=True)
+    )
+
+
+@pytest_asyncio.fixture(scope="module")
+async def sigkill(env: CrashEnv, changes: list[Figures | BaseException]) -> Figures:
+    """After the others (a worker SIGKILL touches every case): the crash-loop again, the
+    worker killed while its first replacement proves itself."""
+    return await _change(env, SIGKILL_CASE)
+
+
+def _check(figures: Figures | BaseException, case: Case | None) -> Figures:
+    if isinstance(figures, BaseException):
+        raise figures
+    print(f"\n{figures.row()}\nsummary: {figures.summary}\nfailures: {figures.failed[:5]}")
+    assert figures.requests >= MIN_REQUESTS, figures
+    assert figures.failed_share <= MAX_FAILED_SHARE, figures.failed[:10]
+    assert figures.min_serving is not None
+    assert figures.min_serving >= figures.floor
+    if case is not None and case.visible is None:
+        assert figures.failed == []
+        assert figures.done_at is not None, (
+            f"the good image never finished rolling: {figures.summary}"
+        )
+    elif case is not None:
+        assert figures.visible_at is not None, f"the failure never showed: {figures.summary}"
+        assert figures.rollback_seconds is not None, f"not rolled back: {figures.summary}"
+        assert figures.rollback_seconds <= ROLLBACK_WITHIN
+        assert figures.done_at is not None, f"not back to the old replicas: {figures.summary}"
+    return figures
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[c.name for c in CASES])
+async def test_a_change_applied_under_load(
+    index: int, changes: list[Figures | BaseException]
+) -> None:
+    _check(changes[index], CASES[index])
+
+
+async def test_a_dark_cluster_under_load(changes: list[Figures | BaseException]) -> None:
+    figures = _check(changes[len(CASES)], None)
+    assert figures.visible_at is not None, figures.note
+    assert figures.visible_at <= MOVED_WITHIN, figures.note
+
+
+async def test_a_crash_loop_with_the_worker_sigkilled_mid_roll(sigkill: Figures) -> None:
+    assert "SIGKILL" in sigkill.note, "the worker was never killed"
+    _check(sigkill, SIGKILL_CASE)
