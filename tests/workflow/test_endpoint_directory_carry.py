@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from modelfleet.api.services import InferenceGateway, ServiceEndpoint
-from modelfleet.contracts.serving_payloads import WatchRequest, WatchResult
+from modelfleet.contracts.serving_payloads import WatchRequest
 from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
@@ -107,7 +107,9 @@ async def test_the_directory_carries_its_endpoints_grouped(carrying_client: Clie
         assert state.watches == {QUIET_WATCH.watcher: QUIET_WATCH}
         assert state.gateway == GATEWAY
         assert await latest.query(EndpointDirectoryWorkflow.gateway) == GATEWAY
-        assert await latest.execute_update(EndpointDirectoryWorkflow.watch, QUIET_WATCH) == (
-            WatchResult(endpoints=[], gateway=GATEWAY)
-        )
+        answer = await latest.execute_update(EndpointDirectoryWorkflow.watch, QUIET_WATCH)
+        assert (answer.endpoints, answer.gateway) == ([], GATEWAY)
+        # The revision rode along too: answers never go back to an older one.
+        assert state.revision > 0
+        assert answer.revision >= state.revision
         await client.get_workflow_handle(wid).terminate()

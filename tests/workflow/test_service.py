@@ -394,3 +394,71 @@ async def test_a_withdrawn_endpoint_stays_in_the_status_until_the_route_drops_it
 
         await _until(env, a2_gone, "a-2 gone once the route is applied")
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1}
+
+
+@dataclass
+class LateWatch(Doubles):
+    """The first watch's answer reaches the service after a change the directory signalled
+    once the watch was registered (a replica published right then): the answer is older."""
+
+    raced: bool = False
+
+    @activity.defn(name=ENDPOINTS_WATCH)
+    async def watch(self, request: WatchRequest) -> WatchResult:
+        handle = self.client.get_workflow_handle(self.directory)
+        result: WatchResult = await handle.execute_update(EndpointDirectoryWorkflow.watch, request)
+        if not self.raced:
+            self.raced = True
+            await handle.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-2", dep="a"))
+            service = self.client.get_workflow_handle(request.watcher)
+            for _ in range(200):  # until the directory's signal is in the service's history
+                history = await service.fetch_history()
+                if any(
+                    e.HasField("workflow_execution_signaled_event_attributes")
+                    for e in history.events
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the directory never signalled the service")
+        return result
+
+
+async def test_a_change_signalled_while_the_watch_is_in_flight_is_not_lost(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Issue 27's measurement found a service left with one of a deployment's two Ready
+    replicas for good: the second was published just after the service's watch registered,
+    the directory's signal reached the service before the watch's answer, and the answer
+    overwrote it. The service keeps the newer of the two (the directory's revision)."""
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = LateWatch(client, directory_id)
+    async with serving_worker(doubles, queue):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
+        await directory.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-1", dep="a"))
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(
+                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def both() -> bool:
+            status: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return {e.name for e in status.endpoints} == {"a-1", "a-2"}
+
+        try:
+            await _until(env, both, "both endpoints in the service")
+            assert doubles.raced
+            assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1, "/ml/a-2/": 1}
+        finally:
+            await _stop(client, service.id, directory_id)

@@ -59,11 +59,18 @@ class WatchRequest(WireModel):
 class WatchResult(WireModel):
     endpoints: list[EndpointRecord] = Field(default_factory=list)
     gateway: InferenceGateway | None = None
+    # The directory's revision this answer was computed at (see ``EndpointsChanged``).
+    revision: int = 0
 
 
 class EndpointsChanged(WireModel):
     endpoints: list[EndpointRecord] = Field(default_factory=list)
     gateway: InferenceGateway | None = None
+    # The directory's revision (one more per change of its endpoints or gateway): a watch's
+    # answer and the signals after it reach a service in either order, and the service keeps
+    # the newest (a change signalled while its watch was in flight must not be overwritten by
+    # the watch's older answer).
+    revision: int = 0
 
 
 class ProbeTarget(WireModel):

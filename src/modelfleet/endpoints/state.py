@@ -32,6 +32,7 @@ class CarriedEndpoints(WireModel):
     watches: list[WatchRequest] = Field(default_factory=list)
     gateway: InferenceGateway | None = None
     gateway_created: datetime | None = None
+    revision: int = 0
 
 
 class EndpointsState(WireModel):
@@ -43,6 +44,8 @@ class EndpointsState(WireModel):
     gateway: InferenceGateway | None = None
     # When the gateway (by name) was first applied: ``get gateways``' AGE.
     gateway_created: datetime | None = None
+    # One more per change of the endpoints or the gateway; sent with every answer and signal.
+    revision: int = 0
 
     @model_validator(mode="before")
     @classmethod
@@ -56,6 +59,7 @@ class EndpointsState(WireModel):
             "watches": {w.watcher: w for w in carried.watches},
             "gateway": carried.gateway,
             "gateway_created": carried.gateway_created,
+            "revision": carried.revision,
         }
 
     @model_serializer(mode="plain")
@@ -75,6 +79,7 @@ class EndpointsState(WireModel):
             watches=[self.watches[k] for k in sorted(self.watches)],
             gateway=self.gateway,
             gateway_created=self.gateway_created,
+            revision=self.revision,
         )
 
 

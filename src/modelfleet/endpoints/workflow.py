@@ -77,12 +77,17 @@ class EndpointDirectoryWorkflow:
             self._state.gateway_created = workflow.now()
         if gateway != self._state.gateway:
             self._state.gateway = gateway
+            self._state.revision += 1
             self._pending.update(self._state.watches)
 
     @workflow.update
     def watch(self, request: WatchRequest) -> WatchResult:
         self._state.watches[request.watcher] = request
-        return WatchResult(endpoints=self._matching(request), gateway=self._state.gateway)
+        return WatchResult(
+            endpoints=self._matching(request),
+            gateway=self._state.gateway,
+            revision=self._state.revision,
+        )
 
     @workflow.update
     def unwatch(self, watcher: str) -> None:
@@ -134,6 +139,7 @@ class EndpointDirectoryWorkflow:
         ]
 
     def _touch(self, *records: EndpointRecord | None) -> None:
+        self._state.revision += 1
         present: Iterable[EndpointRecord] = [r for r in records if r is not None]
         for watcher, watch in self._state.watches.items():
             if any(_selects(watch, r) for r in present):
@@ -144,7 +150,11 @@ class EndpointDirectoryWorkflow:
         if watch is None:
             return
         handle = workflow.get_external_workflow_handle(watcher)
-        change = EndpointsChanged(endpoints=self._matching(watch), gateway=self._state.gateway)
+        change = EndpointsChanged(
+            endpoints=self._matching(watch),
+            gateway=self._state.gateway,
+            revision=self._state.revision,
+        )
         try:
             await handle.signal("endpoints_changed", change)
         except ApplicationError:

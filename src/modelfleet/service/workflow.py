@@ -115,6 +115,8 @@ class ServiceWorkflow:
         self._applied_digest = ""
         self._spec_changed = False
         self._endpoints_changed = False
+        # The directory revision of ``_endpoints`` (-1: none yet this run).
+        self._revision = -1
         self._deleting = False
         self._phase = "Pending"
 
@@ -142,6 +144,9 @@ class ServiceWorkflow:
 
     @workflow.signal
     def endpoints_changed(self, change: EndpointsChanged) -> None:
+        if change.revision < self._revision:
+            return  # older than what this run already has (its watch's answer)
+        self._revision = change.revision
         self._endpoints = change.endpoints
         self._gateway = change.gateway
         self._endpoints_changed = True
@@ -212,6 +217,10 @@ class ServiceWorkflow:
                 )
             ]
             return
+        if result.revision < self._revision:
+            # A change was signalled while the watch was in flight: that signal is newer.
+            return
+        self._revision = result.revision
         self._endpoints, self._gateway = result.endpoints, result.gateway
 
     async def _unwatch(self) -> None:
