@@ -18,7 +18,8 @@ own namespace on h100-east's 16 GPUs (3 each at most: two replicas and a surge),
 cluster case (l4-dev goes dark, which holds none of the others' replicas); the worker SIGKILL
 runs on its own after them, since it touches every case at once.
 Deployments keep the product's defaults (``minReadySeconds`` 30 s, ``maxSurge`` 1,
-``maxUnavailable`` 1) except ``progressDeadlineSeconds``: 30 s here (see ``PROGRESS_DEADLINE``).
+``maxUnavailable`` unset: 1 for two replicas) except ``progressDeadlineSeconds``: 30 s here
+(see ``PROGRESS_DEADLINE``).
 Waits are on conditions, bounded; the load is paced.
 """
 
@@ -295,7 +296,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
     ns = f"fig-{case.name}"
     figures = Figures(case.name)
     md = _deployment("m", ns, OLD_IMAGE, "us-east", 2)
-    figures.floor = md.spec.replicas - md.spec.strategy.max_unavailable
+    figures.floor = md.spec.replicas - md.spec.strategy.unavailable(md.spec.replicas)
     load: Load | None = None
     try:
         await apply_resource(env.temporal, md)
