@@ -191,20 +191,19 @@ def failed_replacement(state: DeploymentState) -> ReplicaStatus | None:
     there is a last good template to return to: the roll has failed."""
     if state.last_good is None:
         return None
+    # The cheap test first: this runs as a wait condition after every event, and hashing a
+    # template is a JSON dump and a SHA-256 of it.
+    suspects = [
+        r
+        for _, r in sorted(state.replicas.items())
+        if r.ready_since is not None and r.phase is ReplicaPhase.DEGRADED and crash_looping(r)
+    ]
+    if not suspects:
+        return None
     current = template_hash(effective_spec(state))
     if current == template_hash(state.last_good):
         return None
-    return next(
-        (
-            r
-            for _, r in sorted(state.replicas.items())
-            if r.template_hash == current
-            and r.ready_since is not None
-            and r.phase is ReplicaPhase.DEGRADED
-            and crash_looping(r)
-        ),
-        None,
-    )
+    return next((r for r in suspects if r.template_hash == current), None)
 
 
 def proven(status: ReplicaStatus, min_ready: timedelta, now: datetime) -> bool:
@@ -306,11 +305,16 @@ def _reap(s: DeploymentState, op: Reap, now: datetime) -> Action | None:
     return Forget(name=name)
 
 
+def _avoid(s: DeploymentState, name: str, status: ReplicaStatus, now: datetime) -> None:
+    """Keep placements off the cluster ``name`` failed on, for a while, saying why."""
+    s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
+    s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
+
+
 def _avoid_after_failure(
     s: DeploymentState, name: str, status: ReplicaStatus, now: datetime
 ) -> None:
-    s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
-    s.avoid_reasons[status.cluster] = f"replica {name} failed: {status.reason}"
+    _avoid(s, name, status, now)
     note(s, now, f"removed failed {name} on {status.cluster} (avoided for a while)")
 
 
@@ -413,8 +417,7 @@ def _retry_elsewhere(
     up and is reaped, which on a cluster nobody reaches takes its cleanup timeout. A surge's
     old replica is replaced once the new one is Ready, as before; the retry of an in-place
     replacement (no old replica left) only fills the place."""
-    s.avoid[status.cluster] = now + AVOID_AFTER_FAILURE
-    s.avoid_reasons[status.cluster] = f"replica {op.name} failed: {status.reason}"
+    _avoid(s, op.name, status, now)
     note(
         s,
         now,
