@@ -47,9 +47,7 @@ def rollout_failure(
         return RolloutFailure(reason)
     if isinstance(exc, asyncio.CancelledError):
         return RolloutFailure("cancelled")
-    inner = exc
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
+    inner = _innermost(exc)
     where = f"{step.value} on cluster {cluster}"
     if isinstance(inner, ActivityTimeoutError):
         if inner.type is TimeoutType.HEARTBEAT:
@@ -57,23 +55,25 @@ def rollout_failure(
         else:
             why = "the cluster's API server did not answer in time (it may be down or unreachable)"
         return RolloutFailure(f"{where} did not finish: {why}", infrastructure=True)
-    if isinstance(inner, ApplicationError):
-        message = _plain(inner.message)
-        if inner.type in _UNREACHABLE_TYPES:
-            return RolloutFailure(
-                f"{where} did not finish: the cluster did not accept it in time: {message}",
-                infrastructure=True,
-            )
-        return RolloutFailure(f"{where} failed: {message}")
-    return RolloutFailure(f"{where} failed: {_plain(str(inner)) or type(inner).__name__}")
+    if isinstance(inner, ApplicationError) and inner.type in _UNREACHABLE_TYPES:
+        return RolloutFailure(
+            f"{where} did not finish: the cluster did not accept it in time: "
+            f"{_plain(inner.message)}",
+            infrastructure=True,
+        )
+    return RolloutFailure(f"{where} failed: {plain_cause(inner)}")
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 def plain_cause(exc: BaseException) -> str:
     """The innermost cause of ``exc`` in plain words (what the other side answered on the last
     attempt), never Temporal's own wording."""
-    inner = exc
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
+    inner = _innermost(exc)
     if isinstance(inner, ActivityTimeoutError):
         return "no answer in time (the cluster may be down or unreachable)"
     if isinstance(inner, ApplicationError):
