@@ -136,14 +136,19 @@ class FleetActivities:
             raise ApplicationError("this worker keeps no copy of the fleet to place on")
         return self._copy
 
-    async def _refresh(self, copy: FleetCopy) -> None:
-        """Bring ``copy`` up to the Fleet's version: what changed since its own, or (another
-        Fleet, or older than the Fleet's change log reaches) the whole fleet in pages."""
+    async def _changes(self, copy: FleetCopy) -> FleetChanges:
+        """What changed in the fleet since ``copy``'s version (or that it is too old to say)."""
         changes: FleetChanges = await self._query(
             "changes",
             ChangesRequest(epoch=copy.epoch, since=copy.version),
             result_type=FleetChanges,
         )
+        return changes
+
+    async def _refresh(self, copy: FleetCopy) -> None:
+        """Bring ``copy`` up to the Fleet's version: what changed since its own, or (another
+        Fleet, or older than the Fleet's change log reaches) the whole fleet in pages."""
+        changes = await self._changes(copy)
         if not changes.too_old:
             copy.apply(changes)
             return
@@ -165,11 +170,7 @@ class FleetActivities:
                 after = page.next_after
                 if not after:
                     break
-        since: FleetChanges = await self._query(
-            "changes",
-            ChangesRequest(epoch=copy.epoch, since=copy.version),
-            result_type=FleetChanges,
-        )
+        since = await self._changes(copy)
         if since.too_old:
             # The fleet changed faster than its log keeps while it was read: start over.
             copy.version = -1

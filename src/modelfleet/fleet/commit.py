@@ -113,6 +113,10 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
         if key in fleet.book or replica.name in kept:
             return f"replica {key} is already placed"
         new_by_cluster.setdefault(replica.spec.cluster_name, []).append(replica)
+    owner = (proposal.namespace, proposal.deployment)
+    # What the scheduler charged: everyone else's replicas here and this deployment's kept ones
+    # (its others are removed by the proposal and free their room).
+    kept_keys = {replica_key(proposal.namespace, name) for name in kept}
     for cluster in sorted(new_by_cluster):
         record = fleet.clusters.get(cluster)
         if record is None:
@@ -120,10 +124,6 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
         since = record.not_ready_since
         if since is not None and fleet.now - since > fleet.grace:
             return f"cluster {cluster} is NotReady past its grace"
-        owner = (proposal.namespace, proposal.deployment)
-        # What the scheduler charged: everyone else's replicas here and this deployment's kept
-        # ones (its others are removed by the proposal and free their room).
-        kept_keys = {replica_key(proposal.namespace, name) for name in kept}
         running = [
             fleet.book.charged_form(k)
             for k in fleet.book.keys_on(cluster)
