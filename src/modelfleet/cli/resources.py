@@ -273,13 +273,10 @@ async def fetch_endpoints(client: Client, namespace: str | None, wanted: set[str
 
 async def fetch_gateways(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
     gateway = await directory_gateway(client)
-    named = gateway is not None and (not wanted or gateway.name in wanted)
-    created = await _directory(client, "gateway_created", (), datetime | None) if named else None
-    items = (
-        [gateway_resource(gateway, created if isinstance(created, datetime) else None)]
-        if gateway is not None and named
-        else []
-    )
+    items = []
+    if gateway is not None and (not wanted or gateway.name in wanted):
+        created = await _directory(client, "gateway_created", (), datetime | None)
+        items.append(gateway_resource(gateway, created))
     # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
     return items + await fetch_accepted(client, "InferenceGateway", None, wanted)
 
