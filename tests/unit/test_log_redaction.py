@@ -5,6 +5,7 @@ lines; ordinary lines pass unchanged."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 from collections.abc import Iterator
@@ -65,17 +66,24 @@ def test_ordinary_lines_pass_unchanged(line: str) -> None:
     assert redact(line) == line
 
 
-@pytest.fixture
-def worker_log() -> Iterator[io.StringIO]:
+@contextlib.contextmanager
+def _worker_log(fmt: LogFormat) -> Iterator[io.StringIO]:
+    """What the worker's log handler prints at DEBUG while the block runs."""
     root = logging.getLogger()
     level = root.level
     buffer = io.StringIO()
-    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
+    handler = configure_logging(fmt, logging.DEBUG, stream=buffer)
     try:
         yield buffer
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+@pytest.fixture
+def worker_log() -> Iterator[io.StringIO]:
+    with _worker_log(LogFormat.TEXT) as buffer:
+        yield buffer
 
 
 def test_the_worker_handler_redacts_arguments_and_tracebacks(worker_log: io.StringIO) -> None:
@@ -99,16 +107,9 @@ def test_google_loggers_reach_the_handler_after_a_google_client_cut_them_off() -
     from google.api_core import client_logging
 
     client_logging.setup_logging()  # what a GKE client does on creation
-    root = logging.getLogger()
-    level = root.level
-    buffer = io.StringIO()
-    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
-    try:
+    with _worker_log(LogFormat.TEXT) as buffer:
         client_logging.setup_logging()  # and again after: configured loggers are left alone
         logging.getLogger("google.auth.transport.requests").warning("Bearer %s", GOOGLE)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
     printed = buffer.getvalue()
     assert "google.auth.transport.requests" in printed
     assert GOOGLE not in printed
@@ -125,18 +126,11 @@ def test_the_signers_own_lines_are_dropped(worker_log: io.StringIO) -> None:
 
 
 def test_json_lines_are_redacted_too() -> None:
-    root = logging.getLogger()
-    level = root.level
-    buffer = io.StringIO()
-    handler = configure_logging(LogFormat.JSON, logging.DEBUG, stream=buffer)
-    try:
+    with _worker_log(LogFormat.JSON) as buffer:
         try:
             raise ValueError(f"X-Amz-Security-Token={SESSION}")
         except ValueError:
             logging.getLogger("botocore.endpoint").exception("%s", LINES[1])
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
     printed = buffer.getvalue()
     assert '"traceback"' in printed
     for secret in SECRETS:
