@@ -280,7 +280,9 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
         )
         assert len(failed) <= MAX_FAILED, failed
         assert tried_on_broken <= MAX_TRIED_ON_BROKEN
-        assert load.served["broken"]["flaky"] == 0  # every 500 it gave was retried
+        # The broken endpoint was tried (its 500s ejected it), and the tries cost next to
+        # nothing (above): they were retried on steady.
+        assert tried_on_broken > 0
         assert load.served["broken"]["steady"] >= 300
         assert load.served["recovered"]["flaky"] >= 5
         # The service's probes never saw a problem: the front door did it alone.
