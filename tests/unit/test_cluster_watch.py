@@ -262,3 +262,26 @@ def test_the_first_scan_after_a_registration_always_tells_the_replica_something(
     _, news = judge(watched(acknowledged=False), scan(missing=1, digest="m"))
     assert news is not None
     assert news.kind is NewsKind.REPAIR
+
+
+def test_a_replica_told_its_cluster_was_unreachable_hears_the_next_answering_scan() -> None:
+    first = observe(watched(), healthy())
+    settled = watched(digest=first.digest, baseline=first.baseline)
+    # Healthy and unchanged, yet reported: it waits (Unknown) for this scan's word.
+    told = settled.model_copy(update={"unreachable": True})
+    assert changed_scans([settled], healthy()) == []
+    (seen,) = changed_scans([told], healthy())
+    kept, news = judge(told, seen)
+    assert news is not None
+    assert news.kind is NewsKind.HEALTHY
+    assert not kept.unreachable
+    # Found unhealthy on return (same digest as before): told that at once the threshold is met,
+    # and until then it stays waiting for a word.
+    sick = told.model_copy(update={"threshold": 2})
+    sick, news = judge(sick, scan(ready=False, reason="not Available", digest=told.digest))
+    assert news is None
+    assert sick.unreachable
+    sick, news = judge(sick, scan(ready=False, reason="not Available", digest=told.digest))
+    assert news is not None
+    assert news.kind is NewsKind.UNHEALTHY
+    assert not sick.unreachable

@@ -395,3 +395,38 @@ async def test_a_replica_whose_cluster_does_not_scan_it_polls_instead(
         assert not status.ready
         await replica.signal(ReplicaWorkflow.teardown)
         assert (await replica.result()).phase is ReplicaPhase.TERMINATED
+
+
+async def test_a_silent_cluster_turns_its_replicas_unknown_at_the_first_failed_probe(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Issue 29 item 2: no green status for what nobody can reach. The first failed probe
+    (long before the threshold makes the cluster NotReady) turns the watched replica Unknown,
+    told to its deployment with the probe's reason, routing left alone; the first scan after
+    the API answers again turns it Ready."""
+    async with fleet(time_skipping_env) as f:
+        replica = await f.start("qwen-dark1")
+        await f.scans_after(2)
+        probes = f.probe.probes
+        f.probe.up = False
+        await f.until(replica, ReplicaPhase.UNKNOWN)
+        # One probe failed, not the three that make the cluster NotReady.
+        assert f.probe.probes - probes <= 2
+        assert (await f.cluster.query(ClusterWorkflow.status)).phase == "Ready"
+        progress = await replica.query(ReplicaWorkflow.progress)
+        assert "connection refused" in progress.reason, progress
+        assert f"cluster {SPEC.metadata.name} unreachable" in progress.reason, progress
+        sink = time_skipping_env.client.get_workflow_handle(f.sink)
+        told = await sink.query(ProgressSink.progress)
+        assert told[-1].phase is ReplicaPhase.UNKNOWN, told
+        # No health check or drift comparison against a silent API, no withdrawal of routes.
+        assert "withdraw" not in f.kube.calls
+        assert "check" not in f.kube.calls
+        scans = len(f.kube.scans)
+        f.probe.up = True
+        await f.until(replica, ReplicaPhase.READY)
+        assert len(f.kube.scans) > scans
+        told = await sink.query(ProgressSink.progress)
+        assert told[-1].phase is ReplicaPhase.READY, told
+        await replica.signal(ReplicaWorkflow.teardown)
+        assert (await replica.result()).phase is ReplicaPhase.TERMINATED

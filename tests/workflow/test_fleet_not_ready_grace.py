@@ -153,3 +153,46 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
         assert [r.spec.cluster_name for r in moved.placed] == [other]
         await handle.terminate()
         await stand_in.terminate()
+
+
+async def test_an_unreachable_clusters_grace_counts_from_its_first_failed_probe(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Issue 29 item 2: failover has a bound from when the cluster went silent. A cluster whose
+    probes started failing 100 s before the NotReady report (the threshold's probes) is given
+    the rest of its 120 s grace, not 120 s more."""
+    env = time_skipping_env
+    queue = f"fleet-grace-{uuid.uuid4()}"
+    state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
+    grace = timedelta(seconds=120)
+    limits = FleetLimits(not_ready_grace_seconds=int(grace.total_seconds()))
+    async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow, DeploymentResyncs]):
+        stand_in = await env.client.start_workflow(
+            DeploymentResyncs.run, id=deployment_id("ns", "m"), task_queue=queue
+        )
+        handle = await env.client.start_workflow(
+            FleetWorkflow.run,
+            FleetInput(state=state, limits=limits),
+            id=f"fleet-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        md = one_gpu_deployment("m", "ns")
+        answer = await placer(handle).place(
+            PlaceRequest(request_id="first", deployment=md, desired=1)
+        )
+        home = answer.placed[0].spec.cluster_name
+        now = await env.get_current_time()
+        silent_since = now - timedelta(seconds=100)
+        await handle.execute_update(
+            FleetWorkflow.report_cluster,
+            ClusterReport(
+                name=home, ready=False, reason="unreachable", unreachable_since=silent_since
+            ),
+        )
+        await env.sleep(timedelta(seconds=15))
+        assert await stand_in.query(DeploymentResyncs.count) == 0
+        # 100 + 15 + 10 s > 120 s since the silence, though only 25 s since NotReady.
+        await env.sleep(timedelta(seconds=10))
+        assert await stand_in.query(DeploymentResyncs.count) == 1
+        await handle.terminate()
+        await stand_in.terminate()

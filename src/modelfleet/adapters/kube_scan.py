@@ -141,14 +141,20 @@ def changed_scans(
     replicas: Iterable[WatchedReplica], listed: Iterable[Listed]
 ) -> list[ReplicaScan]:
     """What the workflow needs to hear: replicas whose observation differs from the digest it
-    holds, whose baseline is not taken yet, or that are not healthy (each failed scan counts,
-    so it is told every time). A healthy, unchanged replica is left out."""
+    holds, whose baseline is not taken yet, that are not healthy (each failed scan counts,
+    so it is told every time), or that were told their cluster was unreachable (they wait for
+    this scan's word). A healthy, unchanged replica is left out."""
     grouped = by_replica(listed)
     out = []
     for watched in replicas:
         scan = observe(watched, grouped.get(watched.key, []))
         healthy = scan.ready and not scan.missing and not scan.changed
-        if scan.digest != watched.digest or not _current(watched) or not healthy:
+        if (
+            scan.digest != watched.digest
+            or not _current(watched)
+            or not healthy
+            or watched.unreachable
+        ):
             out.append(scan)
     return out
 

@@ -218,6 +218,7 @@ _COLOURS = {
     "Ready": "green",
     "Failed": "red",
     "Degraded": "yellow",
+    "Unknown": "yellow",
     "NotReady": "red",
     "Pending": "yellow",
     "Paused": "yellow",

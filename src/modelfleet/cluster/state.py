@@ -28,6 +28,9 @@ class ClusterState(WireModel):
     created: datetime | None = None
     # Probes failed in a row, and whether the cluster is placeable.
     failed_probes: int = 0
+    # The first of those failed probes (None while the last one succeeded): the Fleet counts
+    # the NotReady grace from here, so failover has a bound from when the cluster went silent.
+    unreachable_since: datetime | None = None
     ready: bool = False
     # It went NotReady after being Ready and has not been swept since (``cluster.sweep``): a
     # return in a later run still sweeps.

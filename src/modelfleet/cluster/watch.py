@@ -20,6 +20,10 @@ unwatched for good. So once the cluster is Ready such a run asks the Fleet which
 placed on it and tells each to compare and register again (``repair`` news, the replica's own
 way back to a fresh baseline).
 
+A probe that finds the cluster's API silent tells every watched replica so, at once
+(``unreachable`` news: the replica shows Unknown rather than a Ready nobody can check); the first
+scan after the API answers again tells each what it sees.
+
 Deterministic orchestration only: the activity lists, the judge decides.
 """
 
@@ -118,6 +122,15 @@ class ReplicaWatcher:
         )
         targets = [k.split("/", 1) for k in keys if k not in self.entries and "/" in k]
         await asyncio.gather(*(self._signal(replica_id(ns, name), news) for ns, name in targets))
+
+    async def unreachable(self, reason: str) -> None:
+        """The cluster's API stopped answering: every watched replica not yet told hears it
+        once (it shows Unknown), and the next scan that answers tells each what it finds."""
+        news = HealthNews(kind=NewsKind.UNREACHABLE, reason=reason)
+        told = [e for e in self.entries.values() if not e.unreachable]
+        for entry in told:
+            self.entries[entry.key] = entry.model_copy(update={"unreachable": True})
+        await asyncio.gather(*(self._tell(self.entries[e.key], news) for e in told))
 
     async def _signal(self, workflow_id: str, news: HealthNews) -> bool:
         """Tell a replica; False when its workflow is closed (torn down, failed)."""

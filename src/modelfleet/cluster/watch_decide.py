@@ -46,6 +46,8 @@ def judge(entry: WatchedReplica, scan: ReplicaScan) -> tuple[WatchedReplica, Hea
     scan after a registration always tells something (``watching`` when nothing else), so the
     replica knows a cluster watches it (one that never hears falls back to polling)."""
     kept, news = _judge(entry, scan)
+    if news is not None:
+        kept = kept.model_copy(update={"unreachable": False})
     if not entry.acknowledged:
         kept = kept.model_copy(update={"acknowledged": True})
         news = news or HealthNews(kind=NewsKind.WATCHING)
@@ -74,9 +76,12 @@ def _judge(entry: WatchedReplica, scan: ReplicaScan) -> tuple[WatchedReplica, He
         entry.threshold,
     )
     kept = kept.model_copy(update={"failed_scans": verdict.failed_checks})
-    if verdict.phase is ReplicaPhase.READY and not entry.healthy:
+    # One told its cluster was unreachable (Unknown) hears what the scan finds, either way.
+    if verdict.phase is ReplicaPhase.READY and (not entry.healthy or entry.unreachable):
         return kept.model_copy(update={"healthy": True}), HealthNews(kind=NewsKind.HEALTHY)
-    if verdict.phase is ReplicaPhase.DEGRADED and (entry.healthy or scan.digest != entry.digest):
+    if verdict.phase is ReplicaPhase.DEGRADED and (
+        entry.healthy or entry.unreachable or scan.digest != entry.digest
+    ):
         news = HealthNews(kind=NewsKind.UNHEALTHY, reason=_cut(verdict.reason))
         return kept.model_copy(update={"healthy": False}), news
     return kept, None

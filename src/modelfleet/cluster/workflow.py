@@ -60,7 +60,11 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.versioning import declared
 
-# A probe fails only after a few quick retries: one 500 or 429 says little about health.
+# A probe fails only after a few quick retries: one 500 or 429 says little about health. Its
+# budget bounds how long a hanging API goes unnoticed: one probe interval (15 s by default) plus
+# PROBE_BUDGET is under a minute (each request times out at 15 s, ``adapters.kube_client``).
+PROBE_ATTEMPT = timedelta(seconds=20)
+PROBE_BUDGET = timedelta(seconds=35)
 PROBE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=5),
@@ -415,8 +419,8 @@ class ClusterWorkflow:
                 KUBE_PROBE,
                 self._probe_request(),
                 result_type=ProbeResult,
-                start_to_close_timeout=timedelta(seconds=30),
-                schedule_to_close_timeout=timedelta(seconds=60),
+                start_to_close_timeout=PROBE_ATTEMPT,
+                schedule_to_close_timeout=PROBE_BUDGET,
                 retry_policy=PROBE_RETRY,
                 summary="probe cluster health",
             )
@@ -429,6 +433,7 @@ class ClusterWorkflow:
             self._condition(REACHABLE, "False", "ProbeFailed", result.reason)
         if result.reachable:
             self._state.failed_probes = 0
+            self._state.unreachable_since = None
             missing = [
                 p.name for p in self._state.spec.spec.node_pools if p.name not in result.pools
             ]
@@ -453,6 +458,10 @@ class ClusterWorkflow:
                 else f"{self._state.failed_probes} probes in a row"
             )
             self._reason = f"unreachable ({failed} failed): {result.reason}"
+            if self._state.unreachable_since is None:
+                self._state.unreachable_since = self._last_probe
+                # At once, not at NotReady: no replica here shows Ready while nobody can see it.
+                await self._watcher.unreachable(f"cluster {self._state.spec.name} {self._reason}")
             if self._state.failed_probes >= threshold:
                 self._state.ready = False
         await self._sweeps.observe(
@@ -461,7 +470,10 @@ class ClusterWorkflow:
         self._state.sweep_pending = self._sweeps.pending
         # A run started afresh asks the replicas placed here to register again, once.
         await self._watcher.ask_to_register_again(self._state.spec.name, ready=self._state.ready)
-        await self._watcher.scan(self._probe_request(), ready=self._state.ready)  # Ready replicas
+        # Only after a probe that answered: a scan of a silent API would hang the loop.
+        await self._watcher.scan(
+            self._probe_request(), ready=self._state.ready and result.reachable
+        )
         phase = "Ready" if self._state.ready else "NotReady"
         workflow.upsert_search_attributes([search.PHASE.value_set(phase)])
         workflow.set_current_details(f"**{phase}** · {self._reason}")
@@ -478,6 +490,7 @@ class ClusterWorkflow:
             gateway_address=self._gateway,
             observed_pools=self._pools,
             since=workflow.now(),
+            unreachable_since=self._state.unreachable_since,
         )
         await workflow.execute_activity(
             FLEET_PUBLISH_CLUSTER,

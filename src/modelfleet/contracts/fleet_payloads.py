@@ -122,6 +122,9 @@ class ClusterReport(WireModel):
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
     since: datetime | None = None
+    # When its probes started failing (None: the last one answered); the NotReady grace of an
+    # unreachable cluster counts from here rather than from the NotReady report.
+    unreachable_since: datetime | None = None
     # Being deleted: its replicas are moved elsewhere before it leaves the fleet.
     draining: bool = False
 

@@ -30,6 +30,8 @@ class ReplicaPhase(StrEnum):
     PROGRESSING = "Progressing"
     READY = "Ready"
     DEGRADED = "Degraded"
+    # Its cluster's API does not answer: it may still serve, nobody can tell (issue 29).
+    UNKNOWN = "Unknown"
     FAILED = "Failed"
     TERMINATING = "Terminating"
     TERMINATED = "Terminated"

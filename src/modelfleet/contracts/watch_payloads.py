@@ -44,6 +44,9 @@ class WatchedReplica(WireModel):
     failed_scans: int = 0
     # Whether the replica was told it is watched (the first scan after it registered does).
     acknowledged: bool = False
+    # Told its cluster stopped answering (``unreachable`` news): the next scan that sees it
+    # tells it what it finds, Ready or not (and clears this).
+    unreachable: bool = False
 
 
 class ScanRequest(WireModel):
@@ -84,6 +87,8 @@ class NewsKind(StrEnum):
     REPAIR = "repair"
     # The first scan after a registration saw it: the replica is watched (no news otherwise).
     WATCHING = "watching"
+    # The cluster's API stopped answering: nobody can tell how the replica is (Unknown).
+    UNREACHABLE = "unreachable"
 
 
 class HealthNews(WireModel):

@@ -33,9 +33,11 @@ class FleetLimits(WireModel):
     # The ledger's size guard: the compact state costs ~40-60 bytes per replica, so this keeps
     # the continue-as-new input near 1 MiB at most, well under Temporal's 2 MiB payload limit.
     max_replicas: int = 20_000
-    # How long a cluster may stay NotReady before its replicas are re-placed elsewhere (long
-    # enough that a blip does not move serving replicas; ``worker.tuning`` sets it).
-    not_ready_grace_seconds: int = Field(default=300, ge=1)
+    # How long a cluster may stay NotReady before its replicas are re-placed elsewhere, counted
+    # from its first failed probe when it went silent: long enough that a blip does not move
+    # serving replicas, short enough that failover starts within 3 minutes of the silence (a
+    # probe notices it within 50 s). ``worker.tuning`` sets it.
+    not_ready_grace_seconds: int = Field(default=120, ge=1)
 
 
 class FleetState(WireModel):

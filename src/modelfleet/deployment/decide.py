@@ -177,8 +177,13 @@ def wait_over(state: DeploymentState, wait: Wait) -> bool:
         return True
     if wait.until == "proven":
         return status.phase is not ReplicaPhase.READY
-    # Degraded is a replica that was Ready and left it (it may do both within one task).
-    return status.phase in (ReplicaPhase.READY, ReplicaPhase.FAILED, ReplicaPhase.DEGRADED)
+    # Degraded and Unknown are a replica that was Ready and left it (maybe within one task).
+    return status.phase in (
+        ReplicaPhase.READY,
+        ReplicaPhase.FAILED,
+        ReplicaPhase.DEGRADED,
+        ReplicaPhase.UNKNOWN,
+    )
 
 
 def crash_looping(status: ReplicaStatus) -> bool:

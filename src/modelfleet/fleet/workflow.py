@@ -278,7 +278,9 @@ class FleetWorkflow:
         if report.ready:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:
-            record.not_ready_since = workflow.now()
+            # An unreachable cluster's grace counts from its first failed probe: failover then
+            # has a bound from when it went silent, however many probes NotReady takes.
+            record.not_ready_since = min(workflow.now(), report.unreachable_since or workflow.now())
             self._start_grace_timer(report.name, record.not_ready_since)
         if record.observed() != before:
             self._cluster_changed(report.name)

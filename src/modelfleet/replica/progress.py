@@ -13,9 +13,10 @@ from modelfleet.contracts.status import (
     ReplicaStep,
 )
 
-# What the deployment decides on or reports: serving, serving badly, failed (the rollout pauses
-# or rolls back), and done (the next pass reaps the replica, a teardown wait ends).
-_TOLD = (ReplicaPhase.READY, ReplicaPhase.DEGRADED, ReplicaPhase.FAILED)
+# What the deployment decides on or reports: serving, serving badly, out of sight (its cluster
+# does not answer), failed (the rollout pauses or rolls back), and done (the next pass reaps the
+# replica, a teardown wait ends).
+_TOLD = (ReplicaPhase.READY, ReplicaPhase.DEGRADED, ReplicaPhase.UNKNOWN, ReplicaPhase.FAILED)
 # Phases in which the deployment's copy of a replica's step may lag behind the replica.
 _IN_FLIGHT = (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING)
 

@@ -237,6 +237,11 @@ class ServingReplica:
         return True
 
     async def _on_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
+        if news.kind is NewsKind.UNREACHABLE:
+            # Nothing to check or compare against a silent API: the cluster's next answering
+            # scan says how it is (and the pending comparison waits for that).
+            await self._set(ReplicaPhase.UNKNOWN, ReplicaStep.SERVING, news.reason)
+            return
         unverified, self._unverified = self._unverified, False
         if news.kind is NewsKind.REPAIR:
             await self._repair_and_register(rendered)
@@ -463,7 +468,9 @@ class ServingReplica:
         teardown deletes the route, so services stop sending traffic first)."""
         r = self._replica
         serving = phase is ReplicaPhase.READY
-        if serving == self._published:
+        # Unknown (its cluster's API is silent) leaves routing as it is: an API outage does not
+        # stop a data plane, and the gateways' own health checks eject a backend that is down.
+        if serving == self._published or phase is ReplicaPhase.UNKNOWN:
             return
         try:
             if serving:

@@ -7,7 +7,7 @@
 - ``MODELFLEET_CLUSTER_SWEEP_SECONDS``: how often a Ready cluster sweeps the objects of replicas
   the Fleet no longer holds there, besides on its return from NotReady (default 600);
 - ``MODELFLEET_NOT_READY_GRACE_SECONDS``: how long a cluster may stay NotReady before the Fleet
-  re-places its replicas on other clusters (default 300).
+  re-places its replicas on other clusters (default 120, counted from its first failed probe).
 
 They are read where the workflows start: the probe and sweep knobs when a cluster is first
 applied (its workflow carries them from then on, across continue-as-new), the grace when the
