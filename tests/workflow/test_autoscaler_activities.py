@@ -203,4 +203,5 @@ async def test_target_keeps_live_replicas_and_marks_only_ready_ones(
         TargetReplica(name="r-progressing", cluster="east", ready=False),
         TargetReplica(name="r-ready", cluster="east", ready=True),
         TargetReplica(name="r-degraded", cluster="east", ready=False),
+        TargetReplica(name="r-unknown", cluster="east", ready=False),
     ]

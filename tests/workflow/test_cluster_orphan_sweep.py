@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from carry_support import carried_input, continued
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -56,7 +56,10 @@ from modelfleet.contracts.stack_payloads import (
 )
 from modelfleet.contracts.status import ClusterStatus
 from modelfleet.contracts.watch_payloads import (
+    REPLICA_HEALTH,
     WATCH_REPLICA,
+    HealthNews,
+    NewsKind,
     ScanRequest,
     ScanResult,
     WatchedReplica,
@@ -362,6 +365,26 @@ async def _until_real(
         await asyncio.sleep(0.1)
 
 
+@workflow.defn(name="WatchedReplicaStandIn", sandboxed=False)
+class WatchedReplicaStandIn:
+    """A watched replica's workflow: it only collects what its cluster tells it."""
+
+    def __init__(self) -> None:
+        self.news: list[str] = []
+
+    @workflow.signal(name=REPLICA_HEALTH)
+    def health(self, news: HealthNews) -> None:
+        self.news.append(news.kind.value)
+
+    @workflow.query
+    def told(self) -> list[str]:
+        return self.news
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
 async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) -> None:
     """On a server that suggests continue-as-new after a few dozen events: a run that is dark,
     with a replica registered in an earlier run, hands on its settings and its whole state (the
@@ -379,9 +402,12 @@ async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) ->
     async with Worker(
         client,
         task_queue=queue,
-        workflows=[ClusterWorkflow],
+        workflows=[ClusterWorkflow, WatchedReplicaStandIn],
         activities=[*fake.activities(), scan],
     ):
+        replica = await client.start_workflow(
+            WatchedReplicaStandIn.run, id="replica/ns/r-1", task_queue=queue
+        )
         handle = await client.start_workflow(
             ClusterWorkflow.run,
             ClusterInput.of(SPEC, probe_interval_seconds=1, failure_threshold=1),
@@ -409,6 +435,9 @@ async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) ->
         assert state.created == held.created
         assert list(state.watched) == ["ns/r-1"]
         assert state.watched["ns/r-1"].workflow_id == watched.workflow_id
+        # Told once that its cluster went silent, and that is carried too (not told again).
+        assert state.watched["ns/r-1"].unreachable
+        assert await replica.query(WatchedReplicaStandIn.told) == [NewsKind.UNREACHABLE.value]
         # The next run knows all of it: dark, a sweep due on return, created when it was.
         now = await _until_real(latest, lambda s: s.last_probe is not None, "a probe")
         assert now.created == held.created
@@ -420,3 +449,4 @@ async def test_the_state_rides_continue_as_new_whole(carrying_client: Client) ->
         assert fake.calls[:asked] == ["rewatch"]
         assert fake.calls[asked:] == ["list", "ledger", "sweep ns/moved-1"]
         await latest.terminate()
+        await replica.terminate()
