@@ -83,6 +83,10 @@ class Case:
     # from then on); None for a good change.
     visible: str | None = "restart"
     kill_worker: bool = False
+    # How long the case may run after the change (a slow crasher fails late).
+    limit: float = 150.0
+    # Words the rollback's reason must carry (which trigger caught it).
+    because: str = ""
 
 
 CASES = [
@@ -90,6 +94,15 @@ CASES = [
     Case("crash-loop", "vllm/vllm-openai:v0.23.0-crashloop", {"crash_after_seconds": 5}),
     Case("rejected-args", "vllm/vllm-openai:v0.23.0-badargs", {"reject_args": ["*"]}),
     Case("never-ready", "vllm/vllm-openai:v0.23.0-neverready", never_ready=True, visible="pod"),
+    # Serves 150 s after each start: it outlives minReadySeconds and the roll (about 80 s),
+    # then crash-loops; the rollback window (600 s after the roll) catches it.
+    Case(
+        "slow-crash",
+        "vllm/vllm-openai:v0.23.0-slowcrash",
+        {"crash_after_seconds": 150},
+        limit=330.0,
+        because="within its rollback window",
+    ),
 ]
 SIGKILL_CASE = Case("crash-loop-sigkill", "vllm/vllm-openai:v0.23.0-crashloop", kill_worker=True)
 IMAGE_FAULTS = {c.image: c.fault for c in [*CASES, SIGKILL_CASE] if c.fault}
@@ -107,6 +120,7 @@ class Figures:
     done_at: float | None = None
     served: collections.Counter[str] = field(default_factory=collections.Counter)
     summary: str = ""
+    rollback_reason: str = ""
     note: str = ""
 
     @property
@@ -315,7 +329,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
         start = time.monotonic()
         await apply_resource(env.temporal, _with_image(md, case.image))
         killed = False
-        deadline = start + 150
+        deadline = start + case.limit
         lowest = 2
         while time.monotonic() < deadline:
             now = time.monotonic() - start
@@ -342,6 +356,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
                 figures.summary = status.summary
                 if ROLLED_BACK in status.summary and figures.rolled_back_at is None:
                     figures.rolled_back_at = now
+                    figures.rollback_reason = status.summary
                 settled = (
                     status.phase == "Ready"
                     and status.ready == 2
@@ -505,6 +520,7 @@ def _check(figures: Figures | BaseException, case: Case | None) -> Figures:
         assert figures.rollback_seconds is not None, f"not rolled back: {figures.summary}"
         assert figures.rollback_seconds <= ROLLBACK_WITHIN
         assert figures.done_at is not None, f"not back to the old replicas: {figures.summary}"
+        assert case.because in figures.rollback_reason, figures.rollback_reason
     return figures
 
 

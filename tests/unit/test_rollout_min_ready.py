@@ -182,6 +182,83 @@ def test_an_earlier_replacement_crash_looping_while_the_roll_goes_on_rolls_back(
     assert state.replicas["b"].phase is ReplicaPhase.READY
 
 
+def _finished() -> DeploymentState:
+    """The roll from OLD to NEW over at 82 s: ``c`` and ``d`` serve NEW."""
+    state = _after_first_replacement()
+    state = report(state, "d", ReplicaPhase.READY, 50)
+    state, action = rollout.next_action(state, at(80))
+    assert action == rollout.SignalTeardown(name="b")
+    state = rollout.progressed(
+        state,
+        ReplicaProgress(name="b", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE, at=at(81)),
+    )
+    state, action = rollout.next_action(state, at(81))
+    state = rollout.forgotten(state, "b", at(82))  # type: ignore[arg-type]
+    state, action = rollout.next_action(state, at(82))
+    assert action == rollout.EndPass()
+    return _settle(state, 83)
+
+
+def _settle(state: DeploymentState, when: float) -> DeploymentState:
+    """Passes (every placement answered with no change) until the deployment rests clean."""
+    for _ in range(5):
+        if not rollout.rest_over(state):
+            return state
+        state = rollout.woke(state, at(when))
+        while True:
+            state, action = rollout.next_action(state, at(when))
+            if isinstance(action, rollout.Place):
+                state = rollout.placed(state, PlaceResponse())
+            elif isinstance(action, rollout.EndPass):
+                break
+            else:
+                raise AssertionError(f"unexpected {action}")
+        state, _ = rollout.next_action(state, at(when))
+    raise AssertionError("never settled")
+
+
+def test_a_slow_crasher_within_the_rollback_window_rolls_back_at_once() -> None:
+    """A crash loop that starts after the roll finished (the engine outlived minReadySeconds)
+    within rollbackWindowSeconds (600 s by default) rolls back to the template before it."""
+    state = _finished()
+    assert rollout.template_hash(state.last_good) == rollout.template_hash(NEW)  # type: ignore[arg-type]
+    assert state.window_until == at(82 + 600)
+    assert not rollout.rest_over(state)
+    state = report(state, "c", ReplicaPhase.DEGRADED, 400, CRASH, restarts=2)
+    # At rest: the report itself wakes the deployment (no wait for the periodic resync).
+    assert rollout.rest_over(state)
+    state = rollout.woke(state, at(401))
+    state, action = rollout.next_action(state, at(401))
+    assert isinstance(action, rollout.Place)
+    state = rollout.placed(state, PlaceResponse())  # the reconcile placement changed nothing
+    state, action = rollout.next_action(state, at(401))
+    assert action == rollout.EndPass()
+    assert state.held == rollout.template_hash(NEW)
+    assert rollout.template_hash(rollout.effective_spec(state)) == rollout.template_hash(OLD)
+    assert rollout.template_hash(state.last_good) == rollout.template_hash(OLD)  # type: ignore[arg-type]
+    assert "replica c of the template rolled out 319 s ago failed within its rollback window" in (
+        state.held_reason
+    )
+    assert "crash-looping" in state.held_reason
+    assert state.revisions[-1].outcome.startswith("rolled back: replica c of the template")
+    # The next pass rolls the replicas back to OLD.
+    assert rollout.rest_over(state)
+
+
+def test_a_crash_past_the_rollback_window_or_with_none_is_not_rolled_back() -> None:
+    late = report(_finished(), "c", ReplicaPhase.DEGRADED, 82 + 601, CRASH, restarts=5)
+    assert rollout.failed_replacement(late) is None
+    assert rollout.failed_after_roll(late, at(82 + 601)) is None
+    assert not rollout.rest_over(late)
+    off = _finished()
+    off.spec.spec.strategy.rollback_window_seconds = 0
+    off.previous_good, off.window_until = None, None
+    rollout.promote(off, at(90))
+    assert off.window_until is None
+    off = report(off, "c", ReplicaPhase.DEGRADED, 100, CRASH, restarts=5)
+    assert rollout.failed_after_roll(off, at(100)) is None
+
+
 def test_a_roll_that_finishes_makes_its_template_the_last_good_one() -> None:
     state = _after_first_replacement()
     state = report(state, "d", ReplicaPhase.READY, 50)
@@ -198,7 +275,7 @@ def test_a_roll_that_finishes_makes_its_template_the_last_good_one() -> None:
     state, action = rollout.next_action(state, at(82))
     assert action == rollout.EndPass()
     assert rollout.template_hash(state.last_good) == rollout.template_hash(NEW)  # type: ignore[arg-type]
-    # A crash after the roll is over has nothing to roll back to: no held template.
+    # A crash after the roll is over is no failed replacement (the rollback window's, above).
     state = report(state, "c", ReplicaPhase.DEGRADED, 400, CRASH, restarts=5)
     assert rollout.failed_replacement(state) is None
 

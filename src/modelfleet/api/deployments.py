@@ -203,6 +203,9 @@ class Strategy(Model):
     # before an old replica drains for it and it counts towards the roll's capacity; leaving
     # Ready within it is a failed replacement, rolled back (Kubernetes' minReadySeconds).
     min_ready_seconds: int = Field(default=30, ge=0, le=3600)
+    # How long after a roll finished a crash loop of its template still rolls it back to the
+    # template before it (a slow crasher that outlived minReadySeconds); 0 turns it off.
+    rollback_window_seconds: int = Field(default=600, ge=0, le=7 * 24 * 3600)
 
     def unavailable(self, replicas: int) -> int:
         """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a

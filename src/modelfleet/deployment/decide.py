@@ -41,6 +41,7 @@ from modelfleet.deployment.state import (
     TearDown,
     effective_spec,
     note,
+    promote,
     template_hash,
 )
 from modelfleet.deployment.state import DryPlace as DryPlaceOp
@@ -209,6 +210,42 @@ def failed_replacement(state: DeploymentState) -> ReplicaStatus | None:
     if current == template_hash(state.last_good):
         return None
     return next((r for r in suspects if r.template_hash == current), None)
+
+
+def in_rollback_window(state: DeploymentState, now: datetime) -> bool:
+    """A roll finished less than ``rollbackWindowSeconds`` ago and replaced a good template."""
+    return (
+        state.previous_good is not None
+        and state.window_until is not None
+        and now < state.window_until
+    )
+
+
+def failed_after_roll(state: DeploymentState, now: datetime) -> ReplicaStatus | None:
+    """A replica of the template that last rolled out, crash-looping after it was Ready, within
+    the roll's rollback window: a slow crasher (it outlived minReadySeconds), rolled back to
+    the template before it as a crash loop during the roll is."""
+    if not in_rollback_window(state, now) or state.last_good is None:
+        return None
+    assert state.previous_good is not None
+    current = template_hash(effective_spec(state))
+    if current != template_hash(state.last_good) or current == template_hash(state.previous_good):
+        return None
+    return next(
+        (
+            r
+            for _, r in sorted(state.replicas.items())
+            if r.ready_since is not None
+            and r.phase is ReplicaPhase.DEGRADED
+            and crash_looping(r)
+            and r.template_hash == current
+        ),
+        None,
+    )
+
+
+def _ago(since: datetime, now: datetime) -> str:
+    return f"{max(0, int((now - since).total_seconds()))} s"
 
 
 def proven(status: ReplicaStatus, min_ready: timedelta, now: datetime) -> bool:
@@ -500,6 +537,16 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
             f"{after_ready(crashed, now)}",
         )
         return
+    late = failed_after_roll(s, now)
+    if late is not None and s.previous_good is not None and s.window_until is not None:
+        since = s.window_until - timedelta(seconds=s.spec.spec.strategy.rollback_window_seconds)
+        s.last_good, s.previous_good, s.window_until = s.previous_good, None, None
+        _fail_replacement(
+            s,
+            f"replica {late.name} of the template rolled out {_ago(since, now)} ago failed "
+            f"within its rollback window: {after_ready(late, now)}",
+        )
+        return
     old = _next_outdated(s.replicas.values(), op.target)
     if old is None:
         s.ops.pop(0)
@@ -513,7 +560,7 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
                 for r in s.replicas.values()
             )
         ):
-            s.last_good = s.spec.model_copy(deep=True)
+            promote(s, now)
         return
     rest = s.ops[1:]
     head: list[Op]

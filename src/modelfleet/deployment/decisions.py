@@ -37,6 +37,7 @@ from modelfleet.deployment.decide import (
     WAITING_FOR_HEALTH,
     after_ready,
     crash_looping,
+    failed_after_roll,
     failed_replacement,
     in_place_allowed,
     next_action,
@@ -72,6 +73,7 @@ from modelfleet.deployment.state import (
     Revision,
     Stage,
     effective_spec,
+    promote,
     template_hash,
 )
 
@@ -104,6 +106,7 @@ __all__ = [
     "dry_place_request",
     "dry_placed",
     "effective_spec",
+    "failed_after_roll",
     "failed_replacement",
     "fleet_failed",
     "forgotten",
@@ -114,6 +117,7 @@ __all__ = [
     "placed",
     "placement_checked",
     "progressed",
+    "promote",
     "proven",
     "report",
     "rest_over",

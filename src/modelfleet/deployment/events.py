@@ -22,6 +22,7 @@ from modelfleet.deployment.decide import (
     NO_OTHER_CLUSTER,
     WAITING_FOR_HEALTH,
     blocked,
+    failed_after_roll,
     replace_in_place,
 )
 from modelfleet.deployment.state import (
@@ -36,6 +37,7 @@ from modelfleet.deployment.state import (
     change_cause,
     effective_spec,
     note,
+    promote,
     record_revision,
     retire,
     still_retired,
@@ -147,7 +149,11 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
         # A replica of the spec's template serves: that template is now the one to return to.
         # Not while a replacement proves itself: a roll makes its template the last good one
         # when it is over (``decide._roll``), so a crash loop during it can still roll back.
-        s.last_good = s.spec.model_copy(deep=True)
+        promote(s, progress.at)
+    if progress.at is not None and failed_after_roll(s, progress.at) is not None:
+        # A slow crasher of the template that just rolled: the next pass rolls it back, now
+        # rather than at the next periodic resync.
+        s.dirty = True
     if progress.phase in (ReplicaPhase.FAILED, ReplicaPhase.TERMINATED) and (
         progress.step is ReplicaStep.DONE
     ):

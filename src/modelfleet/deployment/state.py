@@ -197,6 +197,11 @@ class DeploymentState(WireModel):
     summary: str = ""
     # The last spec whose template had a replica Ready: what a failed change rolls back to.
     last_good: ModelDeployment | None = None
+    # The last good spec before ``last_good`` took over, while its roll's rollback window is
+    # open (until ``window_until``): a crash loop of ``last_good``'s template meanwhile rolls
+    # back to it (``decide.failed_after_roll``).
+    previous_good: ModelDeployment | None = None
+    window_until: datetime | None = None
     # The template hash of a spec held back (blocked at the dry placement, or rolled back after
     # its replacement failed) and why: while ``spec`` still has that template, the deployment
     # runs ``last_good``'s template instead (see ``effective_spec``).
@@ -243,6 +248,20 @@ def still_retired(retired: dict[str, datetime], now: datetime) -> dict[str, date
 def retire(retired: dict[str, datetime], name: str, now: datetime) -> dict[str, datetime]:
     """``retired`` with ``name`` leaving at ``now``, trimmed (bounded across continue-as-new)."""
     return still_retired({**retired, name: now}, now)
+
+
+def promote(state: DeploymentState, now: datetime | None) -> None:
+    """The spec's template serves: it becomes the last good one. When it replaces another
+    good template, that one is kept for the rollback window (a crash loop of the new template
+    within it rolls back to it); a window of 0 (or no time to count it from) keeps nothing."""
+    before = state.last_good
+    state.last_good = state.spec.model_copy(deep=True)
+    window = state.spec.spec.strategy.rollback_window_seconds
+    if now is None or not window:
+        return
+    if before is not None and template_hash(before) != template_hash(state.spec):
+        state.previous_good = before
+        state.window_until = now + timedelta(seconds=window)
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:
