@@ -167,6 +167,7 @@ class WidgetSpec(Model):
 class ModelWidget(Resource):
     KIND: ClassVar[str] = "ModelWidget"
     NAMESPACED: ClassVar[bool] = True
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mw",)
     kind: Literal["ModelWidget"] = "ModelWidget"
     spec: WidgetSpec = WidgetSpec()
 
@@ -191,8 +192,6 @@ async def _apply_widget(client: Client, r: Any, rpc_timeout: Any, tuning: Any) -
 
 WIDGET = kinds.KindSpec(
     model=ModelWidget,
-    plural="modelwidgets",
-    short_names=("mw",),
     aliases=("widget", "widgets"),
     workflow="WidgetWorkflow",
     workflow_id=lambda ns, name: f"widget/{ns}/{name}",

@@ -40,6 +40,7 @@ MODEL = '''
     class ModelWidget(Resource):
         KIND: ClassVar[str] = "ModelWidget"
         NAMESPACED: ClassVar[bool] = True
+        SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mw",)
         kind: Literal["ModelWidget"] = "ModelWidget"
         spec: WidgetSpec = WidgetSpec()
 '''
@@ -125,8 +126,6 @@ def _widget_spec(model: type, widget_workflow: Any) -> kinds.KindSpec:
         widget_workflow,
         input_of=lambda r: r,
         workflow_id=lambda ns, name: f"widget/{ns}/{name}",
-        plural="modelwidgets",
-        short_names=("mw",),
         aliases=("widget", "widgets"),
         apply_rank=4,
         delete_rank=1,

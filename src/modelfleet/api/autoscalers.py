@@ -135,6 +135,8 @@ class ModelAutoscalerSpec(Model):
 
 class ModelAutoscaler(Resource):
     KIND: ClassVar[str] = "ModelAutoscaler"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ma",)
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hpa",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelAutoscaler"] = "ModelAutoscaler"
     spec: ModelAutoscalerSpec

@@ -134,6 +134,7 @@ class ModelCacheSpec(Model):
 
 class ModelCache(Resource):
     KIND: ClassVar[str] = "ModelCache"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mc",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelCache"] = "ModelCache"
     spec: ModelCacheSpec

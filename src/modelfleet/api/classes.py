@@ -130,5 +130,7 @@ class InferenceClassSpec(Model):
 
 class InferenceClass(Resource):
     KIND: ClassVar[str] = "InferenceClass"
+    PLURAL: ClassVar[str] = "inferenceclasses"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("icl",)
     kind: Literal["InferenceClass"] = "InferenceClass"
     spec: InferenceClassSpec

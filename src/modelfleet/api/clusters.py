@@ -209,5 +209,6 @@ class InferenceClusterSpec(Model):
 
 class InferenceCluster(Resource):
     KIND: ClassVar[str] = "InferenceCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ic",)
     kind: Literal["InferenceCluster"] = "InferenceCluster"
     spec: InferenceClusterSpec

@@ -228,6 +228,8 @@ class ModelDeploymentSpec(Model):
 
 class ModelDeployment(Resource):
     KIND: ClassVar[str] = "ModelDeployment"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("md",)
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("deploy",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelDeployment"] = "ModelDeployment"
     spec: ModelDeploymentSpec
@@ -271,6 +273,7 @@ class ModelReplicaSpec(Model):
 
 class ModelReplica(Resource):
     KIND: ClassVar[str] = "ModelReplica"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mr",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelReplica"] = "ModelReplica"
     spec: ModelReplicaSpec

@@ -112,6 +112,7 @@ class GKEClusterSpec(Model):
 
 class GKEClusterResource(InfrastructureResource):
     KIND: ClassVar[str] = "GKECluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gke",)
     kind: Literal["GKECluster"] = "GKECluster"
     spec: GKEClusterSpec
 
@@ -126,6 +127,7 @@ class EKSClusterSpec(Model):
 
 class EKSClusterResource(InfrastructureResource):
     KIND: ClassVar[str] = "EKSCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("eks",)
     kind: Literal["EKSCluster"] = "EKSCluster"
     spec: EKSClusterSpec
 
@@ -140,6 +142,7 @@ class AKSClusterSpec(Model):
 
 class AKSClusterResource(InfrastructureResource):
     KIND: ClassVar[str] = "AKSCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("aks",)
     kind: Literal["AKSCluster"] = "AKSCluster"
     spec: AKSClusterSpec
 
@@ -152,6 +155,7 @@ class NebiusClusterSpec(Model):
 
 class NebiusClusterResource(InfrastructureResource):
     KIND: ClassVar[str] = "NebiusCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mk8s",)
     kind: Literal["NebiusCluster"] = "NebiusCluster"
     spec: NebiusClusterSpec
 
@@ -165,6 +169,7 @@ class VultrClusterSpec(Model):
 
 class VultrClusterResource(InfrastructureResource):
     KIND: ClassVar[str] = "VultrCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("vke",)
     kind: Literal["VultrCluster"] = "VultrCluster"
     spec: VultrClusterSpec
 
@@ -225,6 +230,7 @@ class ServingStackSpec(Model):
 
 class ServingStack(InfrastructureResource):
     KIND: ClassVar[str] = "ServingStack"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ss",)
     kind: Literal["ServingStack"] = "ServingStack"
     spec: ServingStackSpec
 

@@ -46,8 +46,8 @@ def _discovered_kinds() -> dict[str, type[Resource]]:
 # imported by the discovery, so it runs once everything here is defined.
 KINDS: dict[str, type[Resource]] = {}
 
-# The words that name a kind on a command line (short names, plurals) are the CLI's: its kind
-# registry, cli/kinds.py.
+# The words that name a kind (plural, short names) are its model's (``Resource.plural``,
+# ``SHORT_NAMES``); the CLI's other words for it (aliases) are its kind registry's, cli/kinds.py.
 
 _FRIENDLY = {
     "missing": "required field is missing",

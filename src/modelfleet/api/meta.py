@@ -133,10 +133,23 @@ class Resource(Model):
     # Another accepted shape of a kind whose own model is registered (api.kinds picks the shape
     # by a document's content), not a kind of its own.
     ALTERNATE_SHAPE: ClassVar[bool] = False
+    # The words that name the kind, in the API (its CRD's names) and on the command line: the
+    # plural (empty: the kind in lower case plus "s") and the short names.
+    PLURAL: ClassVar[str] = ""
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ()
+    # kubectl's own short names for the same idea (``deploy``, ``svc``, ``ep``, ``hpa``, ``gtw``
+    # as Gateway API's): the CLI accepts them, a CRD does not declare them, as they would shadow
+    # the built-in resources in kubectl on the cluster it is installed in.
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ()
 
     api_version: str = API_VERSION
     kind: str
     metadata: ObjectMeta
+
+    @classmethod
+    def plural(cls) -> str:
+        """The kind's plural, as a URL path and a CRD name use it (``modeldeployments``)."""
+        return cls.PLURAL or f"{cls.KIND.lower()}s"
 
     @property
     def name(self) -> str:

@@ -34,6 +34,8 @@ class ModelEndpointSpec(Model):
 
 class ModelEndpoint(Resource):
     KIND: ClassVar[str] = "ModelEndpoint"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("me",)
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ep",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelEndpoint"] = "ModelEndpoint"
     spec: ModelEndpointSpec
@@ -91,6 +93,8 @@ class ModelServiceSpec(Model):
 
 class ModelService(Resource):
     KIND: ClassVar[str] = "ModelService"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ms",)
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("svc",)
     NAMESPACED: ClassVar[bool] = True
     kind: Literal["ModelService"] = "ModelService"
     spec: ModelServiceSpec
@@ -116,5 +120,7 @@ class InferenceGatewaySpec(Model):
 
 class InferenceGateway(Resource):
     KIND: ClassVar[str] = "InferenceGateway"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ig",)
+    BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gtw",)
     kind: Literal["InferenceGateway"] = "InferenceGateway"
     spec: InferenceGatewaySpec

@@ -1,8 +1,8 @@
 """The CLI's registry of resource kinds: one ``KindSpec`` per kind, and everything the verbs
-need to know about kinds derived from it: the words that name a kind (kind, plural, short
-names), the "unknown kind" error, apply and delete order, ``get`` columns and rows, how a kind
-is read (``get``), shown (``describe``), applied and deleted, its workflow and workflow IDs,
-and shell completion of kinds.
+need to know about kinds derived from it: the words that name a kind (kind, its model's plural
+and short names, aliases), the "unknown kind" error, apply and delete order, ``get`` columns
+and rows, how a kind is read (``get``), shown (``describe``), applied and deleted, its workflow
+and workflow IDs, and shell completion of kinds.
 
 A new kind touches three places, and nothing lists it anywhere else: its API model (a module
 under api/, found by api.kinds), its entity package (a ``workflow`` module, found by
@@ -68,10 +68,6 @@ class KindSpec:
     """Everything the CLI knows about one kind."""
 
     model: type[Resource]
-    plural: str
-    # Short names, kubectl's own among them where they name the same idea (``deploy``, ``svc``,
-    # ``ep``, ``hpa``, ``gtw`` as Gateway API's).
-    short_names: tuple[str, ...]
     # Everyday words for the kind (``deployment``, ``deployments``): the first pair's plural is
     # what ``get --help`` lists.
     aliases: tuple[str, ...] = ()
@@ -101,6 +97,16 @@ class KindSpec:
     @property
     def namespaced(self) -> bool:
         return self.model.NAMESPACED
+
+    @property
+    def plural(self) -> str:
+        return self.model.plural()
+
+    @property
+    def short_names(self) -> tuple[str, ...]:
+        """The model's short names, then kubectl's own where they name the same idea (``deploy``,
+        ``svc``...): the CLI, unlike a CRD, may borrow them."""
+        return (*self.model.SHORT_NAMES, *self.model.BORROWED_SHORT_NAMES)
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -138,14 +144,12 @@ def entity_kind(
     )
 
 
-def _held(model: type[Resource], short_name: str) -> KindSpec:
+def _held(model: type[Resource]) -> KindSpec:
     """A kind accepted for Modelplane parity: held by the AcceptedResource workflow without
     being acted upon (applied, listed with the reason, deleted); nothing depends on it."""
     kind = model.KIND
     return KindSpec(
         model=model,
-        plural=f"{kind.lower()}s",
-        short_names=(short_name,),
         workflow="AcceptedResourceWorkflow",
         workflow_id=lambda ns, name: accepted_id(kind, ns, name),
         apply_rank=9,  # last: nothing depends on them
@@ -174,8 +178,6 @@ def _read_held(kind: str) -> Fetch:
 _SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         model=InferenceClass,
-        plural="inferenceclasses",
-        short_names=("icl",),
         aliases=("class", "classes"),
         workflow="FleetWorkflow",
         workflow_id=lambda ns, name: FLEET_ID,
@@ -192,8 +194,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=InferenceCluster,
-        plural="inferenceclusters",
-        short_names=("ic",),
         aliases=("cluster", "clusters"),
         workflow="ClusterWorkflow",
         workflow_id=lambda ns, name: cluster_id(name),
@@ -209,8 +209,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelDeployment,
-        plural="modeldeployments",
-        short_names=("md", "deploy"),
         aliases=("deployment", "deployments"),
         workflow=DeploymentWorkflow.__name__,
         workflow_id=deployment_id,
@@ -226,8 +224,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelReplica,
-        plural="modelreplicas",
-        short_names=("mr",),
         aliases=("replica", "replicas"),
         workflow=ReplicaWorkflow.__name__,
         workflow_id=replica_id,
@@ -241,8 +237,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelService,
-        plural="modelservices",
-        short_names=("ms", "svc"),
         aliases=("service", "services"),
         workflow=ServiceWorkflow.__name__,
         workflow_id=service_id,
@@ -258,8 +252,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelEndpoint,
-        plural="modelendpoints",
-        short_names=("me", "ep"),
         aliases=("endpoint", "endpoints"),
         workflow="EndpointsWorkflow",
         workflow_id=lambda ns, name: ENDPOINTS_ID,
@@ -276,8 +268,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=InferenceGateway,
-        plural="inferencegateways",
-        short_names=("ig", "gtw"),
         aliases=("gateway", "gateways"),
         workflow="EndpointsWorkflow",
         workflow_id=lambda ns, name: ENDPOINTS_ID,
@@ -291,8 +281,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelAutoscaler,
-        plural="modelautoscalers",
-        short_names=("ma", "hpa"),
         aliases=("autoscaler", "autoscalers"),
         workflow=AutoscalerWorkflow.__name__,
         workflow_id=autoscaler_id,
@@ -308,8 +296,6 @@ _SPECS: tuple[KindSpec, ...] = (
     ),
     KindSpec(
         model=ModelCache,
-        plural="modelcaches",
-        short_names=("mc",),
         aliases=("cache", "caches"),
         workflow=CacheWorkflow.__name__,
         workflow_id=cache_id,
@@ -325,13 +311,8 @@ _SPECS: tuple[KindSpec, ...] = (
         apply=kind_actions.apply_cache_kind,
         delete=kind_actions.delete_cache_kind,
     ),
-    _held(ServingStack, "ss"),
-    *(
-        _held(model, short)
-        for model, short in zip(
-            CLOUD_CLUSTER_KINDS, ("gke", "eks", "aks", "mk8s", "vke"), strict=True
-        )
-    ),
+    _held(ServingStack),
+    *(_held(model) for model in CLOUD_CLUSTER_KINDS),
 )
 
 REGISTRY: dict[str, KindSpec] = {spec.name: spec for spec in _SPECS}

@@ -23,6 +23,7 @@ from modelfleet.cli.connection import (
     use_connection,
     use_profile,
 )
+from modelfleet.cli.crds import crds
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.diff import diff
 from modelfleet.cli.errors import GuardedGroup
@@ -69,6 +70,7 @@ def main(
 
 app.command("validate")(validate)
 app.command("schema")(schema)
+app.command("crds")(crds)
 app.command("plan")(plan)
 app.command("render")(render)
 app.command("apply")(apply)
