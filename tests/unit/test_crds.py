@@ -43,7 +43,12 @@ def test_names_scope_and_short_names() -> None:
         "plural": "modeldeployments",
         "singular": "modeldeployment",
         "shortNames": ["md"],
+        "categories": ["modelfleet"],
     }
+    # Modelplane's group: no short names (``md`` is modelfleet's), no category.
+    mp = crds["modeldeployments.modelplane.ai"]["spec"]["names"]
+    assert "shortNames" not in mp
+    assert "categories" not in mp
     assert md["scope"] == "Namespaced"
     assert crds["inferenceclasses.modelfleet.dev"]["spec"]["scope"] == "Cluster"
     assert crds["inferenceclusters.modelfleet.dev"]["spec"]["scope"] == "Cluster"
@@ -58,7 +63,8 @@ def test_subresources_and_printer_columns() -> None:
     for crd in crds.values():
         (version,) = crd["spec"]["versions"]
         assert version["subresources"]["status"] == {}
-        assert version["additionalPrinterColumns"][-1] == {
+        shown = [c for c in version["additionalPrinterColumns"] if not c.get("priority")]
+        assert shown[-1] == {
             "name": "Age",
             "type": "date",
             "jsonPath": ".metadata.creationTimestamp",

@@ -239,7 +239,18 @@ async def test_crd_registers_a_served_kind() -> None:
             "scope": "Namespaced",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
             "versions": [
-                {"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
             ],
         },
     }

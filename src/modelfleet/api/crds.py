@@ -29,10 +29,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelfleet.api.crd_rules import GATEWAY_SHAPE_RULES, ROOT_RULES, RULES
+from modelfleet.api.crd_schema import merge_objects, openapi_schema
 from modelfleet.api.kinds import KINDS
 from modelfleet.api.meta import Resource
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
+# ``kubectl get modelfleet`` lists every modelfleet object.
+CATEGORY = "modelfleet"
 # The label every generated CRD carries, so that they can be listed (and pruned) together.
 CRD_LABELS = {"app.kubernetes.io/part-of": "modelfleet"}
 
@@ -111,6 +116,10 @@ _COLUMNS: dict[str, list[dict[str, Any]]] = {
 # Kinds held for Modelplane parity, not acted upon: the controller says so in Ready.
 _HELD_COLUMNS = [_ready(), _ready("Reason", "reason")]
 
+# Other shapes a kind's documents may take (api.kinds picks one by content): one schema
+# accepts both.
+_ALTERNATE_SHAPES: dict[str, type[Resource]] = {"InferenceGateway": ModelplaneInferenceGateway}
+
 # The kinds with a scale subresource, and its paths.
 _SCALE: dict[str, dict[str, str]] = {
     "ModelDeployment": {
@@ -126,19 +135,88 @@ def _group_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def _schema(model: type[Resource]) -> dict[str, Any]:
-    """The OpenAPI v3 schema of one kind's objects."""
+_CONDITION: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "maxLength": 316},
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "reason": {"type": "string", "maxLength": 1024},
+        "message": {"type": "string", "maxLength": 32768},
+        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+    },
+    "required": ["type", "status"],
+}
+_COUNT = {"type": "integer", "format": "int32", "minimum": 0}
+# Status fields every kind's controller writes; a kind's own are added by _STATUS_FIELDS.
+# Unknown status fields are kept: the controller's status grows with its workflows' and the
+# schema must not drop what it writes before this list catches up.
+_STATUS_FIELDS: dict[str, dict[str, Any]] = {
+    "ModelDeployment": {
+        "replicas": _COUNT,
+        "readyReplicas": _COUNT,
+        "updatedReplicas": _COUNT,
+        "selector": {"type": "string"},
+    },
+    "ModelCache": {"ready": _COUNT},
+    "ModelAutoscaler": {"current": _COUNT, "desired": _COUNT},
+    "ModelService": {"address": {"type": "string"}},
+    "ModelEndpoint": {"source": {"type": "string"}},
+}
+
+
+def status_schema(kind: str) -> dict[str, Any]:
+    """The schema of a kind's ``status``: what the controller writes."""
     return {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+            "phase": {"type": "string"},
+            "conditions": {"type": "array", "items": _CONDITION, "maxItems": 32},
+            **_STATUS_FIELDS.get(kind, {}),
+        },
+    }
+
+
+# Required by the model, but filled from elsewhere when absent: a ModelReplica written by
+# Modelplane keeps its deployment in a label (``ModelReplica._identity_from_labels``).
+_FILLED_BY_THE_MODEL: dict[str, set[str]] = {"ModelReplica": {"deployment"}}
+
+
+def _spec_schema(model: type[Resource]) -> dict[str, Any]:
+    full = openapi_schema(model, RULES)
+    spec: dict[str, Any] = full["properties"]["spec"]
+    alternate = _ALTERNATE_SHAPES.get(model.KIND)
+    if alternate is not None:
+        other = openapi_schema(alternate, RULES)["properties"]["spec"]
+        spec = {
+            **merge_objects([spec, other]),
+            "x-kubernetes-validations": GATEWAY_SHAPE_RULES,
+        }
+    dropped = _FILLED_BY_THE_MODEL.get(model.KIND, set())
+    if dropped:
+        spec["required"] = [f for f in spec.get("required", []) if f not in dropped]
+    return spec
+
+
+def _schema(model: type[Resource]) -> dict[str, Any]:
+    """The OpenAPI v3 schema of one kind's objects (structural: ``api.crd_schema``)."""
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
+            # The apiserver owns metadata's schema; a CRD may only restrict name.
             "metadata": {"type": "object"},
-            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "spec": _spec_schema(model),
+            "status": status_schema(model.KIND),
         },
         "required": ["spec"],
     }
+    if model.KIND in ROOT_RULES:
+        schema["x-kubernetes-validations"] = ROOT_RULES[model.KIND]
+    return schema
 
 
 def custom_resource_definition(model: type[Resource], api_version: str) -> dict[str, Any]:
@@ -152,8 +230,13 @@ def custom_resource_definition(model: type[Resource], api_version: str) -> dict[
         "plural": plural,
         "singular": kind.lower(),
     }
-    if model.SHORT_NAMES:
+    own_group = api_version == model.API_VERSIONS[0]
+    # The Modelplane groups' CRDs go without short names: ``md`` names modelfleet's own kind
+    # (kubectl warns when two resources claim one short name).
+    if model.SHORT_NAMES and own_group:
         names["shortNames"] = list(model.SHORT_NAMES)
+    if own_group:
+        names["categories"] = [CATEGORY]
     subresources: dict[str, Any] = {"status": {}}
     if kind in _SCALE:
         subresources["scale"] = dict(_SCALE[kind])
@@ -173,7 +256,16 @@ def custom_resource_definition(model: type[Resource], api_version: str) -> dict[
                     "storage": True,
                     "schema": {"openAPIV3Schema": _schema(model)},
                     "subresources": subresources,
-                    "additionalPrinterColumns": [dict(c) for c in (*columns, _AGE)],
+                    # AGE after the columns ``get`` shows, before the ``-o wide`` ones, as
+                    # ``modelfleet get`` prints them.
+                    "additionalPrinterColumns": [
+                        dict(c)
+                        for c in (
+                            *(c for c in columns if not c.get("priority")),
+                            _AGE,
+                            *(c for c in columns if c.get("priority")),
+                        )
+                    ],
                 }
             ],
         },

@@ -88,7 +88,18 @@ def _check_dns1123_label(value: str) -> str:
     return value
 
 
-DNSLabel = Annotated[str, AfterValidator(_check_dns1123_label)]
+def _dns1123_label_schema(schema: dict[str, Any]) -> None:
+    # The schema says what the check above enforces, for editors and a CRD's admission; the
+    # check keeps its own messages. A field's own tighter bound (``max_length``) stays.
+    schema.setdefault("maxLength", 63)
+    schema["pattern"] = _DNS1123_LABEL.pattern
+
+
+DNSLabel = Annotated[
+    str,
+    AfterValidator(_check_dns1123_label),
+    Field(json_schema_extra=_dns1123_label_schema),
+]
 
 
 class Model(BaseModel):

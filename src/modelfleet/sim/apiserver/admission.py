@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from modelfleet.sim.apiserver import status_errors
+from modelfleet.sim.apiserver import crd_objects, status_errors
 from modelfleet.sim.apiserver.api_defaults import default_object
 from modelfleet.sim.apiserver.registry import ResourceType
 
@@ -129,6 +129,8 @@ def validate(rt: ResourceType, obj: Mapping[str, Any]) -> None:
             causes.append(
                 {"reason": "FieldValueRequired", "message": "Required value", "field": req.path}
             )
+    if crd_objects.is_crd(rt):
+        causes.extend(crd_objects.crd_causes(obj))
     if causes:
         raise status_errors.invalid(rt, name, causes)
 
@@ -170,5 +172,7 @@ def prepare_new(rt: ResourceType, obj: dict[str, Any]) -> str:
     if rt.kind == "Namespace":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     apply_defaults(rt, obj)
+    crd_objects.prepare(rt, obj)
     validate(rt, obj)
+    crd_objects.check(rt, obj, None)
     return str(meta["name"])

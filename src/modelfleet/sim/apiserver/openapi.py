@@ -54,6 +54,11 @@ def _gvk(rt: ResourceType) -> dict[str, str]:
 def kind_schema(rt: ResourceType) -> dict[str, Any]:
     name = definition_name(rt)
     base = CORE_SCHEMAS.get(name) or crd_schemas().get((rt.api_version, rt.kind))
+    if base is None and isinstance(rt.schema, dict):
+        # A CRD's own schema, published as the real server does (metadata: ObjectMeta).
+        props = dict(rt.schema.get("properties") or {})
+        props["metadata"] = {"$ref": f"#/definitions/{OBJECT_META}"}
+        base = {**rt.schema, "properties": props}
     if base is None:
         base = {
             "type": "object",

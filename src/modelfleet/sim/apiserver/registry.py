@@ -105,6 +105,10 @@ class ResourceType:
     create_keeps_status: bool = False
     # Server-side defaults: (dotted path, value), applied when the parent map exists.
     defaults: tuple[tuple[str, Any], ...] = ()
+    # A CRD version's openAPIV3Schema (objects are pruned, defaulted and validated against it,
+    # :mod:`.crd_objects`) and its additionalPrinterColumns (:mod:`.crd_columns`).
+    schema: Any = field(default=None, compare=False, hash=False)
+    printer_columns: tuple[Any, ...] = field(default=(), compare=False, hash=False)
 
     @property
     def api_version(self) -> str:

@@ -1,6 +1,7 @@
 """Server-side tables (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``): the columns
 ``kubectl get`` shows for pods, nodes, deployments, ReplicaSets, LeaderWorkerSets, events and
-services, and the NAME/AGE default for every other kind, with the cell formats of the real
+services, a custom resource's ``additionalPrinterColumns`` (:mod:`.crd_columns`), and the
+NAME/AGE default for every other kind, with the cell formats of the real
 server's printers (ages as ``duration.HumanDuration``, ``<none>`` for absent values).
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Pure: objects in,
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from modelfleet.sim.apiserver import crd_columns
 from modelfleet.sim.apiserver.registry import ResourceType
 
 __all__ = ["human_duration", "object_table", "wants_table"]
@@ -459,7 +461,10 @@ def object_table(
 ) -> dict[str, Any]:
     """A ``meta.k8s.io/v1`` Table of ``items`` with ``rt``'s printer columns."""
     at = now or datetime.now(UTC)
-    columns, row = _PRINTERS.get(rt.key, (_DEFAULT_COLUMNS, _default_row))
+    if rt.printer_columns:
+        columns, row = crd_columns.printer(rt.printer_columns, _since)
+    else:
+        columns, row = _PRINTERS.get(rt.key, (_DEFAULT_COLUMNS, _default_row))
     rows: list[dict[str, Any]] = []
     for obj in items:
         entry: dict[str, Any] = {"cells": row(obj, at)}

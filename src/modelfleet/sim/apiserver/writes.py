@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from modelfleet.sim.apiserver import admission, crds, deletion, status_errors
+from modelfleet.sim.apiserver import admission, crd_objects, crds, deletion, status_errors
 from modelfleet.sim.apiserver.admission import SERVER_ASSIGNED_METADATA
 from modelfleet.sim.apiserver.field_management import (
     ManagerEntry,
@@ -171,6 +171,8 @@ def store_new(
     managers: dict[ManagerKey, ManagerEntry],
 ) -> dict[str, Any]:
     obj["metadata"]["resourceVersion"] = str(store.next_rv())
+    if crd_objects.is_crd(rt):
+        obj["status"] = crds.status(obj, None, now_rfc3339())
     store.put(rt, key, StoredObject(obj, managers), None)
     store.emit("ADDED", rt, obj, None)
     if rt.kind == "CustomResourceDefinition":
@@ -232,6 +234,7 @@ def compose(
             new["status"] = incoming["status"]
         else:
             new.pop("status", None)
+        crd_objects.prepare(rt, new)
         return new
     new = incoming
     merge_server_metadata(current, new)
@@ -241,6 +244,7 @@ def compose(
         else:
             new.pop("status", None)
     admission.apply_defaults(rt, new)
+    crd_objects.prepare(rt, new)
     return new
 
 
@@ -266,7 +270,10 @@ def commit(
     old = stored.obj
     if subresource != "status":
         admission.validate(rt, new)
+    crd_objects.check(rt, new, old)
     now = now_rfc3339()
+    if crd_objects.is_crd(rt) and not new["metadata"].get("deletionTimestamp"):
+        new["status"] = crds.status(new, old.get("status"), now)
     if managers is None:
         managers = {
             k: ManagerEntry(set(v.paths), v.time, v.api_version) for k, v in stored.managers.items()
@@ -303,6 +310,8 @@ def commit(
         return new
     store.put(rt, key, StoredObject(new, managers), old)
     store.emit("MODIFIED", rt, new, old)
+    if crd_objects.is_crd(rt):
+        crds.register(store, new)
     return new
 
 
