@@ -1,12 +1,29 @@
 """The generated CRDs: one per kind and group, named, scoped and with the subresources and
-printer columns the controller, ``kubectl`` and a scaler rely on."""
+printer columns the controller, ``kubectl`` and a scaler rely on; structural schemas that
+admit every valid document unchanged in meaning and refuse invalid ones with the words of
+``modelfleet validate``."""
 
 from __future__ import annotations
 
+import copy
+import functools
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
+from modelfleet.api.crd_rules import RULES
+from modelfleet.api.crd_schema import rules_placed
 from modelfleet.api.crds import custom_resource_definitions
-from modelfleet.api.kinds import KINDS
+from modelfleet.api.kinds import KINDS, parse_resource
+from modelfleet.api.manifest_errors import InvalidResourceError
+from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
+
+# The simulated apiserver's schema and CEL handling judge the generated CRDs as a real one
+# would (they share no code with the generator).
+from modelfleet.sim.apiserver.crd_cel import compile_causes, rule_causes
+from modelfleet.sim.apiserver.crd_schema import apply_defaults, prune, structural_causes, validate
 
 # kubectl's own short names (core, apps, autoscaling, networking, policy...) and Gateway API's.
 BUILTIN_SHORT_NAMES = {
@@ -80,3 +97,173 @@ def test_subresources_and_printer_columns() -> None:
     assert paths["Desired"] == ".spec.replicas"
     (svc,) = crds["modelservices.modelfleet.dev"]["spec"]["versions"]
     assert "scale" not in svc["subresources"]
+
+
+# --- the schemas: structural, and judging documents as modelfleet does ------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "corpus" / "modelplane"
+
+
+@functools.cache
+def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (c["spec"]["group"], c["spec"]["names"]["kind"]): c["spec"]["versions"][0]["schema"][
+            "openAPIV3Schema"
+        ]
+        for c in custom_resource_definitions()
+    }
+
+
+def _admit(document: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """What the apiserver stores of ``document`` (pruned, defaulted) and why it refuses it."""
+    schema = _schemas()[(document["apiVersion"].split("/")[0], document["kind"])]
+    stored = copy.deepcopy(document)
+    prune(schema, stored, root=True)
+    apply_defaults(schema, stored, root=True)
+    causes = validate(schema, stored)
+    return stored, causes or rule_causes(schema, stored)
+
+
+def _documents(*globs: str) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for pattern in globs:
+        for path in sorted(ROOT.glob(pattern)):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if isinstance(doc, dict) and "kind" in doc:
+                    found.append((f"{path.relative_to(ROOT)}:{doc['metadata']['name']}", doc))
+    return found
+
+
+def test_every_schema_is_structural_and_its_rules_compile() -> None:
+    for crd in custom_resource_definitions():
+        (version,) = crd["spec"]["versions"]
+        schema = version["schema"]["openAPIV3Schema"]
+        where = f"{crd['metadata']['name']}: openAPIV3Schema"
+        assert structural_causes(schema, where) == []
+        assert compile_causes(schema, where) == []
+        assert "x-kubernetes-preserve-unknown-fields" not in schema["properties"]["spec"]
+
+
+def test_every_rule_is_placed_on_some_schema() -> None:
+    placed: set[str] = set()
+    for model in KINDS.values():
+        placed |= rules_placed(model, RULES)
+    placed |= rules_placed(ModelplaneInferenceGateway, RULES)
+    assert placed == set(RULES)
+
+
+DOCUMENTS = _documents("examples/**/*.yaml", "tests/corpus/modelplane/valid/*.yaml")
+
+
+@pytest.mark.parametrize(("where", "document"), DOCUMENTS, ids=[w for w, _ in DOCUMENTS])
+def test_valid_documents_are_admitted_unchanged_in_meaning(
+    where: str, document: dict[str, Any]
+) -> None:
+    original = parse_resource(document)
+    stored, causes = _admit(document)
+    assert causes == []
+    pruned = copy.deepcopy(document)
+    prune(_schemas()[(document["apiVersion"].split("/")[0], document["kind"])], pruned, root=True)
+    assert pruned == document  # nothing modelfleet reads is dropped
+    # The schema's defaults are the models' own: what the controller reads back means the same.
+    assert parse_resource(stored) == original
+
+
+def _deployment(**spec: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(
+        (ROOT / "examples" / "quickstart" / "qwen3-8b.yaml").read_text().split("\n---")[0]
+    )
+    doc["spec"].update(spec)
+    return doc
+
+
+def _member(doc: dict[str, Any]) -> dict[str, Any]:
+    member: dict[str, Any] = doc["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    return member
+
+
+def _worker_on_standalone() -> dict[str, Any]:
+    doc = _deployment()
+    _member(doc)["worker"] = {"nodes": 2}
+    return doc
+
+
+def _env_both() -> dict[str, Any]:
+    doc = _deployment()
+    _member(doc)["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    return doc
+
+
+def _toleration_without_key() -> dict[str, Any]:
+    doc = _deployment()
+    doc["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Equal", "value": "x"}]
+    return doc
+
+
+def _phase_without_pd() -> dict[str, Any]:
+    doc = _deployment()
+    doc["spec"]["template"]["spec"]["engines"][0]["phase"] = "Decode"
+    return doc
+
+
+def _pool_min_above_max() -> dict[str, Any]:
+    (doc,) = [d for w, d in DOCUMENTS if w.endswith("clusters.yaml:l4-dev")]
+    doc = copy.deepcopy(doc)
+    doc["spec"]["nodePools"][0].update(minNodeCount=3, maxNodeCount=2)
+    return doc
+
+
+def _corpus(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((CORPUS / "invalid" / name).read_text())
+    return document
+
+
+INVALID = {
+    "both-zero": _deployment(strategy={"maxSurge": 0, "maxUnavailable": 0}),
+    "worker-on-standalone": _worker_on_standalone(),
+    "env-value-and-valueFrom": _env_both(),
+    "toleration-without-key": _toleration_without_key(),
+    "phase-without-pd": _phase_without_pd(),
+    "pool-min-above-max": _pool_min_above_max(),
+    "cache-without-huggingface": _corpus("cache-without-huggingface.yaml"),
+    "class-aks-without-block": _corpus("class-aks-without-block.yaml"),
+    "cluster-gke-without-block": _corpus("cluster-gke-without-block.yaml"),
+    "cluster-vultr-with-gke-block": _corpus("cluster-vultr-with-gke-block.yaml"),
+    "gateway-metallb-without-pool": _corpus("gateway-metallb-without-pool.yaml"),
+    "container-not-engine": _corpus("deployment-container-not-engine.yaml"),
+}
+
+
+@pytest.mark.parametrize("name", INVALID)
+def test_invalid_documents_are_refused_with_validates_words(name: str) -> None:
+    document = INVALID[name]
+    with pytest.raises(InvalidResourceError) as caught:
+        parse_resource(document)
+    _, causes = _admit(document)
+    refused = {(c["field"], c["message"].removeprefix('Invalid value: "object": ')) for c in causes}
+    for error in caught.value.errors:
+        # The field validate names, or (a rule that reads a parent's field: the serving mode)
+        # the parent the rule sits on.
+        assert any(
+            reason == error.reason and error.field.startswith(field) for field, reason in refused
+        ), (error, causes)
+
+
+def test_schema_bounds_are_refused_in_kubernetes_words() -> None:
+    _, causes = _admit(_deployment(replicas=-1))
+    assert causes == [
+        {
+            "reason": "FieldValueInvalid",
+            "field": "spec.replicas",
+            "message": "Invalid value: -1: spec.replicas in body should be greater than or "
+            "equal to 0",
+        }
+    ]
+    bad_name = _deployment()
+    bad_name["spec"]["template"]["spec"]["engines"][0]["name"] = "Engine_1"
+    _, causes = _admit(bad_name)
+    assert [c["field"] for c in causes] == ["spec.template.spec.engines[0].name"]
+    assert "should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'" in causes[0]["message"]
