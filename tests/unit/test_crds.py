@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from modelfleet.api.crd_rules import RULES
 from modelfleet.api.crd_schema import rules_placed
@@ -19,6 +21,7 @@ from modelfleet.api.crds import custom_resource_definitions
 from modelfleet.api.kinds import KINDS, parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
+from modelfleet.cli.main import app
 
 # The simulated apiserver's schema and CEL handling judge the generated CRDs as a real one
 # would (they share no code with the generator).
@@ -267,3 +270,46 @@ def test_schema_bounds_are_refused_in_kubernetes_words() -> None:
     _, causes = _admit(bad_name)
     assert [c["field"] for c in causes] == ["spec.template.spec.engines[0].name"]
     assert "should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'" in causes[0]["message"]
+
+
+def _rules_under_unbounded_lists(node: dict[str, Any], path: str, out: list[str]) -> None:
+    if node.get("x-kubernetes-validations") and "[]" in path:
+        out.append(path)
+    for name, child in (node.get("properties") or {}).items():
+        _rules_under_unbounded_lists(child, f"{path}.{name}", out)
+    for key, bound in (("items", "maxItems"), ("additionalProperties", "maxProperties")):
+        child = node.get(key)
+        if isinstance(child, dict):
+            # A bounded collection multiplies a rule's cost by its bound; an unbounded one by
+            # the apiserver's estimate of millions, which a real server refuses at CRD time.
+            _rules_under_unbounded_lists(child, path + ("[n]" if bound in node else "[]"), out)
+
+
+def test_no_rule_sits_under_an_unbounded_list() -> None:
+    found: list[str] = []
+    for crd in custom_resource_definitions():
+        (version,) = crd["spec"]["versions"]
+        _rules_under_unbounded_lists(
+            version["schema"]["openAPIV3Schema"], crd["metadata"]["name"], found
+        )
+    assert found == []
+
+
+def test_the_crds_command_prints_yaml_documents_or_a_json_list() -> None:
+    runner = CliRunner()
+    printed = runner.invoke(app, ["crds"])
+    assert printed.exit_code == 0
+    documents = list(yaml.safe_load_all(printed.output))
+    assert [d["metadata"]["name"] for d in documents] == [
+        c["metadata"]["name"] for c in custom_resource_definitions()
+    ]
+    listed = runner.invoke(app, ["crds", "-o", "json", "--no-modelplane"])
+    assert listed.exit_code == 0
+    body = json.loads(listed.output)
+    assert body["kind"] == "List"
+    assert {i["spec"]["group"] for i in body["items"]} == {
+        "modelfleet.dev",
+        "infrastructure.modelfleet.dev",
+    }
+    refused = runner.invoke(app, ["crds", "-o", "wide"])
+    assert refused.exit_code == 2

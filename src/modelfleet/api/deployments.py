@@ -98,7 +98,9 @@ class Container(Model):
     image: str = Field(min_length=1)
     command: list[str] | None = None
     args: list[str] | None = None
-    env: list[EnvVar] | None = None
+    # Bounded so that a CRD's CEL rules on each item fit the apiserver's cost budget (an
+    # unbounded list is estimated at millions of items).
+    env: list[EnvVar] | None = Field(default=None, max_length=256)
 
     @field_validator("name")
     @classmethod
@@ -177,7 +179,7 @@ class DeploymentTemplateSpec(Model):
     cluster_selector: ClusterSelector | None = None
     model_cache_ref: ObjectRef | None = None
     serving: Serving = Field(default_factory=Serving)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)  # see env
     engines: list[Engine] = Field(min_length=1, max_length=8)
 
 
