@@ -187,6 +187,10 @@ class _Converter:
             if isinstance(node.get(bound), int | float) and not isinstance(node.get(bound), bool):
                 out[plain] = node[bound]
                 out[bound] = True
+        if isinstance(out.get("description"), str):
+            # Docstrings wrap at the source's width; ``kubectl explain`` wraps on its own.
+            paragraphs = out["description"].strip().split("\n\n")
+            out["description"] = "\n\n".join(" ".join(p.split()) for p in paragraphs)
         if out.get("default", 0) is None:
             del out["default"]
         if "format" in out and out["format"] not in _FORMATS:
