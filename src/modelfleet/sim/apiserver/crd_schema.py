@@ -5,7 +5,8 @@ stored, with the field errors the real server reports.
 
 * :func:`structural_causes`: what makes a schema non-structural (the rules of "Specifying a
   structural schema" in the Kubernetes documentation, plus the v1 restrictions: no ``$ref``,
-  no ``additionalProperties: false``, not both ``properties`` and ``additionalProperties``),
+  no ``uniqueItems: true``, no ``additionalProperties: false``, not both ``properties`` and
+  ``additionalProperties``),
   each a 422 cause with the real server's field path and wording;
 * :func:`prune`, :func:`apply_defaults`: in place, in the real server's order (prune, then
   default; a ``null`` in a non-nullable field is dropped first, so a default replaces it);
@@ -44,17 +45,8 @@ Cause = dict[str, str]
 _JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
 # What a value validation inside a junctor may not set (structural rule 3).
 _NOT_IN_JUNCTORS = ("description", "type", "default", "additionalProperties", "nullable")
-# Keys apiextensions/v1 refuses in a schema at all.
-_FORBIDDEN_KEYS = {
-    "$ref": "$ref is not supported",
-    "$schema": "$schema is not supported",
-    "definitions": "definitions are not supported",
-    "id": "id is not supported",
-    "patternProperties": "patternProperties is not supported",
-    "dependencies": "dependencies is not supported",
-    "additionalItems": "additionalItems cannot be set to true",
-    "const": "const is not supported",
-}
+# Keys apiextensions/v1 refuses in a schema at all (a schema is inlined: nothing to refer to).
+_FORBIDDEN_KEYS = {"$ref": "$ref is not supported"}
 _TYPES = ("object", "array", "string", "integer", "number", "boolean")
 
 
