@@ -207,3 +207,9 @@ def test_status_subresource_and_generation(kubectl: Kubectl) -> None:
         "-p", json.dumps({"status": {"readyReplicas": -1}}),
     )  # fmt: skip
     assert "status.readyReplicas in body should be greater than or equal to 0" in err
+    twice = {"conditions": [{"type": "Ready", "status": "True"}] * 2}
+    err = kubectl.refused(
+        "patch", "md", "observed", "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": twice}),
+    )  # fmt: skip
+    assert 'status.conditions[1]: Duplicate value: map[string]interface {}{"type":"Ready"}' in err

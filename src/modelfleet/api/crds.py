@@ -173,7 +173,14 @@ def status_schema(kind: str) -> dict[str, Any]:
         "properties": {
             "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
             "phase": {"type": "string"},
-            "conditions": {"type": "array", "items": _CONDITION, "maxItems": 32},
+            # One condition per type, merged by type under server-side apply.
+            "conditions": {
+                "type": "array",
+                "items": _CONDITION,
+                "maxItems": 32,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
             **_STATUS_FIELDS.get(kind, {}),
         },
     }

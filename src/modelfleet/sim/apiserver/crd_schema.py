@@ -11,7 +11,8 @@ stored, with the field errors the real server reports.
 * :func:`prune`, :func:`apply_defaults`: in place, in the real server's order (prune, then
   default; a ``null`` in a non-nullable field is dropped first, so a default replaces it);
 * :func:`validate`: the OpenAPI value validations (type, nullable, enum, bounds, lengths,
-  pattern, items, properties, ``x-kubernetes-int-or-string``), with kube-openapi's messages
+  pattern, items, properties, ``x-kubernetes-int-or-string``, list types ``set``/``map``),
+  with kube-openapi's messages
   (``spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal
   to 0``).
 
@@ -369,6 +370,7 @@ def _validate(schema: Schema, value: Any, path: str, *, root: bool = False) -> I
         if isinstance(items, Mapping):
             for i, item in enumerate(value):
                 yield from _validate(items, item, field_path(path, i))
+        yield from _list_type(schema, value, path)
 
 
 def _bounds(schema: Schema, value: Any, path: str, shown: str) -> Iterator[Cause]:
@@ -443,6 +445,30 @@ def _bounds(schema: Schema, value: Any, path: str, shown: str) -> Iterator[Cause
                 f"Invalid value: {len(value)}: {shown} in body should have at least "
                 f"{schema['minProperties']} properties",
             )
+
+
+def _list_type(schema: Schema, value: list[Any], path: str) -> Iterator[Cause]:
+    """``x-kubernetes-list-type`` ``set`` and ``map``: no two items (or map keys) alike."""
+    kind = schema.get("x-kubernetes-list-type")
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if kind == "set":
+            identity = json.dumps(item, sort_keys=True)
+            shown = go_value(item)
+        elif kind == "map" and isinstance(item, Mapping):
+            picked = {k: item.get(k) for k in keys}
+            identity = json.dumps(picked, sort_keys=True)
+            shown = (
+                "map[string]interface {}{"
+                + ", ".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in picked.items())
+                + "}"
+            )
+        else:
+            return
+        if identity in seen:
+            yield _cause(field_path(path, i), f"Duplicate value: {shown}", "FieldValueDuplicate")
+        seen.add(identity)
 
 
 def _object(schema: Schema, value: dict[str, Any], path: str, *, root: bool) -> Iterator[Cause]:
