@@ -136,6 +136,7 @@ def test_defaults_are_applied_and_unknown_fields_refused(kubectl: Kubectl) -> No
         "maxSurge": 1,
         "progressDeadlineSeconds": 1800,
         "minReadySeconds": 30,
+        "rollbackWindowSeconds": 600,
     }
     engine = stored["spec"]["template"]["spec"]["engines"][0]
     assert engine["copies"] == 1
