@@ -31,6 +31,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import openai
@@ -50,6 +51,10 @@ from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
+
+# The cases run concurrently in the first test's set-up; the slow crasher alone takes about
+# four minutes (a roll, 150 s of serving, the rollback), past the suite's 240 s per test.
+pytestmark = pytest.mark.timeout(480)
 
 MODEL = "qwen"
 GATEWAY_CLUSTER = "h100-east"
@@ -94,6 +99,15 @@ CASES = [
     Case("crash-loop", "vllm/vllm-openai:v0.23.0-crashloop", {"crash_after_seconds": 5}),
     Case("rejected-args", "vllm/vllm-openai:v0.23.0-badargs", {"reject_args": ["*"]}),
     Case("never-ready", "vllm/vllm-openai:v0.23.0-neverready", never_ready=True, visible="pod"),
+    # Answers 20% of its completions 500 from its first Ready: its engines' error rate over
+    # minReadySeconds (above maxErrorPercent, 5% by default) fails it.
+    Case(
+        "errors-20pct",
+        "vllm/vllm-openai:v0.23.0-errors",
+        {"error_rate_5xx": 0.2},
+        visible="ready",
+        because="requests with 5xx",
+    ),
     # Serves 150 s after each start: it outlives minReadySeconds and the roll (about 80 s),
     # then crash-loops; the rollback window (600 s after the roll) catches it.
     Case(
@@ -256,6 +270,9 @@ class Engines:
     replicas: dict[str, str]  # replica -> image, of every replica with an engine pod
     troubled: bool  # a pod of the new image restarted, backs off or terminated
     new_ready: bool  # a replica of the new image passes health
+    # When the kubelet first reported a container crash in the namespace (its BackOff Event,
+    # epoch seconds): kept after the crashed pod is deleted, which a sample may never see.
+    crashed_at: float | None = None
 
 
 async def _engines(env: CrashEnv, cluster: str, ns: str, new_image: str) -> Engines:
@@ -286,11 +303,19 @@ async def _engines(env: CrashEnv, cluster: str, ns: str, new_image: str) -> Engi
                 ):
                     troubled = True
     serving = {r: images[r] for r, ok in ready.items() if ok}
+    events = await env.fleet.store(cluster).list("v1", "Event", namespace=workload_namespace(ns))
+    crashes = [
+        datetime.fromisoformat(str(e["firstTimestamp"]).replace("Z", "+00:00")).timestamp()
+        for e in events
+        if e.get("reason") == "BackOff"
+        and str(e.get("message", "")).startswith("Back-off restarting failed container")
+    ]
     return Engines(
         serving=serving,
         replicas=images,
         troubled=troubled,
         new_ready=new_image in serving.values(),
+        crashed_at=min(crashes) if crashes else None,
     )
 
 
@@ -326,7 +351,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
             env.fleet.update_faults(
                 GATEWAY_CLUSTER, {"never_ready": [f"{workload_namespace(ns)}/*"]}
             )
-        start = time.monotonic()
+        start, started_wall = time.monotonic(), time.time()
         await apply_resource(env.temporal, _with_image(md, case.image))
         killed = False
         deadline = start + case.limit
@@ -335,6 +360,13 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
             now = time.monotonic() - start
             engines = await _engines(env, GATEWAY_CLUSTER, ns, case.image)
             lowest = min(lowest, len(engines.serving))
+            if (
+                figures.visible_at is None
+                and case.visible == "restart"
+                and engines.crashed_at is not None
+            ):
+                # Events carry whole seconds: never before the change.
+                figures.visible_at = max(0.0, engines.crashed_at - started_wall)
             if figures.visible_at is None and (
                 (case.visible == "restart" and engines.troubled)
                 or (

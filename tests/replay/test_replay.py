@@ -147,18 +147,21 @@ def test_the_deployment_golden_scales_holds_a_change_while_paused_and_rolls_surg
     assert len(started) == 4
     assert [at > update_at(history, "resume") for at in started] == [False, False, True, True]
     # Resumed: the new template placed dry first (it fits), then surge first: each replacement
-    # is placed and started before the replica it replaces is told to tear down and released.
+    # is placed and started, proves itself (what its engines answered read once it has stayed
+    # Ready) before the replica it replaces is told to tear down and released.
     steps = commands(history)
     roll = steps[steps.index("fleet.dry_place") :]
-    assert roll[:10] == [
+    assert roll[:12] == [
         "fleet.dry_place",
         "fleet.place",  # the reconcile pass: nothing to add
         "fleet.place",  # room for one more
         "child",
+        "engine.errors",
         "teardown",
         "fleet.release",
         "fleet.place",
         "child",
+        "engine.errors",
         "teardown",
         "fleet.release",
     ]

@@ -25,10 +25,17 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def spec(
-    replicas: int = 2, *, image: str = "vllm:1", surge: int = 1, unavailable: int = 1
+    replicas: int = 2,
+    *,
+    image: str = "vllm:1",
+    surge: int = 1,
+    unavailable: int = 1,
+    max_error_percent: int = 5,
 ) -> ModelDeployment:
     md = deployment(replicas=replicas)
-    md.spec.strategy = Strategy(max_surge=surge, max_unavailable=unavailable)
+    md.spec.strategy = Strategy(
+        max_surge=surge, max_unavailable=unavailable, max_error_percent=max_error_percent
+    )
     md.spec.template.spec.engines[0].members[0].template.spec.containers[0].image = image
     return md
 
@@ -140,6 +147,9 @@ class Driver:
     behaviour: dict[str, Behaviour] = field(default_factory=dict)  # cluster -> behaviour
     log: list[str] = field(default_factory=list)
     failing_images: set[str] = field(default_factory=set)  # replicas running these fail
+    # What a proven replacement's engines answered (requests, of which 5xx), by image.
+    answers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)  # replica -> image, as started
 
     def report(self, name: str, phase: ReplicaPhase, step: ReplicaStep, reason: str = "") -> None:
         progress = ReplicaProgress(name=name, phase=phase, step=step, reason=reason, at=self.now)
@@ -180,6 +190,12 @@ class Driver:
                     # A durable timer: nothing happened meanwhile, so it fires.
                     self.now = max(self.now, action.deadline)
                     continue
+            elif isinstance(action, rollout.CheckErrors):
+                requests, errors = self.answers.get(self.images.get(action.name, ""), (0, 0))
+                self.log.append(f"errors {action.name}: {errors}/{requests}")
+                self.state = rollout.errors_counted(
+                    self.state, action.name, requests, errors, at=self.now
+                )
             elif isinstance(action, rollout.EndPass):
                 self.log.append("end")
             else:
@@ -191,7 +207,9 @@ class Driver:
         name = r.name
         self.log.append(f"start {name}")
         behaviour = self.behaviour.get(r.spec.cluster_name, "ready")
-        if r.spec.engines[0].members[0].template.spec.containers[0].image in self.failing_images:
+        image = r.spec.engines[0].members[0].template.spec.containers[0].image
+        self.images[name] = image
+        if image in self.failing_images:
             behaviour = "fail"
         if behaviour == "ready":
             self.report(name, ReplicaPhase.READY, ReplicaStep.SERVING)

@@ -15,8 +15,10 @@ from modelfleet.deployment import decisions as rollout
 from modelfleet.deployment.decisions import DeploymentState
 from modelfleet.deployment.state import record_revision
 
-OLD = spec(2, image="vllm:1")
-NEW = spec(2, image="vllm:2")
+# The engines' error rate is judged elsewhere (test_rollout_error_rate.py): off here, so each
+# replacement goes on once proven.
+OLD = spec(2, image="vllm:1", max_error_percent=100)
+NEW = spec(2, image="vllm:2", max_error_percent=100)
 CRASH = (
     "Deployment m-c/engine not Available: 0/1 pods ready; pod engine-0: container engine "
     "CrashLoopBackOff (restarted 3 times), last exit Error (exit code 1)"
@@ -79,7 +81,7 @@ def test_a_ready_replacement_waits_min_ready_seconds_before_an_old_replica_drain
 
 
 def test_min_ready_seconds_is_per_deployment() -> None:
-    md = spec(2, image="vllm:2")
+    md = spec(2, image="vllm:2", max_error_percent=100)
     md.spec.strategy.min_ready_seconds = 120
     state = report(surging(md), "c", ReplicaPhase.READY, 10)
     _, action = rollout.next_action(state, at(11))

@@ -84,8 +84,14 @@ def test_a_pause_during_a_roll_lets_the_replacement_under_way_finish_and_stops()
     driver.state = rollout.paused(driver.state, T0)
     assert driver.run() == "rest"
     # The surge replica replaced one old replica; the other keeps serving the old template.
-    assert driver.log[:4] == ["start r01-north", "teardown east-old", "release east-old", "end"]
-    assert not any(line.startswith(("start", "teardown")) for line in driver.log[4:])
+    assert driver.log[:5] == [
+        "start r01-north",
+        "errors r01-north: 0/0",
+        "teardown east-old",
+        "release east-old",
+        "end",
+    ]
+    assert not any(line.startswith(("start", "teardown")) for line in driver.log[5:])
     assert sorted(serving(driver.state).values()) == sorted(
         [rollout.template_hash(NEW), rollout.template_hash(OLD)]
     )

@@ -1,7 +1,9 @@
 """ModelAutoscaler activities: read the target deployment's replicas (its workflow's ``status``
 query), read each Ready replica's engine load and the configured PromQL totals (the metrics
 adapter), read the requests waiting at the fleet's gateway for the ModelServices that would route
-to the deployment (scale from zero), and send the ``scale`` Update to the deployment.
+to the deployment (scale from zero), and send the ``scale`` Update to the deployment. Also the
+engines' answers so far (``engine.errors``), read the same way for a deployment that judges a
+replacement's error rate.
 
 Side effects: Temporal client calls and the metrics adapter's HTTP reads. Per-replica failures
 are data, not errors: a replica whose load cannot be read comes back without values (HPA's
@@ -41,8 +43,11 @@ from modelfleet.contracts.activity_names import (
     AUTOSCALER_READ_METRICS,
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
+    ENGINE_ERRORS,
 )
 from modelfleet.contracts.autoscaler_payloads import (
+    EngineErrors,
+    EngineErrorsRequest,
     GatewayWaitingRequest,
     GatewayWaitingResult,
     ReadMetricsRequest,
@@ -178,6 +183,23 @@ class AutoscalerActivities:
                 return ReplicaLoad(name=replica.name, ready=True, values=values)
 
             return list(await asyncio.gather(*(one(r) for r in replicas)))
+
+    @activity.defn(name=ENGINE_ERRORS)
+    async def engine_errors(self, request: EngineErrorsRequest) -> EngineErrors:
+        """What the replica's engines answered so far; unreadable metrics are data (``error``),
+        never a failure: the caller goes on without the figure."""
+        try:
+            reader = KubeMetricsReader(self._kubeconfigs.path(request.cluster))
+        except (ApplicationError, MetricsError) as exc:
+            return EngineErrors(error=str(exc))
+        async with reader:
+            try:
+                total, failed = await reader.replica_responses(
+                    workload_namespace(request.namespace), request.replica
+                )
+            except MetricsError as exc:
+                return EngineErrors(error=str(exc))
+        return EngineErrors(requests=total, errors=failed)
 
     @activity.defn(name=AUTOSCALER_SCALE)
     async def scale(self, request: ScaleTargetRequest) -> ScaleTargetResult:

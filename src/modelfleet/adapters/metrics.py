@@ -29,12 +29,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from modelfleet.api.naming import LABEL_SERVING
 
 __all__ = [
+    "INFERENCE_HANDLERS",
     "KubeMetricsReader",
     "MetricsError",
     "PodTarget",
     "labelled_sum",
     "parse_samples",
     "prometheus_query",
+    "responses",
 ]
 
 # The SDK's loader is unannotated; it is called only here.
@@ -240,6 +242,29 @@ class KubeMetricsReader:
         )
         return await self._get(path, accept="text/plain")
 
+    async def replica_responses(self, namespace: str, replica: str) -> tuple[int, int]:
+        """(inference requests answered, of which 5xx) by all of ``replica``'s serving pods
+        since they started. Raises MetricsError when none could be scraped."""
+        pods = await self.serving_pods(namespace, replica)
+        if not pods:
+            raise MetricsError(f"replica {replica} has no serving pod on {self.server}")
+        results = await asyncio.gather(
+            *(self.scrape_pod(namespace, p.name, p.port) for p in pods), return_exceptions=True
+        )
+        total = failed = 0.0
+        errors: list[str] = []
+        for result in results:
+            if isinstance(result, MetricsError):
+                errors.append(str(result))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                answered, bad = responses(result)
+                total, failed = total + answered, failed + bad
+        if errors and len(errors) == len(pods):
+            raise MetricsError("; ".join(errors))
+        return int(total), int(failed)
+
     async def replica_load(
         self, namespace: str, replica: str, names: Iterable[str]
     ) -> dict[str, float]:
@@ -270,6 +295,21 @@ class KubeMetricsReader:
             if values:
                 load[name] = sum(values) / len(values)
         return load
+
+
+# The inference handlers of an OpenAI-compatible engine (vLLM's API server counts every request
+# in ``http_requests_total{handler,method,status}``, status grouped as 2xx/4xx/5xx).
+INFERENCE_HANDLERS = frozenset(
+    {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"}
+)
+
+
+def responses(text: str) -> tuple[float, float]:
+    """(inference requests answered, of which 5xx) in one engine's metrics text."""
+    handlers = {"handler": INFERENCE_HANDLERS}
+    total = labelled_sum(text, "http_requests_total", handlers) or 0.0
+    failed = labelled_sum(text, "http_requests_total", {**handlers, "status": {"5xx"}}) or 0.0
+    return total, failed
 
 
 async def prometheus_query(url: str, query: str, *, request_timeout: float = 5.0) -> float:

@@ -208,6 +208,10 @@ class Strategy(Model):
     # How long after a roll finished a crash loop of its template still rolls it back to the
     # template before it (a slow crasher that outlived minReadySeconds); 0 turns it off.
     rollback_window_seconds: int = Field(default=600, ge=0, le=7 * 24 * 3600)
+    # A replacement whose engines answered more than this percentage of their inference requests
+    # with 5xx while it proved itself (minReadySeconds; at least ``ERROR_SAMPLE`` requests) is a
+    # failed replacement, rolled back; 100 turns the check off.
+    max_error_percent: int = Field(default=5, ge=0, le=100)
 
     def unavailable(self, replicas: int) -> int:
         """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a

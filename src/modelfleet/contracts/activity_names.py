@@ -39,4 +39,7 @@ AUTOSCALER_TARGET = "autoscaler.target"
 AUTOSCALER_READ_METRICS = "autoscaler.read_metrics"
 AUTOSCALER_SCALE = "autoscaler.scale"
 AUTOSCALER_GATEWAY_WAITING = "autoscaler.gateway_waiting"
+# A replica's engines' HTTP answers so far (served and 5xx), from their metrics: a replacement's
+# error rate over its minReadySeconds, judged by its deployment.
+ENGINE_ERRORS = "engine.errors"
 FLEET_PLACEMENT_CURRENT = "fleet.placement_current"

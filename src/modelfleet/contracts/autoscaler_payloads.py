@@ -104,3 +104,21 @@ class GatewayWaitingResult(WireModel):
     services: list[str] = Field(default_factory=list)
     # Why ``waiting`` is None, or where it was read.
     note: str = ""
+
+
+class EngineErrorsRequest(WireModel):
+    """One replica's engines, on its cluster: what they answered so far."""
+
+    cluster: str
+    # The deployment's namespace (the workload namespace on the cluster derives from it).
+    namespace: str
+    replica: str
+
+
+class EngineErrors(WireModel):
+    """Inference requests a replica's engines answered since they started, and how many of
+    those were 5xx (their ``http_requests_total``); ``error`` when they could not be read."""
+
+    requests: int = 0
+    errors: int = 0
+    error: str = ""

@@ -79,6 +79,14 @@ class Wait(Model):
         return f"wait for {self.name} {what}"
 
 
+class CheckErrors(Model):
+    """Read what a replacement's engines answered while it proved itself (``engine.errors``)
+    and report it (``events.errors_counted``)."""
+
+    name: str
+    cluster: str
+
+
 class EndPass(Model):
     """A reconcile pass is over: publish the status (and continue-as-new if suggested)."""
 
@@ -96,6 +104,7 @@ Action = (
     | SignalTeardown
     | Forget
     | Wait
+    | CheckErrors
     | EndPass
     | Finish
 )

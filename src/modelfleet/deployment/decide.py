@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.deployment.actions import (
     Action,
+    CheckErrors,
     CheckPlacement,
     DryPlace,
     EndPass,
@@ -57,6 +58,9 @@ AVOID_AFTER_FAILURE = timedelta(minutes=10)
 # A replacement blocked by its cluster (``blocked_by_cluster``) is placed again elsewhere this
 # many times; past that the change rolls back as any failed replacement does.
 MAX_CLUSTER_RETRIES = 2
+# Fewer inference requests than this during a replacement's minReadySeconds say nothing about
+# its error rate (one 5xx of three is no verdict): it passes.
+ERROR_SAMPLE = 20
 NO_OTHER_CLUSTER = "replacement blocked by its cluster and no other cluster has room"
 BLOCKED = "rollout blocked: no room to surge and maxUnavailable is 0"
 # A deployment of one replica with maxUnavailable unset (``Strategy.unavailable``): not taken to
@@ -434,6 +438,12 @@ def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | 
     if not s.deleting and not proven(status, min_ready, now):
         assert status.ready_since is not None
         return Wait(name=op.name, until="proven", deadline=status.ready_since + min_ready)
+    if not s.deleting and _judges_errors(s) and not op.errors_checked:
+        return CheckErrors(name=op.name, cluster=status.cluster)
+    too_many = error_verdict(op, s.spec.spec.strategy.max_error_percent)
+    if too_many and not s.deleting:
+        _fail_replacement(s, f"{op.paused}: {too_many}")
+        return None
     s.ops.pop(0)
     for name in reversed(op.also_replace):
         s.ops.insert(0, TearDown(name=name, reason=f"replaced by {op.name}"))
@@ -442,6 +452,27 @@ def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | 
             0, TearDown(name=op.then_replace, reason="replaced by a newer replica (surge)")
         )
     return None
+
+
+def _judges_errors(s: DeploymentState) -> bool:
+    """A roll to a new template with somewhere to roll back to, and the check not turned off."""
+    if s.spec.spec.strategy.max_error_percent >= 100 or s.last_good is None:
+        return False
+    return template_hash(effective_spec(s)) != template_hash(s.last_good)
+
+
+def error_verdict(op: AwaitReady, max_percent: int) -> str:
+    """Why a proven replacement fails on its engines' answers ("" when it does not): more than
+    ``max_percent`` of at least ``ERROR_SAMPLE`` inference requests answered 5xx."""
+    if not op.errors_checked or op.answered < ERROR_SAMPLE:
+        return ""
+    share = 100 * op.answered_5xx / op.answered
+    if share <= max_percent:
+        return ""
+    return (
+        f"its engines answered {op.answered_5xx} of {op.answered} requests with 5xx "
+        f"({share:.0f}%, above maxErrorPercent {max_percent}%) while it proved itself"
+    )
 
 
 def blocked_by_cluster(status: ReplicaStatus) -> bool:

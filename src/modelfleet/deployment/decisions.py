@@ -19,6 +19,7 @@ the actions taken re-records the golden history (``tests/replay/record_histories
 
 from modelfleet.deployment.actions import (
     Action,
+    CheckErrors,
     CheckPlacement,
     DryPlace,
     EndPass,
@@ -53,6 +54,7 @@ from modelfleet.deployment.events import (
     deleted,
     dry_place_request,
     dry_placed,
+    errors_counted,
     fleet_failed,
     forgotten,
     paused,
@@ -83,6 +85,7 @@ __all__ = [
     "RESYNC_INTERVAL",
     "WAITING_FOR_HEALTH",
     "Action",
+    "CheckErrors",
     "CheckPlacement",
     "DeploymentState",
     "DryPlace",
@@ -106,6 +109,7 @@ __all__ = [
     "dry_place_request",
     "dry_placed",
     "effective_spec",
+    "errors_counted",
     "failed_after_roll",
     "failed_replacement",
     "fleet_failed",

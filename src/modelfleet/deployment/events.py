@@ -125,6 +125,27 @@ def resync(state: DeploymentState) -> DeploymentState:
     return state.model_copy(update={"dirty": True})
 
 
+def errors_counted(
+    state: DeploymentState,
+    name: str,
+    requests: int,
+    errors: int,
+    at: datetime | None = None,
+    unread: str = "",
+) -> DeploymentState:
+    """What the proven replacement ``name``'s engines answered meanwhile (0 and 0 when they
+    could not be read: ``unread`` says why); the next decision judges it
+    (``decide.error_verdict``). The decision log keeps the figure."""
+    s = state.model_copy(deep=True)
+    for op in s.ops:
+        if isinstance(op, AwaitReady) and op.name == name:
+            op.errors_checked, op.answered, op.answered_5xx = True, requests, errors
+    if at is not None:
+        figure = unread or f"{errors} of {requests} requests answered 5xx"
+        note(s, at, f"{name} proved itself for minReadySeconds: {figure}")
+    return s
+
+
 def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentState:
     """A replica reported; a replica that has finished makes the next pass reap it."""
     if progress.name not in state.replicas:

@@ -104,6 +104,11 @@ class AwaitReady(WireModel):
     # How many replacements before this one failed because their cluster could not be reached
     # (each retried on another cluster, ``decide.MAX_CLUSTER_RETRIES`` at most).
     retries: int = 0
+    # Once proven: whether what its engines answered meanwhile was read, and the figures (0
+    # and 0 when they could not be read).
+    errors_checked: bool = False
+    answered: int = 0
+    answered_5xx: int = 0
 
 
 class CheckCurrent(WireModel):

@@ -31,11 +31,13 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import (
+        ENGINE_ERRORS,
         FLEET_DRY_PLACE,
         FLEET_PLACE,
         FLEET_PLACEMENT_CURRENT,
         FLEET_RELEASE,
     )
+    from modelfleet.contracts.autoscaler_payloads import EngineErrors, EngineErrorsRequest
     from modelfleet.contracts.fleet_payloads import (
         PlacementCheck,
         PlaceRequest,
@@ -60,6 +62,9 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.replica.workflow import ReplicaWorkflow
 
 FLEET_TIMEOUT = timedelta(seconds=30)
+# A replacement's engines' metrics: a few quick reads at most, then the roll goes on without.
+ENGINE_ERRORS_TIMEOUT = timedelta(seconds=15)
+ENGINE_ERRORS_TOTAL = timedelta(seconds=40)
 FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
 # A placement that has not been answered in this long fails with the last error, instead of
 # retrying forever; the pass ends saying why and the next resync asks again.
@@ -246,6 +251,8 @@ class DeploymentWorkflow:
                 self._state = rollout.forgotten(self._state, action.name, workflow.now())
             elif isinstance(action, rollout.Wait):
                 await self._wait(action)
+            elif isinstance(action, rollout.CheckErrors):
+                await self._check_errors(action)
             elif isinstance(action, rollout.EndPass):
                 self._publish()
                 await self._maybe_continue_as_new()
@@ -381,6 +388,36 @@ class DeploymentWorkflow:
             retry_policy=FLEET_RETRY,
         )
         return response
+
+    async def _check_errors(self, action: rollout.CheckErrors) -> None:
+        """One read of the replacement's engines' answers; unreadable is no verdict."""
+        try:
+            answered: EngineErrors = await workflow.execute_activity(
+                ENGINE_ERRORS,
+                EngineErrorsRequest(
+                    cluster=action.cluster,
+                    namespace=self._state.spec.namespace,
+                    replica=action.name,
+                ),
+                result_type=EngineErrors,
+                summary=f"read what {action.name}'s engines answered while proving itself",
+                start_to_close_timeout=ENGINE_ERRORS_TIMEOUT,
+                schedule_to_close_timeout=ENGINE_ERRORS_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("errors of %s not read: %s", action.name, exc)
+            answered = EngineErrors(error=str(exc))
+        self._state = rollout.errors_counted(
+            self._state,
+            action.name,
+            answered.requests,
+            answered.errors,
+            at=workflow.now(),
+            unread=f"its engines' metrics could not be read ({answered.error})"
+            if answered.error
+            else "",
+        )
 
     async def _check_placement(self, action: rollout.CheckPlacement) -> None:
         md = self._state.spec

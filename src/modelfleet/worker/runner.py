@@ -113,6 +113,7 @@ def build_worker(
             fleet.replicas_by_pool,
             fleet.sweep_pending,
             *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
+            scaler.engine_errors,
             serving.publish_replica,
             serving.withdraw,
             serving.watch,

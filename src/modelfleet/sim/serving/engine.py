@@ -77,11 +77,18 @@ class EngineState:
     ttft_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS))
     ttft_sum: float = 0.0
     ttft_count: int = 0
+    # HTTP answers by (handler, method, status class "2xx"/"4xx"/"5xx"), as vLLM's API server
+    # counts them (prometheus-fastapi-instrumentator's ``http_requests_total``).
+    http_answers: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Where the engine's log lines go (the pod's container log, read by `kubectl logs`).
     log: Callable[[str], None] | None = None
     # The image the engine runs (per-image faults are looked up by it on every request).
     image: str = ""
     _slots: asyncio.Semaphore | None = None
+
+    def answered(self, handler: str, method: str, status: int) -> None:
+        key = (handler, method, f"{status // 100}xx")
+        self.http_answers[key] = self.http_answers.get(key, 0) + 1
 
     @property
     def load(self) -> int:
@@ -161,5 +168,12 @@ class EngineState:
             f"{float(self.ttft_count)}",
             f"vllm:time_to_first_token_seconds_count{{{label}}} {float(self.ttft_count)}",
             f"vllm:time_to_first_token_seconds_sum{{{label}}} {self.ttft_sum}",
+            "# HELP http_requests_total Total number of requests by method, status and handler.",
+            "# TYPE http_requests_total counter",
         ]
+        for (handler, method, status), count in sorted(self.http_answers.items()):
+            lines.append(
+                f'http_requests_total{{handler="{handler}",method="{method}",status="{status}"}} '
+                f"{float(count)}"
+            )
         return "\n".join(lines) + "\n"

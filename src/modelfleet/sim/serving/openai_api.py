@@ -62,6 +62,16 @@ def fails(path: str, error_rate: float, draw: float) -> bool:
 async def handle_engine(
     request: web.Request, engine: EngineState, *, fail: bool = False
 ) -> web.StreamResponse:
+    response = await _answer(request, engine, fail=fail)
+    if request.path != "/metrics":
+        # Counted as vLLM's API server counts them (its own /metrics excluded).
+        engine.answered(request.path, request.method, response.status)
+    return response
+
+
+async def _answer(
+    request: web.Request, engine: EngineState, *, fail: bool = False
+) -> web.StreamResponse:
     path, method = request.path, request.method
     if fail:
         if engine.log is not None:
