@@ -17,6 +17,7 @@ from modelfleet.adapters.metrics import (
     labelled_sum,
     parse_samples,
     prometheus_query,
+    responses,
 )
 from modelfleet.api.naming import LABEL_SERVING
 
@@ -167,3 +168,21 @@ async def test_prometheus_vector_and_scalar(served: Served) -> None:
     with pytest.raises(MetricsError, match="HTTP 400") as info:
         await prometheus_query(prom, "nonsense(")
     assert not info.value.retryable
+
+
+def test_responses_counts_inference_answers_and_their_5xx_from_vllm_exposition() -> None:
+    # As vLLM's API server exports them (prometheus-fastapi-instrumentator), status grouped.
+    text = "\n".join(
+        [
+            "# TYPE http_requests_total counter",
+            'http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 40.0',
+            'http_requests_total{handler="/v1/chat/completions",method="POST",status="5xx"} 9.0',
+            'http_requests_total{handler="/v1/completions",method="POST",status="4xx"} 2.0',
+            'http_requests_total{handler="/v1/completions",method="POST",status="5xx"} 1.0',
+            'http_requests_total{handler="/health",method="GET",status="2xx"} 300.0',
+            'http_requests_total{handler="/v1/models",method="GET",status="5xx"} 7.0',
+            "",
+        ]
+    )
+    assert responses(text) == (52.0, 10.0)
+    assert responses("# TYPE vllm:num_requests_running gauge\n") == (0.0, 0.0)

@@ -152,3 +152,21 @@ def test_the_documented_rehearsal_autoscaler_validates() -> None:
     assert result.errors == []
     [autoscaler] = result.resources
     assert autoscaler.KIND == "ModelAutoscaler"
+
+
+async def test_an_engine_counts_its_answers_by_handler_and_status_class() -> None:
+    """The simulated engine's ``http_requests_total``, as vLLM's API server counts: every answer
+    but to its own /metrics, by handler, method and status class."""
+    engine = EngineState(model=MODEL, pod="qwen-abc12-main-0", profile=EngineProfile())
+    for status in (200, 200, 500, 404):
+        engine.answered("/v1/chat/completions", "POST", status)
+    engine.answered("/health", "GET", 200)
+    text = engine.metrics_text()
+    assert (
+        'http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 2.0' in text
+    )
+    assert (
+        'http_requests_total{handler="/v1/chat/completions",method="POST",status="5xx"} 1.0' in text
+    )
+    assert 'http_requests_total{handler="/health",method="GET",status="2xx"} 1.0' in text
+    assert 'status="4xx"} 1.0' in text
