@@ -26,10 +26,12 @@ from modelfleet.activities.errors import missing_secret, to_temporal
 from modelfleet.activities.fleet_updates import FLEET_WORKFLOW_ID
 from modelfleet.activities.kube_ops import KubeconfigStore
 from modelfleet.adapters.endpoint_probe import probe_models
+from modelfleet.adapters.global_lb import CloudflareLoadBalancing, GlobalLBError
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_errors import KubeError
 from modelfleet.adapters.temporal_updates import asked_again_when_refused, update_with_start
 from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
+from modelfleet.api.services import GlobalAddress
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.serving_payloads import (
     ENDPOINT_DIRECTORY_WORKFLOW,
@@ -41,12 +43,18 @@ from modelfleet.contracts.serving_payloads import (
     LABEL_REGION,
     SERVING_GATEWAY_ADDRESS,
     SERVING_PROBE,
+    SERVING_REMOVE_GLOBAL_ADDRESS,
+    SERVING_SYNC_GLOBAL_ADDRESS,
     SERVING_SYNC_KEYS,
     SERVING_SYNC_PROVIDER_TOKENS,
     DirectoryStart,
     EndpointHealth,
     EndpointKey,
+    FrontDoorHealth,
     GatewayAddressRequest,
+    GlobalAddressRemoval,
+    GlobalAddressRequest,
+    GlobalAddressResult,
     ProbeEndpointsRequest,
     ProviderTokensRequest,
     ReplicaEndpointRequest,
@@ -55,7 +63,13 @@ from modelfleet.contracts.serving_payloads import (
     WatchResult,
 )
 from modelfleet.contracts.status import ClusterRecord
-from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord
+from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord, service_path
+from modelfleet.rendering.global_address import (
+    GlobalOrigin,
+    global_hostname,
+    global_plan,
+    pool_name,
+)
 
 API_KEY_HASHES_TYPE = "modelfleet.dev/api-key-hashes"
 UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"
@@ -184,6 +198,87 @@ class ServingActivities:
     async def gateway_address(self, request: GatewayAddressRequest) -> str:
         address, _ = await self._cluster_facts(request.cluster)
         return address
+
+    @activity.defn(name=SERVING_SYNC_GLOBAL_ADDRESS)
+    async def sync_global_address(self, request: GlobalAddressRequest) -> GlobalAddressResult:
+        """The service's load balancer over its front doors, as the fleet sees their clusters
+        now (a cluster that is not Ready, or has no gateway address, is withdrawn), and each
+        front door's health as the balancer's monitor last saw it."""
+        origins: list[GlobalOrigin] = []
+        withdrawn: dict[str, str] = {}
+        for cluster in request.clusters:
+            record = await self._cluster_record(cluster)
+            if record is None or not record.gateway_address:
+                withdrawn[cluster] = (
+                    "not in the fleet" if record is None else "no gateway address yet"
+                )
+                continue
+            host, _, port = record.gateway_address.rpartition(":")
+            if not host:
+                host, port = record.gateway_address, "80"
+            origins.append(
+                GlobalOrigin(cluster=cluster, host=host, port=int(port), enabled=record.ready)
+            )
+            if not record.ready:
+                withdrawn[cluster] = f"cluster not Ready: {record.reason}"
+        if not origins:
+            raise ApplicationError("no front door cluster has a gateway address yet")
+        plan = global_plan(
+            request.namespace, request.service, request.settings, origins, auth=request.auth
+        )
+
+        def sync() -> list[FrontDoorHealth]:
+            with self._load_balancing(request.settings) as api:
+                ids = api.ensure(plan)
+                doors = []
+                for origin in origins:
+                    seen = api.health(ids[pool_name(plan.hostname, origin.cluster)])
+                    health = next((h for h in seen if h.origin == origin.cluster), None)
+                    doors.append(
+                        FrontDoorHealth(
+                            cluster=origin.cluster,
+                            enabled=origin.enabled,
+                            healthy=origin.enabled and health is not None and health.healthy,
+                            reason=withdrawn.get(origin.cluster)
+                            or (health.reason if health else "not checked yet"),
+                        )
+                    )
+                return doors
+
+        try:
+            doors = await asyncio.to_thread(sync)
+        except GlobalLBError as exc:
+            raise ApplicationError(
+                exc.message, type="GlobalAddressError", non_retryable=not exc.retryable
+            ) from None
+        doors += [
+            FrontDoorHealth(cluster=c, enabled=False, healthy=False, reason=r)
+            for c, r in withdrawn.items()
+            if all(d.cluster != c for d in doors)
+        ]
+        path = service_path(request.namespace, request.service).rstrip("/")
+        return GlobalAddressResult(address=f"http://{plan.hostname}{path}", doors=doors)
+
+    @activity.defn(name=SERVING_REMOVE_GLOBAL_ADDRESS)
+    async def remove_global_address(self, request: GlobalAddressRemoval) -> int:
+        hostname = global_hostname(request.namespace, request.service, request.settings.zone)
+
+        def remove() -> int:
+            with self._load_balancing(request.settings) as api:
+                return api.remove(hostname)
+
+        try:
+            return await asyncio.to_thread(remove)
+        except GlobalLBError as exc:
+            raise ApplicationError(
+                exc.message, type="GlobalAddressError", non_retryable=not exc.retryable
+            ) from None
+
+    def _load_balancing(self, settings: GlobalAddress) -> CloudflareLoadBalancing:
+        lines = self._secrets.lines(settings.api_token_secret_ref.name)
+        if not lines:
+            raise missing_secret(f"secret {settings.api_token_secret_ref.name!r} is empty")
+        return CloudflareLoadBalancing(lines[0], settings.account_id, settings.zone_id)
 
     @activity.defn(name=SERVING_PROBE)
     def probe_endpoints(self, request: ProbeEndpointsRequest) -> list[EndpointHealth]:

@@ -483,3 +483,12 @@ def _inference_gateway(ig: InferenceGateway) -> Iterator[FieldError]:
         if listener.name in seen:
             yield FieldError(("spec", "listeners", i, "name"), "duplicate listener name")
         seen.add(listener.name)
+    doors = {ig.spec.cluster}
+    for i, cluster in enumerate(ig.spec.additional_clusters):
+        if cluster in doors:
+            yield FieldError(
+                ("spec", "additionalClusters", i),
+                f"cluster {cluster!r} is already a front door"
+                + (" (it is spec.cluster)" if cluster == ig.spec.cluster else ""),
+            )
+        doors.add(cluster)

@@ -106,12 +106,52 @@ class GatewayListener(Model):
     protocol: Literal["HTTP"] = "HTTP"
 
 
+class GlobalHealthCheck(Model):
+    """How the global load balancer checks each front door (a Cloudflare monitor): ``GET
+    /<namespace>/<service>/v1/models`` through that cluster's gateway every
+    ``intervalSeconds``; a front door leaves the address after ``consecutiveDown`` failed checks
+    in a row and comes back after ``consecutiveUp`` good ones. Worst case out of the address:
+    ``intervalSeconds x consecutiveDown + timeoutSeconds x (retries + 1)``."""
+
+    interval_seconds: int = Field(default=5, ge=1, le=3600)
+    timeout_seconds: int = Field(default=2, ge=1, le=10)
+    retries: int = Field(default=0, ge=0, le=5)
+    consecutive_down: int = Field(default=1, ge=1, le=10)
+    consecutive_up: int = Field(default=1, ge=1, le=10)
+
+
+class GlobalAddress(Model):
+    """One stable address in front of every front door: a proxied load balancer (Cloudflare
+    Load Balancing) named ``<service>.<namespace>.<zone>`` with one origin per gateway cluster,
+    health-checked, relaying each request to a healthy front door. The API token is named here
+    and read by the worker (``<credentials dir>/secrets/<name>``)."""
+
+    provider: Literal["cloudflare"] = "cloudflare"
+    account_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    zone_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    zone: str = Field(
+        min_length=1, max_length=200, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,63}$"
+    )
+    api_token_secret_ref: SecretReference
+    # ``random``: spread over every healthy front door; ``off``: the first healthy one in
+    # ``cluster``, ``additionalClusters`` order (failover).
+    steering: Literal["random", "off"] = "random"
+    health_check: GlobalHealthCheck = Field(default_factory=GlobalHealthCheck)
+
+
 class InferenceGatewaySpec(Model):
-    """Which cluster's Gateway carries the front-door routes. ``listeners`` and ``addresses``
-    describe a gateway installed by the platform team; empty ``addresses`` means "the address
-    the cluster's Gateway reports"."""
+    """Which clusters' Gateways carry the front-door routes: ``cluster`` and, for front doors
+    that survive the loss of a cluster, ``additionalClusters`` (each gets every service's route,
+    to every healthy endpoint wherever it runs), with ``globalAddress`` as the one address in
+    front of them all. ``listeners`` and ``addresses`` describe a gateway installed by the
+    platform team; empty ``addresses`` means "the address the cluster's Gateway reports"
+    (``addresses`` describe ``cluster``'s gateway only)."""
 
     cluster: str = Field(min_length=1, max_length=253)
+    additional_clusters: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
+        default_factory=list, max_length=15
+    )
+    global_address: GlobalAddress | None = None
     gateway_name: str = Field(default="inference-gateway", min_length=1, max_length=253)
     gateway_namespace: DNSLabel = "modelfleet-system"
     listeners: list[GatewayListener] = Field(default_factory=lambda: [GatewayListener()])
@@ -124,3 +164,8 @@ class InferenceGateway(Resource):
     BORROWED_SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gtw",)
     kind: Literal["InferenceGateway"] = "InferenceGateway"
     spec: InferenceGatewaySpec
+
+    @property
+    def front_door_clusters(self) -> list[str]:
+        """Every cluster whose Gateway carries the routes, ``cluster`` first."""
+        return [self.spec.cluster, *self.spec.additional_clusters]

@@ -34,6 +34,13 @@ from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
 from modelfleet.worker.tuning import Tuning
 
+# The simulated global load balancer's account, zone and token secret (examples/ name them).
+SIM_LB_ACCOUNT = "0123456789abcdef0123456789abcdef"
+SIM_LB_ZONE_ID = "fedcba9876543210fedcba9876543210"
+SIM_LB_ZONE = "fleet.example"
+SIM_LB_TOKEN_SECRET = "cloudflare-token"
+_SIM_TOKEN = "sim-cloudflare-api-token-do-not-log"
+
 
 @dataclass
 class DevEnvironment:
@@ -45,6 +52,8 @@ class DevEnvironment:
     resources: list[Resource]
     # The simulated GKE and EKS, when a GKE or EKS cluster was loaded (None otherwise).
     clouds: Any = None
+    # The simulated global load balancer (Cloudflare-shaped): ``edge_url`` is its anycast edge.
+    global_lb: Any = None
 
 
 def load_fleet(paths: Sequence[str]) -> list[Resource]:
@@ -103,6 +112,7 @@ async def dev_environment(
                 state_dir,
                 clouds if clouds is not None else len(existing) < len(clusters),
             ) as running_clouds,
+            _global_lb(fleet.kubeconfig_dir) as global_lb,
         ):
             kubeconfig_dir = fleet.kubeconfig_dir
             worker_task = asyncio.create_task(
@@ -116,7 +126,14 @@ async def dev_environment(
             await _wait_published(client, {c.name for c in existing})
             try:
                 yield DevEnvironment(
-                    client, settings, server, fleet, kubeconfig_dir, resources, running_clouds
+                    client,
+                    settings,
+                    server,
+                    fleet,
+                    kubeconfig_dir,
+                    resources,
+                    running_clouds,
+                    global_lb,
                 )
             finally:
                 stop.set()
@@ -145,6 +162,27 @@ async def _clouds(
         yield clouds
     finally:
         await clouds.stop()
+
+
+@contextlib.asynccontextmanager
+async def _global_lb(credentials_dir: Path) -> AsyncIterator[Any]:
+    """The simulated global load balancer, and the in-process worker pointed at it as a real
+    worker is: its API endpoint in the environment, its API token in the credentials directory
+    (``secrets/<SIM_LB_TOKEN_SECRET>``, the name an InferenceGateway's ``globalAddress`` gives)."""
+    from modelfleet.sim.serving.global_lb import GlobalLoadBalancer
+
+    lb = GlobalLoadBalancer(
+        account_id=SIM_LB_ACCOUNT, zone_id=SIM_LB_ZONE_ID, zone_name=SIM_LB_ZONE, token=_SIM_TOKEN
+    )
+    await lb.start()
+    secrets = credentials_dir / "secrets"
+    secrets.mkdir(parents=True, exist_ok=True)
+    (secrets / SIM_LB_TOKEN_SECRET).write_text(_SIM_TOKEN + "\n")
+    os.environ["MODELFLEET_CLOUDFLARE_ENDPOINT"] = lb.api_url
+    try:
+        yield lb
+    finally:
+        await lb.stop()
 
 
 async def _wait_published(client: Client, names: set[str], limit: float = 60.0) -> None:

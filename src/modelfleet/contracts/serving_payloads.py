@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import Field
 
 from modelfleet.api.meta import Condition
-from modelfleet.api.services import InferenceGateway, ServiceEndpoint
+from modelfleet.api.services import GlobalAddress, InferenceGateway, ServiceEndpoint
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.front_door import EndpointRecord
 
@@ -29,6 +29,8 @@ SERVING_PROBE = "serving.probe_endpoints"
 SERVING_GATEWAY_ADDRESS = "serving.gateway_address"
 SERVING_SYNC_KEYS = "serving.sync_api_keys"
 SERVING_SYNC_PROVIDER_TOKENS = "serving.sync_provider_tokens"
+SERVING_SYNC_GLOBAL_ADDRESS = "serving.sync_global_address"
+SERVING_REMOVE_GLOBAL_ADDRESS = "serving.remove_global_address"
 
 LABEL_REGION = "region"
 
@@ -115,6 +117,36 @@ class ProviderTokensRequest(WireModel):
     tokens: dict[str, str]
 
 
+class GlobalAddressRequest(WireModel):
+    """Put a service's one address in front of its front doors on ``clusters`` (the activity
+    looks up each cluster's gateway address and readiness) and report each one's health."""
+
+    namespace: str
+    service: str
+    clusters: list[str]
+    settings: GlobalAddress
+    auth: bool = False
+
+
+class FrontDoorHealth(WireModel):
+    cluster: str
+    # In the address: enabled (its cluster is Ready) and its health checks pass.
+    healthy: bool = False
+    enabled: bool = True
+    reason: str = ""
+
+
+class GlobalAddressResult(WireModel):
+    address: str
+    doors: list[FrontDoorHealth] = Field(default_factory=list)
+
+
+class GlobalAddressRemoval(WireModel):
+    namespace: str
+    service: str
+    settings: GlobalAddress
+
+
 class DirectoryStart(WireModel):
     """The endpoint directory's first input as a starter that knows nothing of its state sends
     it (the publishing activities start it on first use): no state. The workflow reads it as its
@@ -128,6 +160,18 @@ class ServiceEndpointStatus(WireModel):
     entry: int
     weight: int = 0
     healthy: bool = False
+    reason: str = ""
+
+
+class FrontDoorStatus(WireModel):
+    """One gateway cluster carrying the service's route."""
+
+    cluster: str
+    address: str | None = None
+    # ``Serving`` (route applied; in the global address when there is one), ``Out`` (its
+    # health checks fail: out of the global address), ``Disabled`` (its cluster is not Ready:
+    # withdrawn from the global address), ``Configuring`` (the route is not applied yet).
+    state: str = "Configuring"
     reason: str = ""
 
 
@@ -146,3 +190,8 @@ class ServiceStatus(WireModel):
     created: datetime | None = None
     # How the front door contains a failing endpoint (ejection and retries), in words.
     containment: str = ""
+    # Every front door (gateway cluster) of the service, ``gateway_cluster`` first.
+    front_doors: list[FrontDoorStatus] = Field(default_factory=list)
+    # The one stable address in front of them (the InferenceGateway's ``globalAddress``);
+    # ``address`` is this when set.
+    global_address: str | None = None

@@ -11,6 +11,7 @@ protected service is resolved and hashed inside an activity: only the secret's n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -46,11 +47,17 @@ with workflow.unsafe.imports_passed_through():
         SERVICE_WORKFLOW,
         SERVING_GATEWAY_ADDRESS,
         SERVING_PROBE,
+        SERVING_REMOVE_GLOBAL_ADDRESS,
+        SERVING_SYNC_GLOBAL_ADDRESS,
         SERVING_SYNC_KEYS,
         SERVING_SYNC_PROVIDER_TOKENS,
         EndpointHealth,
         EndpointsChanged,
+        FrontDoorStatus,
         GatewayAddressRequest,
+        GlobalAddressRemoval,
+        GlobalAddressRequest,
+        GlobalAddressResult,
         ProbeEndpointsRequest,
         ProbeTarget,
         ProviderTokensRequest,
@@ -111,8 +118,15 @@ class ServiceWorkflow:
         self._backends: dict[str, int] = {}
         self._address: str | None = None
         self._conditions: list[Condition] = []
-        self._applied: tuple[str, list[ObjectRef]] | None = None
-        self._applied_digest = ""
+        # Per front-door cluster: the objects applied there, their content digest, the door's
+        # own address, and why its last apply failed (absent: it did not).
+        self._applied: dict[str, list[ObjectRef]] = {}
+        self._digests: dict[str, str] = {}
+        self._door_address: dict[str, str] = {}
+        self._door_error: dict[str, str] = {}
+        # The global load balancer's answer (address, each door's health), when there is one.
+        self._global: GlobalAddressResult | None = None
+        self._global_error = ""
         self._spec_changed = False
         self._endpoints_changed = False
         # The directory revision of ``_endpoints`` (-1: none yet this run).
@@ -300,17 +314,26 @@ class ServiceWorkflow:
             self._routed = {}
             self._conditions, self._phase = conditions, "Pending"
             return
-        door = FrontDoor(
-            cluster=gateway.spec.cluster,
-            gateway_name=gateway.spec.gateway_name,
-            gateway_namespace=gateway.spec.gateway_namespace,
+        clusters = gateway.front_door_clusters
+        for gone in [c for c in self._applied if c not in clusters]:
+            # A cluster that stopped being a front door: its route goes (best effort; it is
+            # tried again on the next reconcile while it fails).
+            with contextlib.suppress(ActivityError):
+                await self._delete(gone, self._applied[gone])
+                self._forget(gone)
+        # Every door at once, and the global address beside them: a door whose cluster is dark
+        # holds only its own apply, never the others' (a dark cluster's apply may take minutes).
+        await asyncio.gather(
+            *(self._apply_door(c, gateway, weights) for c in clusters), self._sync_global(gateway)
         )
-        try:
-            await self._apply_route(door, gateway, weights)
-        except ActivityError as exc:
-            conditions.append(
-                _condition("RoutingReady", False, "Configuring", str(exc.cause or exc))
-            )
+        failed = {c: self._door_error[c] for c in clusters if c in self._door_error}
+        applied = [c for c in clusters if c in self._applied and c not in failed]
+        self._address = self._global.address if self._global else None
+        if self._address is None and applied:
+            self._address = self._door_address.get(applied[0])
+        if not applied:
+            reasons = "; ".join(f"{c}: {r}" for c, r in failed.items())
+            conditions.append(_condition("RoutingReady", False, "Configuring", reasons))
             self._conditions, self._phase = conditions, "Degraded"
             return
         # The status shows the new weights only once the route carries them: set before the
@@ -324,13 +347,75 @@ class ServiceWorkflow:
             if weights.get(e.key, 0) > 0
         }
         in_rotation = len(self._weights)
+        doors = f" on {len(applied)} of {len(clusters)} front doors" if len(clusters) > 1 else ""
         conditions.append(
             _condition(
-                "RoutingReady", True, "RouteConfigured", f"{in_rotation} endpoint(s) in rotation"
+                "RoutingReady",
+                True,
+                "RouteConfigured",
+                f"{in_rotation} endpoint(s) in rotation{doors}",
             )
         )
+        if gateway.spec.global_address is not None:
+            conditions.append(
+                _condition(
+                    "GlobalAddressReady",
+                    self._global is not None and not self._global_error,
+                    "Configured" if not self._global_error else "Unavailable",
+                    self._global_error
+                    or f"{sum(d.healthy for d in self._global.doors) if self._global else 0} "
+                    f"of {len(clusters)} front doors in the address",
+                )
+            )
         self._conditions = conditions
         self._phase = "Ready" if in_rotation else "NoHealthyEndpoints"
+
+    def _forget(self, cluster: str) -> None:
+        for table in (self._applied, self._digests, self._door_address, self._door_error):
+            table.pop(cluster, None)
+
+    async def _apply_door(
+        self, cluster: str, gateway: InferenceGateway, weights: dict[str, int]
+    ) -> None:
+        door = FrontDoor(
+            cluster=cluster,
+            gateway_name=gateway.spec.gateway_name,
+            gateway_namespace=gateway.spec.gateway_namespace,
+        )
+        try:
+            await self._apply_route(door, gateway, weights)
+        except ActivityError as exc:
+            self._door_error[cluster] = str(exc.cause or exc)
+        else:
+            self._door_error.pop(cluster, None)
+
+    async def _sync_global(self, gateway: InferenceGateway) -> None:
+        """The one address in front of the doors, and each door's health as the global load
+        balancer sees it. Once per reconcile (every probe interval): the balancer's own health
+        checks move traffic between doors; this only keeps its origins and the status current."""
+        settings = gateway.spec.global_address
+        if settings is None:
+            self._global, self._global_error = None, ""
+            return
+        try:
+            self._global = await workflow.execute_activity(
+                SERVING_SYNC_GLOBAL_ADDRESS,
+                GlobalAddressRequest(
+                    namespace=self._spec.namespace,
+                    service=self._spec.name,
+                    clusters=gateway.front_door_clusters,
+                    settings=settings,
+                    auth=self._spec.spec.auth is not None,
+                ),
+                result_type=GlobalAddressResult,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(seconds=90),
+                retry_policy=RETRY,
+                summary="global address",
+            )
+            self._global_error = ""
+        except ActivityError as exc:
+            self._global_error = str(exc.cause or exc)
 
     async def _sync_keys(self, cluster: str, source: str) -> None:
         await workflow.execute_activity(
@@ -374,10 +459,13 @@ class ServiceWorkflow:
         ]
         # Secrets first: deletion runs in reverse, so the route goes before what it uses.
         refs = secrets + [ObjectRef.of(m) for m in manifests if m["kind"] != "Namespace"]
-        applied = (door.cluster, refs)
         # Weights change the route without changing which objects exist: compare the content.
         digest = hashlib.sha256(json.dumps(manifests, sort_keys=True).encode()).hexdigest()
-        if self._applied == applied and self._applied_digest == digest and self._address:
+        if (
+            self._applied.get(door.cluster) == refs
+            and self._digests.get(door.cluster) == digest
+            and door.cluster in self._door_address
+        ):
             return
         if spec.spec.auth is not None:
             await self._sync_keys(door.cluster, spec.spec.auth.api_keys_secret_ref.name)
@@ -403,22 +491,15 @@ class ServiceWorkflow:
             retry_policy=RETRY,
             summary=f"front door: {len(weights)} backend(s)",
         )
-        stale = self._stale(door.cluster, refs)
-        if stale is not None:
-            await self._delete(*stale)
-        self._applied = applied
-        self._applied_digest = digest
+        keep = set(map(str, refs))
+        gone = [r for r in self._applied.get(door.cluster, []) if str(r) not in keep]
+        if gone:
+            await self._delete(door.cluster, gone)
+        self._applied[door.cluster] = refs
+        self._digests[door.cluster] = digest
         route = front_door_route(manifests)["spec"]["rules"][0]
         self._backends = {b["name"]: b["weight"] for b in route["backendRefs"]}
-        self._address = await self._front_address(gateway)
-
-    def _stale(self, cluster: str, refs: list[ObjectRef]) -> tuple[str, list[ObjectRef]] | None:
-        if self._applied is None:
-            return None
-        old_cluster, old = self._applied
-        keep = set(map(str, refs)) if old_cluster == cluster else set()
-        gone = [r for r in old if str(r) not in keep]
-        return (old_cluster, gone) if gone else None
+        self._door_address[door.cluster] = await self._front_address(gateway, door.cluster)
 
     async def _delete(self, cluster: str, refs: list[ObjectRef]) -> None:
         await workflow.execute_activity(
@@ -432,15 +513,15 @@ class ServiceWorkflow:
             summary=f"remove {len(refs)} front-door object(s)",
         )
 
-    async def _front_address(self, gateway: InferenceGateway) -> str:
+    async def _front_address(self, gateway: InferenceGateway, cluster: str) -> str:
         path = service_path(self._spec.namespace, self._spec.name).rstrip("/")
-        if gateway.spec.addresses:
+        if gateway.spec.addresses and cluster == gateway.spec.cluster:
             port = gateway.spec.listeners[0].port
             host = gateway.spec.addresses[0]
             return f"http://{host}{'' if port == 80 else f':{port}'}{path}"
         authority: str = await workflow.execute_activity(
             SERVING_GATEWAY_ADDRESS,
-            GatewayAddressRequest(cluster=gateway.spec.cluster),
+            GatewayAddressRequest(cluster=cluster),
             result_type=str,
             start_to_close_timeout=timedelta(seconds=30),
             schedule_to_close_timeout=timedelta(minutes=2),
@@ -450,18 +531,66 @@ class ServiceWorkflow:
         return f"http://{authority}{path}"
 
     async def _remove_route(self) -> None:
-        if self._applied is None:
-            return
-        cluster, refs = self._applied
-        try:
-            await self._delete(cluster, refs)
-        except ActivityError as exc:
+        settings = self._gateway.spec.global_address if self._gateway else None
+        problems: list[str] = []
+        if settings is not None:
+            # The address first: no caller is sent to a door whose route is going.
+            try:
+                await workflow.execute_activity(
+                    SERVING_REMOVE_GLOBAL_ADDRESS,
+                    GlobalAddressRemoval(
+                        namespace=self._spec.namespace, service=self._spec.name, settings=settings
+                    ),
+                    result_type=int,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    schedule_to_close_timeout=timedelta(minutes=3),
+                    retry_policy=RETRY,
+                    summary="remove global address",
+                )
+                self._global = None
+            except ActivityError as exc:
+                problems.append(f"global address: {exc.cause or exc}")
+        for cluster in list(self._applied):
+            try:
+                await self._delete(cluster, self._applied[cluster])
+            except ActivityError as exc:
+                problems.append(f"{cluster}: {exc.cause or exc}")
+                continue
+            self._forget(cluster)
+        if problems:
             self._conditions = [
-                _condition("RoutingReady", False, "CleanupIncomplete", str(exc.cause or exc))
+                _condition("RoutingReady", False, "CleanupIncomplete", "; ".join(problems))
             ]
             return
-        self._applied = None
         self._backends = {}
+
+    def _front_doors(self) -> list[FrontDoorStatus]:
+        if self._gateway is None:
+            return []
+        health = {d.cluster: d for d in self._global.doors} if self._global else {}
+        doors = []
+        for cluster in self._gateway.front_door_clusters:
+            seen = health.get(cluster)
+            if cluster not in self._applied or cluster in self._door_error:
+                state, reason = (
+                    "Configuring",
+                    self._door_error.get(cluster, "route not applied yet"),
+                )
+            elif seen is None:
+                state, reason = "Serving", "route applied"
+            elif not seen.enabled:
+                state, reason = "Disabled", seen.reason
+            else:
+                state, reason = ("Serving" if seen.healthy else "Out"), seen.reason
+            doors.append(
+                FrontDoorStatus(
+                    cluster=cluster,
+                    address=self._door_address.get(cluster),
+                    state=state,
+                    reason=reason,
+                )
+            )
+        return doors
 
     # --- status ----------------------------------------------------------------------------
 
@@ -512,4 +641,6 @@ class ServiceWorkflow:
             containment=containment_summary(
                 self._spec.spec.outlier_detection, self._spec.spec.retries
             ),
+            front_doors=self._front_doors(),
+            global_address=self._global.address if self._global else None,
         )

@@ -122,6 +122,8 @@ def build_worker(
             serving.probe_endpoints,
             serving.sync_api_keys,
             serving.sync_provider_tokens,
+            serving.sync_global_address,
+            serving.remove_global_address,
             catalog.classes,
             stack.verify,
             stack.install,
