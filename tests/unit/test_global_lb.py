@@ -18,7 +18,9 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.rules import validate
 from modelfleet.api.services import GlobalAddress, GlobalHealthCheck, InferenceGateway
+from modelfleet.contracts.serving_payloads import FrontDoorHealth
 from modelfleet.rendering.global_address import GlobalOrigin, global_plan, pool_name
+from modelfleet.service.doors import doors_to_apply
 from modelfleet.sim.serving.global_lb import GlobalLoadBalancer
 
 ACCOUNT = "a" * 32
@@ -211,3 +213,18 @@ async def test_api_errors_are_cloudflare_shaped_and_removal_is_complete(
         await _until(lambda: not lb.health)
     finally:
         await runner.cleanup()
+
+
+def test_doors_known_unreachable_are_skipped_but_misrouted_ones_are_written() -> None:
+    health = {
+        "dark": FrontDoorHealth(cluster="dark", healthy=False, reason="TCP connection failed"),
+        "stale": FrontDoorHealth(
+            cluster="stale", healthy=False, reason="HTTP response code is not expected"
+        ),
+        "notready": FrontDoorHealth(cluster="notready", enabled=False, reason="cluster not Ready"),
+        "fine": FrontDoorHealth(cluster="fine", healthy=True),
+    }
+    clusters = ["dark", "stale", "notready", "fine", "new"]
+    assert doors_to_apply(clusters, clusters, health) == ["stale", "fine", "new"]
+    # A door that never got the route gets it, down or not.
+    assert doors_to_apply(clusters, ["fine"], health) == clusters

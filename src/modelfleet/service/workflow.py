@@ -81,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         select_endpoints,
         service_path,
     )
+    from modelfleet.service.doors import doors_to_apply
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -321,10 +322,16 @@ class ServiceWorkflow:
             with contextlib.suppress(ActivityError):
                 await self._delete(gone, self._applied[gone])
                 self._forget(gone)
-        # Every door at once, and the global address beside them: a door whose cluster is dark
-        # holds only its own apply, never the others' (a dark cluster's apply may take minutes).
+        # The global address first: its health says which doors are down. Then every door at
+        # once, less those known down (``service.doors``): a door whose cluster is dark would
+        # hold up the loop for as long as its apply is retried.
+        await self._sync_global(gateway)
+        health = {d.cluster: d for d in self._global.doors} if self._global else {}
         await asyncio.gather(
-            *(self._apply_door(c, gateway, weights) for c in clusters), self._sync_global(gateway)
+            *(
+                self._apply_door(c, gateway, weights)
+                for c in doors_to_apply(clusters, self._applied, health)
+            )
         )
         failed = {c: self._door_error[c] for c in clusters if c in self._door_error}
         applied = [c for c in clusters if c in self._applied and c not in failed]
