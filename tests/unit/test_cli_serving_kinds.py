@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 
 from modelfleet.api.autoscalers import ModelAutoscaler
@@ -285,3 +286,37 @@ def test_dev_applies_the_quickstart_front_door_with_the_fleet() -> None:
     kinds = {r.KIND for r in fleet}
     assert kinds == {"InferenceClass", "InferenceCluster", "InferenceGateway"}
     assert [r.name for r in fleet if r.KIND == "InferenceGateway"] == ["default"]
+
+
+def test_get_and_describe_show_each_front_door_and_its_state(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from modelfleet.cli.serving_inspect import describe_service
+    from modelfleet.contracts.serving_payloads import FrontDoorStatus
+    from modelfleet.worker.settings import TemporalSettings
+
+    status = service_status().model_copy(
+        update={
+            "global_address": "http://chat.ml-team.fleet.example/ml-team/chat",
+            "front_doors": [
+                FrontDoorStatus(cluster="l4-dev", address="http://10.0.0.9", state="Out",
+                                reason="TCP connection failed"),
+                FrontDoorStatus(cluster="h200-west", address="http://10.0.0.7", state="Serving"),
+            ],
+        }
+    )  # fmt: skip
+    svc = service_resource(service(), status, CREATED_AT)
+    header = columns.header("ModelService", wide=False, all_namespaces=False)
+    cells = dict(zip(header, columns.row(svc, wide=False, all_namespaces=False), strict=True))
+    assert cells["FRONT-DOORS"] == "l4-dev Out, h200-west Serving"
+    plain = service_resource(service(), service_status(), CREATED_AT)
+    cells = dict(zip(header, columns.row(plain, wide=False, all_namespaces=False), strict=True))
+    assert cells["FRONT-DOORS"] == "-"
+    describe_service(TemporalSettings(), status)
+    out = capsys.readouterr().out
+    doors = out.split("Front doors", 1)[1].split("Conditions", 1)[0].splitlines()
+    [dark] = [line for line in doors if "l4-dev" in line]
+    assert dark.split()[:3] == ["l4-dev", "Out", "http://10.0.0.9"]
+    assert "TCP connection failed" in dark
+    [fine] = [line for line in doors if "h200-west" in line]
+    assert fine.split()[:2] == ["h200-west", "Serving"]

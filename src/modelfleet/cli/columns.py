@@ -121,7 +121,13 @@ def service_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -
         _coloured_phase(phase) + (f" ({escape(reason)})" if phase == "Pending" and reason else ""),
         status.get("address") or "-",
         f"{sum(1 for e in endpoints if e.get('weight'))}/{len(endpoints)}",
+        front_doors_cell(status.get("frontDoors") or []),
     ], [status.get("gatewayCluster") or "-", escape(message)]
+
+
+def front_doors_cell(doors: list[dict[str, Any]]) -> str:
+    """Each front door and its state (``l4-dev Serving, h200-west Out``)."""
+    return ", ".join(f"{d.get('cluster')} {d.get('state')}" for d in doors) or "-"
 
 
 def endpoint_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:
@@ -137,7 +143,10 @@ def gateway_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -
         str(spec.get("cluster", "")),
         f"{spec.get('gatewayNamespace', '')}/{spec.get('gatewayName', '')}",
         ", ".join(spec.get("addresses", [])) or "-",
-    ], []
+    ], [
+        ", ".join(spec.get("additionalClusters", [])) or "-",
+        str((spec.get("globalAddress") or {}).get("zone") or "-"),
+    ]
 
 
 def autoscaler_cells(item: Fetched, spec: dict[str, Any], status: dict[str, Any]) -> Cells:

@@ -23,6 +23,8 @@ from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.worker.settings import TemporalSettings
 
 ENDPOINT_HEADER = ["ENDPOINT", "ENTRY", "WEIGHT", "HEALTH", "URL", "REASON"]
+DOOR_HEADER = ["CLUSTER", "STATE", "ADDRESS", "REASON"]
+_DOOR_COLOURS = {"Serving": "[green]{}[/]", "Out": "[red]{}[/]", "Disabled": "[yellow]{}[/]"}
 
 
 async def service_status(client: Client, namespace: str, name: str) -> ServiceStatus:
@@ -41,6 +43,21 @@ def describe_service(s: TemporalSettings, status: ServiceStatus) -> None:
     console.print(f"API keys: {'required' if status.auth else 'not required'}")
     if status.containment:
         console.print(f"Failures: {escape(status.containment)}", soft_wrap=True)
+    if status.front_doors:
+        console.print("\n[bold]Front doors[/]")
+        print_table(
+            DOOR_HEADER,
+            [
+                [
+                    d.cluster,
+                    _DOOR_COLOURS.get(d.state, "{}").format(d.state),
+                    d.address or "-",
+                    escape(d.reason),
+                ]
+                for d in status.front_doors
+            ],
+            flexible=("REASON",),
+        )
     console.print("\n[bold]Conditions[/]")
     for c in status.conditions:
         console.print(f"  {c.type}={c.status} ({c.reason}) {escape(c.message)}")
@@ -83,7 +100,11 @@ def describe_endpoint(item: Fetched) -> None:
 
 def describe_gateway(item: Fetched) -> None:
     spec = item.manifest.get("spec") or {}
-    console.print(f"[bold]InferenceGateway {item.name}[/]  on cluster {spec.get('cluster', '')}")
+    more = spec.get("additionalClusters") or []
+    console.print(
+        f"[bold]InferenceGateway {item.name}[/]  on cluster {spec.get('cluster', '')}"
+        + (f" (and {', '.join(more)})" if more else "")
+    )
     console.print(f"Gateway:   {spec.get('gatewayNamespace', '')}/{spec.get('gatewayName', '')}")
     listeners = ", ".join(
         f"{li.get('name')} {li.get('protocol')}:{li.get('port')}"
@@ -92,6 +113,15 @@ def describe_gateway(item: Fetched) -> None:
     console.print(f"Listeners: {listeners or '-'}")
     addresses = ", ".join(spec.get("addresses", []))
     console.print(f"Addresses: {addresses or 'as the cluster Gateway reports'}", soft_wrap=True)
+    front = spec.get("globalAddress")
+    if front:
+        check = front.get("healthCheck") or {}
+        console.print(
+            f"Global:    {front.get('provider', 'cloudflare')} load balancer per service,"
+            f" <service>.<namespace>.{front.get('zone', '')}, steering"
+            f" {front.get('steering', 'random')}, checks every {check.get('intervalSeconds', 5)} s",
+            soft_wrap=True,
+        )
 
 
 def describe_autoscaler(
