@@ -34,9 +34,15 @@ from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_WATCH,
     SERVING_GATEWAY_ADDRESS,
     SERVING_PROBE,
+    SERVING_REMOVE_GLOBAL_ADDRESS,
+    SERVING_SYNC_GLOBAL_ADDRESS,
     EndpointHealth,
     EndpointKey,
+    FrontDoorHealth,
     GatewayAddressRequest,
+    GlobalAddressRemoval,
+    GlobalAddressRequest,
+    GlobalAddressResult,
     ProbeEndpointsRequest,
     ServiceStatus,
     WatchRequest,
@@ -462,3 +468,163 @@ async def test_a_change_signalled_while_the_watch_is_in_flight_is_not_lost(
             assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 1, "/ml/a-2/": 1}
         finally:
             await _stop(client, service.id, directory_id)
+
+
+@dataclass
+class Doors(Doubles):
+    """Doubles for a service on two front doors behind a global address: applies by cluster,
+    and each door's health as the global load balancer would report it."""
+
+    by_cluster: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    door_health: dict[str, FrontDoorHealth] = field(default_factory=dict)
+    removed_global: list[str] = field(default_factory=list)
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        route = next(m for m in request.manifests if m["kind"] == "HTTPRoute")
+        self.by_cluster.setdefault(request.cluster, []).append(route)
+        return await super().apply(request)
+
+    @activity.defn(name=SERVING_SYNC_GLOBAL_ADDRESS)
+    async def sync_global(self, request: GlobalAddressRequest) -> GlobalAddressResult:
+        doors = [
+            self.door_health.get(c, FrontDoorHealth(cluster=c, healthy=True, reason="No failures"))
+            for c in request.clusters
+        ]
+        host = f"{request.service}.{request.namespace}.{request.settings.zone}"
+        return GlobalAddressResult(
+            address=f"http://{host}/{request.namespace}/{request.service}", doors=doors
+        )
+
+    @activity.defn(name=SERVING_REMOVE_GLOBAL_ADDRESS)
+    async def remove_global(self, request: GlobalAddressRemoval) -> int:
+        self.removed_global.append(request.service)
+        return 3
+
+
+async def test_a_service_on_two_front_doors_behind_one_address(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = Doors(client, directory_id)
+    gateway = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "InferenceGateway",
+            "metadata": {"name": "default"},
+            "spec": {
+                "cluster": "front",
+                "additionalClusters": ["back"],
+                "globalAddress": {
+                    "accountId": "a" * 32,
+                    "zoneId": "b" * 32,
+                    "zone": "fleet.example",
+                    "apiTokenSecretRef": {"name": "cf"},
+                },
+            },
+        }
+    )
+    assert isinstance(gateway, InferenceGateway)
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
+        activities=[
+            doubles.watch,
+            doubles.unwatch,
+            doubles.probe,
+            doubles.gateway_address,
+            doubles.apply,
+            doubles.delete,
+            doubles.sync_global,
+            doubles.remove_global,
+        ],
+    )
+    async with worker:
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(
+                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def status() -> ServiceStatus:
+            result: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return result
+
+        async def doors() -> dict[str, str]:
+            return {d.cluster: d.state for d in (await status()).front_doors}
+
+        async def both_serving() -> bool:
+            return await doors() == {"front": "Serving", "back": "Serving"}
+
+        await _until(env, both_serving, "both doors serving")
+        s = await status()
+        assert s.address == s.global_address == "http://svc.ml.fleet.example/ml/svc"
+        assert [d.address for d in s.front_doors] == [
+            "http://gw.front:8080/ml/svc",
+            "http://gw.back:8080/ml/svc",
+        ]
+        # The route on each door, to every endpoint.
+        for cluster in ("front", "back"):
+            assert _weights(doubles.by_cluster[cluster][-1]) == {"/ml/a-1/": 1, "/ml/a-2/": 1}
+
+        # The front door's cluster goes dark: the balancer cannot connect. Its state says so,
+        # and a route change goes to the back door only (an apply there could only hang).
+        doubles.door_health["front"] = FrontDoorHealth(
+            cluster="front", healthy=False, reason="TCP connection failed"
+        )
+
+        async def front_out() -> bool:
+            return (await doors())["front"] == "Out"
+
+        await _until(env, front_out, "the front door out")
+        front_routes = len(doubles.by_cluster["front"])
+        doubles.unhealthy["ml/a-2"] = "connection refused"
+
+        async def a2_out_at_back() -> bool:
+            return _weights(doubles.by_cluster["back"][-1]) == {"/ml/a-1/": 1}
+
+        await _until(env, a2_out_at_back, "a-2 out of the back door's route")
+        assert len(doubles.by_cluster["front"]) == front_routes
+
+        # NotReady: withdrawn from the address by the fleet's view.
+        doubles.door_health["front"] = FrontDoorHealth(
+            cluster="front", enabled=False, reason="cluster not Ready: probe failed"
+        )
+
+        async def front_disabled() -> bool:
+            return (await doors())["front"] == "Disabled"
+
+        await _until(env, front_disabled, "the front door disabled")
+
+        # Back: the front door gets the route it missed.
+        del doubles.door_health["front"]
+
+        async def front_current() -> bool:
+            return await both_serving() and _weights(doubles.by_cluster["front"][-1]) == {
+                "/ml/a-1/": 1
+            }
+
+        await _until(env, front_current, "the front door back with the current route")
+
+        # Delete: the global address first, then the route on each door.
+        doubles.deleted.clear()
+        await service.execute_update(ServiceWorkflow.delete)
+        final = await service.result()
+        assert final.phase == "Deleted"
+        assert doubles.removed_global == ["svc"]
+        assert sum(r.kind == "HTTPRoute" for r in doubles.deleted) == 2
+        await _stop(client, directory_id)
