@@ -92,6 +92,14 @@ def _banner(env: DevEnvironment) -> None:
         f"MODELFLEET_TEMPORAL_ADDRESS={env.settings.address}{ui}[/]",
         soft_wrap=True,
     )
+    if env.global_lb is not None:
+        # The simulated global load balancer has no DNS: its hostnames resolve through the edge.
+        console.print(
+            f"Global load balancer (Cloudflare-shaped): API {env.global_lb.api_url}; services'"
+            f" global addresses through its edge: [bold]export HTTP_PROXY={env.global_lb.edge_url}"
+            "[/]",
+            soft_wrap=True,
+        )
 
 
 def _dev_environment(verb: str) -> DevEnvironmentFactory:
