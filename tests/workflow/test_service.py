@@ -628,3 +628,83 @@ async def test_a_service_on_two_front_doors_behind_one_address(
         assert doubles.removed_global == ["svc"]
         assert sum(r.kind == "HTTPRoute" for r in doubles.deleted) == 2
         await _stop(client, directory_id)
+
+
+async def test_a_gateway_that_drops_its_global_address_removes_it(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = Doors(client, directory_id)
+    spec: dict[str, Any] = {
+        "cluster": "front",
+        "globalAddress": {
+            "accountId": "a" * 32,
+            "zoneId": "b" * 32,
+            "zone": "fleet.example",
+            "apiTokenSecretRef": {"name": "cf"},
+        },
+    }
+
+    def gateway(spec: dict[str, Any]) -> InferenceGateway:
+        doc = {"apiVersion": "modelfleet.dev/v1alpha1", "kind": "InferenceGateway"}
+        resource = parse_resource({**doc, "metadata": {"name": "default"}, "spec": spec})
+        assert isinstance(resource, InferenceGateway)
+        return resource
+
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
+        activities=[
+            doubles.watch,
+            doubles.unwatch,
+            doubles.probe,
+            doubles.gateway_address,
+            doubles.apply,
+            doubles.delete,
+            doubles.sync_global,
+            doubles.remove_global,
+        ],
+    )
+    async with worker:
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway(spec))
+        await directory.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-1", dep="a"))
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput(
+                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def status() -> ServiceStatus:
+            result: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return result
+
+        async def global_address() -> bool:
+            return (await status()).address == "http://svc.ml.fleet.example/ml/svc"
+
+        await _until(env, global_address, "the global address")
+        await directory.execute_update(
+            EndpointDirectoryWorkflow.put_gateway, gateway({"cluster": "front"})
+        )
+
+        async def door_address() -> bool:
+            s = await status()
+            return s.address == "http://gw.front:8080/ml/svc" and s.global_address is None
+
+        await _until(env, door_address, "back to the door's own address")
+        assert doubles.removed_global == ["svc"]
+        await service.execute_update(ServiceWorkflow.delete)
+        await service.result()
+        # Nothing left to remove at delete.
+        assert doubles.removed_global == ["svc"]
+        await _stop(client, directory_id)

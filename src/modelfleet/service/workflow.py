@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.meta import Condition
     from modelfleet.api.naming import workload_namespace
     from modelfleet.api.rules import validate
-    from modelfleet.api.services import InferenceGateway, ModelService
+    from modelfleet.api.services import GlobalAddress, InferenceGateway, ModelService
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE, KUBE_HEARTBEAT_SECONDS
     from modelfleet.contracts.error_types import (
@@ -127,6 +127,9 @@ class ServiceWorkflow:
         self._door_error: dict[str, str] = {}
         # The global load balancer's answer (address, each door's health), when there is one.
         self._global: GlobalAddressResult | None = None
+        # The settings the address was last put in place with: what to remove it with when the
+        # gateway drops or moves it, or the service goes.
+        self._global_settings: GlobalAddress | None = None
         self._global_error = ""
         self._spec_changed = False
         self._endpoints_changed = False
@@ -401,10 +404,20 @@ class ServiceWorkflow:
         balancer sees it. Once per reconcile (every probe interval): the balancer's own health
         checks move traffic between doors; this only keeps its origins and the status current."""
         settings = gateway.spec.global_address
+        old = self._global_settings
+        moved = old is not None and (
+            settings is None
+            or (old.account_id, old.zone_id, old.zone)
+            != (settings.account_id, settings.zone_id, settings.zone)
+        )
+        # Dropped, or moved to another account or zone: the old address goes first.
+        if moved and not await self._remove_global():
+            return
         if settings is None:
             self._global, self._global_error = None, ""
             return
         try:
+            self._global_settings = settings
             self._global = await workflow.execute_activity(
                 SERVING_SYNC_GLOBAL_ADDRESS,
                 GlobalAddressRequest(
@@ -415,9 +428,11 @@ class ServiceWorkflow:
                     auth=self._spec.spec.auth is not None,
                 ),
                 result_type=GlobalAddressResult,
-                start_to_close_timeout=timedelta(seconds=30),
-                schedule_to_close_timeout=timedelta(seconds=90),
-                retry_policy=RETRY,
+                # Short: it runs every round, before the doors' applies, and an API outage must
+                # not hold them up (the balancer keeps serving with what it has meanwhile).
+                start_to_close_timeout=timedelta(seconds=15),
+                schedule_to_close_timeout=timedelta(seconds=20),
+                retry_policy=RetryPolicy(maximum_attempts=2),
                 summary="global address",
             )
             self._global_error = ""
@@ -537,26 +552,35 @@ class ServiceWorkflow:
         )
         return f"http://{authority}{path}"
 
+    async def _remove_global(self) -> bool:
+        """Remove the address put in place with ``_global_settings``; False (and the reason in
+        ``_global_error``) when that failed."""
+        settings = self._global_settings
+        if settings is None:
+            return True
+        try:
+            await workflow.execute_activity(
+                SERVING_REMOVE_GLOBAL_ADDRESS,
+                GlobalAddressRemoval(
+                    namespace=self._spec.namespace, service=self._spec.name, settings=settings
+                ),
+                result_type=int,
+                start_to_close_timeout=timedelta(seconds=60),
+                schedule_to_close_timeout=timedelta(minutes=3),
+                retry_policy=RETRY,
+                summary="remove global address",
+            )
+        except ActivityError as exc:
+            self._global_error = f"removing the old address: {exc.cause or exc}"
+            return False
+        self._global, self._global_settings = None, None
+        return True
+
     async def _remove_route(self) -> None:
-        settings = self._gateway.spec.global_address if self._gateway else None
         problems: list[str] = []
-        if settings is not None:
-            # The address first: no caller is sent to a door whose route is going.
-            try:
-                await workflow.execute_activity(
-                    SERVING_REMOVE_GLOBAL_ADDRESS,
-                    GlobalAddressRemoval(
-                        namespace=self._spec.namespace, service=self._spec.name, settings=settings
-                    ),
-                    result_type=int,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    schedule_to_close_timeout=timedelta(minutes=3),
-                    retry_policy=RETRY,
-                    summary="remove global address",
-                )
-                self._global = None
-            except ActivityError as exc:
-                problems.append(f"global address: {exc.cause or exc}")
+        # The address first: no caller is sent to a door whose route is going.
+        if not await self._remove_global():
+            problems.append(f"global address: {self._global_error}")
         for cluster in list(self._applied):
             try:
                 await self._delete(cluster, self._applied[cluster])
