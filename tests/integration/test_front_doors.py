@@ -227,6 +227,11 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
         out_after = time.monotonic() - dark_at
         await load.until(lambda: load.sent["dark"] >= DARK_REQUESTS, 180, "the dark spell")
         dark_seconds = time.monotonic() - dark_at
+        at_end = {
+            d.cluster: f"{d.state} ({d.reason})"
+            for d in (await _status(stack, ns, name)).front_doors
+        }
+        assert at_end[SECOND].startswith("Serving"), at_end
 
         load.phase = "recovered"
         stack.fleet.update_faults(PRIMARY, {"dark": False})
@@ -247,7 +252,8 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
             f"\nfront doors {PRIMARY}+{SECOND}, {PRIMARY} dark {dark_seconds:.0f} s: {sent}"
             f" requests ({dict(load.sent)}), {failed} failed ({100 * share:.2f}%); door out of"
             f" the address (service status) {out_after:.1f} s after going dark, back"
-            f" {back_after:.1f} s after recovery; edge failovers {lb.failovers}; served"
+            f" {back_after:.1f} s after recovery; doors at the end of the dark spell {at_end};"
+            f" edge failovers {lb.failovers}; served"
             f" { {k: dict(v) for k, v in load.served.items()} }; failures {load.failed[:5]}"
         )
         assert share <= MAX_FAILED_SHARE, load.failed[:10]

@@ -255,21 +255,36 @@ class AutoscalerActivities:
         if gateway is None:
             return GatewayWaitingResult(services=services, note="no InferenceGateway is applied")
         where = f"gateway {gateway.spec.gateway_namespace}/{gateway.spec.gateway_name}"
-        try:
-            async with KubeMetricsReader(self._kubeconfigs.path(gateway.spec.cluster)) as reader:
-                text = await reader.scrape_service(
-                    gateway.spec.gateway_namespace,
-                    gateway.spec.gateway_name,
-                    GATEWAY_METRICS_PORT,
+        # Requests wait at every front door: summed over the doors that answer (a dark door's
+        # callers have moved to the others).
+        total = 0.0
+        answered: list[str] = []
+        problems: list[str] = []
+        for cluster in gateway.front_door_clusters:
+            try:
+                async with KubeMetricsReader(self._kubeconfigs.path(cluster)) as reader:
+                    text = await reader.scrape_service(
+                        gateway.spec.gateway_namespace,
+                        gateway.spec.gateway_name,
+                        GATEWAY_METRICS_PORT,
+                    )
+                waiting = labelled_sum(
+                    text,
+                    GATEWAY_WAITING_METRIC,
+                    {
+                        "namespace": {workload_namespace(request.namespace)},
+                        "service": set(services),
+                    },
                 )
-            waiting = labelled_sum(
-                text,
-                GATEWAY_WAITING_METRIC,
-                {"namespace": {workload_namespace(request.namespace)}, "service": set(services)},
-            )
-        except (ApplicationError, MetricsError) as exc:
-            return GatewayWaitingResult(services=services, note=f"{where}: {exc}")
-        # No series yet: the gateway has never held a request for these services.
-        return GatewayWaitingResult(
-            waiting=waiting or 0.0, services=services, note=f"{where} on {gateway.spec.cluster}"
+            except (ApplicationError, MetricsError) as exc:
+                problems.append(f"{where} on {cluster}: {exc}")
+                continue
+            # No series yet: the gateway has never held a request for these services.
+            total += waiting or 0.0
+            answered.append(cluster)
+        if not answered:
+            return GatewayWaitingResult(services=services, note="; ".join(problems))
+        note = f"{where} on {', '.join(answered)}" + (
+            f" ({'; '.join(problems)})" if problems else ""
         )
+        return GatewayWaitingResult(waiting=total, services=services, note=note)
