@@ -195,6 +195,19 @@ def test_cloud_faults_surface_where_a_real_cloud_reports_them() -> None:
         "times": 2,
         "stage": "call",
     }
+    # AKS steps are named by their ARM operation IDs; a delete may fail in its operation.
+    assert fault_body(Cloud.AKS, CloudError.QUOTA, CloudStep.CREATE_POOL, None, 1, None) == {
+        "operation": "AgentPools_CreateOrUpdate",
+        "error": "quota",
+        "times": 1,
+        "stage": "operation",
+    }
+    assert (
+        fault_body(Cloud.AKS, CloudError.UNAVAILABLE, CloudStep.DELETE_CLUSTER, "c", 1, None)[
+            "operation"
+        ]
+        == "ManagedClusters_Delete"
+    )
     with pytest.raises(UsageError, match="EKS deletions fail only at the call"):
         fault_body(Cloud.EKS, CloudError.QUOTA, CloudStep.DELETE_POOL, None, 1, When.OPERATION)
 

@@ -335,13 +335,14 @@ async def _remove_cluster(sim: ThreadedClouds, name: str) -> None:
     sim.server.remove_cluster(name)
 
 
-def test_cloud_faults_are_injected_over_http_on_both_fakes(
+def test_cloud_faults_are_injected_over_http_on_every_fake(
     sim: ThreadedClouds, acts: CloudActivities
 ) -> None:
     c, _ = _plan("gke-central", "gke-admin")
     for url, operation in (
         (sim.clouds.gke_url, "createCluster"),
         (sim.clouds.eks_url, "CreateCluster"),
+        (sim.clouds.aks_url, "ManagedClusters_CreateOrUpdate"),
     ):
         added = httpx.post(
             f"{url}/_admin/faults", json={"operation": operation, "error": "permission"}
@@ -357,6 +358,11 @@ def test_cloud_faults_are_injected_over_http_on_both_fakes(
     with pytest.raises(ApplicationError) as caught:
         env.run(acts.eks_create_cluster, eks_cluster)
     assert caught.value.type == "CloudPermissionDenied"
+    aks_cluster, _ = _plan("aks-east", "aks-admin")
+    with pytest.raises(ApplicationError) as caught:
+        env.run(acts.aks_create_cluster, aks_cluster)
+    assert caught.value.type == "CloudPermissionDenied"
+    assert "AuthorizationFailed" in caught.value.message
     assert httpx.get(f"{sim.clouds.gke_url}/_admin/faults").json() == []
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from modelfleet.adapters import aks as aks_adapter
 from modelfleet.adapters import eks as eks_adapter
 from modelfleet.adapters import gke as gke_adapter
 from modelfleet.api.classes import InferenceClass
@@ -58,6 +59,29 @@ def test_the_system_pools_priced_are_the_ones_the_adapters_create() -> None:
     assert SYSTEM_POOLS["GKE"][1] == gke_adapter.SYSTEM_MACHINE
     assert SYSTEM_POOLS["GKE"][2] == gke_adapter.system_pool().initial_node_count
     assert SYSTEM_POOLS["EKS"][1] == eks_adapter.SYSTEM_INSTANCE
+    aks_system = aks_adapter.managed_cluster_body(
+        aks_adapter.CloudCluster(name="c", region="eastus", kubernetes_version="1.34", owner="o")
+    )["properties"]["agentPoolProfiles"][0]
+    assert SYSTEM_POOLS["AKS"] == ("system", aks_system["vmSize"], aks_system["count"])
+
+
+def test_plan_prices_the_aks_example_like_gke_and_eks() -> None:
+    from modelfleet.cli.plan_clusters import plan_clusters
+
+    (plan,) = plan_clusters(load_paths([str(PROVISIONING / "aks.yaml")]).resources)
+    assert plan.problems == []
+    assert plan.where == "location eastus"
+    est = plan.initial
+    assert [(p.name, p.machine, p.nodes) for p in est.pools] == [
+        ("system", "Standard_D4s_v5", 1),
+        ("gpuh100", "Standard_ND96isr_H100_v5", 1),
+    ]
+    assert [p.source for p in est.pools] == [PriceSource.LIST, PriceSource.ESTIMATE]
+    assert est.control_plane == CONTROL_PLANE["AKS"] == 0.0
+    gpu = est.pools[1].hourly
+    assert gpu is not None
+    # Every autoscaled pool at its maximum: three H100 nodes.
+    assert plan.largest.known == pytest.approx(0.192 + 3 * gpu)
 
 
 def _fleet() -> tuple[dict[str, InferenceClass], list[InferenceCluster], list[ModelDeployment]]:

@@ -158,10 +158,14 @@ def test_what_is_not_acted_upon_is_reported_never_silent() -> None:
             assert reason is None, ref
     assert str(reasons["InferenceGateway default"]).startswith("NotActedUpon: ")
     assert "spec.cluster" in str(reasons["InferenceGateway default"])
-    assert reasons["InferenceCluster aks-westeurope"] is not None
+    # AKS is provisioned; what its InfiniBand pool needs beyond the VM size is said.
+    aks = str(reasons["InferenceCluster aks-westeurope"])
+    assert aks.startswith("NotActedUpon: fabric InfiniBand of node pool(s) gpua100:"), aks
+    assert "network operator" in aks
     assert "ProvisioningNotSupported" in str(reasons["InferenceCluster vultr-ewr"])
     assert "ProvisioningNotSupported" in str(reasons["InferenceCluster nebius-eu-north"])
-    assert "ProvisioningNotSupported" in str(reasons["InferenceClass aks-a10"])
+    assert reasons["InferenceClass aks-a10"] is None
+    assert "ProvisioningNotSupported" in str(reasons["InferenceClass nebius-h100"])
     # What modelfleet runs carries no such note.
     assert reasons["InferenceCluster byo-h100"] is None
     assert reasons["InferenceCluster gke-us-central"] is None

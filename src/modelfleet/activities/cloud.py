@@ -1,4 +1,5 @@
-"""Cloud activities: create and delete GKE clusters / node pools and EKS clusters / node groups,
+"""Cloud activities: create and delete GKE clusters / node pools, EKS clusters / node groups and
+AKS managed clusters / agent pools,
 wait on their long-running operations with heartbeats, and write kubeconfigs on the worker.
 
 Thin by design: each calls an adapter and translates its error taxonomy into Temporal's
@@ -22,11 +23,19 @@ from temporalio import activity
 
 from modelfleet.activities.errors import to_temporal
 from modelfleet.activities.keepalive import BEAT_SECONDS, KeepAlive
+from modelfleet.adapters.aks import AKS, provisioning_state, settled
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.cloud_errors import CloudError
 from modelfleet.adapters.eks import EKS, nodegroup_failure
 from modelfleet.adapters.gke import GKE
 from modelfleet.contracts.cloud_payloads import (
+    AKS_CREATE_AGENT_POOL,
+    AKS_CREATE_CLUSTER,
+    AKS_DELETE_AGENT_POOL,
+    AKS_DELETE_CLUSTER,
+    AKS_KUBECONFIG,
+    AKS_LIST_AGENT_POOLS,
+    AKS_UPDATE_AGENT_POOL,
     EKS_CREATE_CLUSTER,
     EKS_CREATE_NODEGROUP,
     EKS_DELETE_CLUSTER,
@@ -100,9 +109,11 @@ class CloudActivities:
         self.settings = settings
         self.gke = GKE(settings)
         self.eks = EKS(settings)
+        self.aks = AKS(settings)
 
     def close(self) -> None:
         self.gke.close()
+        self.aks.close()
 
     def _until(self, what: str, check: Callable[[], bool]) -> None:
         """Poll ``check`` until it says done, heartbeating between polls."""
@@ -316,6 +327,108 @@ class CloudActivities:
     def eks_write_kubeconfig(self, c: CloudCluster) -> None:
         _guarded(lambda: self.eks.write_kubeconfig(c))
 
+    # -- AKS ------------------------------------------------------------------------------
+    # ARM's PUT and DELETE are idempotent and the resources carry their provisioningState, so a
+    # step retried after a worker crash reads the resource first and waits on its state (or
+    # starts the operation when there is none): it never creates twice. The heartbeat is the
+    # resource's name; the SDK poller's continuation token is never recorded (it would carry
+    # the request's bearer token into the history).
+
+    def _aks_settled(self, what: str, get: Callable[[], dict[str, Any] | None]) -> None:
+        """Wait until the resource's provisioningState settles; Failed or gone is a failure."""
+
+        def done() -> bool:
+            state = provisioning_state(get())
+            if state is None or state in ("Failed", "Canceled"):
+                raise CloudError(CloudErrorReason.OPERATION_FAILED, f"{what} is {state or 'gone'}")
+            return settled(state)
+
+        self._until(what, done)
+
+    def _aks_pool(self, c: CloudCluster, plan: PoolPlan, update: bool) -> bool:
+        """Create (or update) the agent pool and wait for it; False when it existed already."""
+        found = self.aks.get_agent_pool(c, plan.name)
+        if found is not None and not update:
+            self._aks_settled(
+                f"agent pool {plan.name}", lambda: self.aks.get_agent_pool(c, plan.name)
+            )
+            return False
+        _heartbeat(plan.name)
+        poller = self.aks.update_agent_pool(c, plan) if update else self.aks.put_agent_pool(c, plan)
+        self.aks.wait(c, poller, lambda: _heartbeat(plan.name))
+        return True
+
+    @activity.defn(name=AKS_CREATE_CLUSTER)
+    def aks_create_cluster(self, c: CloudCluster) -> CreateResult:
+        """Create the managed cluster with its system pool and wait until it has Succeeded."""
+
+        def run() -> CreateResult:
+            poller = self.aks.create_cluster(c)
+            _heartbeat(c.name)
+            if poller is not None:
+                self.aks.wait(c, poller, lambda: _heartbeat(c.name))
+            else:
+                self._aks_settled(f"AKS cluster {c.name}", lambda: self.aks.get_cluster(c))
+            return CreateResult(name=c.name, created=poller is not None, status="Succeeded")
+
+        return _guarded(run)
+
+    @activity.defn(name=AKS_CREATE_AGENT_POOL)
+    def aks_create_agent_pool(self, request: PoolRequest) -> CreateResult:
+        def run() -> CreateResult:
+            created = self._aks_pool(request.cluster, request.pool, update=False)
+            return CreateResult(
+                name=request.pool.name,
+                created=created,
+                status="Succeeded",
+                nodes=request.pool.node_count,
+            )
+
+        return _guarded(run)
+
+    @activity.defn(name=AKS_UPDATE_AGENT_POOL)
+    def aks_update_agent_pool(self, request: PoolRequest) -> CreateResult:
+        def run() -> CreateResult:
+            self._aks_pool(request.cluster, request.pool, update=True)
+            return CreateResult(name=request.pool.name, created=False, status="Succeeded")
+
+        return _guarded(run)
+
+    @activity.defn(name=AKS_DELETE_AGENT_POOL)
+    def aks_delete_agent_pool(self, ref: PoolRef) -> DeleteOutcome:
+        def run() -> DeleteOutcome:
+            poller = self.aks.delete_agent_pool(ref.cluster, ref.pool)
+            if poller is not None:
+                _heartbeat(ref.pool)
+                self.aks.wait(ref.cluster, poller, lambda: _heartbeat(ref.pool))
+            return DeleteOutcome(name=ref.pool, existed=poller is not None)
+
+        return _guarded(run)
+
+    @activity.defn(name=AKS_DELETE_CLUSTER)
+    def aks_delete_cluster(self, c: CloudCluster) -> DeleteOutcome:
+        """Delete the managed cluster (its agent pools go with it)."""
+
+        def run() -> DeleteOutcome:
+            poller = self.aks.delete_cluster(c)
+            if poller is not None:
+                _heartbeat(c.name)
+                self.aks.wait(c, poller, lambda: _heartbeat(c.name))
+            self.aks.forget_kubeconfig(c)  # its credential must not outlive the cluster on disk
+            return DeleteOutcome(name=c.name, existed=poller is not None)
+
+        return _guarded(run)
+
+    @activity.defn(name=AKS_LIST_AGENT_POOLS)
+    def aks_list_agent_pools(self, c: CloudCluster) -> list[PoolShape]:
+        return _guarded(lambda: self.aks.shapes(c))
+
+    @activity.defn(name=AKS_KUBECONFIG)
+    def aks_write_kubeconfig(self, c: CloudCluster) -> None:
+        """Write the kubeconfig ``listClusterUserCredential`` returns into the credentials
+        directory (atomically)."""
+        _guarded(lambda: self.aks.write_kubeconfig(c))
+
     def all(self) -> list[Callable[..., object]]:
         return [
             self.gke_create_cluster,
@@ -332,4 +445,11 @@ class CloudActivities:
             self.eks_write_kubeconfig,
             self.eks_list_nodegroups,
             self.eks_update_nodegroup,
+            self.aks_create_cluster,
+            self.aks_create_agent_pool,
+            self.aks_update_agent_pool,
+            self.aks_delete_agent_pool,
+            self.aks_delete_cluster,
+            self.aks_list_agent_pools,
+            self.aks_write_kubeconfig,
         ]

@@ -1,4 +1,4 @@
-"""Worker-side cloud settings and credentials: which GKE / EKS endpoint a worker talks to and
+"""Worker-side cloud settings and credentials: which GKE / EKS / AKS endpoint a worker talks to and
 with which credentials, plus the kubeconfig files it writes for the clusters it provisions.
 
 Everything here is read from the worker's environment and credentials directory; none of it is
@@ -20,6 +20,17 @@ Settings (environment variables of the worker process):
 - ``MODELFLEET_EKS_CLUSTER_ROLE_ARN`` / ``MODELFLEET_EKS_NODE_ROLE_ARN``: the IAM roles (default
   ``arn:aws:iam::<account>:role/modelfleet-eks-cluster`` / ``...-eks-node``, the account from
   STS); ``MODELFLEET_EKS_SUBNETS`` (comma-separated; default: the default VPC's default subnets).
+- ``MODELFLEET_AKS_ENDPOINT``: the Azure Resource Manager endpoint (default: Azure's public
+  cloud, ``https://management.azure.com``). An ``http://`` value (the simulated Azure) is allowed
+  to carry the bearer token over plain HTTP; nothing else is.
+- AKS credentials for profile ``P`` (``spec.cluster.aks.credentials.name``), first found wins:
+  ``<credentials dir>/azure/P.json`` (a service principal: ``tenantId``, ``clientId``,
+  ``clientSecret``, and optionally ``subscriptionId``), then ``MODELFLEET_AKS_TOKEN_FILE`` (a file
+  holding an ARM access token), then ``DefaultAzureCredential`` (environment, managed identity,
+  Azure CLI).
+- The AKS subscription: the profile's ``subscriptionId``, then ``MODELFLEET_AKS_SUBSCRIPTION_ID``.
+  None: provisioning fails, naming both places. ``MODELFLEET_AKS_RESOURCE_GROUP``: the resource
+  group the clusters are created in (default ``modelfleet``; it must exist).
 - ``MODELFLEET_CLOUD_POLL_SECONDS``: how often long-running operations are polled (default 10).
 """
 
@@ -40,6 +51,11 @@ ENV_EKS_ENDPOINT = "MODELFLEET_EKS_ENDPOINT"
 ENV_EKS_CLUSTER_ROLE = "MODELFLEET_EKS_CLUSTER_ROLE_ARN"
 ENV_EKS_NODE_ROLE = "MODELFLEET_EKS_NODE_ROLE_ARN"
 ENV_EKS_SUBNETS = "MODELFLEET_EKS_SUBNETS"
+ENV_AKS_ENDPOINT = "MODELFLEET_AKS_ENDPOINT"
+ENV_AKS_TOKEN_FILE = "MODELFLEET_AKS_TOKEN_FILE"
+ENV_AKS_SUBSCRIPTION = "MODELFLEET_AKS_SUBSCRIPTION_ID"
+ENV_AKS_RESOURCE_GROUP = "MODELFLEET_AKS_RESOURCE_GROUP"
+DEFAULT_AKS_RESOURCE_GROUP = "modelfleet"
 ENV_POLL = "MODELFLEET_CLOUD_POLL_SECONDS"
 
 
@@ -53,12 +69,17 @@ class CloudSettings:
     eks_cluster_role: str | None = None
     eks_node_role: str | None = None
     eks_subnets: tuple[str, ...] = ()
+    aks_endpoint: str | None = None
+    aks_token_file: Path | None = None
+    aks_subscription: str | None = None
+    aks_resource_group: str = DEFAULT_AKS_RESOURCE_GROUP
     poll_seconds: float = 10.0
 
     @classmethod
     def from_env(cls, credentials_dir: Path) -> CloudSettings:
         env = os.environ
         token = env.get(ENV_GKE_TOKEN_FILE)
+        aks_token = env.get(ENV_AKS_TOKEN_FILE)
         subnets = tuple(s.strip() for s in env.get(ENV_EKS_SUBNETS, "").split(",") if s.strip())
         return cls(
             credentials_dir=credentials_dir,
@@ -69,6 +90,10 @@ class CloudSettings:
             eks_cluster_role=env.get(ENV_EKS_CLUSTER_ROLE) or None,
             eks_node_role=env.get(ENV_EKS_NODE_ROLE) or None,
             eks_subnets=subnets,
+            aks_endpoint=env.get(ENV_AKS_ENDPOINT) or None,
+            aks_token_file=Path(aks_token) if aks_token else None,
+            aks_subscription=env.get(ENV_AKS_SUBSCRIPTION) or None,
+            aks_resource_group=env.get(ENV_AKS_RESOURCE_GROUP) or DEFAULT_AKS_RESOURCE_GROUP,
             poll_seconds=float(env.get(ENV_POLL) or 10.0),
         )
 
@@ -122,6 +147,45 @@ def write_token_kubeconfig(
     partial.write_text(yaml.safe_dump(doc, sort_keys=False))
     partial.chmod(0o600)
     # Atomic, so a probe never reads a half-written file.
+    partial.replace(target)
+    return target
+
+
+def azure_profile_file(credentials_dir: Path, profile: str) -> Path:
+    return credentials_dir / "azure" / f"{profile}.json"
+
+
+def azure_profile(credentials_dir: Path, profile: str) -> dict[str, str] | None:
+    """The profile's service principal (``tenantId``, ``clientId``, ``clientSecret``,
+    ``subscriptionId``) as strings, or None when the profile has no file. Never logged."""
+    path = azure_profile_file(credentials_dir, profile)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {str(k): str(v) for k, v in doc.items() if isinstance(v, str) and v}
+
+
+def no_subscription_message(cluster: str, profile: str) -> str:
+    return (
+        f"cluster {cluster}: no Azure subscription: give credentials profile {profile!r} one "
+        f"(subscriptionId in azure/{profile}.json in the worker's credentials directory) or set "
+        f"{ENV_AKS_SUBSCRIPTION} on the worker"
+    )
+
+
+def write_kubeconfig_file(credentials_dir: Path, cluster: str, content: str) -> Path:
+    """``<credentials dir>/<cluster>.yaml`` (mode 0600) holding a kubeconfig the cloud minted
+    (AKS's listClusterUserCredential), written atomically like :func:`write_token_kubeconfig`."""
+    credentials_dir.mkdir(parents=True, exist_ok=True)
+    target = credentials_dir / f"{cluster}.yaml"
+    partial = target.with_suffix(".yaml.tmp")
+    partial.write_text(content)
+    partial.chmod(0o600)
     partial.replace(target)
     return target
 

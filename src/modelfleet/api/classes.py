@@ -1,7 +1,7 @@
 """InferenceClass: a hardware recipe. Its DRA-shaped ``devices[]`` are what deployments' CEL
 selectors match against; its optional ``provisioning`` block says how a cloud builds a node of
-this class (GKE, EKS, and Modelplane's AKS, Nebius and Vultr shapes, which are validated; building
-those reports ProvisioningNotSupported). Pure models, no I/O.
+this class (GKE, EKS, AKS, and Modelplane's Nebius and Vultr shapes, which are validated; building
+those two reports ProvisioningNotSupported). Pure models, no I/O.
 """
 
 from __future__ import annotations
@@ -63,11 +63,20 @@ class EKSProvisioning(Model):
     accelerator: Accelerator | None = None
 
 
+class GPUDriver(StrEnum):
+    # AKS installs the NVIDIA driver on GPU VM sizes (Modelplane's setting).
+    INSTALL = "Install"
+    # The node image's own driver, or the GPU operator's.
+    NONE = "None"
+
+
 class AKSProvisioning(Model):
     vm_size: str = Field(min_length=1)
     disk_size_gb: int = Field(default=100, ge=10)
     # Informational on AKS: the VM size decides the GPUs.
     accelerator: Accelerator | None = None
+    # modelfleet's own field (Modelplane always installs): the agent pool's gpuProfile.driver.
+    gpu_driver: GPUDriver = GPUDriver.INSTALL
 
 
 class NebiusProvisioning(Model):

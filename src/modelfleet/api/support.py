@@ -7,7 +7,7 @@ every one has a feature behind it yet; this module is the single place that says
 from __future__ import annotations
 
 from modelfleet.api.classes import InferenceClass, Provider
-from modelfleet.api.clusters import ClusterSource, InferenceCluster
+from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
 from modelfleet.api.infrastructure import InfrastructureResource, ServingStack
 from modelfleet.api.meta import Resource
 from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
@@ -17,8 +17,8 @@ NOT_ACTED_UPON = "NotActedUpon"
 PROVISIONING_NOT_SUPPORTED = "ProvisioningNotSupported"
 
 # Sources and providers whose provisioning is not built; their documents still validate.
-UNPROVISIONED_SOURCES = frozenset({ClusterSource.AKS, ClusterSource.NEBIUS, ClusterSource.VULTR})
-UNPROVISIONED_PROVIDERS = frozenset({Provider.AKS, Provider.NEBIUS, Provider.VULTR})
+UNPROVISIONED_SOURCES = frozenset({ClusterSource.NEBIUS, ClusterSource.VULTR})
+UNPROVISIONED_PROVIDERS = frozenset({Provider.NEBIUS, Provider.VULTR})
 
 
 def held_without_action(resource: Resource) -> bool:
@@ -38,6 +38,25 @@ def provisioning_not_supported(source: ClusterSource) -> str | None:
             "(its kubeconfig in the worker's credentials directory)"
         )
     return None
+
+
+def _aks_infiniband(cluster: InferenceCluster) -> str | None:
+    """What an AKS cluster's InfiniBand pools leave to the user: the pool is provisioned (its VM
+    size carries the InfiniBand adapters), but Modelplane's NVIDIA network operator is not."""
+    if cluster.spec.cluster.source is not ClusterSource.AKS:
+        return None
+    pools = [
+        p.name
+        for p in cluster.spec.node_pools
+        if p.fabric is not None and p.fabric.type is FabricType.INFINIBAND
+    ]
+    if not pools:
+        return None
+    return (
+        f"{NOT_ACTED_UPON}: fabric InfiniBand of node pool(s) {', '.join(pools)}: the pools are "
+        "provisioned with their class's VM size, but modelfleet does not install NVIDIA's "
+        "network operator or enable the AKSInfinibandSupport feature; do both for RDMA"
+    )
 
 
 def not_acted_upon(resource: Resource) -> str | None:
@@ -63,7 +82,7 @@ def not_acted_upon(resource: Resource) -> str | None:
             "the cluster there instead"
         )
     if isinstance(resource, InferenceCluster):
-        return provisioning_not_supported(resource.spec.cluster.source)
+        return provisioning_not_supported(resource.spec.cluster.source) or _aks_infiniband(resource)
     if isinstance(resource, InferenceClass):
         prov = resource.spec.provisioning
         if prov is not None and prov.provider in UNPROVISIONED_PROVIDERS:

@@ -136,8 +136,8 @@ def dev(
         bool,
         typer.Option(
             "--clouds/--no-clouds",
-            help="Run the simulated GKE and EKS clouds, the worker pointed at them, so GKE and "
-            "EKS clusters can be applied (default: on).",
+            help="Run the simulated GKE, EKS and AKS clouds, the worker pointed at them, so GKE, "
+            "EKS and AKS clusters can be applied (default: on).",
         ),
     ] = True,
 ) -> None:
@@ -169,7 +169,7 @@ def dev(
                 )
                 if env.clouds is not None:
                     console.print(
-                        "Simulated GKE and EKS are up (the worker uses them): try "
+                        "Simulated GKE, EKS and AKS are up (the worker uses them): try "
                         "modelfleet apply -f examples/provisioning/gke.yaml, then "
                         "modelfleet rollout status cluster/gke-central\n"
                         f"Cloud errors: modelfleet sim faults --state-dir {state_dir / 'sim'} "

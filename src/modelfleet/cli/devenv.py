@@ -50,7 +50,7 @@ class DevEnvironment:
     fleet: SimulatedFleet
     kubeconfig_dir: Path
     resources: list[Resource]
-    # The simulated GKE and EKS, when a GKE or EKS cluster was loaded (None otherwise).
+    # The simulated clouds, when a GKE, EKS or AKS cluster was loaded (None otherwise).
     clouds: Any = None
     # The simulated global load balancer (Cloudflare-shaped): ``edge_url`` is its anycast edge.
     global_lb: Any = None
@@ -81,13 +81,13 @@ async def dev_environment(
     clouds: bool | None = None,
     tuning: Tuning | None = None,
 ) -> AsyncIterator[DevEnvironment]:
-    """``clouds``: run the simulated GKE and EKS (None: only when a GKE or EKS cluster is
+    """``clouds``: run the simulated GKE, EKS and AKS (None: only when a cloud cluster is
     loaded). ``tuning``: the probe and grace knobs (None: the environment's)."""
     tuning = tuning or Tuning.from_env()
     resources = load_fleet(fleet_paths)
     classes = [r for r in resources if isinstance(r, InferenceClass)]
     clusters = [r for r in resources if isinstance(r, InferenceCluster)]
-    # GKE and EKS clusters are made by their workflows through the simulated clouds; only
+    # GKE, EKS and AKS clusters are made by their workflows through the simulated clouds; only
     # Existing ones are in the simulated fleet from the start.
     existing = [c for c in clusters if c.spec.cluster.source is ClusterSource.EXISTING]
     server = await start_dev_server(

@@ -1,5 +1,5 @@
 """``modelfleet plan -f PATH...``: where the deployments in some manifests would run, computed
-offline by the same placement function the Fleet workflow uses, and what the GKE/EKS clusters in
+offline by the same placement function the Fleet workflow uses, and what the GKE/EKS/AKS clusters in
 them would create and cost per hour (cli/plan_clusters.py).
 
 Every cluster in the manifests is taken as Ready with its pools at ``capacity_nodes``.
@@ -42,7 +42,7 @@ OutputOption = Annotated[
 
 def plan(files: FilesOption, output: OutputOption = OutputFormat.TABLE) -> None:
     """Show where each ModelDeployment would be placed, and why anything does not fit; what
-    each GKE/EKS cluster would create and its hourly cost estimate."""
+    each GKE/EKS/AKS cluster would create and its hourly cost estimate."""
     loaded = load_or_exit(files)
     plans = plan_resources(loaded.resources)
     clusters = plan_clusters(loaded.resources)

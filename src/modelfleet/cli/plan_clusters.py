@@ -1,4 +1,4 @@
-"""``modelfleet plan`` on InferenceClusters: for each GKE or EKS cluster in the manifests, the
+"""``modelfleet plan`` on InferenceClusters: for each GKE, EKS or AKS cluster in the manifests, the
 pools provisioning would create (from the same pure plan the cluster workflow carries out), with
 machine types, node counts and autoscaling bounds, and an hourly cost estimate: each pool at its
 class's own ``provisioning.hourlyPrice`` when set, else at the dated price table of
@@ -29,7 +29,7 @@ from modelfleet.scheduling.pricing import (
     estimate,
 )
 
-REGION_OF_PRICES = {"GKE": "us-central1", "EKS": "us-east-2"}
+REGION_OF_PRICES = {"GKE": "us-central1", "EKS": "us-east-2", "AKS": "eastus"}
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,17 @@ class ClusterPlan:
             return f"project {access.gke.project}, region {access.gke.region}"
         if access.eks is not None:
             return f"region {access.eks.region}"
+        if access.aks is not None:
+            return f"location {access.aks.location}"
         return ""
 
 
 def _machine(plan: PoolPlan) -> str:
-    return plan.machine_type or plan.instance_type or ""
+    return plan.machine_type or plan.instance_type or plan.vm_size or ""
 
 
 def plan_clusters(resources: Sequence[Resource]) -> list[ClusterPlan]:
-    """A plan per GKE or EKS cluster in ``resources`` (Existing clusters create nothing)."""
+    """A plan per GKE, EKS or AKS cluster in ``resources`` (Existing clusters create nothing)."""
     classes = {r.name: r for r in resources if isinstance(r, InferenceClass)}
     out = []
     for cluster in (r for r in resources if isinstance(r, InferenceCluster)):

@@ -9,7 +9,7 @@ that point a worker at them, then serves until SIGINT/SIGTERM. ``modelfleet dev`
 same state file for its fleet (``<dev state dir>/sim/sim.json``).
 ``sim faults CLUSTER`` reads that state file (``--state-dir``, or by default the first of
 ``.modelfleet/sim`` and ``.modelfleet/dev/sim`` holding one) and PATCHes the cluster's faults
-through the emulator's admin endpoint; ``sim faults --cloud gke|eks`` adds a cloud error to the
+through the emulator's admin endpoint; ``sim faults --cloud gke|eks|aks`` adds a cloud error to the
 fake cloud's (cli/sim_cloud_faults.py).
 
 This is development tooling: it may start the simulator (``modelfleet.sim``), write under the
@@ -130,7 +130,7 @@ def up(
     clouds: Annotated[
         bool,
         typer.Option(
-            "--clouds/--no-clouds", help="Also run the simulated GKE and EKS (moto) clouds."
+            "--clouds/--no-clouds", help="Also run the simulated GKE, EKS (moto) and AKS clouds."
         ),
     ] = True,
 ) -> None:
@@ -220,7 +220,9 @@ async def _serve(
 def print_cloud_settings(clouds: SimulatedClouds) -> None:
     """How to point a worker at the simulated clouds (the settings docs/clouds.md lists), and
     how to make them fail."""
-    console.print("Simulated clouds: GKE " + clouds.gke_url + "  EKS " + clouds.eks_url)
+    console.print(
+        f"Simulated clouds: GKE {clouds.gke_url}  EKS {clouds.eks_url}  AKS {clouds.aks_url}"
+    )
     console.print("Point a worker at them (then `modelfleet worker`):")
     # Simulated stand-ins, not credentials: the fakes accept nothing else. The fakes finish an
     # operation in a few polls, so a short poll interval keeps provisioning quick.
@@ -241,7 +243,11 @@ def write_state(
     the fleet stops."""
     state: dict[str, Any] = {"pid": os.getpid(), "base_url": sim.base_url, "clusters": {}}
     if clouds is not None:
-        state["clouds"] = {Cloud.GKE.value: clouds.gke_url, Cloud.EKS.value: clouds.eks_url}
+        state["clouds"] = {
+            Cloud.GKE.value: clouds.gke_url,
+            Cloud.EKS.value: clouds.eks_url,
+            Cloud.AKS.value: clouds.aks_url,
+        }
     for cluster in sim.clusters.values():
         state["clusters"][cluster.name] = {
             "server": cluster.server,

@@ -1,4 +1,4 @@
-"""``modelfleet sim faults --cloud gke|eks``: cloud errors on demand for the simulated clouds of
+"""``modelfleet sim faults --cloud gke|eks|aks``: cloud errors on demand for the simulated clouds of
 ``sim up`` or ``modelfleet dev`` ("the next node pool creation fails with a stockout").
 
 The state file names each fake's address; a fault is POSTed to its ``/_admin/faults`` endpoint
@@ -17,6 +17,7 @@ from modelfleet.cli.errors import UsageError
 class Cloud(StrEnum):
     GKE = "gke"
     EKS = "eks"
+    AKS = "aks"
 
 
 class CloudError(StrEnum):
@@ -55,6 +56,13 @@ OPERATIONS: dict[Cloud, dict[CloudStep, str]] = {
         CloudStep.CREATE_POOL: "CreateNodegroup",
         CloudStep.DELETE_POOL: "DeleteNodegroup",
         CloudStep.DELETE_CLUSTER: "DeleteCluster",
+    },
+    # ARM operation IDs.
+    Cloud.AKS: {
+        CloudStep.CREATE_CLUSTER: "ManagedClusters_CreateOrUpdate",
+        CloudStep.CREATE_POOL: "AgentPools_CreateOrUpdate",
+        CloudStep.DELETE_POOL: "AgentPools_Delete",
+        CloudStep.DELETE_CLUSTER: "ManagedClusters_Delete",
     },
 }
 # Where each error surfaces on a real cloud unless told otherwise: quota and stockouts when the

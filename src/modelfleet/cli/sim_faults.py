@@ -2,7 +2,7 @@
 ``modelfleet dev``'s), found through the state file it writes (``<state dir>/sim.json``).
 
 ``sim faults CLUSTER`` PATCHes one simulated cluster's API-level and workload faults through
-the emulator's admin endpoint; ``sim faults --cloud gke|eks`` adds a cloud error to the
+the emulator's admin endpoint; ``sim faults --cloud gke|eks|aks`` adds a cloud error to the
 simulated cloud's (cli/sim_cloud_faults.py maps the options to the fault). Development tooling:
 it talks only to the emulators' loopback admin endpoints, with the standard library, and holds
 no credentials.
@@ -307,7 +307,7 @@ def faults(
     if cloud is None and fail is not None:
         raise UsageError("--fail is a cloud error: add --cloud gke or --cloud eks")
     if cloud is None and cluster is None:
-        raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks")
+        raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks|aks")
     image_change = image_fault_change(
         image, image_error_rate, image_crash_after, image_reject_args, heal=image_heal
     )

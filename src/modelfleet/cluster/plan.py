@@ -1,11 +1,13 @@
-"""What provisioning a GKE or EKS InferenceCluster creates: the cloud cluster reference and one
+"""What provisioning a GKE, EKS or AKS InferenceCluster creates: the cloud cluster reference and one
 pool plan per ``nodePools[]`` entry from its class's ``provisioning`` block. Pure and
 deterministic (no I/O, no clock), so the workflow only carries the plan out and the plan is
 unit-tested on its own.
 
 Conventions (the reference's section 4.2): every pool's nodes carry ``modelfleet.dev/pool=<pool>``
 and GPU pools the ``nvidia.com/gpu=present:NoSchedule`` taint; autoscaling bounds come from
-min/max; EFA only on EKS pools whose fabric says so; a Capacity Block only on EKS.
+min/max; EFA only on EKS pools whose fabric says so; a Capacity Block only on EKS. An AKS pool
+takes the class's VM size, OS disk and GPU driver setting (``Install`` unless the class says
+``None``); its InfiniBand fabric comes with the VM size (``api.support`` says what is left to do).
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ def cloud_cluster(cluster: InferenceCluster, owner: str) -> CloudCluster:
             region=eks.region,
             kubernetes_version=eks.kubernetes_version,
             credentials=eks.credentials.name,
+            owner=owner,
+        )
+    if access.source is ClusterSource.AKS and access.aks is not None:
+        aks = access.aks
+        return CloudCluster(
+            name=cluster.name,
+            region=aks.location,
+            kubernetes_version=aks.kubernetes_version,
+            credentials=aks.credentials.name,
             owner=owner,
         )
     raise ValueError(f"{cluster.ref}: source {access.source.value} has no cloud settings")
@@ -109,6 +120,19 @@ def plan_pools(
                             else None
                         ),
                         "efa": pool.fabric is not None and pool.fabric.type is FabricType.EFA,
+                    }
+                )
+            )
+        elif source is ClusterSource.AKS:
+            if prov is None or prov.aks is None:
+                problems.append(f"{where}: class {klass.name} has no provisioning.aks block")
+                continue
+            plans.append(
+                base.model_copy(
+                    update={
+                        "vm_size": prov.aks.vm_size,
+                        "disk_size_gb": prov.aks.disk_size_gb,
+                        "gpu_driver": prov.aks.gpu_driver.value if gpu else None,
                     }
                 )
             )

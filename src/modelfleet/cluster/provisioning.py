@@ -1,4 +1,4 @@
-"""The provisioning saga of a GKE or EKS InferenceCluster, run inside the InferenceCluster
+"""The provisioning saga of a GKE, EKS or AKS InferenceCluster, run inside the InferenceCluster
 workflow: read the pools' classes from the Fleet, plan the pools, create the cluster with its
 system pool, then one pool per ``nodePools[]`` entry, then write the kubeconfig on the worker.
 On a failure anywhere it deletes, in reverse, what this workflow created (references kept in
@@ -26,6 +26,13 @@ with workflow.unsafe.imports_passed_through():
         plan_pools,
     )
     from modelfleet.contracts.cloud_payloads import (
+        AKS_CREATE_AGENT_POOL,
+        AKS_CREATE_CLUSTER,
+        AKS_DELETE_AGENT_POOL,
+        AKS_DELETE_CLUSTER,
+        AKS_KUBECONFIG,
+        AKS_LIST_AGENT_POOLS,
+        AKS_UPDATE_AGENT_POOL,
         EKS_CREATE_CLUSTER,
         EKS_CREATE_NODEGROUP,
         EKS_DELETE_CLUSTER,
@@ -87,6 +94,16 @@ STEPS = {
         "node group",
         EKS_LIST_NODEGROUPS,
         EKS_UPDATE_NODEGROUP,
+    ),
+    ClusterSource.AKS: _Steps(
+        AKS_CREATE_CLUSTER,
+        AKS_CREATE_AGENT_POOL,
+        AKS_DELETE_AGENT_POOL,
+        AKS_DELETE_CLUSTER,
+        AKS_KUBECONFIG,
+        "agent pool",
+        AKS_LIST_AGENT_POOLS,
+        AKS_UPDATE_AGENT_POOL,
     ),
 }
 

@@ -1,4 +1,4 @@
-"""The contract between the InferenceCluster workflow and the cloud activities (GKE, EKS):
+"""The contract between the InferenceCluster workflow and the cloud activities (GKE, EKS, AKS):
 activity names, the pool plans it sends and the references it gets back. Pure: no SDK imports,
 no I/O, so workflows may import it freely.
 
@@ -33,6 +33,13 @@ GKE_LIST_NODE_POOLS = "gke.list_node_pools"
 GKE_UPDATE_NODE_POOL = "gke.update_node_pool"
 EKS_LIST_NODEGROUPS = "eks.list_nodegroups"
 EKS_UPDATE_NODEGROUP = "eks.update_nodegroup"
+AKS_CREATE_CLUSTER = "aks.create_cluster"
+AKS_CREATE_AGENT_POOL = "aks.create_agent_pool"
+AKS_DELETE_AGENT_POOL = "aks.delete_agent_pool"
+AKS_DELETE_CLUSTER = "aks.delete_cluster"
+AKS_KUBECONFIG = "aks.write_kubeconfig"
+AKS_LIST_AGENT_POOLS = "aks.list_agent_pools"
+AKS_UPDATE_AGENT_POOL = "aks.update_agent_pool"
 FLEET_CLASSES = "fleet.classes"
 
 # The label every node of a provisioned pool carries, and the owner tag/label on cloud
@@ -101,12 +108,15 @@ def reason_of(error_type_: str | None) -> CloudErrorReason | None:
 
 # How the clouds word a stockout (GCE's ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS] and
 # "does not have enough resources available"; EC2's InsufficientInstanceCapacity and EKS's
-# "insufficient capacity"), lower case.
+# "insufficient capacity"; Azure's SkuNotAvailable and AllocationFailed codes), lower case.
 _STOCKOUT_WORDS = (
     "zone_resource_pool_exhausted",
     "does not have enough resources available",
     "insufficientinstancecapacity",
     "insufficient capacity",
+    "skunotavailable",
+    "allocationfailed",
+    "overconstrainedallocationrequest",
 )
 
 
@@ -149,6 +159,10 @@ class PoolPlan(WireModel):
     ami_type: str | None = None
     capacity_reservation_id: str | None = None
     efa: bool = False
+    # AKS
+    vm_size: str | None = None
+    # "Install" (AKS installs the NVIDIA driver on GPU VM sizes) or "None" (the image's own).
+    gpu_driver: str | None = None
 
 
 class PoolShape(WireModel):

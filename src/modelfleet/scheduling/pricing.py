@@ -32,7 +32,7 @@ class PriceSource(StrEnum):
     UNKNOWN = "unknown"
 
 
-# (provider, machine type) -> USD per node-hour. GKE: us-central1; EKS: us-east-2.
+# (provider, machine type) -> USD per node-hour. GKE: us-central1; EKS: us-east-2; AKS: eastus.
 LIST_PRICES: dict[tuple[str, str], float] = {
     # GKE (Compute Engine machine types; A3 prices include the 8 attached H100 GPUs)
     ("GKE", "a3-highgpu-8g"): 88.49,
@@ -41,19 +41,33 @@ LIST_PRICES: dict[tuple[str, str], float] = {
     ("EKS", "p5en.48xlarge"): 84.80,
     ("EKS", "p5.48xlarge"): 55.04,
     ("EKS", "m6i.xlarge"): 0.192,  # the system node group every provisioned cluster gets
+    # AKS (Azure VM sizes, Linux pay-as-you-go)
+    ("AKS", "Standard_ND96isr_H100_v5"): 98.32,
+    ("AKS", "Standard_NC24ads_A100_v4"): 3.673,
+    ("AKS", "Standard_NV36ads_A10_v5"): 3.20,
+    ("AKS", "Standard_D4s_v5"): 0.192,  # the system pool every provisioned cluster gets
 }
 # Entries above not confirmed against the provider's price list when recorded: shown as
 # estimates. (p5en.48xlarge was extrapolated from p5 rates, not read from a price list.)
 UNCONFIRMED: frozenset[tuple[str, str]] = frozenset(
-    {("GKE", "a3-highgpu-8g"), ("EKS", "p5en.48xlarge"), ("EKS", "p5.48xlarge")}
+    {
+        ("GKE", "a3-highgpu-8g"),
+        ("EKS", "p5en.48xlarge"),
+        ("EKS", "p5.48xlarge"),
+        ("AKS", "Standard_ND96isr_H100_v5"),
+        ("AKS", "Standard_NC24ads_A100_v4"),
+        ("AKS", "Standard_NV36ads_A10_v5"),
+    }
 )
-# The control plane fee per cluster-hour (standard tier / standard support).
-CONTROL_PLANE: dict[str, float] = {"GKE": 0.10, "EKS": 0.10}
+# The control plane fee per cluster-hour (standard tier / standard support; AKS clusters are
+# created in the Free tier, which has none).
+CONTROL_PLANE: dict[str, float] = {"GKE": 0.10, "EKS": 0.10, "AKS": 0.0}
 # The small system pool provisioning creates beside the declared pools: (name, machine type,
 # initial nodes), as the GKE and EKS adapters create it (a unit test holds them together).
 SYSTEM_POOLS: dict[str, tuple[str, str, int]] = {
     "GKE": ("system", "e2-standard-4", 1),
     "EKS": ("system", "m6i.xlarge", 1),
+    "AKS": ("system", "Standard_D4s_v5", 1),
 }
 
 
@@ -128,7 +142,7 @@ def estimate(
     class_prices: Mapping[str, float] | None = None,
 ) -> Estimate:
     """The hourly estimate for ``(pool name, machine type, node count)`` pools of one cluster
-    of ``provider`` ("GKE" or "EKS"), its system pool and control plane fee included.
+    of ``provider`` ("GKE", "EKS" or "AKS"), its system pool and control plane fee included.
     ``class_prices``: pool name -> the price its class sets, which wins over the table."""
     system = SYSTEM_POOLS.get(provider)
     every = [system, *pools] if system is not None else list(pools)

@@ -1,4 +1,5 @@
-"""Start and stop the simulated clouds: the GKE fake and moto behind its EKS layer, sharing the
+"""Start and stop the simulated clouds: the GKE fake, moto behind its EKS layer and the ARM
+(AKS) fake, sharing the
 simulated fleet's API server for the clusters they create.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Binds loopback
@@ -22,6 +23,7 @@ from moto.server import ThreadedMotoServer
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.sim.apiserver.server import FleetApiServer
+from modelfleet.sim.clouds.aks import FakeAKS
 from modelfleet.sim.clouds.eks import FakeEKS
 from modelfleet.sim.clouds.gke import FakeGKE
 from modelfleet.sim.clouds.kube import CloudKube, MachineCatalog
@@ -36,10 +38,16 @@ T = TypeVar("T")
 ENV_GKE_ENDPOINT = "MODELFLEET_GKE_ENDPOINT"
 ENV_GKE_TOKEN_FILE = "MODELFLEET_GKE_TOKEN_FILE"
 ENV_EKS_ENDPOINT = "MODELFLEET_EKS_ENDPOINT"
+ENV_AKS_ENDPOINT = "MODELFLEET_AKS_ENDPOINT"
+ENV_AKS_TOKEN_FILE = "MODELFLEET_AKS_TOKEN_FILE"
+ENV_AKS_SUBSCRIPTION = "MODELFLEET_AKS_SUBSCRIPTION_ID"
 # A fake access token: the GKE fake demands it, so the tests can tell the worker used it.
 SIM_GKE_TOKEN = "ya29.sim-gke-access-token-do-not-log"
 SIM_AWS_KEY = "AKIASIMULATEDKEY0001"
 SIM_AWS_SECRET = "sim-aws-secret-key-do-not-log"
+# An ARM access token the AKS fake demands (a JWT's shape, not a JWT).
+SIM_AZURE_TOKEN = "eyJ0eXAiOiJKV1Qi.sim-azure-arm-token-do-not-log"
+SIM_AZURE_SUBSCRIPTION = "00000000-0000-4000-8000-00000000a4c5"
 
 
 class SimulatedClouds:
@@ -47,17 +55,19 @@ class SimulatedClouds:
         self,
         gke: FakeGKE,
         eks: FakeEKS,
+        aks: FakeAKS,
         moto: ThreadedMotoServer,
         runners: list[web.AppRunner],
-        urls: tuple[str, str],
+        urls: tuple[str, str, str],
         fleet: SimulatedFleet,
         state_dir: Path,
     ) -> None:
         self.gke = gke
         self.eks = eks
+        self.aks = aks
         self._moto = moto
         self._runners = runners
-        self.gke_url, self.eks_url = urls
+        self.gke_url, self.eks_url, self.aks_url = urls
         self.fleet = fleet
         self.state_dir = state_dir
 
@@ -86,9 +96,10 @@ class SimulatedClouds:
         moto_host, moto_port = moto.get_host_and_port()
         gke = FakeGKE(kube, polls_per_operation=polls, token=SIM_GKE_TOKEN)
         eks = FakeEKS(kube, f"http://{moto_host}:{moto_port}", polls_to_active=polls)
+        aks = FakeAKS(kube, polls=polls, token=SIM_AZURE_TOKEN)
         runners: list[web.AppRunner] = []
         urls: list[str] = []
-        for app in (gke.app(), eks.app()):
+        for app in (gke.app(), eks.app(), aks.app()):
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, host, 0)
@@ -96,7 +107,7 @@ class SimulatedClouds:
             port = runner.addresses[0][1]
             runners.append(runner)
             urls.append(f"http://{host}:{port}")
-        clouds = cls(gke, eks, moto, runners, (urls[0], urls[1]), fleet, root)
+        clouds = cls(gke, eks, aks, moto, runners, (urls[0], urls[1], urls[2]), fleet, root)
         await eks.reset()
         return clouds
 
@@ -107,7 +118,13 @@ class SimulatedClouds:
         token_file = self.state_dir / "gke-token"
         token_file.write_text(SIM_GKE_TOKEN)
         token_file.chmod(0o600)
+        azure_token = self.state_dir / "azure-token"
+        azure_token.write_text(SIM_AZURE_TOKEN)
+        azure_token.chmod(0o600)
         return {
+            ENV_AKS_ENDPOINT: self.aks_url,
+            ENV_AKS_TOKEN_FILE: str(azure_token),
+            ENV_AKS_SUBSCRIPTION: SIM_AZURE_SUBSCRIPTION,
             ENV_GKE_ENDPOINT: self.gke_url,
             ENV_GKE_TOKEN_FILE: str(token_file),
             ENV_EKS_ENDPOINT: self.eks_url,

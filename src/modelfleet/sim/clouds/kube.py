@@ -63,7 +63,8 @@ class CloudNodePool:
 
 
 class MachineCatalog:
-    """Which class describes a machine: GKE (machine type, accelerator) or EKS instance type."""
+    """Which class describes a machine: GKE (machine type, accelerator), EKS instance type or
+    AKS VM size."""
 
     def __init__(self, classes: Mapping[str, InferenceClass]) -> None:
         self.classes = dict(classes)
@@ -81,6 +82,8 @@ class MachineCatalog:
             ):
                 return klass
             if prov.eks is not None and prov.eks.instance_type == machine:
+                return klass
+            if prov.aks is not None and prov.aks.vm_size == machine:
                 return klass
         return None
 
