@@ -1,7 +1,8 @@
 """A worker SIGKILLed in the middle of each provisioning step (the cloud cluster's operation,
-then the first pool's) and restarted: provisioning completes with exactly one cluster and one
-node pool / node group per entry. The worker is a separate ``modelfleet worker`` process
-reaching the simulated clouds through its environment, as in production."""
+then the first pool's) and restarted, on GKE, EKS and AKS: provisioning completes with exactly
+one cluster and one node pool / node group / agent pool per entry. The worker is a separate
+``modelfleet worker`` process reaching the simulated clouds through its environment, as in
+production."""
 
 from __future__ import annotations
 
@@ -81,7 +82,10 @@ STEPS = [
     ("gke", "pool", "createNodePool gpu-h100", "gke.create_node_pool"),
     ("eks", "cluster", "CreateCluster crash-eks-cluster", "eks.create_cluster"),
     ("eks", "pool", "CreateNodegroup crash-eks-pool/gpu-h200", "eks.create_nodegroup"),
+    ("aks", "cluster", "ManagedClusters_CreateOrUpdate crash-aks-cluster", "aks.create_cluster"),
+    ("aks", "pool", "AgentPools_CreateOrUpdate gpuh100", "aks.create_agent_pool"),
 ]
+EXAMPLE = {"gke": "gke-central", "eks": "eks-east", "aks": "aks-east"}
 
 
 async def _attempts(env: CrashEnv, name: str, activity: str) -> int:
@@ -105,10 +109,10 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
     crash: CloudCrash, source: str, step: str, call: str, activity: str
 ) -> None:
     env, clouds = crash.env, crash.clouds
-    fake = clouds.gke if source == "gke" else clouds.eks
+    fake = {"gke": clouds.gke, "eks": clouds.eks, "aks": clouds.aks}[source]
     name = f"crash-{source}-{step}"
-    spec = renamed(CLUSTERS["gke-central" if source == "gke" else "eks-east"], name)
-    clouds.gke.polls = clouds.eks.polls = SLOW_POLLS
+    spec = renamed(CLUSTERS[EXAMPLE[source]], name)
+    clouds.gke.polls = clouds.eks.polls = clouds.aks.polls = SLOW_POLLS
     before = len(fake.calls)
     await env.temporal.start_workflow(
         ClusterWorkflow.run,
@@ -124,7 +128,7 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
     await env.kill_worker()
     assert env.worker is not None
     assert env.worker.returncode == -9
-    clouds.gke.polls = clouds.eks.polls = 2
+    clouds.gke.polls = clouds.eks.polls = clouds.aks.polls = 2
     await env.start_worker()
 
     async def ready() -> ClusterStatus | None:
@@ -137,6 +141,13 @@ async def test_worker_killed_mid_step_then_restarted_provisions_exactly_once(
     if source == "gke":
         assert clouds.gke.cluster_names().count(name) == 1
         assert clouds.gke.pool_names(name) == [pool, "system"]
+    elif source == "aks":
+        assert clouds.aks.cluster_names().count(name) == 1
+        assert clouds.aks.pool_names(name) == [pool, "system"]
+        # The retry found its own resource and waited on it: each was asked for once.
+        calls = clouds.aks.calls[before:]
+        assert calls.count(f"ManagedClusters_CreateOrUpdate {name}") == 1
+        assert calls.count(f"AgentPools_CreateOrUpdate {pool}") == 1
     else:
         eks = boto3.client(
             "eks",
