@@ -8,8 +8,10 @@ reverse with nothing left behind; a delete deprovisions; no Azure token reaches 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -26,10 +28,27 @@ from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.clouds.clouds import SIM_AZURE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
+from modelfleet.worker.logs import LogFormat, configure_logging
+
+
+@pytest.fixture(scope="module")
+def debug_log() -> Iterator[io.StringIO]:
+    """The worker's log at DEBUG (azure-core's HTTP logging included) for the whole module."""
+    root = logging.getLogger()
+    level = root.level
+    buffer = io.StringIO()
+    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @pytest_asyncio.fixture(scope="module")
-async def cloud_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CloudStack]:
+async def cloud_stack(
+    tmp_path_factory: pytest.TempPathFactory, debug_log: io.StringIO
+) -> AsyncIterator[CloudStack]:
     async with cloud_environment(tmp_path_factory.mktemp("aks")) as stack:
         yield stack
 
@@ -182,3 +201,19 @@ async def test_no_azure_token_in_any_history(cloud_stack: CloudStack) -> None:
     assert b"aks.create_agent_pool" in everything
     assert b"Standard_ND96isr_H100_v5" in everything
     assert b"CloudQuotaExceeded" in everything
+
+
+async def test_no_azure_token_in_the_worker_log_at_debug(
+    cloud_stack: CloudStack, debug_log: io.StringIO
+) -> None:
+    """Runs last (declared order), over the DEBUG log of everything above."""
+    output = debug_log.getvalue().encode()
+    assert_absent(
+        {"Azure ARM token": SIM_AZURE_TOKEN.encode(), "kubeconfig token": b"sim-aks-user"},
+        "the worker's DEBUG log",
+        output,
+    )
+    # The scan sees the SDK's DEBUG lines, request headers among them.
+    assert b"azure.core" in output
+    assert b"Authorization" in output
+    assert b"aks-east" in output
