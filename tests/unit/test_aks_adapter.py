@@ -5,23 +5,33 @@ worker, resizes, deletes, and how Azure's errors are classified."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from azure.core.exceptions import HttpResponseError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.cloud import CloudActivities
+from modelfleet.adapters.aks import classify
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.api.support import not_acted_upon
 from modelfleet.cluster.plan import cloud_cluster, desired_shape, diff_pools, plan_pools
-from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolRef, PoolRequest
+from modelfleet.contracts.cloud_payloads import (
+    CloudCluster,
+    CloudErrorReason,
+    PoolPlan,
+    PoolRef,
+    PoolRequest,
+)
 from modelfleet.sim.clouds.clouds import SIM_AZURE_TOKEN, ThreadedClouds, clouds_in_thread
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
 
@@ -236,3 +246,61 @@ def test_a_wrong_token_is_unauthenticated_and_no_subscription_is_named(
     assert caught.value.type == "CloudInvalidArgument"
     assert "MODELFLEET_AKS_SUBSCRIPTION_ID" in str(caught.value)
     assert "aks-auth" not in sim.clouds.aks.cluster_names()
+
+
+class _Response:
+    """What azure-core's HttpResponseError reads of a response."""
+
+    def __init__(self, status: int, body: dict[str, object]) -> None:
+        self.status_code = status
+        self.reason = "reason"
+        self.headers: dict[str, str] = {}
+        self._text = json.dumps(body)
+
+    def text(self, encoding: str | None = None) -> str:
+        return self._text
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "message", "reason"),
+    [
+        # AKS words some quota failures as OperationNotAllowed: the words tell.
+        (
+            400,
+            "OperationNotAllowed",
+            "exceeding approved standardNCADSA100v4Family Cores quota",
+            CloudErrorReason.QUOTA_EXCEEDED,
+        ),
+        # ... and a cluster busy with another operation the same way: retried.
+        (
+            409,
+            "OperationNotAllowed",
+            "there's an in progress create managed cluster operation",
+            CloudErrorReason.OPERATION_RUNNING,
+        ),
+        (409, "SkuNotAvailable", "not available in location 'eastus'", CloudErrorReason.STOCKOUT),
+        (200, "AllocationFailed", "Allocation failed", CloudErrorReason.STOCKOUT),
+        (401, "ExpiredAuthenticationToken", "expired", CloudErrorReason.UNAUTHENTICATED),
+        (
+            404,
+            "ResourceGroupNotFound",
+            "Resource group 'modelfleet' could not be found.",
+            CloudErrorReason.NOT_FOUND,
+        ),
+        (500, "", "", CloudErrorReason.UNAVAILABLE),
+    ],
+)
+def test_arm_errors_are_classified_by_code_then_words_then_status(
+    status: int, code: str, message: str, reason: CloudErrorReason
+) -> None:
+    exc = HttpResponseError(
+        response=_Response(status, {"error": {"code": code, "message": message}})
+    )  # type: ignore[arg-type]
+    found = classify(exc)
+    assert found.reason is reason
+    assert message in found.message
+
+
+def test_an_aks_cluster_without_infiniband_is_acted_upon_whole() -> None:
+    assert not_acted_upon(CLUSTERS["aks-east"]) is None
+    assert not_acted_upon(CLASSES["aks-nd96isr-h100-v5"]) is None

@@ -14,7 +14,7 @@ from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass, Provider
 from modelfleet.api.clusters import ClusterSource, InferenceCluster
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
-from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
+from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, AKSClusterResource, ServingStack
 from modelfleet.api.kinds import KINDS, parse_resource
 from modelfleet.api.loading import load_paths
 from modelfleet.api.manifest_errors import InvalidResourceError
@@ -137,6 +137,18 @@ def test_cache_sizes_and_defaults_follow_modelplane() -> None:
     assert kimi_auth.key == "token"
     # The wire form keeps Modelplane's spelling, so a round trip is lossless.
     assert caches["qwen3-coder"].to_wire()["spec"]["huggingFace"]["sizeGiB"] == 1100
+
+
+def test_the_aks_cluster_kind_keeps_its_pools_infiniband_fabric() -> None:
+    (aks,) = [r for r in _valid() if isinstance(r, AKSClusterResource)]
+    pools = {p.name: p for p in aks.spec.node_pools}
+    fabric = pools["gpua100"].fabric
+    assert fabric is not None
+    assert (fabric.type.value, fabric.infiniband and fabric.infiniband.fabric) == (
+        "InfiniBand",
+        "ib-1",
+    )
+    assert pools["gpua10"].fabric is None
 
 
 def test_serving_stack_defaults_match_modelplane() -> None:
