@@ -104,6 +104,26 @@ async def test_aks_example_provisions_to_ready_and_a_deployment_runs_there(
     assert {r.cluster for r in landed.replicas} == {"aks-east"}
 
 
+async def test_apply_changes_an_agent_pools_bounds(cloud_stack: CloudStack) -> None:
+    spec = CLUSTERS["aks-east"]
+    pool = spec.spec.node_pools[0].model_copy(update={"min_node_count": 2, "max_node_count": 5})
+    await apply_resource(
+        cloud_stack.client,
+        spec.model_copy(update={"spec": spec.spec.model_copy(update={"node_pools": [pool]})}),
+    )
+
+    async def resized() -> ClusterStatus | None:
+        status = await cloud_stack.cluster("aks-east")
+        found = [c for c in status.conditions if c.type == "NodePools"]
+        done = found and found[0].status == "True" and found[0].message == "resized gpuh100"
+        return status if done else None
+
+    await wait_for(resized, 90, "the agent pool's bounds to change")
+    props = cloud_stack.clouds.aks.pool("aks-east", "gpuh100")["properties"]
+    assert (props["minCount"], props["maxCount"], props["count"]) == (2, 5, 2)
+    assert len(_nodes(cloud_stack, "aks-east", "gpuh100")) == 2
+
+
 async def test_quota_on_the_second_agent_pool_rolls_everything_back(
     cloud_stack: CloudStack,
 ) -> None:

@@ -330,12 +330,21 @@ class AKS:
                 )
             return None
         body = aks_models.ManagedCluster(managed_cluster_body(c))
-        poller: LROPoller[Any] = self._call(
-            c,
-            lambda cl: cl.managed_clusters.begin_create_or_update(
-                self.resource_group, c.name, body
-            ),
-        )
+        try:
+            poller: LROPoller[Any] = self._call(
+                c,
+                lambda cl: cl.managed_clusters.begin_create_or_update(
+                    self.resource_group, c.name, body
+                ),
+            )
+        except CloudError as exc:
+            if exc.reason is CloudErrorReason.NOT_FOUND:
+                raise CloudError(
+                    exc.reason,
+                    f"{exc.message} (the worker creates AKS clusters in resource group "
+                    f"{self.resource_group}: create it, or set MODELFLEET_AKS_RESOURCE_GROUP)",
+                ) from None
+            raise
         return poller
 
     def delete_cluster(self, c: CloudCluster) -> LROPoller[Any] | None:

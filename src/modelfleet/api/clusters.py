@@ -1,4 +1,4 @@
-"""InferenceCluster: a workload cluster that modelfleet provisions (GKE, EKS) or adopts
+"""InferenceCluster: a workload cluster that modelfleet provisions (GKE, EKS, AKS) or adopts
 (Existing), with its GPU node pools and fleet-level taints. Pure models, no I/O.
 
 Credentials never appear here: an Existing cluster names a kubeconfig that the worker resolves

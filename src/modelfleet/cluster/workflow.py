@@ -4,8 +4,8 @@ its published state true.
 For ``source: Existing`` it verifies on the worker (where the kubeconfig lives) that the cluster
 answers, publishes the spec and what it observed (nodes per pool, gateway address, readiness) to
 the Fleet, then probes health on a durable timer and marks the cluster NotReady after a grace
-period of failed probes; each probe also scans the Ready replicas there (``cluster_watch``). GKE
-and EKS sources first run the provisioning saga of :mod:`modelfleet.cluster.provisioning`
+period of failed probes; each probe also scans the Ready replicas there (``cluster_watch``). GKE,
+EKS and AKS sources first run the provisioning saga of :mod:`modelfleet.cluster.provisioning`
 (cluster, then one pool per entry, compensated in reverse on failure), then the same loop.
 ``delete`` withdraws the cluster from the Fleet and deletes the cloud resources this workflow
 created. Deterministic orchestration only.
