@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from modelfleet.api.meta import DNSLabel, Model, Resource
+from modelfleet.api.schedulers import GangScheduler
 
 
 class ClusterSource(StrEnum):
@@ -205,6 +206,8 @@ class InferenceClusterSpec(Model):
     taints: list[Taint] = Field(default_factory=list)
     node_pools: list[NodePool] = Field(min_length=1, max_length=8)
     workloads: WorkloadSettings | None = None
+    # The gang scheduler that admits this cluster's workloads (None: the default scheduler).
+    scheduler: GangScheduler | None = None
 
 
 class InferenceCluster(Resource):

@@ -37,6 +37,7 @@ from modelfleet.api.meta import (
     label_value_problem,
 )
 from modelfleet.api.parity_rules import parity_rules
+from modelfleet.api.schedulers import scheduler_rules
 from modelfleet.api.services import DEFAULT_GATEWAY, InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.cel.compiler import CelCompileError, check_selector
 from modelfleet.cel.quantity import Quantity
@@ -247,6 +248,7 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
             yield FieldError(
                 (*spec, "cluster", field), f"must not be set when source is {source.value}"
             )
+    yield from scheduler_rules((*spec, "scheduler"), cl.spec.scheduler)
     taints = cl.spec.taints
     yield from _duplicates(
         (*spec, "taints"), [(t.key, t.effect.value) for t in taints], "taint (key, effect)"

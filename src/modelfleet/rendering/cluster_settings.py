@@ -27,6 +27,7 @@ def has_own_settings(cluster: InferenceCluster) -> bool:
         cluster.from_modelplane
         or cluster.spec.workloads is not None
         or any(p.node_label is not None for p in cluster.spec.node_pools)
+        or cluster.spec.scheduler is not None
     )
 
 
@@ -41,6 +42,8 @@ def cluster_facts(cluster: InferenceCluster, base: ClusterFacts | None = None) -
     labels = {p.name: p.node_label for p in cluster.spec.node_pools if p.node_label is not None}
     if labels:
         update["pool_labels"] = labels
+    if cluster.spec.scheduler is not None:
+        update["scheduler"] = cluster.spec.scheduler
     workloads = cluster.spec.workloads
     if workloads is not None:
         update["namespace_mode"] = workloads.namespace_mode

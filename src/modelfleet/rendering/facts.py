@@ -12,6 +12,7 @@ from pydantic import Field
 from modelfleet.api.clusters import NamespaceMode
 from modelfleet.api.meta import DNSLabel, Model
 from modelfleet.api.naming import LABEL_POOL
+from modelfleet.api.schedulers import GangScheduler
 
 DEFAULT_GATEWAY_NAME = "inference-gateway"
 DEFAULT_GATEWAY_NAMESPACE = "modelfleet-system"
@@ -37,6 +38,8 @@ class ClusterFacts(Model):
     # PerTenant: workloads go into ``mf-<deployment namespace>``; Deployment: into a namespace
     # named like the deployment's own.
     namespace_mode: NamespaceMode = NamespaceMode.PER_TENANT
+    # The cluster's gang scheduler (None: the default scheduler); see ``gang_scheduling``.
+    scheduler: GangScheduler | None = None
 
     def pool_label(self, pool: str) -> str:
         """The node label whose value is ``pool`` on that pool's nodes."""

@@ -20,6 +20,7 @@ from modelfleet.rendering.context import RenderContext
 from modelfleet.rendering.engine_workloads import render_workload
 from modelfleet.rendering.engines import RenderError
 from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.rendering.gang_scheduling import LOCAL_QUEUE_KIND, local_queue, wrap_workload
 from modelfleet.rendering.namespace import render_namespace
 from modelfleet.rendering.prefill_decode import engine_extras, phase_engines
 from modelfleet.rendering.readiness import ReadinessRole, ReadinessRule, rule_for
@@ -27,6 +28,7 @@ from modelfleet.rendering.routing import render_routing
 
 # The public API of the rendering layer, importable from this one module.
 __all__ = [
+    "SHARED_KINDS",
     "ClusterFacts",
     "ReadinessRole",
     "ReadinessRule",
@@ -36,6 +38,11 @@ __all__ = [
     "Step",
     "render_replica",
 ]
+
+
+# Kinds of the NAMESPACE step, shared by every replica in the namespace: a replica's teardown
+# never deletes them.
+SHARED_KINDS = frozenset({"Namespace", LOCAL_QUEUE_KIND})
 
 
 class Step(StrEnum):
@@ -69,12 +76,15 @@ class RenderedReplica(Model):
         return next(s for s in self.steps if s.step is step)
 
 
-def _workloads(ctx: RenderContext, replica: ModelReplica) -> list[dict[str, Any]]:
+def _workloads(ctx: RenderContext, replica: ModelReplica) -> list[list[dict[str, Any]]]:
+    """Per engine: its workload wrapped for the cluster's gang scheduler (the workload last)."""
     engines = replica.spec.engines
     if replica.spec.serving.mode is ServingMode.PREFILL_DECODE:
         phase_engines(engines)  # fails early, with the reason, on a malformed P/D replica
-        return [render_workload(ctx, e, engine_extras(ctx, e)) for e in engines]
-    return [render_workload(ctx, engine) for engine in engines]
+        return [
+            wrap_workload(ctx, e, render_workload(ctx, e, engine_extras(ctx, e))) for e in engines
+        ]
+    return [wrap_workload(ctx, e, render_workload(ctx, e)) for e in engines]
 
 
 def render_replica(replica: ModelReplica, facts: ClusterFacts) -> RenderedReplica:
@@ -82,7 +92,12 @@ def render_replica(replica: ModelReplica, facts: ClusterFacts) -> RenderedReplic
     ``api.rules`` would have rejected."""
     ctx = RenderContext.of(replica, facts)
     claims = [m for engine in replica.spec.engines for m in render_claim_templates(ctx, engine)]
-    workloads = _workloads(ctx, replica)
+    wrapped = _workloads(ctx, replica)
+    workloads = [objects[-1] for objects in wrapped]
+    namespace = [render_namespace(ctx)]
+    queue = local_queue(ctx, facts.scheduler)
+    if queue is not None:
+        namespace.append(queue)
     routing = render_routing(ctx, replica)
     # The endpoint picker's Deployment is the only Deployment among the routing objects.
     epp = next(m for m in routing if m["kind"] == "Deployment")
@@ -93,9 +108,9 @@ def render_replica(replica: ModelReplica, facts: ClusterFacts) -> RenderedReplic
         cluster=ctx.cluster,
         namespace=ctx.namespace,
         steps=[
-            RenderedStep(step=Step.NAMESPACE, manifests=[render_namespace(ctx)]),
+            RenderedStep(step=Step.NAMESPACE, manifests=namespace),
             RenderedStep(step=Step.CLAIMS, manifests=claims),
-            RenderedStep(step=Step.WORKLOADS, manifests=workloads),
+            RenderedStep(step=Step.WORKLOADS, manifests=[m for objs in wrapped for m in objs]),
             RenderedStep(step=Step.ROUTING, manifests=routing),
         ],
         readiness=readiness,

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         WatchedReplica,
     )
     from modelfleet.contracts.workflow_inputs import ReplicaInput
-    from modelfleet.rendering.replica_manifests import RenderedReplica
+    from modelfleet.rendering.replica_manifests import SHARED_KINDS, RenderedReplica
     from modelfleet.replica import health as replica_health
     from modelfleet.replica.failure import plain_cause
     from modelfleet.replica.progress import parent_needs
@@ -426,7 +426,7 @@ class ServingReplica:
             return True
         known = {applied_key(r) for r in self._applied}
         self._applied += [
-            r for r in result.applied if r.kind != "Namespace" and applied_key(r) not in known
+            r for r in result.applied if r.kind not in SHARED_KINDS and applied_key(r) not in known
         ]
         phase = replica_health.repair_phase(self._phase, todo)
         await self._set(phase, ReplicaStep.SERVING, why)

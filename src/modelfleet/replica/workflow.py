@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
     from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
     from modelfleet.rendering.replica_manifests import (
+        SHARED_KINDS,
         ReadinessRule,
         RenderedReplica,
         Step,
@@ -281,7 +282,7 @@ class ReplicaWorkflow(ServingReplica):
         known = {applied_key(r) for r in self._applied}
         # The workload namespace is shared by the deployment's replicas: never this one's.
         self._applied += [
-            r for r in result.applied if r.kind != "Namespace" and applied_key(r) not in known
+            r for r in result.applied if r.kind not in SHARED_KINDS and applied_key(r) not in known
         ]
 
     async def _wait_ready(self, rules: list[ReadinessRule], deadline: datetime, what: str) -> None:
