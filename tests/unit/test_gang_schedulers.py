@@ -70,7 +70,8 @@ def test_a_malformed_scheduler_is_rejected_naming_the_field(
     with pytest.raises(InvalidResourceError) as caught:
         cluster(scheduler)
     message = str(caught.value)
-    assert field in message and reason in message, message
+    assert field in message, message
+    assert reason in message, message
 
 
 def test_no_scheduler_renders_exactly_as_before() -> None:
