@@ -54,9 +54,13 @@ class StackActivities:
     def install(self, request: StackRequest) -> StackReport:
         """Install what is missing; reports what still is, with the reasons."""
         problems: dict[str, str] = {}
+        # A scheduler's release installs several of its kinds at once: apply it once.
+        applied: set[str] = set()
         with KubeCluster(self._kubeconfigs.path(request.cluster, request.kubeconfig)) as cluster:
             try:
                 for component in self._missing(cluster, request.components):
+                    if component.manifest in applied:
+                        continue
                     if component.manifest is None:
                         problems[component.name] = "built into Kubernetes; upgrade the cluster"
                         continue
@@ -73,6 +77,7 @@ class StackActivities:
                     for document in documents:
                         cluster.apply(document)
                         activity.heartbeat(component.name)
+                    applied.add(component.manifest)
                 missing = self._missing(cluster, request.components)
             except KubeError as exc:
                 raise to_temporal(exc) from None

@@ -12,9 +12,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.api.schedulers import GangScheduler
     from modelfleet.contracts.kube_payloads import KubeconfigRef
     from modelfleet.contracts.stack_payloads import (
-        DEFAULT_STACK,
         KUBE_CHECK_ACCESS,
         KUBE_INSTALL_STACK,
         KUBE_VERIFY_STACK,
@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         AccessRequest,
         StackReport,
         StackRequest,
+        stack_for,
     )
     from modelfleet.contracts.status import StackPiece
 
@@ -33,8 +34,11 @@ STACK_RETRY = RetryPolicy(
 )
 
 
-async def verify_and_install(cluster: str, kubeconfig: KubeconfigRef | None) -> StackReport:
-    request = StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=list(DEFAULT_STACK))
+async def verify_and_install(
+    cluster: str, kubeconfig: KubeconfigRef | None, scheduler: GangScheduler | None = None
+) -> StackReport:
+    """The stack every cluster needs plus its gang scheduler's (KAI or Kueue), if it has one."""
+    request = StackRequest(cluster=cluster, kubeconfig=kubeconfig, components=stack_for(scheduler))
     report: StackReport = await workflow.execute_activity(
         KUBE_VERIFY_STACK,
         request,
@@ -85,9 +89,11 @@ def stack_reason(report: StackReport) -> str:
     return "ServingStackMissing: " + "; ".join(pieces)
 
 
-def stack_pieces(report: StackReport | None) -> list[StackPiece]:
-    """Every pinned component with whether the last check found it served (None: not checked
-    yet), for the cluster's status."""
+def stack_pieces(
+    report: StackReport | None, scheduler: GangScheduler | None = None
+) -> list[StackPiece]:
+    """Every pinned component (the gang scheduler's included) with whether the last check found
+    it served (None: not checked yet), for the cluster's status."""
     missing = {c.name for c in report.missing} if report is not None else set()
     return [
         StackPiece(
@@ -97,5 +103,5 @@ def stack_pieces(report: StackReport | None) -> list[StackPiece]:
             served=None if report is None else c.name not in missing,
             problem=report.problems.get(c.name, "") if report is not None else "",
         )
-        for c in DEFAULT_STACK
+        for c in stack_for(scheduler)
     ]

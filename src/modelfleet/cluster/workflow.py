@@ -285,7 +285,9 @@ class ClusterWorkflow:
         cluster_steps.begin(steps, "verify the serving stack")
         try:
             report = await verify_and_install(
-                self._state.spec.name, self._probe_request().kubeconfig
+                self._state.spec.name,
+                self._probe_request().kubeconfig,
+                self._state.spec.spec.scheduler,
             )
         except ActivityError as exc:
             # Unverified is not ready: the next probe tries again.
@@ -511,7 +513,7 @@ class ClusterWorkflow:
             last_probe=self._last_probe,
             step=cluster_steps.current(self._state.provisioning.steps),
             steps=list(self._state.provisioning.steps),
-            stack=stack_pieces(self._stack_report),
+            stack=stack_pieces(self._stack_report, self._state.spec.spec.scheduler),
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
             created=self._state.created,
             sweep_pending=self._sweeps.pending,

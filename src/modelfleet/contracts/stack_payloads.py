@@ -10,6 +10,7 @@ local directory; the manifest path is appended).
 
 from __future__ import annotations
 
+from modelfleet.api.schedulers import GangScheduler, SchedulerType
 from modelfleet.contracts.kube_payloads import KubeconfigRef
 from modelfleet.contracts.wire import WireModel
 
@@ -61,6 +62,58 @@ DEFAULT_STACK: list[StackComponent] = [
         manifest="gateway-api-inference-extension/v1.0.0/manifests.yaml",
     ),
 ]
+
+
+# A cluster's gang scheduler, when it asks for one (``spec.scheduler``): the kinds rendering emits
+# for it (KAI PodGroups, Kueue LocalQueues) and the ones the probe reads capacity from (KAI
+# Queues, Kueue ClusterQueues). Each scheduler's release manifest installs its CRDs and its
+# controllers together.
+KAI_STACK: list[StackComponent] = [
+    StackComponent(
+        name="KAI Scheduler",
+        version="v0.9.3",
+        api_version="scheduling.run.ai/v2alpha2",
+        kind="PodGroup",
+        manifest="kai-scheduler/v0.9.3/manifests.yaml",
+    ),
+    StackComponent(
+        name="KAI Scheduler queues",
+        version="v0.9.3",
+        api_version="scheduling.run.ai/v2",
+        kind="Queue",
+        manifest="kai-scheduler/v0.9.3/manifests.yaml",
+    ),
+]
+KUEUE_STACK: list[StackComponent] = [
+    StackComponent(
+        name="Kueue",
+        version="v0.13.4",
+        api_version="kueue.x-k8s.io/v1beta1",
+        kind="Workload",
+        manifest="kueue/v0.13.4/manifests.yaml",
+    ),
+    StackComponent(
+        name="Kueue queues",
+        version="v0.13.4",
+        api_version="kueue.x-k8s.io/v1beta1",
+        kind="ClusterQueue",
+        manifest="kueue/v0.13.4/manifests.yaml",
+    ),
+    StackComponent(
+        name="Kueue local queues",
+        version="v0.13.4",
+        api_version="kueue.x-k8s.io/v1beta1",
+        kind="LocalQueue",
+        manifest="kueue/v0.13.4/manifests.yaml",
+    ),
+]
+
+
+def stack_for(scheduler: GangScheduler | None) -> list[StackComponent]:
+    """Every component a cluster with ``scheduler`` needs, in install order."""
+    kind = scheduler.type if scheduler is not None else SchedulerType.NONE
+    extra = {SchedulerType.KAI: KAI_STACK, SchedulerType.KUEUE: KUEUE_STACK}.get(kind, [])
+    return [*DEFAULT_STACK, *extra]
 
 
 class StackRequest(WireModel):

@@ -35,6 +35,7 @@ from modelfleet.api.clusters import InferenceCluster, NodePool
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_POOL, short_hash
 from modelfleet.rendering.cluster_settings import cluster_facts
 from modelfleet.sim.controllers.pod_status import node_ip
+from modelfleet.sim.gang_stack import gang_scheduler_manifests
 from modelfleet.sim.kubernetes_version import KUBERNETES_VERSION
 
 __all__ = [
@@ -358,7 +359,8 @@ def infrastructure_manifests(
     out: list[dict[str, Any]] = list(device_class_manifests(classes))
     out.append(node_manifest(cluster.name, system_node_name(cluster.name), layout=None))
     out.extend(storage_class_manifests(cluster))
-    for layout in cluster_layout(cluster, classes):
+    layouts = cluster_layout(cluster, classes)
+    for layout in layouts:
         zones = layout.pool.zones or ["sim-a"]
         for i, node in enumerate(layout.nodes):
             out.append(node_manifest(cluster.name, node, layout=layout, zone=zones[i % len(zones)]))
@@ -373,4 +375,6 @@ def infrastructure_manifests(
             gateway_namespace=facts.gateway_namespace,
         )
     )
+    gpus = sum(len(layout.nodes) * layout.gpus_per_node for layout in layouts)
+    out.extend(gang_scheduler_manifests(cluster, gpus))
     return out

@@ -27,6 +27,7 @@ from modelfleet.sim.apiserver.status_errors import ApiError
 from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent
 from modelfleet.sim.controllers.context import API, ClusterContext, Key, PodAction, meta_of
 from modelfleet.sim.controllers.deployment_controller import DeploymentController
+from modelfleet.sim.controllers.gang_admission import GANG_GROUPS
 from modelfleet.sim.controllers.gateway_controller import GatewayController
 from modelfleet.sim.controllers.job_controller import JobController
 from modelfleet.sim.controllers.kubelet import Kubelet, StartupPolicy
@@ -68,7 +69,14 @@ class WorkloadSimulator:
         self._busy = False
         self._pumping = False
         self._tasks: list[asyncio.Task[None]] = []
-        self._sub = store.subscribe([API[k] for k in API])
+        # The gang schedulers' kinds (KAI, Kueue) are CRDs a cluster may serve or not, and may
+        # come later: they are followed by group, not by a registered type.
+        keys = {store.resource_type(*API[k]).key for k in API}
+        self._sub = store.watches.subscribe(
+            lambda ev: ev.resource.key in keys or ev.resource.group in GANG_GROUPS,
+            maxsize=None,
+            detach=True,
+        )
         self.errors: list[str] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -169,6 +177,9 @@ class WorkloadSimulator:
                     enqueue(("deployment", ns, str(ref.get("name"))))
         elif kind == "LeaderWorkerSet":
             enqueue(("lws", ns, name))
+            if "kueue.x-k8s.io/queue-name" in (meta.get("labels") or {}):
+                # Kueue makes (or drops) the group's Workloads when the LWS changes.
+                enqueue(("schedule",))
         elif kind == "Pod":
             self._on_pod_event(event)
         elif kind in ("Node", "ResourceSlice"):
@@ -201,6 +212,9 @@ class WorkloadSimulator:
             else:
                 enqueue(("pvc", ns, name))
             # Pods waiting for the claim to bind may fit now.
+            enqueue(("schedule",))
+        elif event.resource.group in GANG_GROUPS and kind != "Workload":
+            # A queue's quota, a PodGroup or a LocalQueue changed: admission may change.
             enqueue(("schedule",))
         elif kind == "StorageClass" and event.type != "DELETED":
             for claim in self.volumes.pending_claims():

@@ -26,6 +26,12 @@ from modelfleet.sim.controllers.device_allocation import (
     node_states,
     unschedulable_message,
 )
+from modelfleet.sim.controllers.gang_admission import (
+    KAI_SCHEDULER,
+    GangAdmission,
+    KaiGang,
+    is_gpu_driver,
+)
 from modelfleet.sim.controllers.kubelet import Kubelet
 from modelfleet.sim.controllers.object_helpers import condition, merge_conditions, owner_reference
 
@@ -63,6 +69,7 @@ class Scheduler:
         self._ledger = _Ledger()
         self._nodes: list[NodeState] | None = None
         self._device_classes: dict[str, list[str]] | None = None
+        self.gangs = GangAdmission(ctx)
 
     def nodes_changed(self) -> None:
         self._nodes = None
@@ -130,14 +137,96 @@ class Scheduler:
         return out, None
 
     async def schedule(self) -> None:
-        """Try to bind every pending pod, oldest first."""
+        """Try to bind every pending pod, oldest first: the default scheduler's pods one by one
+        (unless Kueue gates them), KAI's gang by gang. Pods naming another scheduler are left
+        alone, as kube-scheduler leaves them."""
+        pods = self._ctx.store.list_objects(self._ctx.rt("pod")).items
         pending = [
             p
-            for p in self._ctx.store.list_objects(self._ctx.rt("pod")).items
+            for p in pods
             if not (p.get("spec") or {}).get("nodeName") and not meta_of(p).get("deletionTimestamp")
         ]
+        await self.gangs.sync_kueue()
+        gangs: dict[tuple[str, str], tuple[KaiGang, list[Mapping[str, Any]]]] = {}
         for pod in sorted(pending, key=self._ctx.arrival_of):
+            scheduler = (pod.get("spec") or {}).get("schedulerName") or SCHEDULER
+            if scheduler == KAI_SCHEDULER:
+                gang = self.gangs.kai_gang(pod)
+                gangs.setdefault((gang.namespace, gang.name), (gang, []))[1].append(pod)
+                continue
+            if scheduler != SCHEDULER:
+                continue
+            gated = self.gangs.kueue_gate(pod)
+            if gated is not None:
+                await self._mark_unschedulable(pod, gated, reason="SchedulingGated")
+                continue
             await self._try_bind(pod)
+        if not gangs and not any(
+            (p.get("spec") or {}).get("schedulerName") == KAI_SCHEDULER for p in pods
+        ):
+            return
+        requested: dict[str, int] = {}
+        for gang, members in gangs.values():
+            if not await self._bind_gang(gang, members, pods):
+                requested[gang.queue] = requested.get(gang.queue, 0) + sum(
+                    self.gangs.template_gpus(gang.namespace, p.get("spec") or {}) for p in members
+                )
+        pods = self._ctx.store.list_objects(self._ctx.rt("pod")).items
+        await self.gangs.kai_status(self.gangs.kai_used(pods, self._held_gpus()), requested)
+
+    def _held_gpus(self) -> dict[str, int]:
+        return {
+            uid: sum(1 for driver, _, _ in keys if is_gpu_driver(driver))
+            for uid, keys in self._ledger.by_pod.items()
+        }
+
+    async def _bind_gang(
+        self, gang: KaiGang, pending: list[Mapping[str, Any]], pods: list[dict[str, Any]]
+    ) -> bool:
+        """KAI: bind every pending pod of ``gang`` or none; True when bound."""
+        where = f"pod group {gang.namespace}/{gang.name}"
+        if not gang.found:
+            await self._mark_all(pending, f"{where} not found")
+            return False
+        members = self.gangs.gang_members(gang, pods)
+        if members < gang.min_member:
+            await self._mark_all(
+                pending, f"{where}: {members} of minMember {gang.min_member} pods exist"
+            )
+            return False
+        taken = set(self._ledger.owner)
+        placements = []
+        for pod in pending:
+            placed = self._place(pod, taken)
+            if isinstance(placed, str):
+                await self._mark_all(
+                    pending,
+                    f"{where} does not fit as a whole ({len(pending)} pods pending): {placed}",
+                )
+                return False
+            taken.update(device.key for _, _, device in placed[2])
+            placements.append(placed)
+        need = sum(
+            1 for _, _, results in placements for _, _, d in results if is_gpu_driver(d.driver)
+        )
+        cap = self.gangs.kai_quota(gang.queue)
+        if cap is not None:
+            used = self.gangs.kai_used(pods, self._held_gpus()).get(gang.queue, 0)
+            if used + need > cap:
+                free = max(0, cap - used)
+                await self._mark_all(
+                    pending,
+                    f"{where}: queue {gang.queue} has {free} of {cap} GPUs free, "
+                    f"the gang needs {need}",
+                )
+                return False
+        for pod, (node, claims, results) in zip(pending, placements, strict=True):
+            await self._bind(pod, node, claims, results)
+        return True
+
+    async def _mark_all(self, pods: Sequence[Mapping[str, Any]], message: str) -> None:
+        for pod in pods:
+            await self._mark_unschedulable(pod, message, component=KAI_SCHEDULER)
 
     def _volume_problem(self, pod: Mapping[str, Any]) -> str | None:
         """Why ``pod`` waits for its PersistentVolumeClaims (missing or not yet Bound)."""
@@ -161,35 +250,49 @@ class Scheduler:
             ).replace("{total}", str(total))
         return None
 
-    async def _try_bind(self, pod: Mapping[str, Any]) -> None:
+    def _place(
+        self, pod: Mapping[str, Any], taken: set[tuple[str, str, str]]
+    ) -> tuple[NodeState, list[tuple[str, dict[str, Any]]], Sequence[tuple[str, str, Any]]] | str:
+        """The node, claims and devices ``pod`` would get with ``taken`` devices in use, or
+        the kube-scheduler-style reason it fits nowhere."""
         spec = pod.get("spec") or {}
         waiting = self._volume_problem(pod)
         if waiting is not None:
-            await self._mark_unschedulable(pod, waiting)
-            return
+            return waiting
         claims, missing = self._pod_claims(pod)
         if missing is not None:
-            await self._mark_unschedulable(pod, missing)
-            return
+            return missing
         requests: list[tuple[Sequence[ClaimRequest], str | None]] = [
             (claim_requests(name, claim_spec), match_attribute(claim_spec))
             for name, claim_spec in claims
         ]
         nodes = self._node_view()
         reasons: dict[str, int] = {}
-        taken = set(self._ledger.owner)
         classes = self._class_view()
         for node in nodes:
             failure = fit_failure(spec, node)
             if failure is None:
                 allocation, failure = allocate_on_node(node, requests, taken, classes)
                 if allocation is not None:
-                    await self._bind(pod, node, claims, allocation.results)
-                    return
+                    return node, claims, allocation.results
             reasons[failure or "unknown"] = reasons.get(failure or "unknown", 0) + 1
-        await self._mark_unschedulable(pod, unschedulable_message(len(nodes), reasons))
+        return unschedulable_message(len(nodes), reasons)
 
-    async def _mark_unschedulable(self, pod: Mapping[str, Any], message: str) -> None:
+    async def _try_bind(self, pod: Mapping[str, Any]) -> None:
+        placed = self._place(pod, set(self._ledger.owner))
+        if isinstance(placed, str):
+            await self._mark_unschedulable(pod, placed)
+            return
+        await self._bind(pod, *placed)
+
+    async def _mark_unschedulable(
+        self,
+        pod: Mapping[str, Any],
+        message: str,
+        *,
+        reason: str = "Unschedulable",
+        component: str = SCHEDULER,
+    ) -> None:
         status = pod.get("status") or {}
         conditions = status.get("conditions") or []
         for cond in conditions:
@@ -197,7 +300,7 @@ class Scheduler:
                 return
         new = merge_conditions(
             conditions,
-            [condition("PodScheduled", False, "Unschedulable", message)],
+            [condition("PodScheduled", False, reason, message)],
             now_rfc3339(),
         )
         meta = meta_of(pod)
@@ -207,11 +310,12 @@ class Scheduler:
             str(meta["name"]),
             {"phase": "Pending", "conditions": new},
             namespace=meta.get("namespace"),
-            field_manager=SCHEDULER,
+            field_manager=component,
         )
-        await self._ctx.events.record(
-            pod, "Warning", "FailedScheduling", message, component=SCHEDULER
-        )
+        if reason == "Unschedulable":
+            await self._ctx.events.record(
+                pod, "Warning", "FailedScheduling", message, component=component
+            )
 
     async def _bind(
         self,
