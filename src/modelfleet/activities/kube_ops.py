@@ -26,6 +26,7 @@ from modelfleet.activities.errors import (
 )
 from modelfleet.activities.keepalive import KeepAlive
 from modelfleet.adapters.device_inventory import pool_devices
+from modelfleet.adapters.gang_queues import observe_queue
 from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
 from modelfleet.adapters.kube_drift import compare, repair_reason
 from modelfleet.adapters.kube_errors import KubeNotFoundError
@@ -335,6 +336,8 @@ class KubeActivities:
                 facts.gateway_name,
                 facts.gateway_namespace,
             )
+            # What the gang scheduler's queue can still admit is the cluster's real capacity.
+            queue = observe_queue(cluster, facts.scheduler) if facts.scheduler else None
         except KubeError as exc:
             if exc.retryable:
                 # A transient error says little about health: let Temporal retry the probe.
@@ -363,6 +366,7 @@ class KubeActivities:
             version=version,
             gateway_address=address,
             pools=pools,
+            queue=queue,
         )
 
 

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.versioning import declared
+    from modelfleet.scheduling.snapshot import QueueCapacity
 
 # A probe fails only after a few quick retries: one 500 or 429 says little about health. Its
 # budget bounds how long a hanging API goes unnoticed: one probe interval (15 s by default) plus
@@ -95,6 +96,7 @@ class ClusterWorkflow:
         self._reason = "not yet probed"
         self._gateway: str | None = None
         self._pools: dict[str, PoolObservation] = {}
+        self._queue: QueueCapacity | None = None
         self._last_probe: datetime | None = None
         self._deleting = False
         self._changed = True
@@ -392,7 +394,13 @@ class ClusterWorkflow:
         )
 
     def _observation(self) -> tuple[object, ...]:
-        return (self._state.ready, self._reason, self._gateway, sorted(self._pools.items()))
+        return (
+            self._state.ready,
+            self._reason,
+            self._gateway,
+            sorted(self._pools.items()),
+            self._queue,
+        )
 
     async def _drain(self, limit: timedelta) -> None:
         """Move every replica off the cluster (deployments re-place them) before leaving."""
@@ -441,6 +449,7 @@ class ClusterWorkflow:
             ]
             self._gateway = result.gateway_address
             self._pools = dict(result.pools)
+            self._queue = result.queue
             if result.gateway_address is None:
                 self._state.ready, self._reason = False, "no gateway address yet (serving stack?)"
             elif not self._access_ok and not await self._check_access():
@@ -491,6 +500,7 @@ class ClusterWorkflow:
             reason=self._reason,
             gateway_address=self._gateway,
             observed_pools=self._pools,
+            queue=self._queue,
             since=workflow.now(),
             unreachable_since=self._state.unreachable_since,
         )
@@ -509,6 +519,7 @@ class ClusterWorkflow:
             reason=self._reason,
             gateway_address=self._gateway,
             observed_pools=self._pools,
+            queue=self._queue,
             failed_probes=self._state.failed_probes,
             last_probe=self._last_probe,
             step=cluster_steps.current(self._state.provisioning.steps),

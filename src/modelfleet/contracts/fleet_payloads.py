@@ -19,6 +19,7 @@ from modelfleet.api.meta import Condition
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
+from modelfleet.scheduling.snapshot import QueueCapacity
 from modelfleet.scheduling.standing import Standing
 
 
@@ -121,6 +122,8 @@ class ClusterReport(WireModel):
     reason: str = ""
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    # The gang scheduler's queue as last probed (None: no gang scheduler).
+    queue: QueueCapacity | None = None
     since: datetime | None = None
     # When its probes started failing (None: the last one answered); the NotReady grace of an
     # unreachable cluster counts from here rather than from the NotReady report.

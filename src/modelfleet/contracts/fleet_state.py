@@ -41,6 +41,7 @@ from modelfleet.contracts.fleet_payloads import PlaceResponse, ReplicaRemoval
 from modelfleet.contracts.kube_payloads import DeviceGroup, PoolObservation
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.wire import WireModel
+from modelfleet.scheduling.snapshot import QueueCapacity
 
 _PLAIN_POOL = {"name", "className", "nodeCount"}
 _MANAGED_LABELS = (LABEL_DEPLOYMENT, LABEL_NAMESPACE, LABEL_CLUSTER, LABEL_REPLICA_INDEX)
@@ -65,6 +66,7 @@ class ClusterEntry(WireModel):
     not_ready_since: datetime | None = None
     draining: bool = False
     caches: dict[str, str] = Field(default_factory=dict)
+    queue: QueueCapacity | None = None
 
 
 class DeploymentRows(WireModel):
@@ -101,6 +103,7 @@ def cluster_entry(record: ClusterRecord) -> tuple[ClusterEntry, str, list[Any]]:
         not_ready_since=record.not_ready_since,
         draining=record.draining,
         caches=dict(record.caches),
+        queue=record.queue,
     )
     return entry, key, layout
 
@@ -124,6 +127,7 @@ def cluster_record(entry: ClusterEntry, layouts: dict[str, list[Any]]) -> Cluste
         not_ready_since=entry.not_ready_since,
         draining=entry.draining,
         caches=dict(entry.caches),
+        queue=entry.queue,
     )
 
 

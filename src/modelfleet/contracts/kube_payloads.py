@@ -18,6 +18,7 @@ from modelfleet.api.classes import DeviceAttribute, DeviceCapacity
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.readiness import ReadinessRule
+from modelfleet.scheduling.snapshot import QueueCapacity
 
 
 class ObjectRef(WireModel):
@@ -135,6 +136,8 @@ class ProbeResult(WireModel):
     version: str = ""
     gateway_address: str | None = None
     pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    # The gang scheduler's queue (KAI Queue, Kueue ClusterQueue), when the cluster has one.
+    queue: QueueCapacity | None = None
 
 
 class DriftRequest(WireModel):

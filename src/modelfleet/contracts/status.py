@@ -20,6 +20,7 @@ from modelfleet.api.meta import Condition
 from modelfleet.contracts.cloud_payloads import ClusterStep
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.wire import WireModel
+from modelfleet.scheduling.snapshot import QueueCapacity
 
 if TYPE_CHECKING:
     from modelfleet.scheduling.fleet_placement import ObservedCluster
@@ -115,6 +116,8 @@ class ClusterRecord(WireModel):
     reason: str = "not yet probed"
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    # The gang scheduler's queue as last probed (None: no gang scheduler).
+    queue: QueueCapacity | None = None
     not_ready_since: datetime | None = None
     draining: bool = False
     # ModelCaches by ``<namespace>/<name>``: how each stands here (``Ready``, ``Hydrating 40%``,
@@ -139,6 +142,7 @@ class ClusterRecord(WireModel):
                 if seen.devices is not None
             },
             caches=dict(self.caches),
+            queue=self.queue,
         )
 
 
@@ -185,6 +189,8 @@ class ClusterStatus(WireModel):
     reason: str = ""
     gateway_address: str | None = None
     observed_pools: dict[str, PoolObservation] = Field(default_factory=dict)
+    # The gang scheduler's queue as last probed (None: no gang scheduler).
+    queue: QueueCapacity | None = None
     failed_probes: int = 0
     last_probe: datetime | None = None
     # The step running now ("" when none is), and every step so far with its times.

@@ -275,6 +275,7 @@ class FleetWorkflow:
         record.reason = report.reason
         record.gateway_address = report.gateway_address
         record.observed_pools = report.observed_pools
+        record.queue = report.queue
         if report.ready:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from modelfleet.scheduling.index import PoolShape
 from modelfleet.scheduling.ledger import PodGroup, PoolLedger
+from modelfleet.scheduling.snapshot import QueueCapacity
 
 NOT_SELECTED = "not selected by clusterSelector"
 NOT_READY = "not Ready"
@@ -30,6 +31,18 @@ def cache_reason(cache: str, state: str | None) -> str:
 def avoided_reason(why: str) -> str:
     """A cluster this deployment avoids for now, e.g. after a replica failed there."""
     return f"avoided for a while: {why}"
+
+
+def queue_reason(queue: QueueCapacity, taken: int, needs: int) -> str | None:
+    """Why a replica needing ``needs`` GPUs does not fit the cluster's gang-scheduler queue,
+    of which this placement pass already took ``taken``; None when it fits."""
+    if queue.problem:
+        return f"queue {queue.name}: {queue.problem}"
+    free = queue.free_gpus
+    if free is None or needs <= free - taken:
+        return None
+    left = max(0, free - taken)
+    return f"queue {queue.name}: {left} of {queue.total_gpus} GPUs free, needs {needs}"
 
 
 def _plural(n: int, word: str) -> str:

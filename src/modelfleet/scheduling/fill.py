@@ -35,8 +35,9 @@ from modelfleet.scheduling.explain import (
     avoided_reason,
     cache_reason,
     capacity_reason,
+    queue_reason,
 )
-from modelfleet.scheduling.index import FleetIndex, IndexedCluster
+from modelfleet.scheduling.index import FleetIndex, IndexedCluster, PoolShape
 from modelfleet.scheduling.ledger import Ledger, PodGroup, PoolLedger
 from modelfleet.scheduling.matching import EngineOptions, EnginePlan, Matcher, stamped_demand
 from modelfleet.scheduling.stamp import EngineChoice
@@ -125,8 +126,9 @@ def build_ledger(
     return Ledger(load_cluster, known_cluster, exhausted)
 
 
-# A replica's engines placed on a cluster, and that cluster's pools as they would be after.
-_Fit = tuple[tuple[EngineChoice, ...], dict[str, PoolLedger]]
+# A replica's engines placed on a cluster, that cluster's pools as they would be after, and the
+# GPUs the replica claims there (what a gang scheduler's queue must admit).
+_Fit = tuple[tuple[EngineChoice, ...], dict[str, PoolLedger], int]
 
 
 def replica_groups(
@@ -306,6 +308,16 @@ def fill(
     full: set[str] = set()  # stepped over: no room, reason not built yet
     claims: dict[int, bool] = {}
     placed: list[NewReplica] = []
+    # GPUs this pass placed per cluster, against what its gang scheduler's queue can admit.
+    queued: Counter[str] = Counter()
+
+    def attempt(cluster: IndexedCluster) -> _Fit | str:
+        outcome = _try_cluster(cluster, plans, ledger, matcher)
+        queue = cluster.snapshot.queue
+        if isinstance(outcome, str) or queue is None:
+            return outcome
+        return queue_reason(queue, queued[cluster.name], outcome[2]) or outcome
+
     for _ in range(missing):
         chosen: tuple[IndexedCluster, _Fit] | None = None
         for cluster in _by_preference(fleet, load, deployment):
@@ -315,7 +327,7 @@ def fill(
             if why is None and skip_full and _surely_full(cluster, plans, ledger, matcher, claims):
                 full.add(cluster.name)
                 continue
-            outcome = why or _try_cluster(cluster, plans, ledger, matcher)
+            outcome = why or attempt(cluster)
             if isinstance(outcome, str):
                 rejected[cluster.name] = outcome
                 continue
@@ -329,7 +341,7 @@ def fill(
                 if cluster.name not in full:
                     continue
                 full.discard(cluster.name)
-                outcome = _try_cluster(cluster, plans, ledger, matcher)
+                outcome = attempt(cluster)
                 if isinstance(outcome, str):
                     rejected[cluster.name] = outcome
                     continue
@@ -338,7 +350,8 @@ def fill(
         if chosen is None:
             # Every cluster was tried (or ruled out) for this replica, so each has a reason.
             return FillResult(placed, {c.name: rejected[c.name] for c in fleet.clusters})
-        cluster, (choices, trial) = chosen
+        cluster, (choices, trial, gpus) = chosen
+        queued[cluster.name] += gpus
         for pool_name, state in trial.items():
             ledger.replace((cluster.name, pool_name), state)
         used = occupied.setdefault(cluster.name, set())
@@ -437,6 +450,7 @@ def _try_cluster(
     the reason it does not fit."""
     trial: dict[str, PoolLedger] = {}
     choices: list[EngineChoice] = []
+    gpus = 0
     for number, plan in enumerate(plans):
         options = matcher.engine(number, plan, cluster)
         if not options.options:
@@ -452,9 +466,21 @@ def _try_cluster(
                 trial[pool.name] = attempt
                 members = len(option.matches)
                 choices.append(EngineChoice((pool,) * members, option.matches))
+                slots = _gpu_slots(pool.shape)
+                gpus += sum(g.demand[i] * g.pods for g in option.groups if g.claims for i in slots)
                 break
             if shortage is None:
                 shortage = capacity_reason(pool.name, pool.shape, state, option.groups)
         else:
             return shortage or "no pool fits"
-    return tuple(choices), trial
+    return tuple(choices), trial, gpus
+
+
+def _gpu_slots(shape: PoolShape) -> tuple[int, ...]:
+    """The device slots of ``shape`` that are GPUs (a DeviceClass such as ``gpu.nvidia.com``):
+    what a gang scheduler's queue counts."""
+    return tuple(
+        slot
+        for slot, device in enumerate(shape.devices)
+        if device.claimable and "gpu" in device.device_class_name.split(".")
+    )

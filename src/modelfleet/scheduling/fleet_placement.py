@@ -33,6 +33,7 @@ from modelfleet.scheduling.snapshot import (
     FleetSnapshot,
     MissingClass,
     PoolSnapshot,
+    QueueCapacity,
 )
 
 DRAINING_TAINT = Taint(key="modelfleet.dev/draining", value="true", effect=TaintEffect.NO_EXECUTE)
@@ -54,6 +55,8 @@ class ObservedCluster:
     devices: Mapping[str, Sequence[DeviceReport]] = field(default_factory=dict)
     # ModelCaches staged here by ``<namespace>/<name>`` and how each stands (``Ready``, ...).
     caches: Mapping[str, str] = field(default_factory=dict)
+    # The gang scheduler's queue as last observed (None: no gang scheduler, or not probed yet).
+    queue: QueueCapacity | None = None
 
 
 def live_snapshot(
@@ -102,6 +105,7 @@ def live_snapshot(
                 gateway_address=cluster.gateway_address,
                 pools=pools,
                 caches=dict(cluster.caches),
+                queue=cluster.queue,
             )
         )
     return snapshot

@@ -33,6 +33,28 @@ class PoolSnapshot(Model):
     devices: list[ClassDevice] = Field(default_factory=list)
 
 
+class QueueCapacity(Model):
+    """The GPUs a cluster's gang-scheduler queue (a KAI Queue, a Kueue ClusterQueue) can admit,
+    as its status last said: placement never puts more there than it has free."""
+
+    scheduler: str = Field(min_length=1)  # "KAI" or "Kueue"
+    name: str = Field(min_length=1)
+    # None: the queue sets no GPU limit.
+    total_gpus: int | None = None
+    used_gpus: int = 0
+    # Why the queue could not be read (not found, kind not served): it admits nothing.
+    problem: str = ""
+
+    @property
+    def free_gpus(self) -> int | None:
+        """GPUs it can still admit; None: no limit."""
+        if self.problem:
+            return 0
+        if self.total_gpus is None:
+            return None
+        return max(0, self.total_gpus - self.used_gpus)
+
+
 class ClusterSnapshot(Model):
     name: str = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -45,6 +67,9 @@ class ClusterSnapshot(Model):
     # 40%``); a cache not listed is not staged here. None: unknown (an offline plan), so a
     # deployment's modelCacheRef does not restrict placement.
     caches: dict[str, str] | None = None
+    # The gang scheduler's queue, when the cluster has one: GPUs beyond what it can still admit
+    # would wait in the queue, so placement does not count them.
+    queue: QueueCapacity | None = None
 
     @property
     def schedulable(self) -> bool:
