@@ -94,7 +94,7 @@ def test_each_scheduler_cluster_serves_its_kinds_and_queue(
         assert kube.serves("scheduling.run.ai/v2alpha2", "PodGroup")
         queue = kube.get(*QUEUE, "team-a")
         assert queue is not None
-        assert queue["spec"]["resources"]["gpu"]["quota"] == 16  # 2 nodes x 8 GPUs
+        assert queue["spec"]["resources"]["gpu"]["quota"] == 32  # 4 nodes x 8 GPUs
         assert not kube.serves(KUEUE, "Workload")
     with KubeCluster(fleet.target.kubeconfig("h100-kueue")) as kube:
         assert kube.serves(KUEUE, "Workload")
@@ -102,7 +102,7 @@ def test_each_scheduler_cluster_serves_its_kinds_and_queue(
         cq = kube.get(KUEUE, "ClusterQueue", "team-a")
         assert cq is not None
         flavor = cq["spec"]["resourceGroups"][0]["flavors"][0]
-        assert flavor["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": 16}]
+        assert flavor["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": 32}]
         assert not kube.serves("scheduling.run.ai/v2", "Queue")
 
 
@@ -123,26 +123,26 @@ def test_kai_binds_a_gang_and_reports_what_its_queue_holds(
 
 
 def test_kai_never_binds_part_of_a_gang(fleet: LoopThread[SimulatedFleet]) -> None:
-    # Leader + 2 workers of 8 GPUs each on a cluster of two 8-GPU nodes: two would fit, the
-    # gang does not, so none is bound (the default scheduler would have bound two).
-    rendered = _render("h100-kai", "llama-1a2b3", nodes=2)
+    # Leader + 4 workers of 8 GPUs each on a cluster of four 8-GPU nodes: four would fit, the
+    # gang does not, so none is bound (the default scheduler would have bound four).
+    rendered = _render("h100-kai", "llama-1a2b3", nodes=4)
     with KubeCluster(fleet.target.kubeconfig("h100-kai")) as kube:
         _apply(kube, rendered)
         _settle(fleet)
         pods = _gang_pods(kube, rendered)
-        assert len(pods) == 3
-        assert [p["spec"].get("nodeName") for p in pods] == [None, None, None]
+        assert len(pods) == 5
+        assert [p["spec"].get("nodeName") for p in pods] == [None] * 5
         assert all("does not fit as a whole" in _scheduled_message(p) for p in pods)
         assert not kube.readiness(rendered.readiness[0]).ready
 
 
-def _queue_object(queue: dict[str, Any]) -> dict[str, Any]:
-    """The Queue as its owner would apply it (no resourceVersion: not an update of a read)."""
+def _owned(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as its owner would apply it (no resourceVersion: not an update of a read)."""
     return {
-        "apiVersion": queue["apiVersion"],
-        "kind": "Queue",
-        "metadata": {"name": queue["metadata"]["name"]},
-        "spec": queue["spec"],
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {"name": obj["metadata"]["name"]},
+        "spec": obj["spec"],
     }
 
 
@@ -154,7 +154,7 @@ def test_kai_holds_a_gang_its_queue_has_no_quota_for_until_quota_frees(
         queue = kube.get(*QUEUE, "team-a")
         assert queue is not None
         queue["spec"]["resources"]["gpu"].update(quota=8, limit=8)
-        kube.apply(_queue_object(queue))
+        kube.apply(_owned(queue))
         _apply(kube, rendered)
         _settle(fleet)
         pods = _gang_pods(kube, rendered)
@@ -162,7 +162,7 @@ def test_kai_holds_a_gang_its_queue_has_no_quota_for_until_quota_frees(
         message = _scheduled_message(pods[0])
         assert "queue team-a has 8 of 8 GPUs free, the gang needs 16" in message
         queue["spec"]["resources"]["gpu"].update(quota=16, limit=16)
-        kube.apply(_queue_object(queue))
+        kube.apply(_owned(queue))
         _settle(fleet)
         assert all(kube.readiness(r).ready for r in rendered.readiness)
 
@@ -181,6 +181,11 @@ def test_kueue_admits_gangs_whole_within_quota_and_reports_flavor_usage(
     first = _render("h100-kueue", "llama-1a2b3")
     second = _render("h100-kueue", "mixtral-4c5d6")
     with KubeCluster(fleet.target.kubeconfig("h100-kueue")) as kube:
+        # The cluster owner gives the queue half the cluster: room for one gang of 16 GPUs.
+        cq = kube.get(KUEUE, "ClusterQueue", "team-a")
+        assert cq is not None
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 16
+        kube.apply(_owned(cq))
         _apply(kube, first)
         _settle(fleet)
         assert all(kube.readiness(r).ready for r in first.readiness)
