@@ -11,12 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from render_factories import gang, replica
+from temporalio.testing import ActivityEnvironment
 
+from modelfleet.activities.kube_ops import KubeconfigStore
+from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
+from modelfleet.cluster.stack import stack_reason
+from modelfleet.contracts.stack_payloads import StackRequest, stack_for
 from modelfleet.rendering.cluster_settings import cluster_facts
 from modelfleet.rendering.replica_manifests import RenderedReplica, render_replica
 from modelfleet.sim.loop_thread import LoopThread
@@ -227,3 +233,37 @@ def test_kueue_admits_gangs_whole_within_quota_and_reports_flavor_usage(
         assert all(kube.readiness(r).ready for r in second.readiness)
         (only,) = _workloads(kube, second.namespace)
         assert _condition(only, "Admitted")["status"] == "True"
+
+
+def test_the_stack_check_names_a_missing_scheduler_and_installs_it(
+    fleet: LoopThread[SimulatedFleet], tmp_path: Path
+) -> None:
+    """The serving stack of a KAI cluster includes KAI: with its PodGroup CRD gone the check
+    names it (what the ServingStack condition says), and the install applies KAI's pinned
+    release from the stack source."""
+    crd = "podgroups.scheduling.run.ai"
+    with KubeCluster(fleet.target.kubeconfig("h100-kai")) as kube:
+        found = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+        assert found is not None
+        assert kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+    scheduler = CLUSTERS["h100-kai"].spec.scheduler
+    request = StackRequest(cluster="h100-kai", components=stack_for(scheduler))
+    source = tmp_path / "releases"
+    activities = StackActivities(KubeconfigStore(fleet.target.kubeconfig_dir), str(source))
+    report = activities.verify(request)
+    assert [c.kind for c in report.missing] == ["PodGroup"]
+    assert stack_reason(report) == (
+        "ServingStackMissing: KAI Scheduler v0.9.3 (scheduling.run.ai/v2alpha2 PodGroup)"
+    )
+    release = source / "kai-scheduler" / "v0.9.3" / "manifests.yaml"
+    release.parent.mkdir(parents=True)
+    crd_doc = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": found["spec"],
+    }
+    release.write_text(yaml.safe_dump(crd_doc))
+    installed = ActivityEnvironment().run(activities.install, request)
+    assert installed.missing == []
+    assert installed.problems == {}
