@@ -33,6 +33,7 @@ from modelfleet.contracts.stack_payloads import DEFAULT_STACK
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount
 from modelfleet.scheduling.pricing import estimate
+from modelfleet.scheduling.snapshot import QueueCapacity
 
 PROVISIONING = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 _LOADED = load_paths([str(PROVISIONING)]).resources
@@ -380,3 +381,19 @@ def test_a_failed_probe_is_explained_by_its_innermost_cause() -> None:
     )
     timeout.__cause__ = hung
     assert "did not answer in time" in probe_failure(wrapped)
+
+
+def test_describe_shows_what_the_gang_scheduler_queue_can_admit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = CLUSTERS["gke-central"]
+    queue = QueueCapacity(scheduler="KAI", name="team-a", total_gpus=16, used_gpus=16)
+    status = ClusterStatus(name=spec.name, phase="Ready", ready=True, queue=queue)
+    item = cluster_resource(ClusterRecord(spec=spec), status, None, CLASSES, T0)
+    assert item.status["queue"]["totalGpus"] == 16
+    cluster_view.describe_cluster(item, "http://ui/cluster", T0)
+    assert "Gang scheduler: KAI queue team-a: 0 of 16 GPUs free" in capsys.readouterr().out
+    missing = QueueCapacity(scheduler="Kueue", name="team-a", problem="not found")
+    assert cluster_view.queue_line(missing.model_dump(mode="json", by_alias=True)) == (
+        "Kueue queue team-a: not found (admits nothing)"
+    )

@@ -132,6 +132,9 @@ def describe_cluster(item: Fetched, workflow_url: str, now: datetime) -> None:
         f"Gateway: {status.get('gatewayAddress') or '-'}   failed probes: "
         f"{status.get('failedProbes', 0)}   last probe: {probed}"
     )
+    queue = status.get("queue")
+    if queue:
+        console.print(f"Gang scheduler: {escape(queue_line(queue))}")
     console.print("\n[bold]Steps[/]")
     steps = status.get("steps") or []
     if steps:
@@ -181,6 +184,18 @@ def describe_cluster(item: Fetched, workflow_url: str, now: datetime) -> None:
     console.print("\n[bold]Conditions[/]")
     for c in status.get("conditions", []):
         console.print(f"  {c['type']}={c['status']} ({c['reason']}) {escape(c['message'])}")
+
+
+def queue_line(queue: dict[str, Any]) -> str:
+    """``KAI queue team-a: 4 of 16 GPUs free`` from a published queue (status JSON)."""
+    head = f"{queue.get('scheduler')} queue {queue.get('name')}"
+    if queue.get("problem"):
+        return f"{head}: {queue['problem']} (admits nothing)"
+    total = queue.get("totalGpus")
+    used = int(queue.get("usedGpus") or 0)
+    if total is None:
+        return f"{head}: no GPU limit, {used} in use"
+    return f"{head}: {max(0, int(total) - used)} of {total} GPUs free"
 
 
 def _source(spec: dict[str, Any]) -> str:

@@ -135,6 +135,10 @@ def cluster_resource(
         "pools": pools,
         "conditions": conditions(record, status),
     }
+    # What the gang scheduler's queue can still admit, as placement counts it.
+    queue = status.queue if status is not None else record.queue
+    if queue is not None:
+        body["queue"] = queue.model_dump(mode="json", by_alias=True)
     if status is not None:
         dumped = status.model_dump(mode="json", by_alias=True, include={"steps", "stack"})
         body["steps"] = dumped["steps"]
