@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement_builders import deployment, gang, gpu, standalone
+from placement_builders import deployment, existing, gang, gpu, standalone
 
 from modelfleet.adapters.gang_queues import kai_capacity, kueue_capacity
 from modelfleet.api.classes import InferenceClass
@@ -132,3 +132,19 @@ def test_the_probe_sums_kueue_nominal_quota_and_flavor_usage() -> None:
     }
     capacity = kueue_capacity("team-a", cq)
     assert (capacity.total_gpus, capacity.used_gpus, capacity.free_gpus) == (24, 18, 6)
+
+
+def test_replicas_placed_but_not_yet_admitted_count_against_the_queue() -> None:
+    # The probe last saw the queue empty, but a replica of 16 GPUs is already placed there
+    # (not admitted yet): the queue's lag must not let a second one in.
+    dep = deployment(standalone(8, copies=2), name="first")
+    running = existing(dep, "a", 0)
+    placement = place_in_fleet(
+        deployment(standalone(8), name="second"),
+        desired=1,
+        classes=CLASSES,
+        clusters={"a": observed("a", kai(16, 0), nodes=4)},
+        replicas=[running],
+    )
+    assert placement.placed == []
+    assert placement.rejections == {"a": "queue team-a: 0 of 16 GPUs free, needs 8"}

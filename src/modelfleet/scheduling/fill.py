@@ -316,7 +316,11 @@ def fill(
         queue = cluster.snapshot.queue
         if isinstance(outcome, str) or queue is None:
             return outcome
-        return queue_reason(queue, queued[cluster.name], outcome[2]) or outcome
+        # The queue's usage lags: replicas placed earlier but not admitted yet are not in it.
+        # Whichever is larger counts, what it reported plus this pass's placements or every
+        # GPU modelfleet's own replicas hold on the cluster, so the lag never overbooks it.
+        own = _charged_gpus(cluster, ledger) - queue.used_gpus
+        return queue_reason(queue, max(queued[cluster.name], own), outcome[2]) or outcome
 
     for _ in range(missing):
         chosen: tuple[IndexedCluster, _Fit] | None = None
@@ -474,6 +478,21 @@ def _try_cluster(
         else:
             return shortage or "no pool fits"
     return tuple(choices), trial, gpus
+
+
+def _charged_gpus(cluster: IndexedCluster, ledger: Ledger) -> int:
+    """GPUs the ledger has handed out on ``cluster``: every replica placed there so far."""
+    total = 0
+    for pool in cluster.pools:
+        slots = _gpu_slots(pool.shape)
+        if not slots:
+            continue
+        state = ledger.pool((cluster.name, pool.name), pool.shape.capacity, pool.nodes)
+        for slot in slots:
+            per_node = pool.shape.capacity[slot]
+            free = max(0, state.pristine) * per_node + sum(node[slot] for node in state.partial)
+            total += max(0, per_node * pool.nodes - free)
+    return total
 
 
 def _gpu_slots(shape: PoolShape) -> tuple[int, ...]:
