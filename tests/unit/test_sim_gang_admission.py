@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from render_factories import gang, replica
+from render_factories import gang, gpus, replica, standalone
 from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.kube_ops import KubeconfigStore
@@ -267,3 +267,34 @@ def test_the_stack_check_names_a_missing_scheduler_and_installs_it(
     installed = ActivityEnvironment().run(activities.install, request)
     assert installed.missing == []
     assert installed.problems == {}
+
+
+def test_kueue_admits_standalone_pods_one_workload_each_within_quota(
+    fleet: LoopThread[SimulatedFleet],
+) -> None:
+    rep = replica(
+        standalone("main", copies=3, pool="gpu-h100", requests=[gpus(8)]),
+        cluster="h100-kueue",
+        name="qwen-5ab63",
+        deployment="qwen",
+    )
+    rendered = render_replica(rep, cluster_facts(CLUSTERS["h100-kueue"]))
+    with KubeCluster(fleet.target.kubeconfig("h100-kueue")) as kube:
+        cq = kube.get(KUEUE, "ClusterQueue", "team-a")
+        assert cq is not None
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 16
+        kube.apply(_owned(cq))
+        _apply(kube, rendered)
+        _settle(fleet)
+        workloads = _workloads(kube, rendered.namespace)
+        assert len(workloads) == 3
+        admitted = [w for w in workloads if (w.get("status") or {}).get("admission")]
+        assert len(admitted) == 2
+        pods = kube.list(
+            "v1", "Pod", rendered.namespace, labels={"kueue.x-k8s.io/queue-name": "modelfleet"}
+        )
+        assert sorted(bool(p["spec"].get("nodeName")) for p in pods) == [False, True, True]
+        usage = kube.get(KUEUE, "ClusterQueue", "team-a")
+        assert usage is not None
+        assert usage["status"]["flavorsUsage"][0]["resources"][0]["total"] == "16"
+        assert usage["status"]["pendingWorkloads"] == 1
