@@ -184,17 +184,18 @@ class GangAdmission:
             str(spec.get("queue") or label_queue),
         )
 
-    def gang_members(self, gang: KaiGang, pods: Iterable[Mapping[str, Any]]) -> int:
-        """How many live pods of ``pods`` belong to ``gang``."""
-        return sum(
-            1
-            for p in pods
-            if (p.get("spec") or {}).get("schedulerName") == KAI_SCHEDULER
-            and not meta_of(p).get("deletionTimestamp")
-            and not _terminated(p)
-            and str(meta_of(p).get("namespace", "")) == gang.namespace
-            and self.kai_gang(p).name == gang.name
-        )
+    def gang_sizes(self, pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+        """Live KAI pods per gang (namespace, PodGroup name)."""
+        sizes: dict[tuple[str, str], int] = {}
+        for p in pods:
+            if (p.get("spec") or {}).get("schedulerName") != KAI_SCHEDULER:
+                continue
+            if meta_of(p).get("deletionTimestamp") or _terminated(p):
+                continue
+            gang = self.kai_gang(p)
+            key = (gang.namespace, gang.name)
+            sizes[key] = sizes.get(key, 0) + 1
+        return sizes
 
     def kai_quota(self, queue: str) -> int | None:
         """The queue's GPU cap (None: unlimited; 0 when the Queue does not exist)."""

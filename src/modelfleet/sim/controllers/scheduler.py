@@ -166,8 +166,9 @@ class Scheduler:
         ):
             return
         requested: dict[str, int] = {}
+        sizes = self.gangs.gang_sizes(pods)
         for gang, members in gangs.values():
-            if not await self._bind_gang(gang, members, pods):
+            if not await self._bind_gang(gang, members, pods, sizes):
                 requested[gang.queue] = requested.get(gang.queue, 0) + sum(
                     self.gangs.template_gpus(gang.namespace, p.get("spec") or {}) for p in members
                 )
@@ -181,14 +182,18 @@ class Scheduler:
         }
 
     async def _bind_gang(
-        self, gang: KaiGang, pending: list[Mapping[str, Any]], pods: list[dict[str, Any]]
+        self,
+        gang: KaiGang,
+        pending: list[Mapping[str, Any]],
+        pods: list[dict[str, Any]],
+        sizes: Mapping[tuple[str, str], int],
     ) -> bool:
         """KAI: bind every pending pod of ``gang`` or none; True when bound."""
         where = f"pod group {gang.namespace}/{gang.name}"
         if not gang.found:
             await self._mark_all(pending, f"{where} not found")
             return False
-        members = self.gangs.gang_members(gang, pods)
+        members = sizes.get((gang.namespace, gang.name), 0)
         if members < gang.min_member:
             await self._mark_all(
                 pending, f"{where}: {members} of minMember {gang.min_member} pods exist"
