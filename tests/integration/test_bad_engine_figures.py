@@ -119,6 +119,9 @@ CASES = [
     ),
 ]
 SIGKILL_CASE = Case("crash-loop-sigkill", "vllm/vllm-openai:v0.23.0-crashloop", kill_worker=True)
+# A good image rolled under load: every request answered (each replaced replica drains, its
+# endpoint withdrawn and the routes rewritten without it, before its objects go).
+GOOD_CASE = Case("good-image", "vllm/vllm-openai:v0.23.1", visible=None)
 IMAGE_FAULTS = {c.image: c.fault for c in [*CASES, SIGKILL_CASE] if c.fault}
 
 
@@ -567,6 +570,16 @@ async def test_a_dark_cluster_under_load(changes: list[Figures | BaseException])
     figures = _check(changes[len(CASES)], None)
     assert figures.visible_at is not None, figures.note
     assert figures.visible_at <= MOVED_WITHIN, figures.note
+
+
+@pytest_asyncio.fixture(scope="module")
+async def good(env: CrashEnv, sigkill: Figures) -> Figures:
+    """Last, on its own (h100-east's GPUs are taken while the bad changes run)."""
+    return await _change(env, GOOD_CASE)
+
+
+async def test_a_good_image_rolled_under_load_fails_no_request(good: Figures) -> None:
+    _check(good, GOOD_CASE)
 
 
 async def test_a_crash_loop_with_the_worker_sigkilled_mid_roll(sigkill: Figures) -> None:

@@ -185,7 +185,7 @@ class ReplicaWorkflow(ServingReplica):
             await self._serve(rendered, serving_since)
         except asyncio.CancelledError:
             # Cancelled while serving: remove what it runs, then end as Cancelled.
-            await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
+            await self._leave(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
             await self._delete(owned)
             await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
             raise
@@ -194,7 +194,7 @@ class ReplicaWorkflow(ServingReplica):
             # the deployment places the replica again.
             await self._compensate(owned, exc.reason)
             raise ApplicationError(exc.reason, type=REPLICA_FAILED, non_retryable=True) from None
-        await self._set(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
+        await self._leave(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
         await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
         return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
@@ -306,10 +306,22 @@ class ReplicaWorkflow(ServingReplica):
         if not result.ready:
             raise RolloutFailedError(result.reason)
 
+    async def _leave(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
+        """Stop serving (the endpoint is withdrawn) and, when it served, drain: the routes that
+        carried it are rewritten without it before anything they point at is deleted (a timer,
+        so a worker crash mid-drain resumes it)."""
+        served = self._published
+        await self._set(phase, step, reason)
+        if served and not self._published and self._input.drain_seconds:
+            await workflow.sleep(
+                timedelta(seconds=self._input.drain_seconds),
+                summary="drain: let the services' routes drop this endpoint",
+            )
+
     async def _compensate(
         self, owned: list[ObjectRef], reason: str, phase: ReplicaPhase = ReplicaPhase.FAILED
     ) -> None:
-        await self._set(phase, ReplicaStep.COMPENSATING, reason)
+        await self._leave(phase, ReplicaStep.COMPENSATING, reason)
         await self._delete(owned)
         await self._set(phase, ReplicaStep.DONE, reason)
 
