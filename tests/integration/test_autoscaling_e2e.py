@@ -23,12 +23,12 @@ from typer.testing import CliRunner
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import ModelService
+from modelfleet.applying.serving import delete_serving
 from modelfleet.autoscaler.decide import GATEWAY_METRIC
 from modelfleet.autoscaler.records import AutoscalerStatus, Decision
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.main import app
-from modelfleet.cli.serving import delete_serving
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.service.workflow import ServiceWorkflow

@@ -25,11 +25,11 @@ from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_paths, load_text
 from modelfleet.api.services import ModelService
+from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli import columns
 from modelfleet.cli.apply import ORDER, apply_resource
 from modelfleet.cli.manifests import as_document
 from modelfleet.cli.resources import directory_endpoints, fetch, service_status
-from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.cli.serving_inspect import describe_service
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus

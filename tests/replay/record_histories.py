@@ -53,9 +53,9 @@ from temporalio.worker import Replayer
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.kinds import parse_resource
+from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
-from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.contracts.ids import FLEET_ID, deployment_id, replica_id, service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase

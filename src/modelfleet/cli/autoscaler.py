@@ -10,7 +10,6 @@ Reads the workflow's queries through the Temporal client; the chart needs matplo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,13 +17,10 @@ import typer
 from rich.markup import escape
 from temporalio.client import Client
 
-from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.autoscaler.records import AutoscalerStatus, Decision
-from modelfleet.autoscaler.state import AutoscalerInput
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, run_async
 from modelfleet.cli.connection import settings as temporal_settings
-from modelfleet.cli.entities import update_with_start
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.output import EXIT_FAILED, console, err_console, print_table
 from modelfleet.cli.resources import connect_with_worker, is_running, query
@@ -34,25 +30,6 @@ from modelfleet.worker.settings import TemporalSettings
 autoscaler_app = typer.Typer(help="What a ModelAutoscaler decided and why.", no_args_is_help=True)
 
 NameArg = Annotated[str, typer.Argument(help="The ModelAutoscaler's name.")]
-
-
-async def apply_autoscaler(
-    client: Client, resource: ModelAutoscaler, *, rpc_timeout: timedelta | None = None
-) -> str:
-    """Start (or update) the autoscaler's workflow; returns its workflow ID."""
-    return await update_with_start(
-        client,
-        AutoscalerWorkflow.apply,
-        resource,
-        run=AutoscalerWorkflow.run,
-        run_arg=AutoscalerInput.of(resource),
-        workflow_id=autoscaler_id(resource.namespace, resource.name),
-        summary=(
-            f"ModelAutoscaler {resource.namespace}/{resource.name} -> "
-            f"ModelDeployment {resource.spec.scale_target_ref.name}"
-        ),
-        rpc_timeout=rpc_timeout,
-    )
 
 
 async def fetch(

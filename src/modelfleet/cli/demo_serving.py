@@ -14,8 +14,8 @@ from temporalio.client import Client
 
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelService
+from modelfleet.applying.serving import apply_serving
 from modelfleet.cli.output import console
-from modelfleet.cli.serving import apply_serving
 from modelfleet.cli.serving_inspect import service_status
 from modelfleet.contracts.serving_payloads import ServiceStatus
 

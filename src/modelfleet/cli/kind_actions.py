@@ -4,60 +4,27 @@ Update, or the AcceptedResource workflow for kinds held without action)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateStage
 
-from modelfleet.accepted.state import AcceptedDocument, AcceptedInput
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
-from modelfleet.api.autoscalers import ModelAutoscaler
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.meta import Resource
+from modelfleet.applying import kinds as applying_kinds
+from modelfleet.applying.entities import delete_entity
+from modelfleet.applying.serving import delete_serving
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
-from modelfleet.cache.state import CacheInput
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli import resources
-from modelfleet.cli.autoscaler import apply_autoscaler
 from modelfleet.cli.clusters import delete_cluster, fetch_clusters
-from modelfleet.cli.entities import delete_entity, update_with_start
 from modelfleet.cli.manifests import Fetched
-from modelfleet.cli.serving import apply_serving, delete_serving
-from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.cache_payloads import DeleteCache
 from modelfleet.contracts.ids import (
     FLEET_ID,
-    accepted_id,
     cache_id,
-    cluster_id,
     deployment_id,
 )
-from modelfleet.deployment.workflow import DeploymentInput, DeploymentWorkflow
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
-from modelfleet.worker.tuning import Tuning
-
-
-def entity_apply(workflow: Any, input_of: Callable[[Any], Any], workflow_id: Any) -> Any:
-    """The ``apply`` hook of a kind that follows the entity convention (``cli.kinds.entity_kind``):
-    update-with-start of its workflow's ``apply`` Update, the run started with ``input_of``."""
-
-    async def apply(
-        client: Client, r: Resource, rpc_timeout: timedelta | None, _: Tuning | None
-    ) -> str:
-        return await update_with_start(
-            client,
-            workflow.apply,
-            r,
-            run=workflow.run,
-            run_arg=input_of(r),
-            workflow_id=workflow_id(r.namespace, r.name),
-            summary=r.ref,
-            rpc_timeout=rpc_timeout,
-        )
-
-    return apply
 
 
 def entity_delete(workflow: Any, workflow_id: Any) -> Any:
@@ -71,61 +38,14 @@ def entity_delete(workflow: Any, workflow_id: Any) -> Any:
     return delete
 
 
-apply_deployment_kind = entity_apply(
-    DeploymentWorkflow, lambda r: DeploymentInput(spec=r), deployment_id
-)
-apply_cache_kind = entity_apply(CacheWorkflow, CacheInput.of, cache_id)
-
-
-async def apply_class_kind(
-    client: Client, r: InferenceClass, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    await client.get_workflow_handle(FLEET_ID).execute_update(
-        FleetWorkflow.put_class, r, rpc_timeout=rpc_timeout
-    )
-    return FLEET_ID
-
-
-async def apply_cluster_kind(
-    client: Client, r: InferenceCluster, rpc_timeout: timedelta | None, tuning: Tuning | None
-) -> str:
-    return await update_with_start(
-        client,
-        ClusterWorkflow.apply,
-        r,
-        run=ClusterWorkflow.run,
-        run_arg=(tuning or Tuning.from_env()).cluster_input(r),
-        workflow_id=cluster_id(r.name),
-        summary=f"InferenceCluster {r.name}",
-        rpc_timeout=rpc_timeout,
-    )
-
-
-async def apply_autoscaler_kind(
-    client: Client, r: ModelAutoscaler, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await apply_autoscaler(client, r, rpc_timeout=rpc_timeout)
-
-
-async def apply_serving_kind(
-    client: Client, r: Resource, rpc_timeout: timedelta | None, _: Tuning | None
-) -> str:
-    return await apply_serving(client, r, rpc_timeout=rpc_timeout)
-
-
-async def apply_held(client: Client, r: Resource, rpc_timeout: timedelta | None) -> str:
-    """Hand a document modelfleet keeps without acting upon to its AcceptedResource workflow."""
-    document = r.to_wire()
-    return await update_with_start(
-        client,
-        AcceptedResourceWorkflow.apply,
-        AcceptedDocument(document=document),
-        run=AcceptedResourceWorkflow.run,
-        run_arg=AcceptedInput.of(document),
-        workflow_id=accepted_id(r.KIND, r.namespace, r.name),
-        summary=f"{r.ref} (accepted, not acted upon)",
-        rpc_timeout=rpc_timeout,
-    )
+entity_apply = applying_kinds.entity_apply
+apply_deployment_kind = applying_kinds.apply_deployment
+apply_cache_kind = applying_kinds.apply_cache
+apply_class_kind = applying_kinds.apply_class
+apply_cluster_kind = applying_kinds.apply_cluster
+apply_autoscaler_kind = applying_kinds.apply_autoscaler
+apply_serving_kind = applying_kinds.apply_serving_kind
+apply_held = applying_kinds.apply_held
 
 
 async def delete_held(client: Client, workflow_id: str, wait: bool) -> None:

@@ -23,6 +23,7 @@ from modelfleet.cli.connection import (
     use_connection,
     use_profile,
 )
+from modelfleet.cli.controller import controller
 from modelfleet.cli.crds import crds
 from modelfleet.cli.dev import demo, dev
 from modelfleet.cli.diff import diff
@@ -80,6 +81,7 @@ app.command("describe")(describe)
 app.command("scale")(scale)
 app.command("delete")(delete)
 app.command("worker")(worker)
+app.command("controller")(controller)
 app.command("dev")(dev)
 app.command("demo")(demo)
 

@@ -19,9 +19,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from temporalio.client import WorkflowUpdateFailedError
 
 from modelfleet.api.manifest_errors import ManifestError
+
+# Re-exported: the CLI prints it, the controller writes it to a condition.
+from modelfleet.applying.entities import rejection_reason as rejection_reason
 
 
 class _Console(Console):
@@ -170,15 +172,3 @@ def kind_or_exit(word: str) -> str:
     except UsageError as exc:
         err_console.print(f"[red]error[/]: {exc}")
         raise typer.Exit(EXIT_INVALID) from None
-
-
-def rejection_reason(exc: WorkflowUpdateFailedError) -> str:
-    """Why a workflow's Update validator (or handler) refused: its own message, not the SDK's
-    wrapping of it."""
-    cause = exc.cause
-    if cause is None:
-        return str(exc)
-    reason = str(cause.__cause__ or cause)
-    # The SDK prefixes the workflow's exception type ("InvalidResourceError: ..."): not for users.
-    head, sep, rest = reason.partition(": ")
-    return rest if sep and head.isidentifier() and head.endswith("Error") else reason

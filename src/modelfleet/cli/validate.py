@@ -19,8 +19,7 @@ from modelfleet.cli.output import (
     err_console,
     print_manifest_errors,
 )
-from modelfleet.scheduling.index import device_facts
-from modelfleet.scheduling.selector_errors import deployment_selectors, unevaluable
+from modelfleet.scheduling.selector_errors import unevaluable_selectors
 
 FilesOption = Annotated[
     list[str],
@@ -59,34 +58,23 @@ def selector_problems(documents: list[LoadedDocument]) -> list[ManifestError]:
     device of the InferenceClasses among ``documents`` (a type error given their attributes'
     types, an attribute none has...): it could never match. Nothing without a declared class."""
     classes = [d.resource for d in documents if isinstance(d.resource, InferenceClass)]
-    devices = [device_facts(device) for c in classes for device in c.spec.devices]
-    if not devices:
-        return []
-    names = ", ".join(c.name for c in classes)
     evaluator = SelectorEvaluator()
     errors = []
     for doc in documents:
         if not isinstance(doc.resource, ModelDeployment):
             continue
-        for field, expression in deployment_selectors(doc.resource):
-            why = unevaluable(expression, devices, evaluator)
-            if why is not None:
-                errors.append(
-                    ManifestError(
-                        source=doc.source,
-                        document=doc.index,
-                        line=doc.line,
-                        field=field,
-                        reason=_cannot_evaluate(expression, names, why),
-                        subject=doc.resource.ref,
-                    )
+        for field, reason in unevaluable_selectors(doc.resource, classes, evaluator):
+            errors.append(
+                ManifestError(
+                    source=doc.source,
+                    document=doc.index,
+                    line=doc.line,
+                    field=field,
+                    reason=reason,
+                    subject=doc.resource.ref,
                 )
+            )
     return errors
-
-
-def _cannot_evaluate(expression: str, classes: str, why: str) -> str:
-    reason = f"cannot evaluate on any declared InferenceClass ({classes}): {why}"
-    return reason if repr(expression) in why else f"{expression}: {reason}"
 
 
 def summary(doc: LoadedDocument) -> str:

@@ -109,3 +109,22 @@ def deployment_selectors(deployment: ModelDeployment) -> Iterator[tuple[str, str
                         f".devices[{d}].selectors[{s}].cel",
                         selector.cel,
                     )
+
+
+def unevaluable_selectors(
+    deployment: ModelDeployment, classes: Sequence[InferenceClass], evaluator: SelectorEvaluator
+) -> list[tuple[str, str]]:
+    """(field path, reason) per device selector of ``deployment`` that cannot evaluate on any
+    device of ``classes`` (so could never match), in the words ``modelfleet validate`` prints.
+    Nothing when no class declares a device."""
+    devices = [device_facts(device) for c in classes for device in c.spec.devices]
+    if not devices:
+        return []
+    names = ", ".join(c.name for c in classes)
+    found = []
+    for field, expression in deployment_selectors(deployment):
+        why = unevaluable(expression, devices, evaluator)
+        if why is not None:
+            reason = f"cannot evaluate on any declared InferenceClass ({names}): {why}"
+            found.append((field, reason if repr(expression) in why else f"{expression}: {reason}"))
+    return found

@@ -10,7 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 
 from modelfleet.adapters import temporal_updates
@@ -49,3 +54,15 @@ async def delete_entity(handle: WorkflowHandle[Any, Any], delete: Any, *, wait: 
     await handle.execute_update(delete)
     if wait:
         await handle.result()
+
+
+def rejection_reason(exc: WorkflowUpdateFailedError) -> str:
+    """Why a workflow's Update validator (or handler) refused: its own message, not the SDK's
+    wrapping of it."""
+    cause = exc.cause
+    if cause is None:
+        return str(exc)
+    reason = str(cause.__cause__ or cause)
+    # The SDK prefixes the workflow's exception type ("InvalidResourceError: ..."): not for users.
+    head, sep, rest = reason.partition(": ")
+    return rest if sep and head.isidentifier() and head.endswith("Error") else reason

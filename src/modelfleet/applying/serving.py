@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
-from modelfleet.cli.entities import delete_entity, update_with_start
+from modelfleet.applying.entities import delete_entity, update_with_start
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
