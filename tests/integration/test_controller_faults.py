@@ -1,0 +1,145 @@
+"""The controller under faults, against a simulated management cluster and the shared stack:
+many objects at once with the management API answering 500s, a controller killed mid-sync
+and another taking over once its Lease expires (only the leader acts), and a write that loses
+a resourceVersion race (409) retried. Every object converges, each is handed over once.
+
+Waits are bounded condition waits, never sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from integration_support import Stack, wait_for
+from management_support import Management, management_cluster
+
+from modelfleet.adapters.management import KubeConflictError
+from modelfleet.cli.resources import directory_endpoints
+from modelfleet.controller.decide import FINALIZER, Key
+
+MANY = 200
+
+
+def endpoints(namespace: str, count: int) -> str:
+    docs = [
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelEndpoint",
+            "metadata": {"name": f"ep-{i:04d}", "namespace": namespace, "labels": {"n": str(i)}},
+            "spec": {"url": f"http://127.0.0.1:9/v{i}"},
+        }
+        for i in range(count)
+    ]
+    return yaml.safe_dump_all(docs)
+
+
+async def converged(mgmt: Management, namespace: str, count: int) -> bool | None:
+    """Every endpoint object Ready for its generation, and in the directory exactly once."""
+    listed = await mgmt.get_json("-n", namespace, "modelendpoints")
+    ready = 0
+    for item in listed["items"]:
+        status = item.get("status") or {}
+        conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+        fresh = status.get("observedGeneration") == item["metadata"]["generation"]
+        ready += conditions.get("Ready") == "True" and fresh
+    if ready < count:
+        return None
+    names = [e.name for e in await directory_endpoints(mgmt.stack.client, namespace)]
+    assert len(names) == len(set(names)) == count, names
+    return True
+
+
+async def test_many_objects_converge_while_the_management_api_answers_500s(
+    stack: Stack, tmp_path: Path
+) -> None:
+    namespace = "ctl-many"
+    async with management_cluster(stack, "mgmt-many", tmp_path) as mgmt:
+        await mgmt.kubectl("create", "namespace", namespace)
+        await mgmt.kubectl("apply", "-f", "-", stdin=endpoints(namespace, MANY))
+        stack.fleet.server.set_faults(mgmt.name, {"error_rate_500": 0.2, "seed": 7})
+        mgmt.start_controller(retry_seconds=0.5)
+
+        async def injected() -> bool | None:
+            return True if stack.fleet.server.stats(mgmt.name).injected_500 >= 20 else None
+
+        await wait_for(injected, 120, "500s answered to the controller")
+        stack.fleet.server.set_faults(mgmt.name, {})  # kubectl reads below must not fail
+        await wait_for(lambda: converged(mgmt, namespace, MANY), 240, f"{MANY} endpoints Ready")
+        await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=180s")
+        assert await directory_endpoints(stack.client, namespace) == []
+
+
+async def test_a_killed_leader_is_replaced_once_its_lease_expires(
+    stack: Stack, tmp_path: Path
+) -> None:
+    namespace = "ctl-takeover"
+    count = 40
+    async with management_cluster(stack, "mgmt-lead", tmp_path) as mgmt:
+        await mgmt.kubectl("create", "namespace", namespace)
+        fast: dict[str, Any] = {"lease_seconds": 4, "renew_seconds": 1.0, "retry_seconds": 0.5}
+        first = mgmt.start_controller(**fast)
+        second = mgmt.start_controller(**fast)
+
+        async def one_leads() -> Any:
+            leaders = [c for c in (first, second) if c.leading.is_set()]
+            return leaders[0] if leaders else None
+
+        leader = await wait_for(one_leads, 30, "a leader")
+        follower = second if leader is first else first
+        await mgmt.kubectl("apply", "-f", "-", stdin=endpoints(namespace, count))
+
+        async def some_done() -> bool | None:
+            return True if leader.reconciles >= 5 else None
+
+        await wait_for(some_done, 60, "the leader to be mid-sync")
+        await mgmt.kill(leader)  # mid-sync; its lease is not released
+        assert not follower.leading.is_set()
+        assert follower.reconciles == 0
+        await wait_for(lambda: converged(mgmt, namespace, count), 120, "the follower to finish")
+        assert follower.leading.is_set()
+        await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=120s")
+
+
+async def test_a_stale_write_conflicts_and_the_next_reconcile_succeeds(
+    stack: Stack, tmp_path: Path
+) -> None:
+    namespace = "ctl-conflict"
+    async with management_cluster(stack, "mgmt-409", tmp_path) as mgmt:
+        await mgmt.kubectl("create", "namespace", namespace)
+        await mgmt.kubectl("apply", "-f", "-", stdin=endpoints(namespace, 1))
+        controller = mgmt.start_controller(workers=1)
+        await wait_for(lambda: converged(mgmt, namespace, 1), 60, "the endpoint Ready")
+        await mgmt.stop_controllers()
+        key = Key("ModelEndpoint", namespace, "ep-0000")
+        current = controller.objects.get(key) or await mgmt.get_json(
+            "-n", namespace, "modelendpoint", "ep-0000"
+        )
+        # Someone else changes the object after the controller read it: the controller's
+        # finalizer write carries the old resourceVersion and is refused with 409.
+        await mgmt.kubectl("label", "-n", namespace, "modelendpoint/ep-0000", "changed=yes")
+        await mgmt.kubectl(
+            "patch",
+            "-n",
+            namespace,
+            "modelendpoint/ep-0000",
+            "--type=merge",
+            "-p",
+            '{"metadata":{"finalizers":null}}',
+        )
+        stale = {**current, "metadata": {**current["metadata"], "finalizers": []}}
+        controller.objects[key] = stale
+        with pytest.raises(KubeConflictError):
+            await controller.reconcile(key)
+        # The conflict made it read the object again; deciding again succeeds.
+        assert controller.objects[key]["metadata"]["labels"]["changed"] == "yes"
+        await controller.reconcile(key)
+        got = await mgmt.get_json("-n", namespace, "modelendpoint", "ep-0000")
+        assert got["metadata"]["finalizers"] == [FINALIZER]
+        mgmt.start_controller()
+        await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=60s")
+        assert await directory_endpoints(stack.client, namespace) == []
+        await asyncio.sleep(0)
