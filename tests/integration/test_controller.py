@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -234,3 +236,51 @@ async def test_a_gitops_loop_loses_nothing_and_duplicates_nothing(
     await mgmt.kubectl("delete", "-f", str(repo), "--timeout=120s")
     assert await placed(stack, "git-b") == 0
     assert "git-c" not in [e.name for e in await directory_endpoints(stack.client, NS)]
+
+
+async def cli(stack: Stack, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "modelfleet.cli",
+        *args,
+        env={**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": stack.env.settings.address, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert "Traceback" not in err.decode(), err.decode()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_the_cli_writes_to_the_management_cluster_and_both_doors_agree(
+    mgmt: Management, stack: Stack, tmp_path: Path
+) -> None:
+    managed = {"MODELFLEET_MANAGEMENT_KUBECONFIG": str(mgmt.kubeconfig)}
+    path = tmp_path / "door.yaml"
+    path.write_text(manifest("ctl-door", replicas=1))
+    code, out, err = await cli(stack, "apply", "-f", str(path), env=managed)
+    assert code == 0, err
+    assert "modeldeployment.modelfleet.dev/ctl-door created (management cluster" in out
+    await mgmt.kubectl(
+        "wait", "--for=condition=Ready", "-n", NS, "modeldeployment/ctl-door", "--timeout=120s"
+    )
+    code, out, err = await cli(stack, "apply", "-f", str(path), env=managed)
+    assert "ctl-door unchanged" in out
+    # modelfleet get (the workflow) and kubectl get (the object's status) agree.
+    code, out, err = await cli(stack, "get", "md", "ctl-door", "-n", NS, "-o", "json", env={})
+    assert code == 0, err
+    live = json.loads(out)
+    obj = await mgmt.get_json("-n", NS, "modeldeployment", "ctl-door")
+    assert live["spec"]["replicas"] == obj["spec"]["replicas"] == 1
+    assert live["status"]["ready"] == obj["status"]["readyReplicas"] == 1
+    assert live["status"]["phase"] == obj["status"]["phase"] == "Ready"
+    # Deleting or scaling past the management cluster is refused in one line.
+    code, out, err = await cli(stack, "delete", "md", "ctl-door", "-n", NS, env=managed)
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "driven from its management cluster" in lines[0]
+    assert await workflow_status(stack, "ctl-door") is WorkflowExecutionStatus.RUNNING
+    await mgmt.kubectl("delete", "-n", NS, "modeldeployment/ctl-door", "--timeout=120s")
+    assert await workflow_status(stack, "ctl-door") is WorkflowExecutionStatus.COMPLETED

@@ -30,6 +30,7 @@ from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async,
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
 from modelfleet.cli.kind_actions import apply_held
 from modelfleet.cli.kinds import REGISTRY, apply_order
+from modelfleet.cli.management import apply_to_management, management_kubeconfig
 from modelfleet.cli.output import (
     EXIT_INVALID,
     console,
@@ -154,6 +155,12 @@ def apply(
     """Apply classes, clusters, gateways, deployments, endpoints, services and autoscalers:
     validated first, then handed to their workflows durably."""
     result = load_or_exit(files, check_selectors=True)
+    managed = management_kubeconfig()
+    if managed is not None and not dry_run_flag:
+        # The controller hands them to the workflows: the CLI never writes past it.
+        if apply_to_management(managed, result.resources):
+            raise typer.Exit(EXIT_INVALID)
+        return
     s = settings(address, namespace)
 
     async def go() -> int:

@@ -19,6 +19,7 @@ from modelfleet.cli.kinds import (
     not_deleted,
     spec_of,
 )
+from modelfleet.cli.management import refuse_when_managed
 from modelfleet.cli.output import (
     EXIT_FAILED,
     console,
@@ -60,6 +61,7 @@ def scale(
     temporal_namespace: NamespaceOption = None,
 ) -> None:
     """Scale a ModelDeployment (validated before anything changes)."""
+    refuse_when_managed("scale")
     target = single_target(args, "scale")
     if target.kind != "ModelDeployment":
         raise UsageError(f"only deployments can be scaled, not {target.kind}")
@@ -181,6 +183,7 @@ def delete(
     route removed), endpoints or autoscalers (the deployment keeps its count)."""
     if bool(args) == bool(files):
         raise UsageError("give either KIND NAME... / KIND/NAME... or -f FILE, not both or neither")
+    refuse_when_managed("delete")
     ns = resolve_namespace(namespace)
     doomed = _from_files(files) if files else _from_args(args or [], ns)
     # A gateway named on the command line may be Modelplane's Traefik one (held, deletable):
