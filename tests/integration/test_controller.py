@@ -284,3 +284,54 @@ async def test_the_cli_writes_to_the_management_cluster_and_both_doors_agree(
     assert await workflow_status(stack, "ctl-door") is WorkflowExecutionStatus.RUNNING
     await mgmt.kubectl("delete", "-n", NS, "modeldeployment/ctl-door", "--timeout=120s")
     assert await workflow_status(stack, "ctl-door") is WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_model_autoscaler_beside_an_external_scaler_is_refused(
+    mgmt: Management, stack: Stack
+) -> None:
+    await mgmt.kubectl("apply", "-f", "-", stdin=manifest("ctl-scaled", replicas=0))
+    await mgmt.kubectl(
+        "wait", "--for=condition=Ready", "-n", NS, "modeldeployment/ctl-scaled", "--timeout=120s"
+    )
+    # An external scaler (here kubectl, as an HPA or KEDA would) writes /scale.
+    await mgmt.kubectl("scale", "-n", NS, "modeldeployment/ctl-scaled", "--replicas", "1")
+    await stack.wait_status(NS, "ctl-scaled", lambda s: s.desired == 1, 60)
+    autoscaler = {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "ModelAutoscaler",
+        "metadata": {"name": "ctl-scaler", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"kind": "ModelDeployment", "name": "ctl-scaled"},
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "metrics": [
+                {
+                    "type": "Engine",
+                    "engine": {"name": "vllm:num_requests_waiting", "target": {"averageValue": 4}},
+                }
+            ],
+        },
+    }
+    await mgmt.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(autoscaler))
+
+    async def conflict(ref: str) -> dict[str, Any] | None:
+        obj = await mgmt.get_json("-n", NS, ref)
+        ready = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        return ready[0] if ready and ready[0]["reason"] == "ScalerConflict" else None
+
+    on_deployment = await wait_for(
+        lambda: conflict("modeldeployment/ctl-scaled"), 30, "the conflict on the deployment"
+    )
+    on_autoscaler = await wait_for(
+        lambda: conflict("modelautoscaler/ctl-scaler"), 30, "the conflict on the autoscaler"
+    )
+    for condition in (on_deployment, on_autoscaler):
+        assert "ModelAutoscaler ctl-scaler and an external scaler" in condition["message"]
+    # Neither acted: no autoscaler workflow, the deployment left at what /scale said.
+    from modelfleet.autoscaler.workflow import autoscaler_id
+
+    with pytest.raises(Exception, match="not found"):
+        await stack.client.get_workflow_handle(autoscaler_id(NS, "ctl-scaler")).describe()
+    assert (await stack.status(NS, "ctl-scaled")).desired == 1
+    await mgmt.kubectl("delete", "-n", NS, "modelautoscaler/ctl-scaler", "--timeout=60s")
+    await mgmt.kubectl("delete", "-n", NS, "modeldeployment/ctl-scaled", "--timeout=120s")

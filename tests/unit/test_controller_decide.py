@@ -27,6 +27,7 @@ from modelfleet.controller.decide import (
     decide,
     deployment_change,
     document,
+    scale_target,
     scale_writers,
     scaled_by_autoscaler,
     scaler_conflict,
@@ -237,3 +238,13 @@ def test_the_work_queue_dedupes_and_requeues_a_key_changed_while_processed() -> 
         return [first, *got]
 
     assert asyncio.run(scenario()) == ["a", "b", "a", "c"]
+
+
+def test_a_model_autoscaler_names_its_target_other_kinds_none() -> None:
+    scaler = {
+        "kind": "ModelAutoscaler",
+        "metadata": {"name": "s", "namespace": "ml"},
+        "spec": {"scaleTargetRef": {"name": "qwen"}},
+    }
+    assert scale_target(scaler) == Key("ModelDeployment", "ml", "qwen")
+    assert scale_target({**scaler, "kind": "ModelDeployment"}) is None

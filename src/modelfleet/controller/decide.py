@@ -146,6 +146,17 @@ def scale_writers(obj: Mapping[str, Any]) -> list[str]:
     return sorted({str(m.get("manager") or "") for m in managed if m.get("subresource") == "scale"})
 
 
+def scale_target(obj: Mapping[str, Any]) -> Key | None:
+    """The ModelDeployment a ModelAutoscaler object scales (None for any other object)."""
+    if obj.get("kind") != "ModelAutoscaler":
+        return None
+    meta = obj.get("metadata") or {}
+    target = ((obj.get("spec") or {}).get("scaleTargetRef") or {}).get("name")
+    if not target or not meta.get("namespace"):
+        return None
+    return Key("ModelDeployment", str(meta["namespace"]), str(target))
+
+
 def scaled_by_autoscaler(deployment: Key, autoscalers: Sequence[Mapping[str, Any]]) -> list[str]:
     """Names of the ModelAutoscalers (objects of the management cluster) that target
     ``deployment``."""

@@ -57,6 +57,7 @@ from modelfleet.controller.decide import (
     deployment_change,
     document,
     key_of,
+    scale_target,
     scale_writers,
     scaled_by_autoscaler,
     scaler_conflict,
@@ -288,6 +289,10 @@ class Controller:
         else:
             self.objects[key] = event.object
         self.queue.add(key)
+        target = scale_target(event.object)
+        if target is not None:
+            # Whether the deployment has a scaler conflict changes with its autoscalers.
+            self.queue.add(target)
 
     async def _resync(self) -> None:
         while True:
@@ -345,6 +350,17 @@ class Controller:
         assert isinstance(action, Hand)
         if isinstance(action.resource, ModelDeployment):
             return await self._deployment(key, obj, action)
+        target = scale_target(obj)
+        scaled = self.objects.get(target) if target is not None else None
+        if scaled is not None and target is not None:
+            conflict = scaler_conflict(scale_writers(scaled), [key.name])
+            if conflict:
+                self.handed.pop(key, None)
+                return await self._write_status(
+                    key,
+                    obj,
+                    conditions.refused_status(generation, "ScalerConflict", conflict, "Conflict"),
+                )
         if self.handed.get(key) != generation:
             try:
                 wid = await apply_resource(self.client, action.resource, tuning=self.tuning)
