@@ -85,44 +85,11 @@ def _minimal_crd(kind: str, plural: str, namespaced: bool, short: str) -> dict[s
 
 
 @dataclass
-class Management:
-    stack: Stack
-    name: str
+class Kubectl:
+    """The real kubectl against one cluster (HOME kept inside the test)."""
+
     kubeconfig: Path
     home: Path
-    controllers: list[tuple[asyncio.Task[None], asyncio.Event, Controller]] = field(
-        default_factory=list
-    )
-
-    def api(self) -> ManagementCluster:
-        return ManagementCluster(self.kubeconfig)
-
-    def start_controller(self, **settings: Any) -> Controller:
-        defaults: dict[str, Any] = {"status_interval_seconds": 1.0, "resync_seconds": 20.0}
-        controller = Controller(
-            self.api(), self.stack.client, ControllerSettings(**{**defaults, **settings})
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(controller.run(stop))
-        self.controllers.append((task, stop, controller))
-        return controller
-
-    async def stop_controllers(self) -> None:
-        for _task, stop, _ in self.controllers:
-            stop.set()
-        for task, _, _ in self.controllers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, 30)
-        self.controllers.clear()
-
-    async def kill(self, controller: Controller) -> None:
-        """Stop one controller at once, as a SIGKILL would (its lease is not released)."""
-        for entry in list(self.controllers):
-            if entry[2] is controller:
-                entry[0].cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await entry[0]
-                self.controllers.remove(entry)
 
     async def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
@@ -157,6 +124,46 @@ class Management:
         return found
 
 
+@dataclass
+class Management(Kubectl):
+    stack: Stack | None = None
+    name: str = ""
+    controllers: list[tuple[asyncio.Task[None], asyncio.Event, Controller]] = field(
+        default_factory=list
+    )
+
+    def api(self) -> ManagementCluster:
+        return ManagementCluster(self.kubeconfig)
+
+    def start_controller(self, **settings: Any) -> Controller:
+        defaults: dict[str, Any] = {"status_interval_seconds": 1.0, "resync_seconds": 20.0}
+        assert self.stack is not None
+        controller = Controller(
+            self.api(), self.stack.client, ControllerSettings(**{**defaults, **settings})
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(controller.run(stop))
+        self.controllers.append((task, stop, controller))
+        return controller
+
+    async def stop_controllers(self) -> None:
+        for _task, stop, _ in self.controllers:
+            stop.set()
+        for task, _, _ in self.controllers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
+        self.controllers.clear()
+
+    async def kill(self, controller: Controller) -> None:
+        """Stop one controller at once, as a SIGKILL would (its lease is not released)."""
+        for entry in list(self.controllers):
+            if entry[2] is controller:
+                entry[0].cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await entry[0]
+                self.controllers.remove(entry)
+
+
 @contextlib.asynccontextmanager
 async def management_cluster(stack: Stack, name: str, tmp: Path) -> AsyncIterator[Management]:
     """A fresh management cluster named ``name`` with the CRDs (no controller yet)."""
@@ -168,7 +175,7 @@ async def management_cluster(stack: Stack, name: str, tmp: Path) -> AsyncIterato
     api = ManagementCluster(kubeconfig)
     for crd in crds():
         await asyncio.to_thread(api.create, crd)
-    found = Management(stack, name, kubeconfig, home)
+    found = Management(kubeconfig, home, stack, name)
     try:
         yield found
     finally:

@@ -85,6 +85,13 @@ def _banner(env: DevEnvironment) -> None:
     console.print("[bold]Simulated fleet[/]")
     # Whole paths even in a pipe or a log file: the kubeconfig paths are meant to be copied.
     print_table(["CLUSTER", "POOLS", "KUBECONFIG"], rows, flexible=("POOLS",))
+    if env.management_kubeconfig is not None:
+        console.print(
+            "[bold]Management cluster[/] (the CRDs installed, the controller watching it): "
+            f"[bold]kubectl --kubeconfig {escape(str(env.management_kubeconfig))} apply -f "
+            "examples/quickstart/[/]",
+            soft_wrap=True,
+        )
     # The UI address too: the CLI's workflow links (rollout status, describe) point there.
     ui = f" MODELFLEET_TEMPORAL_UI={env.server.ui_url}" if env.server.ui_url else ""
     console.print(
@@ -155,6 +162,7 @@ def dev(
             ui_port=ui_port,
             startup_seconds=startup_seconds,
             clouds=clouds,
+            management=True,
         ) as env:
             # The fleet's state file, so `modelfleet sim faults` finds this fleet and its clouds.
             sim_state = state_dir / "sim" / STATE_FILE

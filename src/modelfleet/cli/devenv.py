@@ -54,6 +54,9 @@ class DevEnvironment:
     clouds: Any = None
     # The simulated global load balancer (Cloudflare-shaped): ``edge_url`` is its anycast edge.
     global_lb: Any = None
+    # The simulated management cluster's kubeconfig (the CRDs installed, the controller
+    # watching it), when asked for.
+    management_kubeconfig: Path | None = None
 
 
 def load_fleet(paths: Sequence[str]) -> list[Resource]:
@@ -80,9 +83,12 @@ async def dev_environment(
     extra_server_args: list[str] | None = None,
     clouds: bool | None = None,
     tuning: Tuning | None = None,
+    management: bool = False,
 ) -> AsyncIterator[DevEnvironment]:
     """``clouds``: run the simulated GKE, EKS and AKS (None: only when a cloud cluster is
-    loaded). ``tuning``: the probe and grace knobs (None: the environment's)."""
+    loaded). ``tuning``: the probe and grace knobs (None: the environment's). ``management``:
+    also serve a simulated management cluster (no GPUs) with the CRDs installed, and run the
+    controller against it."""
     tuning = tuning or Tuning.from_env()
     resources = load_fleet(fleet_paths)
     classes = [r for r in resources if isinstance(r, InferenceClass)]
@@ -124,6 +130,12 @@ async def dev_environment(
             # "Usable at once": a deployment applied next must find the clusters published,
             # or its first placement answers "the fleet has no clusters".
             await _wait_published(client, {c.name for c in existing})
+            controller_task: asyncio.Task[None] | None = None
+            management_kubeconfig = None
+            if management:
+                management_kubeconfig, controller_task = await _management(
+                    fleet, client, tuning, stop, _namespaces(fleet_paths)
+                )
             try:
                 yield DevEnvironment(
                     client,
@@ -134,13 +146,50 @@ async def dev_environment(
                     resources,
                     running_clouds,
                     global_lb,
+                    management_kubeconfig,
                 )
             finally:
                 stop.set()
+                if controller_task is not None:
+                    await controller_task
                 await worker_task
     finally:
         stop.set()
         server.stop()
+
+
+MANAGEMENT = "management"
+
+
+def _namespaces(paths: Sequence[str]) -> set[str]:
+    """The namespaces the manifests under ``paths`` name (``ml-team`` for the quickstart)."""
+    loaded = load_paths(paths)
+    return {r.namespace for r in loaded.resources if r.NAMESPACED and r.namespace}
+
+
+async def _management(
+    fleet: SimulatedFleet,
+    client: Client,
+    tuning: Tuning,
+    stop: asyncio.Event,
+    namespaces: set[str],
+) -> tuple[Path, asyncio.Task[None]]:
+    """A simulated management cluster on the fleet's server: the CRDs installed, the
+    namespaces the fleet's manifests name created (``kubectl apply -f examples/quickstart/``
+    then works as is), its kubeconfig at ``<kubeconfigs>/management.yaml``, the controller
+    running against it until ``stop``."""
+    from modelfleet.adapters.management import ManagementCluster
+    from modelfleet.api.crds import custom_resource_definitions
+    from modelfleet.controller.runner import Controller
+
+    fleet.server.add_cluster(MANAGEMENT)
+    path = fleet.server.write_kubeconfig(MANAGEMENT, fleet.kubeconfig_dir / f"{MANAGEMENT}.yaml")
+    api = ManagementCluster(path)
+    for crd in custom_resource_definitions():
+        await asyncio.to_thread(api.create, crd)
+    for namespace in sorted(namespaces):
+        await asyncio.to_thread(api.ensure_namespace, namespace)
+    return path, asyncio.create_task(Controller(api, client, tuning=tuning).run(stop))
 
 
 @contextlib.asynccontextmanager

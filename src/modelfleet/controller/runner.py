@@ -313,6 +313,10 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: the key comes back with a backoff
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # Cancelled mid-call: the Temporal client reports that as its own error.
+                    raise asyncio.CancelledError from exc
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(self.settings.retry_seconds * 2 ** (failures - 1), 60.0)
