@@ -21,67 +21,10 @@ import pytest
 from integration_support import Stack
 
 from modelfleet.adapters.management import ManagementCluster
+from modelfleet.api.crds import custom_resource_definitions
 from modelfleet.controller.runner import Controller, ControllerSettings
 
 KUBECTL_TIMEOUT = 120
-PLURALS = {
-    "InferenceClass": ("inferenceclasses", False, "icl"),
-    "InferenceCluster": ("inferenceclusters", False, "ic"),
-    "InferenceGateway": ("inferencegateways", True, "ig"),
-    "ModelCache": ("modelcaches", True, "mc"),
-    "ModelDeployment": ("modeldeployments", True, "md"),
-    "ModelEndpoint": ("modelendpoints", True, "me"),
-    "ModelService": ("modelservices", True, "ms"),
-    "ModelAutoscaler": ("modelautoscalers", True, "ma"),
-}
-
-
-def crds() -> list[dict[str, Any]]:
-    """The CustomResourceDefinitions of modelfleet's kinds."""
-    try:
-        from modelfleet.api.crds import custom_resource_definitions  # type: ignore[import-not-found]
-    except ImportError:
-        return [_minimal_crd(kind, *spec) for kind, spec in PLURALS.items()]
-    return list(custom_resource_definitions())
-
-
-def _minimal_crd(kind: str, plural: str, namespaced: bool, short: str) -> dict[str, Any]:
-    subresources: dict[str, Any] = {"status": {}}
-    if kind == "ModelDeployment":
-        subresources["scale"] = {
-            "specReplicasPath": ".spec.replicas",
-            "statusReplicasPath": ".status.replicas",
-            "labelSelectorPath": ".status.selector",
-        }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.modelfleet.dev"},
-        "spec": {
-            "group": "modelfleet.dev",
-            "scope": "Namespaced" if namespaced else "Cluster",
-            "names": {
-                "kind": kind,
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": [short],
-            },
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": subresources,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 @dataclass
@@ -173,7 +116,7 @@ async def management_cluster(stack: Stack, name: str, tmp: Path) -> AsyncIterato
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     api = ManagementCluster(kubeconfig)
-    for crd in crds():
+    for crd in custom_resource_definitions():
         await asyncio.to_thread(api.create, crd)
     found = Management(kubeconfig, home, stack, name)
     try:
