@@ -15,7 +15,9 @@ runner = CliRunner()
 
 
 def test_validate_examples_exits_zero_with_a_line_per_document() -> None:
-    result = runner.invoke(app, ["validate", "-f", str(EXAMPLES)])
+    # examples/gitops holds KEDA's and the HPA's kinds (for the management cluster), not ours.
+    ours = [p for p in sorted(EXAMPLES.iterdir()) if p.is_dir() and p.name != "gitops"]
+    result = runner.invoke(app, ["validate", *(a for p in ours for a in ("-f", str(p)))])
     assert result.exit_code == 0, result.output
     assert "ModelDeployment ml-team/qwen3-8b valid" in result.output
     assert "InferenceCluster h200-west valid" in result.output
