@@ -28,6 +28,8 @@ from modelfleet.applying.deleting import replicas_on
 from modelfleet.contracts.ids import deployment_id
 
 NS = "ctl-team"
+QUICKSTART_CLUSTERS = Path(__file__).resolve().parents[2] / "examples/quickstart/clusters.yaml"
+QUICKSTART_CLASSES = QUICKSTART_CLUSTERS.with_name("classes.yaml")
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -119,12 +121,20 @@ async def placed(stack: Stack, name: str) -> int:
 
 
 async def test_an_invalid_object_gets_a_condition_and_nothing_runs(mgmt: Management) -> None:
+    # The classes the selector is judged against (the stack's own: handing them over again
+    # changes nothing). They go with the management cluster at the end of the module, after its
+    # controller has stopped: deleting them here would remove them from the shared Fleet.
+    await mgmt.kubectl("apply", "-f", str(QUICKSTART_CLASSES))
+    await mgmt.kubectl("wait", "--for=condition=Ready", "inferenceclass/l4", "--timeout=60s")
     doc = deployment("ctl-invalid", NS).to_wire()
     member = doc["spec"]["template"]["spec"]["engines"][0]["members"][0]
-    member["template"]["spec"]["containers"][0]["name"] = "Not_A_Name"
+    # Admitted (CEL the schema cannot judge), but no declared class can evaluate it.
+    member["nodeSelector"]["devices"][0]["selectors"][0]["cel"] = (
+        'device.attributes["gpu.nvidia.com"].nosuch == 3'
+    )
     await mgmt.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
 
-    async def reported() -> dict | None:  # type: ignore[type-arg]
+    async def reported() -> dict[str, Any] | None:
         obj = await mgmt.get_json("-n", NS, "modeldeployment", "ctl-invalid")
         ready = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
         return ready[0] if ready else None
@@ -132,16 +142,12 @@ async def test_an_invalid_object_gets_a_condition_and_nothing_runs(mgmt: Managem
     ready = await wait_for(reported, 30, "the Invalid condition")
     assert ready["status"] == "False"
     assert ready["reason"] == "Invalid"
-    assert (
-        "spec.template.spec.engines[0].members[0].template.spec.containers[0].name"
-        in (ready["message"])
-    )
+    field = "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0].cel"
+    assert ready["message"].startswith(f"{field}: ")
+    assert "cannot evaluate on any declared InferenceClass" in ready["message"]
     with pytest.raises(Exception, match="not found"):
-        await workflow_status(mgmt.stack, "ctl-invalid")
+        await workflow_status(mgmt.stack, "ctl-invalid")  # type: ignore[arg-type]
     await mgmt.kubectl("delete", "-n", NS, "modeldeployment/ctl-invalid", "--timeout=60s")
-
-
-QUICKSTART_CLUSTERS = Path(__file__).resolve().parents[2] / "examples/quickstart/clusters.yaml"
 
 
 async def test_a_cluster_with_replicas_on_it_is_not_deleted(mgmt: Management, stack: Stack) -> None:
