@@ -40,9 +40,11 @@ def endpoint(namespace: str, i: int) -> dict[str, object]:
     }
 
 
-def converged(api: ManagementCluster, count: int) -> int:
+def converged(api: ManagementCluster, namespace: str) -> int:
     ready = 0
     for item in api.list_versioned("modelfleet.dev/v1alpha1", "ModelEndpoint").items:
+        if item["metadata"].get("namespace") != namespace:
+            continue
         status = item.get("status") or {}
         fresh = status.get("observedGeneration") == item["metadata"].get("generation")
         ok = any(
@@ -69,7 +71,7 @@ async def run(count: int, api: ManagementCluster, env: DevEnvironment, limit: fl
     deadline = start + limit
     done = 0
     while time.monotonic() < deadline:
-        done = await asyncio.to_thread(converged, api, count)
+        done = await asyncio.to_thread(converged, api, namespace)
         if done >= count:
             break
         await asyncio.sleep(0.5)

@@ -341,3 +341,29 @@ async def test_a_model_autoscaler_beside_an_external_scaler_is_refused(
     assert (await stack.status(NS, "ctl-scaled")).desired == 1
     await mgmt.kubectl("delete", "-n", NS, "modelautoscaler/ctl-scaler", "--timeout=60s")
     await mgmt.kubectl("delete", "-n", NS, "modeldeployment/ctl-scaled", "--timeout=120s")
+
+
+async def test_a_cluster_naming_a_class_nobody_holds_is_invalid(mgmt: Management) -> None:
+    doc = {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "ctl-orphan"},
+        "spec": {
+            "cluster": {"source": "Existing"},
+            "nodePools": [{"name": "gpu", "className": "no-such-class", "nodeCount": 1}],
+        },
+    }
+    await mgmt.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+
+    async def reported() -> dict[str, Any] | None:
+        obj = await mgmt.get_json("inferencecluster", "ctl-orphan")
+        ready = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        return ready[0] if ready and ready[0]["reason"] == "Invalid" else None
+
+    ready = await wait_for(reported, 30, "the Invalid condition")
+    assert "InferenceClass 'no-such-class' not found" in ready["message"]
+    from modelfleet.contracts.ids import cluster_id
+
+    with pytest.raises(Exception, match="not found"):
+        await mgmt.stack.client.get_workflow_handle(cluster_id("ctl-orphan")).describe()  # type: ignore[union-attr]
+    await mgmt.kubectl("delete", "inferencecluster/ctl-orphan", "--timeout=60s")

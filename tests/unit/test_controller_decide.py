@@ -27,6 +27,7 @@ from modelfleet.controller.decide import (
     decide,
     deployment_change,
     document,
+    missing_classes,
     scale_target,
     scale_writers,
     scaled_by_autoscaler,
@@ -248,3 +249,11 @@ def test_a_model_autoscaler_names_its_target_other_kinds_none() -> None:
     }
     assert scale_target(scaler) == Key("ModelDeployment", "ml", "qwen")
     assert scale_target({**scaler, "kind": "ModelDeployment"}) is None
+
+
+def test_a_cluster_naming_an_unknown_class_is_not_handed_over() -> None:
+    [doc, *_] = _docs("clusters.yaml")
+    cluster = parse_resource(doc)
+    assert missing_classes(cluster, {"l4"}) is None  # type: ignore[arg-type]
+    why = missing_classes(cluster, {"h100x8"})  # type: ignore[arg-type]
+    assert why == "spec.nodePools[0].className: InferenceClass 'l4' not found (apply it first)"

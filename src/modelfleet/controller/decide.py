@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
@@ -137,6 +138,18 @@ def decide(
         if problems:
             return Invalid("; ".join(f"{field}: {reason}" for field, reason in problems))
     return Hand(resource, int(meta.get("generation") or 0))
+
+
+def missing_classes(cluster: InferenceCluster, known: set[str]) -> str | None:
+    """Why ``cluster`` cannot be handed over yet: a pool names an InferenceClass neither the
+    management cluster nor the fleet holds (None: every class is known)."""
+    missing = [
+        f"spec.nodePools[{i}].className: InferenceClass {pool.class_name!r} not found "
+        "(apply it first)"
+        for i, pool in enumerate(cluster.spec.node_pools)
+        if pool.class_name not in known
+    ]
+    return "; ".join(missing) or None
 
 
 def scale_writers(obj: Mapping[str, Any]) -> list[str]:

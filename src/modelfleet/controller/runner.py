@@ -34,6 +34,7 @@ from modelfleet.adapters.management import (
     WatchEvent,
 )
 from modelfleet.api.classes import InferenceClass
+from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
@@ -41,7 +42,7 @@ from modelfleet.applying.deleting import DELETERS
 from modelfleet.applying.entities import rejection_reason
 from modelfleet.applying.kinds import apply_resource
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.contracts.ids import deployment_id
+from modelfleet.contracts.ids import FLEET_ID, deployment_id
 from modelfleet.contracts.status import DeploymentStatus
 from modelfleet.controller import conditions, election
 from modelfleet.controller.decide import (
@@ -57,6 +58,7 @@ from modelfleet.controller.decide import (
     deployment_change,
     document,
     key_of,
+    missing_classes,
     scale_target,
     scale_writers,
     scaled_by_autoscaler,
@@ -64,9 +66,12 @@ from modelfleet.controller.decide import (
 )
 from modelfleet.controller.workqueue import WorkQueue
 from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.tuning import Tuning
 
 log = logging.getLogger("modelfleet.controller")
+# How long the Fleet's classes are taken as known before they are read again.
+FLEET_CLASSES_SECONDS = 10.0
 T = TypeVar("T")
 
 
@@ -145,6 +150,8 @@ class Controller:
         self._failures: dict[Key, int] = {}
         self._evaluator = SelectorEvaluator()
         self.leading = asyncio.Event()
+        self._fleet_classes: list[InferenceClass] = []
+        self._fleet_classes_at = -FLEET_CLASSES_SECONDS
         self.reconciles = 0
 
     # -- leadership ----------------------------------------------------------------------
@@ -334,7 +341,7 @@ class Controller:
             self.handed.pop(key, None)
             self._last_status.pop(key, None)
             return None
-        action = decide(obj, self._classes(), self._evaluator)
+        action = decide(obj, await self._known_classes(), self._evaluator)
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 0)
         if isinstance(action, AddFinalizer):
@@ -354,6 +361,14 @@ class Controller:
         assert isinstance(action, Hand)
         if isinstance(action.resource, ModelDeployment):
             return await self._deployment(key, obj, action)
+        if isinstance(action.resource, InferenceCluster):
+            known = {c.name for c in await self._known_classes()}
+            why = missing_classes(action.resource, known)
+            if why:
+                self.handed.pop(key, None)
+                return await self._write_status(
+                    key, obj, conditions.refused_status(generation, "Invalid", why, "Invalid")
+                )
         target = scale_target(obj)
         scaled = self.objects.get(target) if target is not None else None
         if scaled is not None and target is not None:
@@ -515,6 +530,20 @@ class Controller:
             self.objects.pop(key, None)
         else:
             self.objects[key] = fresh
+
+    async def _known_classes(self) -> list[InferenceClass]:
+        """The InferenceClasses of the management cluster, and the Fleet's (applied through the
+        CLI, or before this install had a management cluster), the Fleet's read at most every
+        ``FLEET_CLASSES_SECONDS``."""
+        now = time.monotonic()
+        if now - self._fleet_classes_at > FLEET_CLASSES_SECONDS:
+            handle = self.client.get_workflow_handle(FLEET_ID)
+            found = await _query_or_none(handle, FleetWorkflow.classes)
+            self._fleet_classes = list(found or [])
+            self._fleet_classes_at = now
+        ours = self._classes()
+        names = {c.name for c in ours}
+        return ours + [c for c in self._fleet_classes if c.name not in names]
 
     def _classes(self) -> list[InferenceClass]:
         found = []
