@@ -89,7 +89,7 @@ class ControllerSettings:
     lease_name: str = "modelfleet-controller"
     lease_namespace: str = "kube-system"
     lease_seconds: int = 15
-    renew_seconds: float = 5.0
+    renew_seconds: float = 2.0
     retry_seconds: float = 2.0
     # How long one reconcile waits on a teardown before it lets the key come back later.
     teardown_wait_seconds: float = 60.0
