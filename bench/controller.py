@@ -8,9 +8,8 @@ fleet, a worker in this process) with its management cluster (the CRDs installed
 controller running). The objects are ModelEndpoints (records in the endpoint directory: what is
 measured is the controller's list/watch/queue/apply/status path, not engine start-ups), created
 by 8 client threads. ``--error-rate`` makes that share of the management API's requests answer
-500 while the controller works (at 0.2, 100 objects had not converged after 3 minutes when this
-was last run: an open problem, see the controller's report). Every wait is bounded by
-``--timeout``. The machine is shared: read the figures with the load average beside them.
+500 while the controller works. Every wait is bounded by ``--timeout``. The machine is shared:
+read the figures with the load average beside them.
 
     .venv/bin/python bench/controller.py [--counts 100 1000] [--error-rate 0] [--timeout 900]
 """

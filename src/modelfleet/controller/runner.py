@@ -146,6 +146,7 @@ class Controller:
         # The generation of each object last handed to its workflow (a restart hands each once
         # more: update-with-start is idempotent).
         self.handed: dict[Key, int] = {}
+        self._held_by: dict[Key, str] = {}  # the workflow ID each handed object went to
         self._last_status: dict[Key, float] = {}
         self._failures: dict[Key, int] = {}
         self._evaluator = SelectorEvaluator()
@@ -392,8 +393,10 @@ class Controller:
                     ),
                 )
             self.handed[key] = generation
-            return await self._write_status(key, obj, conditions.handed_status(generation, wid))
-        return None
+            self._held_by[key] = wid
+        # Written whenever the object does not say it yet (a failed write is tried again).
+        held_by = self._held_by.get(key, "")
+        return await self._write_status(key, obj, conditions.handed_status(generation, held_by))
 
     async def _deployment(self, key: Key, obj: dict[str, Any], action: Hand) -> float | None:
         wanted = action.resource
