@@ -26,9 +26,9 @@ from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import workload_namespace
 from modelfleet.api.services import ModelService
+from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import SIM_LB_ACCOUNT, SIM_LB_TOKEN_SECRET, SIM_LB_ZONE, SIM_LB_ZONE_ID
-from modelfleet.cli.serving import apply_serving, delete_serving
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.service.workflow import ServiceWorkflow

@@ -1,7 +1,7 @@
 """``modelfleet autoscaler``: what a ModelAutoscaler decided and why. ``status`` (target, bounds,
 the last decision), ``history`` (the decision log as a table, and with ``--plot out.png`` a chart
 of each metric against its target and of recommended, desired and applied replicas over time),
-and ``delete``. Also ``apply_autoscaler``, the update-with-start that ``modelfleet apply`` uses.
+and ``delete`` (``applying.kinds.apply_autoscaler`` is what ``modelfleet apply`` uses).
 
 Reads the workflow's queries through the Temporal client; the chart needs matplotlib (the
 ``plot`` extra), imported only when asked for.
