@@ -137,6 +137,7 @@ def test_defaults_are_applied_and_unknown_fields_refused(kubectl: Kubectl) -> No
         "progressDeadlineSeconds": 1800,
         "minReadySeconds": 30,
         "rollbackWindowSeconds": 600,
+        "maxErrorPercent": 5,
     }
     engine = stored["spec"]["template"]["spec"]["engines"][0]
     assert engine["copies"] == 1
