@@ -32,6 +32,10 @@ from modelfleet.worker.settings import TemporalSettings
 
 # Long enough operations that the kill lands inside them (0.2 s per poll).
 SLOW_POLLS = 15
+# Each case waits up to 240 s for the restarted worker to finish provisioning (about 20 s alone;
+# minutes on a loaded 2-core machine): the test's own limit is past that wait, so a slow run
+# fails with the wait's message, not the suite's 240 s guard.
+pytestmark = pytest.mark.timeout(360)
 
 
 @dataclass
