@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,47 @@ async def test_a_stale_write_conflicts_and_the_next_reconcile_succeeds(
         await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=60s")
         assert await directory_endpoints(stack.client, namespace) == []
         await asyncio.sleep(0)
+
+
+async def test_the_controller_comes_back_from_a_management_api_gone_dark(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The management API stops answering (requests and watches held, as a partitioned server
+    is) for longer than the Lease: the controller loses nothing, and once the API answers
+    again it takes the Lease back, watches again and hands over what was applied since."""
+    namespace = "ctl-dark"
+    first = 20
+    async with management_cluster(stack, "mgmt-dark", tmp_path) as mgmt:
+        await mgmt.kubectl("create", "namespace", namespace)
+        await mgmt.kubectl("apply", "-f", "-", stdin=endpoints(namespace, first))
+        mgmt.start_controller(retry_seconds=0.5)
+        await wait_for(lambda: converged(mgmt, namespace, first), 120, f"{first} endpoints Ready")
+
+        held_before = stack.fleet.server.stats(mgmt.name).dark_held
+        stack.fleet.server.set_faults(mgmt.name, {"dark": True, "dark_mode": "hang"})
+        try:
+
+            async def lease_expired() -> bool | None:
+                # Read from the simulated cluster's store (the API answers nobody now): the
+                # controller's Lease, renewed every 2 s until the dark began, has expired.
+                leases = await stack.fleet.store(mgmt.name).list("coordination.k8s.io/v1", "Lease")
+                if not leases:
+                    return None
+                spec = leases[0]["spec"]
+                renewed = datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
+                expired = datetime.now(UTC) - renewed > timedelta(
+                    seconds=int(spec["leaseDurationSeconds"]) + 1
+                )
+                return True if expired else None
+
+            await wait_for(lease_expired, 90, "the controller's Lease to expire while dark")
+            assert stack.fleet.server.stats(mgmt.name).dark_held > held_before
+        finally:
+            stack.fleet.server.set_faults(mgmt.name, {})
+        more = endpoints(namespace, 2 * first)
+        await mgmt.kubectl("apply", "-f", "-", stdin=more)
+        await wait_for(
+            lambda: converged(mgmt, namespace, 2 * first), 180, f"{2 * first} endpoints Ready"
+        )
+        await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=180s")
+        assert await directory_endpoints(stack.client, namespace) == []
