@@ -40,7 +40,7 @@ import pytest_asyncio
 from crash_env import CrashEnv, all_ready, crash_env, tolerant
 from integration_support import deployment, wait_for
 
-from modelfleet.api.deployments import ClusterSelector, ModelDeployment
+from modelfleet.api.deployments import ClusterSelector, ModelDeployment, Strategy
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_SERVING, workload_namespace
 from modelfleet.api.services import ModelService
@@ -70,8 +70,10 @@ MOVED_WITHIN = 30.0
 # The dark case goes on (bounded) until this many requests were sent, a third after dark.
 DARK_REQUESTS = 200
 # The product's default is 1800 s (Kubernetes' 600 s): a replacement that never becomes Ready
-# (never-ready image, arguments the engine rejects) is failed, and its change rolled back, only
-# when its progress deadline passes; no earlier trigger exists for a crash-loop before Ready.
+# and never crash-loops (an image that cannot be pulled) is failed, and its change rolled back,
+# only when its progress deadline passes. One that crash-loops before Ready (arguments the
+# engine rejects) fails at its second restart (``crashLoopRestarts``), shown with the default
+# deadline.
 PROGRESS_DEADLINE = 30
 ROLLED_BACK = "rolled back to the last good template"
 BACK_OFF = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "Error"}
@@ -92,12 +94,20 @@ class Case:
     limit: float = 150.0
     # Words the rollback's reason must carry (which trigger caught it).
     because: str = ""
+    # The change keeps the product's default progress deadline (1800 s), not PROGRESS_DEADLINE.
+    default_deadline: bool = False
 
 
 CASES = [
     # Ready, then crashes 5 s later, again after each restart: inside its minReadySeconds.
     Case("crash-loop", "vllm/vllm-openai:v0.23.0-crashloop", {"crash_after_seconds": 5}),
-    Case("rejected-args", "vllm/vllm-openai:v0.23.0-badargs", {"reject_args": ["*"]}),
+    Case(
+        "rejected-args",
+        "vllm/vllm-openai:v0.23.0-badargs",
+        {"reject_args": ["*"]},
+        because="crash-looping before Ready (2 restarts)",
+        default_deadline=True,
+    ),
     Case("never-ready", "vllm/vllm-openai:v0.23.0-neverready", never_ready=True, visible="pod"),
     # Answers 20% of its completions 500 from its first Ready: its engines' error rate over
     # minReadySeconds (above maxErrorPercent, 5% by default) fails it.
@@ -355,7 +365,10 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
                 GATEWAY_CLUSTER, {"never_ready": [f"{workload_namespace(ns)}/*"]}
             )
         start, started_wall = time.monotonic(), time.time()
-        await apply_resource(env.temporal, _with_image(md, case.image))
+        changed = _with_image(md, case.image)
+        if case.default_deadline:
+            changed.spec.strategy.progress_deadline_seconds = Strategy().progress_deadline_seconds
+        await apply_resource(env.temporal, changed)
         killed = False
         deadline = start + case.limit
         lowest = 2

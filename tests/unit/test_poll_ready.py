@@ -51,3 +51,26 @@ def test_past_the_deadline_fails_for_good_with_the_reason(tmp_path: Path) -> Non
 def test_ready_returns_at_once(tmp_path: Path) -> None:
     activities = Answers(tmp_path, ReadyResult(ready=True, reason="all ready"))
     assert activities.poll_ready(request(timedelta(minutes=5))).ready
+
+
+def test_crash_looping_before_ready_fails_at_once_past_its_restart_limit(tmp_path: Path) -> None:
+    looping = "pod m-0: container engine CrashLoopBackOff (restarted 2 times), last exit Error"
+    ask = request(timedelta(minutes=30)).model_copy(update={"crash_loop_restarts": 2})
+    # Below the limit (one restart), or restarts without a back-off: still waited for.
+    for answer in (
+        ReadyResult(ready=False, reason=looping.replace("2 times", "1 time"), restarts=1),
+        ReadyResult(ready=False, reason="pod m-0: container engine is running", restarts=4),
+    ):
+        with pytest.raises(ApplicationError) as raised:
+            Answers(tmp_path, answer).poll_ready(ask)
+        assert raised.value.type == "NotReadyYet"
+    crash = ReadyResult(ready=False, reason=looping, restarts=2)
+    with pytest.raises(ApplicationError) as raised:
+        Answers(tmp_path, crash).poll_ready(ask)
+    assert raised.value.type == "CrashLoopBeforeReady"
+    assert raised.value.non_retryable
+    assert raised.value.message.startswith("crash-looping before Ready (2 restarts): pod m-0")
+    # 0 turns it off: the deadline decides.
+    with pytest.raises(ApplicationError) as raised:
+        Answers(tmp_path, crash).poll_ready(request(timedelta(minutes=30)))
+    assert raised.value.type == "NotReadyYet"

@@ -81,6 +81,15 @@ def readiness_deadline_exceeded(reason: str) -> ApplicationError:
     )
 
 
+def crash_looping_before_ready(restarts: int, reason: str) -> ApplicationError:
+    """Restarting in CrashLoopBackOff before it was ever Ready: permanent, no deadline wait."""
+    return ApplicationError(
+        f"crash-looping before Ready ({restarts} restarts): {reason}",
+        type=error_types.CRASH_LOOP_BEFORE_READY,
+        non_retryable=True,
+    )
+
+
 def not_ready_yet(reason: str) -> ApplicationError:
     """Not ready before the deadline: a benign retry (the caller's retry policy is the poll
     interval), logged as no failure."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio import activity
 
 from modelfleet.activities.errors import (
+    crash_looping_before_ready,
     missing_credentials,
     not_ready_yet,
     readiness_deadline_exceeded,
@@ -312,6 +313,9 @@ class KubeActivities:
         result = self._readiness(request)
         if result.ready:
             return result
+        limit = request.crash_loop_restarts
+        if limit and result.restarts >= limit and "CrashLoopBackOff" in result.reason:
+            raise crash_looping_before_ready(result.restarts, result.reason)
         if datetime.now(UTC) >= request.deadline:
             raise readiness_deadline_exceeded(result.reason)
         raise not_ready_yet(result.reason)

@@ -212,6 +212,10 @@ class Strategy(Model):
     # with 5xx while it proved itself (minReadySeconds; at least ``ERROR_SAMPLE`` requests) is a
     # failed replacement, rolled back; 100 turns the check off.
     max_error_percent: int = Field(default=5, ge=0, le=100)
+    # A replacement whose engine container restarts this many times in CrashLoopBackOff before
+    # it was ever Ready fails at once (arguments the engine rejects, a broken image), not at
+    # its progress deadline; 0 waits for the deadline.
+    crash_loop_restarts: int = Field(default=2, ge=0, le=100)
 
     def unavailable(self, replicas: int) -> int:
         """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a

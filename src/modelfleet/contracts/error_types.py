@@ -42,6 +42,7 @@ MISSING_SECRET: Final = "MissingSecret"
 STACK_SOURCE_UNAVAILABLE: Final = "StackSourceUnavailable"
 # Not ready when the progress deadline passed (permanent).
 READINESS_DEADLINE_EXCEEDED: Final = "ReadinessDeadlineExceeded"
+CRASH_LOOP_BEFORE_READY: Final = "CrashLoopBeforeReady"
 # Not ready yet, before the deadline: a benign retry, the poll interval of kube.poll_ready.
 NOT_READY_YET: Final = "NotReadyYet"
 

@@ -82,6 +82,9 @@ class WaitReadyRequest(WireModel):
     rules: list[ReadinessRule]
     # Absolute, so a retried activity (worker crash) keeps the original deadline.
     deadline: datetime
+    # A workload whose container restarted this many times in CrashLoopBackOff is not waited
+    # for until the deadline: the wait fails at once (0: never).
+    crash_loop_restarts: int = 0
 
 
 class ReadyResult(WireModel):

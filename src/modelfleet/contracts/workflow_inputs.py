@@ -64,6 +64,8 @@ class ReplicaInput(WireModel):
     replica: ModelReplica
     parent_id: str
     progress_deadline_seconds: int = 1800
+    # Restarts in CrashLoopBackOff before Ready that fail the rollout at once (0: never).
+    crash_loop_restarts: int = 0
     facts: ClusterFacts = ClusterFacts()
     # Carried across continue-as-new while serving.
     serving_since: datetime | None = None

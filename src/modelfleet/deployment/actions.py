@@ -46,6 +46,7 @@ class StartReplica(Model):
 
     replica: ModelReplica
     progress_deadline_seconds: int
+    crash_loop_restarts: int = 0
 
 
 class SignalTeardown(Model):

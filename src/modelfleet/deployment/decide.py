@@ -403,6 +403,7 @@ def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
     return StartReplica(
         replica=replica,
         progress_deadline_seconds=s.spec.spec.strategy.progress_deadline_seconds,
+        crash_loop_restarts=s.spec.spec.strategy.crash_loop_restarts,
     )
 
 

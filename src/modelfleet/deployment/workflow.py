@@ -473,6 +473,7 @@ class DeploymentWorkflow:
             replica=replica,
             parent_id=workflow.info().workflow_id,
             progress_deadline_seconds=action.progress_deadline_seconds,
+            crash_loop_restarts=action.crash_loop_restarts,
             facts=self._facts.get(replica.spec.cluster_name, ClusterFacts()),
         )
         # A replacement takes the name of the slot it fills; the previous holder of that name

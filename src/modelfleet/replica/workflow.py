@@ -295,7 +295,10 @@ class ReplicaWorkflow(ServingReplica):
         result: ReadyResult = await workflow.execute_activity(
             KUBE_POLL_READY,
             WaitReadyRequest(
-                cluster=self._replica.spec.cluster_name, rules=rules, deadline=deadline
+                cluster=self._replica.spec.cluster_name,
+                rules=rules,
+                deadline=deadline,
+                crash_loop_restarts=self._input.crash_loop_restarts,
             ),
             result_type=ReadyResult,
             start_to_close_timeout=timedelta(seconds=60),
