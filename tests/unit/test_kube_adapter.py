@@ -464,8 +464,12 @@ def test_readiness_counts_the_restarts_of_a_crash_loop() -> None:
         _rule(), _obj("False"), [pod("w-1", 4, "CrashLoopBackOff"), pod("w-2", 0, "Pending")]
     )
     assert verdict.restarts == 4  # the most of one container, not a sum
+    assert verdict.backing_off
     assert "container engine CrashLoopBackOff (restarted 4 times)" in verdict.reason
     assert evaluate(_rule(), _obj("False")).restarts == 0  # pods not read: nothing claimed
+    restarted = evaluate(_rule(), _obj("False"), [pod("w-1", 4, "ContainerCreating")])
+    assert restarted.restarts == 4
+    assert not restarted.backing_off  # restarted, but not backing off now
 
 
 def test_pod_problem_names_running_but_unready_containers() -> None:

@@ -58,13 +58,18 @@ def test_crash_looping_before_ready_fails_at_once_past_its_restart_limit(tmp_pat
     ask = request(timedelta(minutes=30)).model_copy(update={"crash_loop_restarts": 2})
     # Below the limit (one restart), or restarts without a back-off: still waited for.
     for answer in (
-        ReadyResult(ready=False, reason=looping.replace("2 times", "1 time"), restarts=1),
+        ReadyResult(
+            ready=False,
+            reason=looping.replace("2 times", "1 time"),
+            restarts=1,
+            backing_off=True,
+        ),
         ReadyResult(ready=False, reason="pod m-0: container engine is running", restarts=4),
     ):
         with pytest.raises(ApplicationError) as raised:
             Answers(tmp_path, answer).poll_ready(ask)
         assert raised.value.type == "NotReadyYet"
-    crash = ReadyResult(ready=False, reason=looping, restarts=2)
+    crash = ReadyResult(ready=False, reason=looping, restarts=2, backing_off=True)
     with pytest.raises(ApplicationError) as raised:
         Answers(tmp_path, crash).poll_ready(ask)
     assert raised.value.type == "CrashLoopBeforeReady"

@@ -271,6 +271,7 @@ class KubeActivities:
                     reason=readiness.reason,
                     reported=readiness.reported,
                     restarts=readiness.restarts,
+                    backing_off=readiness.backing_off,
                 )
         return ReadyResult(ready=True, reason="all ready")
 
@@ -314,7 +315,7 @@ class KubeActivities:
         if result.ready:
             return result
         limit = request.crash_loop_restarts
-        if limit and result.restarts >= limit and "CrashLoopBackOff" in result.reason:
+        if limit and result.restarts >= limit and result.backing_off:
             raise crash_looping_before_ready(result.restarts, result.reason)
         if datetime.now(UTC) >= request.deadline:
             raise readiness_deadline_exceeded(result.reason)

@@ -21,6 +21,7 @@ from modelfleet.rendering.readiness import ReadinessRule
 __all__ = [
     "LWS_NAME_LABEL",
     "Readiness",
+    "backing_off",
     "evaluate",
     "most_restarts",
     "pod_problem",
@@ -43,12 +44,14 @@ class Readiness:
     # The most restarts of one container of the workload's pods (0 when pods were not read):
     # the evidence of a crash loop, reported with a replica that left Ready.
     restarts: int = 0
+    # A container of the workload's pods is waiting in CrashLoopBackOff (the kubelet backs
+    # off restarting it).
+    backing_off: bool = False
 
 
-def most_restarts(pods: Sequence[Mapping[str, Any]]) -> int:
-    """The highest ``restartCount`` of any container of ``pods``."""
-    counts = [
-        int(s.get("restartCount") or 0)
+def _container_statuses(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [
+        s
         for pod in pods
         for s in [
             *((pod.get("status") or {}).get("initContainerStatuses") or []),
@@ -56,7 +59,19 @@ def most_restarts(pods: Sequence[Mapping[str, Any]]) -> int:
         ]
         if isinstance(s, Mapping)
     ]
-    return max(counts, default=0)
+
+
+def most_restarts(pods: Sequence[Mapping[str, Any]]) -> int:
+    """The highest ``restartCount`` of any container of ``pods``."""
+    return max((int(s.get("restartCount") or 0) for s in _container_statuses(pods)), default=0)
+
+
+def backing_off(pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the kubelet backs off restarting a container of ``pods`` (CrashLoopBackOff)."""
+    return any(
+        ((s.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+        for s in _container_statuses(pods)
+    )
 
 
 def is_workload(api_version: str, kind: str) -> bool:
@@ -226,5 +241,9 @@ def evaluate(
     ready, story = _pods_story(pods)
     summary = f"{head}: {ready}/{len(pods)} pods ready"
     return Readiness(
-        False, f"{summary}; {story}" if story else summary, reported, most_restarts(pods)
+        False,
+        f"{summary}; {story}" if story else summary,
+        reported,
+        most_restarts(pods),
+        backing_off(pods),
     )

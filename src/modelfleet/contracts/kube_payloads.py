@@ -95,6 +95,8 @@ class ReadyResult(WireModel):
     reported: bool = False
     # The most restarts of one container of the workload's pods (explained checks only).
     restarts: int = 0
+    # A container of its pods waits in CrashLoopBackOff (explained checks only).
+    backing_off: bool = False
 
 
 class KubeconfigRef(WireModel):
