@@ -186,3 +186,25 @@ def test_responses_counts_inference_answers_and_their_5xx_from_vllm_exposition()
     )
     assert responses(text) == (52.0, 10.0)
     assert responses("# TYPE vllm:num_requests_running gauge\n") == (0.0, 0.0)
+
+
+async def test_replica_responses_sums_every_serving_pod_that_answers(served: Served) -> None:
+    """A replacement's answers so far: every serving pod, Ready or not (one that crashed
+    answered too), summed; a pod that cannot be scraped is left out, none at all is an error."""
+
+    def answers(ok: int, failed: int) -> str:
+        head = 'http_requests_total{handler="/v1/chat/completions",method="POST",status='
+        return f'{head}"2xx"}} {ok}.0\n{head}"5xx"}} {failed}.0\n'
+
+    fake = served.fake
+    fake.pods = [pod("m-0", "m"), pod("m-1", "m", ready=False), pod("m-2", "m")]
+    fake.texts = {"m-0:8000": answers(30, 3), "m-1:8000": answers(5, 5)}
+    fake.broken = {"m-2:8000"}
+    async with KubeMetricsReader(served.kubeconfig) as reader:
+        assert await reader.replica_responses(NS, "m") == (43, 8)
+        fake.texts = {}
+        with pytest.raises(MetricsError):
+            await reader.replica_responses(NS, "m")
+        fake.pods = []
+        with pytest.raises(MetricsError, match="no serving pod"):
+            await reader.replica_responses(NS, "m")

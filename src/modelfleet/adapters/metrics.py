@@ -242,16 +242,13 @@ class KubeMetricsReader:
         )
         return await self._get(path, accept="text/plain")
 
-    async def replica_responses(self, namespace: str, replica: str) -> tuple[int, int]:
-        """(inference requests answered, of which 5xx) by all of ``replica``'s serving pods
-        since they started. Raises MetricsError when none could be scraped."""
-        pods = await self.serving_pods(namespace, replica)
-        if not pods:
-            raise MetricsError(f"replica {replica} has no serving pod on {self.server}")
+    async def _scrape_all(self, namespace: str, pods: list[PodTarget]) -> list[str]:
+        """The metrics text of each of ``pods`` that answered; MetricsError (every pod's
+        reason) when none did. An error other than MetricsError is raised as it is."""
         results = await asyncio.gather(
             *(self.scrape_pod(namespace, p.name, p.port) for p in pods), return_exceptions=True
         )
-        total = failed = 0.0
+        texts: list[str] = []
         errors: list[str] = []
         for result in results:
             if isinstance(result, MetricsError):
@@ -259,11 +256,19 @@ class KubeMetricsReader:
             elif isinstance(result, BaseException):
                 raise result
             else:
-                answered, bad = responses(result)
-                total, failed = total + answered, failed + bad
-        if errors and len(errors) == len(pods):
+                texts.append(result)
+        if not texts:
             raise MetricsError("; ".join(errors))
-        return int(total), int(failed)
+        return texts
+
+    async def replica_responses(self, namespace: str, replica: str) -> tuple[int, int]:
+        """(inference requests answered, of which 5xx) by all of ``replica``'s serving pods
+        since they started. Raises MetricsError when none could be scraped."""
+        pods = await self.serving_pods(namespace, replica)
+        if not pods:
+            raise MetricsError(f"replica {replica} has no serving pod on {self.server}")
+        counts = [responses(text) for text in await self._scrape_all(namespace, pods)]
+        return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
     async def replica_load(
         self, namespace: str, replica: str, names: Iterable[str]
@@ -275,20 +280,7 @@ class KubeMetricsReader:
         pods = [p for p in await self.serving_pods(namespace, replica) if p.ready]
         if not pods:
             raise MetricsError(f"replica {replica} has no Ready serving pod on {self.server}")
-        results = await asyncio.gather(
-            *(self.scrape_pod(namespace, p.name, p.port) for p in pods), return_exceptions=True
-        )
-        per_pod: list[dict[str, float]] = []
-        errors: list[str] = []
-        for result in results:
-            if isinstance(result, MetricsError):
-                errors.append(str(result))
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                per_pod.append(parse_samples(result, wanted))
-        if not per_pod:
-            raise MetricsError("; ".join(errors))
+        per_pod = [parse_samples(text, wanted) for text in await self._scrape_all(namespace, pods)]
         load: dict[str, float] = {}
         for name in wanted:
             values = [sample[name] for sample in per_pod if name in sample]
