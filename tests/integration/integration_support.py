@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
-from modelfleet.cli.devenv import DevEnvironment
+from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.contracts.ids import FLEET_ID, deployment_id
 from modelfleet.contracts.status import DeploymentStatus, FleetView
 from modelfleet.deployment.workflow import DeploymentWorkflow
@@ -181,3 +182,46 @@ async def delete_deployment(stack: Stack, namespace: str, name: str) -> Deployme
     )
     await handle.execute_update(DeploymentWorkflow.delete)
     return await asyncio.wait_for(handle.result(), 60)
+
+
+def h100_clusters(*names: str) -> str:
+    """Manifests of existing clusters with one H100x8 node each (the quickstart's class)."""
+    return "\n---\n".join(
+        f"""apiVersion: modelfleet.dev/v1alpha1
+kind: InferenceCluster
+metadata:
+  name: {name}
+spec:
+  cluster:
+    source: Existing
+  nodePools:
+    - name: gpu-h100
+      className: h100x8
+      nodeCount: 1
+"""
+        for name in names
+    )
+
+
+@asynccontextmanager
+async def clusters_stack(
+    tmp_path: Path, names: list[str], tuning: Tuning | None = None, ready_within: float = 60
+) -> AsyncIterator[Stack]:
+    """Its own environment (the real dev server, a simulated fleet of ``names``, each one
+    H100x8 node, an in-process worker) with ``tuning``'s knobs, once every cluster is Ready."""
+    (tmp_path / "clusters.yaml").write_text(h100_clusters(*names))
+    async with dev_environment(
+        tmp_path / "state",
+        [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
+        ui=False,
+        startup_seconds=0.3,
+        tuning=tuning,
+    ) as env:
+        stack = Stack(env, tmp_path / "state")
+
+        async def all_ready() -> bool | None:
+            view = await stack.fleet_view()
+            return True if sum(c.ready for c in view.clusters) == len(names) else None
+
+        await wait_for(all_ready, ready_within, f"the clusters {', '.join(names)} to be Ready")
+        yield stack

@@ -18,10 +18,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
+from integration_support import Stack, clusters_stack, delete_deployment, deployment
 
 from modelfleet.cli.apply import apply_resource
-from modelfleet.cli.devenv import dev_environment
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.deployment.workflow import DeploymentWorkflow
@@ -32,40 +31,11 @@ DARK = "charlie"
 TUNING = Tuning(probe_interval_seconds=5, failure_threshold=1000)
 DEADLINE = 20  # the change's progressDeadlineSeconds
 TEMPORAL_WORDS = ("schedule next retry", "ScheduleToClose", "StartToClose", "activity task")
-CLUSTERS = "\n---\n".join(
-    f"""apiVersion: modelfleet.dev/v1alpha1
-kind: InferenceCluster
-metadata:
-  name: {name}
-spec:
-  cluster:
-    source: Existing
-  nodePools:
-    - name: gpu-h100
-      className: h100x8
-      nodeCount: 1
-"""
-    for name in ("alpha", "bravo", DARK)
-)
 
 
 @pytest_asyncio.fixture
 async def three_clusters(tmp_path: Path) -> AsyncIterator[Stack]:
-    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
-    async with dev_environment(
-        tmp_path / "state",
-        [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
-        ui=False,
-        startup_seconds=0.3,
-        tuning=TUNING,
-    ) as env:
-        stack = Stack(env, tmp_path / "state")
-
-        async def all_ready() -> bool | None:
-            view = await stack.fleet_view()
-            return True if sum(c.ready for c in view.clusters) == 3 else None
-
-        await wait_for(all_ready, 60, "the three clusters to be Ready")
+    async with clusters_stack(tmp_path, ["alpha", "bravo", DARK], TUNING) as stack:
         yield stack
 
 

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from integration_support import QUICKSTART, Stack, delete_deployment, deployment, wait_for
+from integration_support import Stack, clusters_stack, delete_deployment, deployment, wait_for
 
 from modelfleet.api.naming import LABEL_NAMESPACE, LABEL_REPLICA, workload_namespace
 from modelfleet.cli.apply import apply_resource
-from modelfleet.cli.devenv import dev_environment
 from modelfleet.cluster.orphans import REPLICA_KINDS
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.sim.faults import FaultConfig
@@ -37,40 +36,11 @@ TUNING = Tuning(probe_interval_seconds=2, failure_threshold=2, not_ready_grace_s
 # One rollout of a replica on the simulated fleet takes seconds; this bounds it generously on a
 # loaded 2-core machine (a teardown stuck on the dark cluster takes minutes).
 ROLLOUT = 60.0
-CLUSTERS = "\n---\n".join(
-    f"""apiVersion: modelfleet.dev/v1alpha1
-kind: InferenceCluster
-metadata:
-  name: {name}
-spec:
-  cluster:
-    source: Existing
-  nodePools:
-    - name: gpu-h100
-      className: h100x8
-      nodeCount: 1
-"""
-    for name in (DARK, STEADY)
-)
 
 
 @pytest_asyncio.fixture
 async def two_clusters(tmp_path: Path) -> AsyncIterator[Stack]:
-    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
-    async with dev_environment(
-        tmp_path / "state",
-        [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
-        ui=False,
-        startup_seconds=0.3,
-        tuning=TUNING,
-    ) as env:
-        stack = Stack(env, tmp_path / "state")
-
-        async def both_ready() -> bool | None:
-            view = await stack.fleet_view()
-            return True if sum(c.ready for c in view.clusters) == 2 else None
-
-        await wait_for(both_ready, 60, "both clusters to be Ready")
+    async with clusters_stack(tmp_path, [DARK, STEADY], TUNING) as stack:
         yield stack
 
 

@@ -15,12 +15,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from integration_support import QUICKSTART, Stack, deployment, wait_for
+from integration_support import Stack, clusters_stack, deployment, wait_for
 from test_cli_kubectl import run
-from test_dark_cluster import CLUSTERS, DARK, STEADY, on
+from test_dark_cluster import DARK, STEADY, on
 
 from modelfleet.cli.apply import apply_resource
-from modelfleet.cli.devenv import dev_environment
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.sim.faults import FaultConfig
 
@@ -33,20 +32,7 @@ ROLLOUT = 90.0
 
 @pytest_asyncio.fixture
 async def two_clusters(tmp_path: Path) -> AsyncIterator[Stack]:
-    (tmp_path / "clusters.yaml").write_text(CLUSTERS)
-    async with dev_environment(
-        tmp_path / "state",
-        [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
-        ui=False,
-        startup_seconds=0.3,
-    ) as env:
-        stack = Stack(env, tmp_path / "state")
-
-        async def both_ready() -> bool | None:
-            view = await stack.fleet_view()
-            return True if sum(c.ready for c in view.clusters) == 2 else None
-
-        await wait_for(both_ready, 90, "both clusters to be Ready")
+    async with clusters_stack(tmp_path, [DARK, STEADY], ready_within=90) as stack:
         yield stack
 
 
