@@ -9,14 +9,20 @@ clock is still advanced in steps with a query between."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from fleet_placing import placer
 from fleet_scale_support import classes, cluster_entries, one_gpu_deployment
 from temporalio import workflow
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from modelfleet.api.deployments import ModelDeployment
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlacementCheck, PlaceRequest
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
@@ -104,16 +110,23 @@ class DeploymentResyncs:
         await workflow.wait_condition(lambda: False)
 
 
-async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
-    time_skipping_env: WorkflowEnvironment,
-) -> None:
-    """The grace is the Fleet's own limit (``FleetLimits.not_ready_grace_seconds``), and at its
-    end every deployment with a replica on the cluster is asked to reconcile at once, rather
-    than finding out at its next periodic resync."""
-    env = time_skipping_env
+@dataclass
+class Placed:
+    """A Fleet of two Ready clusters with its own grace, one replica of ``md`` placed on
+    ``home``, and a stand-in for the deployment that counts its resync signals."""
+
+    env: WorkflowEnvironment
+    fleet: WorkflowHandle[Any, Any]
+    stand_in: WorkflowHandle[Any, Any]
+    md: ModelDeployment
+    home: str
+    other: str
+
+
+@asynccontextmanager
+async def placed_fleet(env: WorkflowEnvironment, grace: timedelta) -> AsyncIterator[Placed]:
     queue = f"fleet-grace-{uuid.uuid4()}"
     state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
-    grace = timedelta(seconds=30)
     limits = FleetLimits(not_ready_grace_seconds=int(grace.total_seconds()))
     async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow, DeploymentResyncs]):
         stand_in = await env.client.start_workflow(
@@ -131,8 +144,23 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
         )
         home = answer.placed[0].spec.cluster_name
         other = next(c for c in state.cluster_entries if c != home)
+        yield Placed(env, handle, stand_in, md, home, other)
+        await handle.terminate()
+        await stand_in.terminate()
+
+
+async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """The grace is the Fleet's own limit (``FleetLimits.not_ready_grace_seconds``), and at its
+    end every deployment with a replica on the cluster is asked to reconcile at once, rather
+    than finding out at its next periodic resync."""
+    env = time_skipping_env
+    grace = timedelta(seconds=30)
+    async with placed_fleet(env, grace) as f:
+        handle, stand_in, md = f.fleet, f.stand_in, f.md
         await handle.execute_update(
-            FleetWorkflow.report_cluster, ClusterReport(name=home, ready=False, reason="dark")
+            FleetWorkflow.report_cluster, ClusterReport(name=f.home, ready=False, reason="dark")
         )
         went_dark = await env.get_current_time()
         inside = await placer(handle).place(
@@ -150,9 +178,7 @@ async def test_a_fleet_with_a_short_grace_nudges_the_deployments_at_its_end(
         moved = await placer(handle).place(
             PlaceRequest(request_id="past", deployment=md, desired=1)
         )
-        assert [r.spec.cluster_name for r in moved.placed] == [other]
-        await handle.terminate()
-        await stand_in.terminate()
+        assert [r.spec.cluster_name for r in moved.placed] == [f.other]
 
 
 async def test_an_unreachable_clusters_grace_counts_from_its_first_failed_probe(
@@ -162,37 +188,16 @@ async def test_an_unreachable_clusters_grace_counts_from_its_first_failed_probe(
     probes started failing 100 s before the NotReady report (the threshold's probes) is given
     the rest of its 120 s grace, not 120 s more."""
     env = time_skipping_env
-    queue = f"fleet-grace-{uuid.uuid4()}"
-    state = FleetState(classes=classes(), cluster_entries=cluster_entries(2))
-    grace = timedelta(seconds=120)
-    limits = FleetLimits(not_ready_grace_seconds=int(grace.total_seconds()))
-    async with Worker(env.client, task_queue=queue, workflows=[FleetWorkflow, DeploymentResyncs]):
-        stand_in = await env.client.start_workflow(
-            DeploymentResyncs.run, id=deployment_id("ns", "m"), task_queue=queue
-        )
-        handle = await env.client.start_workflow(
-            FleetWorkflow.run,
-            FleetInput(state=state, limits=limits),
-            id=f"fleet-{uuid.uuid4()}",
-            task_queue=queue,
-        )
-        md = one_gpu_deployment("m", "ns")
-        answer = await placer(handle).place(
-            PlaceRequest(request_id="first", deployment=md, desired=1)
-        )
-        home = answer.placed[0].spec.cluster_name
-        now = await env.get_current_time()
-        silent_since = now - timedelta(seconds=100)
-        await handle.execute_update(
+    async with placed_fleet(env, timedelta(seconds=120)) as f:
+        silent_since = await env.get_current_time() - timedelta(seconds=100)
+        await f.fleet.execute_update(
             FleetWorkflow.report_cluster,
             ClusterReport(
-                name=home, ready=False, reason="unreachable", unreachable_since=silent_since
+                name=f.home, ready=False, reason="unreachable", unreachable_since=silent_since
             ),
         )
         await env.sleep(timedelta(seconds=15))
-        assert await stand_in.query(DeploymentResyncs.count) == 0
+        assert await f.stand_in.query(DeploymentResyncs.count) == 0
         # 100 + 15 + 10 s > 120 s since the silence, though only 25 s since NotReady.
         await env.sleep(timedelta(seconds=10))
-        assert await stand_in.query(DeploymentResyncs.count) == 1
-        await handle.terminate()
-        await stand_in.terminate()
+        assert await f.stand_in.query(DeploymentResyncs.count) == 1
