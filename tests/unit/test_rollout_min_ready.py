@@ -184,8 +184,9 @@ def test_an_earlier_replacement_crash_looping_while_the_roll_goes_on_rolls_back(
     assert state.replicas["b"].phase is ReplicaPhase.READY
 
 
-def _finished() -> DeploymentState:
-    """The roll from OLD to NEW over at 82 s: ``c`` and ``d`` serve NEW."""
+def _finishing() -> DeploymentState:
+    """The roll from OLD to NEW at its last step (82 s): ``c`` and ``d`` serve NEW, ``b`` is
+    gone; the next decision ends the pass."""
     state = _after_first_replacement()
     state = report(state, "d", ReplicaPhase.READY, 50)
     state, action = rollout.next_action(state, at(80))
@@ -195,8 +196,13 @@ def _finished() -> DeploymentState:
         ReplicaProgress(name="b", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE, at=at(81)),
     )
     state, action = rollout.next_action(state, at(81))
-    state = rollout.forgotten(state, "b", at(82))  # type: ignore[arg-type]
-    state, action = rollout.next_action(state, at(82))
+    assert action == rollout.Forget(name="b")
+    return rollout.forgotten(state, "b", at(82))  # type: ignore[arg-type]
+
+
+def _finished() -> DeploymentState:
+    """The roll from OLD to NEW over at 82 s, the deployment resting."""
+    state, action = rollout.next_action(_finishing(), at(82))
     assert action == rollout.EndPass()
     return _settle(state, 83)
 
@@ -262,17 +268,7 @@ def test_a_crash_past_the_rollback_window_or_with_none_is_not_rolled_back() -> N
 
 
 def test_a_roll_that_finishes_makes_its_template_the_last_good_one() -> None:
-    state = _after_first_replacement()
-    state = report(state, "d", ReplicaPhase.READY, 50)
-    state, action = rollout.next_action(state, at(80))
-    assert action == rollout.SignalTeardown(name="b")
-    state = rollout.progressed(
-        state,
-        ReplicaProgress(name="b", phase=ReplicaPhase.TERMINATED, step=ReplicaStep.DONE, at=at(81)),
-    )
-    state, action = rollout.next_action(state, at(81))
-    assert action == rollout.Forget(name="b")
-    state = rollout.forgotten(state, "b", at(82))  # type: ignore[arg-type]
+    state = _finishing()
     assert rollout.template_hash(state.last_good) == rollout.template_hash(OLD)  # type: ignore[arg-type]
     state, action = rollout.next_action(state, at(82))
     assert action == rollout.EndPass()
