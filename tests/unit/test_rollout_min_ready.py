@@ -230,7 +230,7 @@ def test_a_slow_crasher_within_the_rollback_window_rolls_back_at_once() -> None:
     within rollbackWindowSeconds (600 s by default) rolls back to the template before it."""
     state = _finished()
     assert rollout.template_hash(state.last_good) == rollout.template_hash(NEW)  # type: ignore[arg-type]
-    assert state.window_until == at(82 + 600)
+    assert rollout.rollback_window_end(state) == at(82 + 600)
     assert not rollout.rest_over(state)
     state = report(state, "c", ReplicaPhase.DEGRADED, 400, CRASH, restarts=2)
     # At rest: the report itself wakes the deployment (no wait for the periodic resync).
@@ -260,9 +260,9 @@ def test_a_crash_past_the_rollback_window_or_with_none_is_not_rolled_back() -> N
     assert not rollout.rest_over(late)
     off = _finished()
     off.spec.spec.strategy.rollback_window_seconds = 0
-    off.previous_good, off.window_until = None, None
+    off.previous_good, off.rolled_out_at = None, None
     rollout.promote(off, at(90))
-    assert off.window_until is None
+    assert rollout.rollback_window_end(off) is None
     off = report(off, "c", ReplicaPhase.DEGRADED, 100, CRASH, restarts=5)
     assert rollout.failed_after_roll(off, at(100)) is None
 

@@ -43,6 +43,7 @@ from modelfleet.deployment.state import (
     effective_spec,
     note,
     promote,
+    rollback_window_end,
     template_hash,
 )
 from modelfleet.deployment.state import DryPlace as DryPlaceOp
@@ -218,11 +219,8 @@ def failed_replacement(state: DeploymentState) -> ReplicaStatus | None:
 
 def in_rollback_window(state: DeploymentState, now: datetime) -> bool:
     """A roll finished less than ``rollbackWindowSeconds`` ago and replaced a good template."""
-    return (
-        state.previous_good is not None
-        and state.window_until is not None
-        and now < state.window_until
-    )
+    end = rollback_window_end(state)
+    return end is not None and now < end
 
 
 def failed_after_roll(state: DeploymentState, now: datetime) -> ReplicaStatus | None:
@@ -570,9 +568,9 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
         )
         return
     late = failed_after_roll(s, now)
-    if late is not None and s.previous_good is not None and s.window_until is not None:
-        since = s.window_until - timedelta(seconds=s.spec.spec.strategy.rollback_window_seconds)
-        s.last_good, s.previous_good, s.window_until = s.previous_good, None, None
+    if late is not None and s.previous_good is not None and s.rolled_out_at is not None:
+        since = s.rolled_out_at
+        s.last_good, s.previous_good, s.rolled_out_at = s.previous_good, None, None
         _fail_replacement(
             s,
             f"replica {late.name} of the template rolled out {_ago(since, now)} ago failed "

@@ -76,6 +76,7 @@ from modelfleet.deployment.state import (
     Stage,
     effective_spec,
     promote,
+    rollback_window_end,
     template_hash,
 )
 
@@ -127,6 +128,7 @@ __all__ = [
     "rest_over",
     "resumed",
     "resync",
+    "rollback_window_end",
     "scaled",
     "standing",
     "started",

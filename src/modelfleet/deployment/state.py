@@ -202,11 +202,11 @@ class DeploymentState(WireModel):
     summary: str = ""
     # The last spec whose template had a replica Ready: what a failed change rolls back to.
     last_good: ModelDeployment | None = None
-    # The last good spec before ``last_good`` took over, while its roll's rollback window is
-    # open (until ``window_until``): a crash loop of ``last_good``'s template meanwhile rolls
-    # back to it (``decide.failed_after_roll``).
+    # The last good spec before ``last_good`` took over, and when that roll finished: while
+    # its rollback window is open (``rollback_window_end``), a crash loop of ``last_good``'s
+    # template rolls back to it (``decide.failed_after_roll``).
     previous_good: ModelDeployment | None = None
-    window_until: datetime | None = None
+    rolled_out_at: datetime | None = None
     # The template hash of a spec held back (blocked at the dry placement, or rolled back after
     # its replacement failed) and why: while ``spec`` still has that template, the deployment
     # runs ``last_good``'s template instead (see ``effective_spec``).
@@ -265,8 +265,15 @@ def promote(state: DeploymentState, now: datetime | None) -> None:
     if now is None or not window:
         return
     if before is not None and template_hash(before) != template_hash(state.spec):
-        state.previous_good = before
-        state.window_until = now + timedelta(seconds=window)
+        state.previous_good, state.rolled_out_at = before, now
+
+
+def rollback_window_end(state: DeploymentState) -> datetime | None:
+    """Until when a crash loop of the template last rolled out rolls it back (None: none)."""
+    window = state.spec.spec.strategy.rollback_window_seconds
+    if state.previous_good is None or state.rolled_out_at is None or not window:
+        return None
+    return state.rolled_out_at + timedelta(seconds=window)
 
 
 def effective_spec(state: DeploymentState) -> ModelDeployment:
