@@ -20,6 +20,8 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +53,11 @@ def create(api: ManagementCluster, manifest: dict[str, object]) -> None:
         except KubeUnavailableError:
             time.sleep(0.05)
     raise RuntimeError("the management API kept answering 500")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} CPUs"
 
 
 def converged(api: ManagementCluster, namespace: str) -> int:
@@ -100,12 +107,13 @@ async def run(count: int, api: ManagementCluster, env: DevEnvironment, limit: fl
     print(
         f"{count:>6} objects: created in {created:6.1f} s, converged {done}/{count} in "
         f"{seconds:6.1f} s ({seconds / count * 1000:6.1f} ms/object); directory holds "
-        f"{len(records)} ({len(set(records))} distinct); load {os.getloadavg()[0]:.1f}"
+        f"{len(records)} ({len(set(records))} distinct); {load()}"
     )
     return seconds / count
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     with tempfile.TemporaryDirectory() as tmp:
         async with dev_environment(
             Path(tmp),
@@ -122,8 +130,10 @@ async def main(args: argparse.Namespace) -> None:
             if len(per_object) > 1:
                 print(
                     f"per-object time, {args.counts[-1]} vs {args.counts[0]} objects: "
-                    f"{per_object[-1] / per_object[0]:.2f}x"
+                    f"{per_object[-1] / per_object[0]:.2f}x (same run; {load()})"
                 )
+            else:
+                print("one count given: no same-run ratio (pass two, e.g. --counts 100 1000)")
 
 
 if __name__ == "__main__":
