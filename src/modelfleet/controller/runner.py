@@ -385,13 +385,7 @@ class Controller:
             try:
                 wid = await apply_resource(self.client, action.resource, tuning=self.tuning)
             except WorkflowUpdateFailedError as exc:
-                return await self._write_status(
-                    key,
-                    obj,
-                    conditions.refused_status(
-                        generation, "Rejected", rejection_reason(exc), "Rejected"
-                    ),
-                )
+                return await self._rejected(key, obj, generation, exc)
             self.handed[key] = generation
             self._held_by[key] = wid
         # Written whenever the object does not say it yet (a failed write is tried again).
@@ -429,13 +423,7 @@ class Controller:
                         DeploymentWorkflow.scale, {"replicas": wanted.spec.replicas}
                     )
             except WorkflowUpdateFailedError as exc:
-                return await self._write_status(
-                    key,
-                    obj,
-                    conditions.refused_status(
-                        generation, "Rejected", rejection_reason(exc), "Rejected"
-                    ),
-                )
+                return await self._rejected(key, obj, generation, exc)
             self.handed[key] = generation
         status: DeploymentStatus | None = await _query_or_none(handle, DeploymentWorkflow.status)
         if status is None:
@@ -495,6 +483,16 @@ class Controller:
             self.objects.pop(key, None)
             return
         self._remember(key, updated)
+
+    async def _rejected(
+        self, key: Key, obj: dict[str, Any], generation: int, exc: WorkflowUpdateFailedError
+    ) -> float | None:
+        """The workflow's validator refused the object: its status says why."""
+        return await self._write_status(
+            key,
+            obj,
+            conditions.refused_status(generation, "Rejected", rejection_reason(exc), "Rejected"),
+        )
 
     async def _write_status(
         self, key: Key, obj: dict[str, Any], status: dict[str, Any], *, force: bool = False
