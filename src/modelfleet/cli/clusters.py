@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.applying.deleting import still_runs
 from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, _with_server_fields
 from modelfleet.cli.output import console
@@ -250,11 +251,10 @@ async def guard_delete(client: Client, name: str, *, force: bool) -> list[ModelR
     """Refuse to delete a cluster replicas run on unless ``force``; with ``force``, the
     replicas the drain will move (deployments re-place them elsewhere before teardown)."""
     on = await replicas_on(client, name)
-    if on and not force:
-        names = ", ".join(f"{r.namespace}/{r.name}" for r in on)
+    refused = still_runs(name, on)
+    if refused and not force:
         raise CliError(
-            f"inferencecluster.modelfleet.dev/{name} still runs {len(on)} replica(s): {names}; "
-            "scale or delete their deployments first, or pass --force to drain the cluster "
+            f"{refused}, or pass --force to drain the cluster "
             "(its replicas are re-placed on other clusters, then it is torn down)"
         )
     return on
