@@ -18,6 +18,7 @@ from temporalio.client import (
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
+from modelfleet.applying.kinds import apply_held
 from modelfleet.cli.changes import (
     LiveFleet,
     consequences,
@@ -28,7 +29,6 @@ from modelfleet.cli.changes import (
 )
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import START_WORKER, NoWorkerError
-from modelfleet.cli.kind_actions import apply_held
 from modelfleet.cli.kinds import REGISTRY, apply_order
 from modelfleet.cli.management import apply_to_management, management_kubeconfig
 from modelfleet.cli.output import (

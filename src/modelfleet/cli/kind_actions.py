@@ -1,6 +1,7 @@
-"""How each kind is applied and deleted from the CLI: the ``apply``, ``delete`` and ``exists``
-hooks that ``cli.kinds``' specs name (update-with-start on the kind's workflow, its delete
-Update, or the AcceptedResource workflow for kinds held without action)."""
+"""How each kind is deleted and looked up from the CLI: the ``delete`` and ``exists`` hooks that
+``cli.kinds``' specs name (the kind's delete Update, or the AcceptedResource workflow for kinds
+held without action). Their ``apply`` hooks are ``applying.kinds``', shared with the
+controller."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 from temporalio.client import Client, WorkflowUpdateStage
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
-from modelfleet.applying import kinds as applying_kinds
 from modelfleet.applying.entities import delete_entity
 from modelfleet.applying.serving import delete_serving
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
@@ -36,16 +36,6 @@ def entity_delete(workflow: Any, workflow_id: Any) -> Any:
         await delete_entity(handle, workflow.delete, wait=wait)
 
     return delete
-
-
-entity_apply = applying_kinds.entity_apply
-apply_deployment_kind = applying_kinds.apply_deployment
-apply_cache_kind = applying_kinds.apply_cache
-apply_class_kind = applying_kinds.apply_class
-apply_cluster_kind = applying_kinds.apply_cluster
-apply_autoscaler_kind = applying_kinds.apply_autoscaler
-apply_serving_kind = applying_kinds.apply_serving_kind
-apply_held = applying_kinds.apply_held
 
 
 async def delete_held(client: Client, workflow_id: str, wait: bool) -> None:

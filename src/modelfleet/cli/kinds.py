@@ -8,9 +8,10 @@ A new kind touches three places, and nothing lists it anywhere else: its API mod
 under api/, found by api.kinds), its entity package (a ``workflow`` module, found by
 worker.entities) and its spec here. A kind whose workflow follows the entity convention is
 declared with :func:`entity_kind` and needs no hooks of its own (tests/workflow/test_new_kind.py
-adds one that way); the others name their apply and delete hooks in cli/kind_actions. The
-readers, rows and describers named below live in cli/resources, cli/columns and cli/describers,
-which look the registry up at call time (this module imports them).
+adds one that way); the others name their apply hooks in applying/kinds (shared with the
+controller) and their delete hooks in cli/kind_actions. The readers, rows and describers named
+below live in cli/resources, cli/columns and cli/describers, which look the registry up at call
+time (this module imports them).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.infrastructure import CLOUD_CLUSTER_KINDS, ServingStack
 from modelfleet.api.meta import API_GROUP, Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
+from modelfleet.applying import kinds as applying_kinds
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.cli import cluster_view, columns, describers, kind_actions, resources
@@ -138,7 +140,7 @@ def entity_kind(
         workflow=workflow.__name__,
         workflow_id=workflow_id,
         fetch=resources.entity_fetch(model.KIND, workflow, workflow_id),
-        apply=kind_actions.entity_apply(workflow, input_of, workflow_id),
+        apply=applying_kinds.entity_apply(workflow, input_of, workflow_id),
         delete=kind_actions.entity_delete(workflow, workflow_id),
         **spec,
     )
@@ -188,7 +190,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.class_row,
         fetch=resources.fetch_classes,
         describe=describers.inference_class,
-        apply=kind_actions.apply_class_kind,
+        apply=applying_kinds.apply_class,
         delete=kind_actions.delete_class_kind,
         exists=kind_actions.class_exists_kind,
     ),
@@ -204,7 +206,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=cluster_view.cells,
         fetch=kind_actions.fetch_clusters_kind,
         describe=describers.cluster,
-        apply=kind_actions.apply_cluster_kind,
+        apply=applying_kinds.apply_cluster,
         delete=kind_actions.delete_cluster_kind,
     ),
     KindSpec(
@@ -219,7 +221,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.deployment_row,
         fetch=resources.fetch_deployments,
         describe=describers.deployment,
-        apply=kind_actions.apply_deployment_kind,
+        apply=applying_kinds.apply_deployment,
         delete=kind_actions.delete_deployment_kind,
     ),
     KindSpec(
@@ -247,7 +249,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.service_cells),
         fetch=resources.fetch_services,
         describe=describers.service,
-        apply=kind_actions.apply_serving_kind,
+        apply=applying_kinds.apply_serving_kind,
         delete=kind_actions.delete_service_kind,
     ),
     KindSpec(
@@ -262,7 +264,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.endpoint_cells),
         fetch=resources.fetch_endpoints,
         describe=describers.endpoint,
-        apply=kind_actions.apply_serving_kind,
+        apply=applying_kinds.apply_serving_kind,
         delete=kind_actions.delete_endpoint_kind,
         exists=kind_actions.endpoint_exists_kind,
     ),
@@ -278,7 +280,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.gateway_cells),
         fetch=resources.fetch_gateways,
         describe=describers.gateway,
-        apply=kind_actions.apply_serving_kind,
+        apply=applying_kinds.apply_serving_kind,
     ),
     KindSpec(
         model=ModelAutoscaler,
@@ -292,7 +294,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.autoscaler_cells),
         fetch=resources.fetch_autoscalers,
         describe=describers.autoscaler,
-        apply=kind_actions.apply_autoscaler_kind,
+        apply=applying_kinds.apply_autoscaler,
         delete=kind_actions.delete_autoscaler_kind,
     ),
     KindSpec(
@@ -309,7 +311,7 @@ _SPECS: tuple[KindSpec, ...] = (
         row=columns.split_row(columns.cache_cells),
         fetch=resources.fetch_caches,
         describe=describers.cache,
-        apply=kind_actions.apply_cache_kind,
+        apply=applying_kinds.apply_cache,
         delete=kind_actions.delete_cache_kind,
     ),
     _held(ServingStack),
