@@ -9,7 +9,6 @@ Waits are bounded condition waits, never sleeps.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,7 +146,6 @@ async def test_a_stale_write_conflicts_and_the_next_reconcile_succeeds(
         mgmt.start_controller()
         await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=60s")
         assert await directory_endpoints(stack.client, namespace) == []
-        await asyncio.sleep(0)
 
 
 async def test_the_controller_comes_back_from_a_management_api_gone_dark(
