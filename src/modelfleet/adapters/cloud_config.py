@@ -141,14 +141,7 @@ def write_token_kubeconfig(
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
         "current-context": cluster,
     }
-    credentials_dir.mkdir(parents=True, exist_ok=True)
-    target = credentials_dir / f"{cluster}.yaml"
-    partial = target.with_suffix(".yaml.tmp")
-    partial.write_text(yaml.safe_dump(doc, sort_keys=False))
-    partial.chmod(0o600)
-    # Atomic, so a probe never reads a half-written file.
-    partial.replace(target)
-    return target
+    return write_kubeconfig_file(credentials_dir, cluster, yaml.safe_dump(doc, sort_keys=False))
 
 
 def azure_profile_file(credentials_dir: Path, profile: str) -> Path:
@@ -180,12 +173,13 @@ def no_subscription_message(cluster: str, profile: str) -> str:
 
 def write_kubeconfig_file(credentials_dir: Path, cluster: str, content: str) -> Path:
     """``<credentials dir>/<cluster>.yaml`` (mode 0600) holding a kubeconfig the cloud minted
-    (AKS's listClusterUserCredential), written atomically like :func:`write_token_kubeconfig`."""
+    (AKS's listClusterUserCredential, or :func:`write_token_kubeconfig`'s)."""
     credentials_dir.mkdir(parents=True, exist_ok=True)
     target = credentials_dir / f"{cluster}.yaml"
     partial = target.with_suffix(".yaml.tmp")
     partial.write_text(content)
     partial.chmod(0o600)
+    # Atomic, so a probe never reads a half-written file.
     partial.replace(target)
     return target
 
