@@ -304,17 +304,23 @@ class AKS:
 
         self._call(c, run)
 
-    # -- clusters -------------------------------------------------------------------------
-
-    def get_cluster(self, c: CloudCluster) -> dict[str, Any] | None:
-        """The managed cluster as ARM JSON, or None when it does not exist."""
+    def _unless_gone(self, c: CloudCluster, fn: Callable[[ContainerServiceClient], Any]) -> Any:
+        """:meth:`_call`, with None for a resource that does not exist."""
         try:
-            found = self._call(c, lambda cl: cl.managed_clusters.get(self.resource_group, c.name))
+            return self._call(c, fn)
         except CloudError as exc:
             if exc.reason is CloudErrorReason.NOT_FOUND:
                 return None
             raise
-        return _mapping(found)
+
+    # -- clusters -------------------------------------------------------------------------
+
+    def get_cluster(self, c: CloudCluster) -> dict[str, Any] | None:
+        """The managed cluster as ARM JSON, or None when it does not exist."""
+        found = self._unless_gone(
+            c, lambda cl: cl.managed_clusters.get(self.resource_group, c.name)
+        )
+        return None if found is None else _mapping(found)
 
     def create_cluster(self, c: CloudCluster) -> LROPoller[Any] | None:
         """Start creating the managed cluster with its system pool; None when one of that name
@@ -351,26 +357,18 @@ class AKS:
         """Start deleting (with its agent pools); None when it is already gone."""
         if self.get_cluster(c) is None:
             return None
-        try:
-            poller: LROPoller[Any] = self._call(
-                c, lambda cl: cl.managed_clusters.begin_delete(self.resource_group, c.name)
-            )
-        except CloudError as exc:
-            if exc.reason is CloudErrorReason.NOT_FOUND:
-                return None
-            raise
+        poller: LROPoller[Any] | None = self._unless_gone(
+            c, lambda cl: cl.managed_clusters.begin_delete(self.resource_group, c.name)
+        )
         return poller
 
     # -- agent pools ----------------------------------------------------------------------
 
     def get_agent_pool(self, c: CloudCluster, pool: str) -> dict[str, Any] | None:
-        try:
-            found = self._call(c, lambda cl: cl.agent_pools.get(self.resource_group, c.name, pool))
-        except CloudError as exc:
-            if exc.reason is CloudErrorReason.NOT_FOUND:
-                return None
-            raise
-        return _mapping(found)
+        found = self._unless_gone(
+            c, lambda cl: cl.agent_pools.get(self.resource_group, c.name, pool)
+        )
+        return None if found is None else _mapping(found)
 
     def put_agent_pool(self, c: CloudCluster, plan: PoolPlan) -> LROPoller[Any]:
         """Create the pool, or update it to the plan (ARM's PUT is both)."""
@@ -395,14 +393,9 @@ class AKS:
     def delete_agent_pool(self, c: CloudCluster, pool: str) -> LROPoller[Any] | None:
         if self.get_agent_pool(c, pool) is None:
             return None
-        try:
-            poller: LROPoller[Any] = self._call(
-                c, lambda cl: cl.agent_pools.begin_delete(self.resource_group, c.name, pool)
-            )
-        except CloudError as exc:
-            if exc.reason is CloudErrorReason.NOT_FOUND:
-                return None
-            raise
+        poller: LROPoller[Any] | None = self._unless_gone(
+            c, lambda cl: cl.agent_pools.begin_delete(self.resource_group, c.name, pool)
+        )
         return poller
 
     def shapes(self, c: CloudCluster) -> list[PoolShape]:
