@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from integration_support import ROOT, wait_for
 from temporalio.client import Client
@@ -25,6 +28,7 @@ from modelfleet.sim.clouds.clouds import SimulatedClouds
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.client import connect
 from modelfleet.worker.devserver import start_dev_server
+from modelfleet.worker.logs import LogFormat, configure_logging
 from modelfleet.worker.runner import ensure_fleet, run_worker
 from modelfleet.worker.settings import TemporalSettings
 
@@ -53,6 +57,30 @@ class CloudStack:
             return status if status.phase == phase else None
 
         return await wait_for(probe, limit, f"cluster {name} to be {phase}")
+
+    def pool_nodes(self, cluster: str, pool: str) -> list[dict[str, Any]]:
+        """The emulated cluster's Nodes labelled as ``pool``'s."""
+        store = self.clouds.fleet.store(cluster)
+        return [
+            n
+            for n in store.list_objects(store.registry.by_kind("v1", "Node")).items  # type: ignore[arg-type]
+            if n["metadata"]["labels"].get("modelfleet.dev/pool") == pool
+        ]
+
+
+@contextlib.contextmanager
+def captured_debug_log() -> Iterator[io.StringIO]:
+    """Everything the worker's log handler prints at DEBUG (every SDK's records included) while
+    open, for a module's no-secrets check."""
+    root = logging.getLogger()
+    level = root.level
+    buffer = io.StringIO()
+    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
+    try:
+        yield buffer
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def renamed(spec: InferenceCluster, name: str) -> InferenceCluster:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
-from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
+from cloud_support import CLUSTERS, CloudStack, captured_debug_log, cloud_environment, renamed
 from integration_support import deployment, wait_for
 from test_no_secrets import assert_absent, haystack
 
@@ -28,21 +26,13 @@ from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.clouds.clouds import SIM_AZURE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
-from modelfleet.worker.logs import LogFormat, configure_logging
 
 
 @pytest.fixture(scope="module")
 def debug_log() -> Iterator[io.StringIO]:
     """The worker's log at DEBUG (azure-core's HTTP logging included) for the whole module."""
-    root = logging.getLogger()
-    level = root.level
-    buffer = io.StringIO()
-    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
-    try:
+    with captured_debug_log() as buffer:
         yield buffer
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -51,15 +41,6 @@ async def cloud_stack(
 ) -> AsyncIterator[CloudStack]:
     async with cloud_environment(tmp_path_factory.mktemp("aks")) as stack:
         yield stack
-
-
-def _nodes(stack: CloudStack, cluster: str, pool: str) -> list[dict[str, Any]]:
-    store = stack.clouds.fleet.store(cluster)
-    return [
-        n
-        for n in store.list_objects(store.registry.by_kind("v1", "Node")).items  # type: ignore[arg-type]
-        if n["metadata"]["labels"].get("modelfleet.dev/pool") == pool
-    ]
 
 
 def _mutations(stack: CloudStack, since: int = 0) -> list[str]:
@@ -79,7 +60,7 @@ async def test_aks_example_provisions_to_ready_and_a_deployment_runs_there(
     assert props["vmSize"] == "Standard_ND96isr_H100_v5"
     assert props["gpuProfile"] == {"driver": "Install"}
     assert (props["minCount"], props["maxCount"], props["availabilityZones"]) == (1, 3, ["1"])
-    (node,) = _nodes(cloud_stack, "aks-east", "gpuh100")
+    (node,) = cloud_stack.pool_nodes("aks-east", "gpuh100")
     assert node["metadata"]["labels"]["kubernetes.azure.com/agentpool"] == "gpuh100"
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"][
         "taints"
@@ -121,7 +102,7 @@ async def test_apply_changes_an_agent_pools_bounds(cloud_stack: CloudStack) -> N
     await wait_for(resized, 90, "the agent pool's bounds to change")
     props = cloud_stack.clouds.aks.pool("aks-east", "gpuh100")["properties"]
     assert (props["minCount"], props["maxCount"], props["count"]) == (2, 5, 2)
-    assert len(_nodes(cloud_stack, "aks-east", "gpuh100")) == 2
+    assert len(cloud_stack.pool_nodes("aks-east", "gpuh100")) == 2
 
 
 async def test_quota_on_the_second_agent_pool_rolls_everything_back(

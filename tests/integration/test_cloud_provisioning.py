@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import boto3
 import pytest
 import pytest_asyncio
-from cloud_support import CLUSTERS, CloudStack, cloud_environment, renamed
+from cloud_support import CLUSTERS, CloudStack, captured_debug_log, cloud_environment, renamed
 from integration_support import deployment, wait_for
 from temporalio.client import WorkflowUpdateFailedError
 from test_no_secrets import assert_absent, haystack
@@ -31,22 +30,14 @@ from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.sim.clouds.clouds import SIM_AWS_KEY, SIM_AWS_SECRET, SIM_GKE_TOKEN
 from modelfleet.sim.clouds.faults import CloudFault, ErrorKind, FaultStage
-from modelfleet.worker.logs import LogFormat, configure_logging
 
 
 @pytest.fixture(scope="module")
 def debug_log() -> Iterator[io.StringIO]:
     """Everything the worker's log handler prints at DEBUG (every SDK's records included) for
     the whole module: the provisioning, deletion and failures of the tests below."""
-    root = logging.getLogger()
-    level = root.level
-    buffer = io.StringIO()
-    handler = configure_logging(LogFormat.TEXT, logging.DEBUG, stream=buffer)
-    try:
+    with captured_debug_log() as buffer:
         yield buffer
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -66,15 +57,6 @@ def _aws(stack: CloudStack, service: str) -> Any:
         aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
     )
-
-
-def _nodes(stack: CloudStack, cluster: str, pool: str) -> list[dict[str, Any]]:
-    store = stack.clouds.fleet.store(cluster)
-    return [
-        n
-        for n in store.list_objects(store.registry.by_kind("v1", "Node")).items  # type: ignore[arg-type]
-        if n["metadata"]["labels"].get("modelfleet.dev/pool") == pool
-    ]
 
 
 async def _lands(stack: CloudStack, name: str, namespace: str, memory: str) -> DeploymentStatus:
@@ -101,7 +83,7 @@ async def test_gke_example_provisions_to_ready_and_a_deployment_lands(
     assert pool["config"]["machineType"] == "a3-highgpu-8g"
     assert pool["config"]["accelerators"][0]["acceleratorCount"] == "8"
     assert pool["autoscaling"] == {"enabled": True, "maxNodeCount": 4}
-    (node,) = _nodes(cloud_stack, "gke-central", "gpu-h100")
+    (node,) = cloud_stack.pool_nodes("gke-central", "gpu-h100")
     assert node["metadata"]["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in node["spec"][
         "taints"
@@ -118,7 +100,7 @@ async def test_eks_example_provisions_to_ready_with_efa_and_a_deployment_lands(
     await apply_resource(cloud_stack.client, CLUSTERS["eks-east"])
     status = await cloud_stack.wait_phase("eks-east", "Ready")
     assert status.observed_pools["gpu-h200"].ready_nodes == 2
-    nodes = _nodes(cloud_stack, "eks-east", "gpu-h200")
+    nodes = cloud_stack.pool_nodes("eks-east", "gpu-h200")
     assert len(nodes) == 2
     assert all(n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] == "gpu-h200" for n in nodes)
     assert all(
@@ -248,8 +230,8 @@ async def test_apply_adds_resizes_and_removes_pools_but_not_one_with_replicas(
     assert "autoscaling" not in gke.pool("gke-flaky", "gpu-h100") or not gke.pool(
         "gke-flaky", "gpu-h100"
     )["autoscaling"].get("enabled")
-    assert len(_nodes(cloud_stack, "gke-flaky", "gpu-h100")) == 2
-    assert len(_nodes(cloud_stack, "gke-flaky", "gpu-extra")) == 1
+    assert len(cloud_stack.pool_nodes("gke-flaky", "gpu-h100")) == 2
+    assert len(cloud_stack.pool_nodes("gke-flaky", "gpu-extra")) == 1
 
     async def observed() -> ClusterStatus | None:
         status = await cloud_stack.cluster("gke-flaky")
@@ -262,7 +244,7 @@ async def test_apply_adds_resizes_and_removes_pools_but_not_one_with_replicas(
     await apply_resource(cloud_stack.client, with_pools(fixed))
     await wait_for(lambda: pools_match("deleted gpu-extra"), 90, "gpu-extra deleted")
     assert gke.pool_names("gke-flaky") == ["gpu-h100", "system"]
-    assert _nodes(cloud_stack, "gke-flaky", "gpu-extra") == []
+    assert cloud_stack.pool_nodes("gke-flaky", "gpu-extra") == []
     handle = cloud_stack.client.get_workflow_handle(
         cluster_id("gke-flaky"), result_type=ClusterStatus
     )
