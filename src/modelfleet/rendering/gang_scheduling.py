@@ -31,7 +31,6 @@ KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 PODGROUP_KIND = "PodGroup"
-KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
