@@ -6,8 +6,8 @@ worker, resizes, deletes, and how Azure's errors are classified."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,21 +51,15 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedClouds]:
 
 
 @pytest.fixture
-def acts(sim: ThreadedClouds, tmp_path: Path) -> Iterator[CloudActivities]:
-    env = sim.clouds.worker_env()
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        settings = CloudSettings.from_env(tmp_path / "creds")
-        activities = CloudActivities(CloudSettings(**{**settings.__dict__, "poll_seconds": 0.01}))
-        yield activities
-        activities.close()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def acts(
+    sim: ThreadedClouds, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[CloudActivities]:
+    for key, value in sim.clouds.worker_env().items():
+        monkeypatch.setenv(key, value)
+    settings = CloudSettings.from_env(tmp_path / "creds")
+    activities = CloudActivities(replace(settings, poll_seconds=0.01))
+    yield activities
+    activities.close()
 
 
 def _plan(name: str) -> tuple[CloudCluster, PoolPlan]:
@@ -232,15 +226,13 @@ def test_a_wrong_token_is_unauthenticated_and_no_subscription_is_named(
     c, _ = _plan("aks-auth")
     bad = tmp_path / "bad-token"
     bad.write_text("not-the-token")
-    settings = CloudSettings(
-        **{**acts.settings.__dict__, "aks_token_file": bad, "credentials_dir": tmp_path / "c"}
-    )
+    settings = replace(acts.settings, aks_token_file=bad, credentials_dir=tmp_path / "c")
     env = ActivityEnvironment()
     with pytest.raises(ApplicationError) as caught:
         env.run(CloudActivities(settings).aks_create_cluster, c)
     assert caught.value.type == "CloudUnauthenticated"
     assert "not-the-token" not in str(caught.value)
-    nosub = CloudSettings(**{**settings.__dict__, "aks_subscription": None})
+    nosub = replace(settings, aks_subscription=None)
     with pytest.raises(ApplicationError) as caught:
         env.run(CloudActivities(nosub).aks_create_cluster, c)
     assert caught.value.type == "CloudInvalidArgument"
