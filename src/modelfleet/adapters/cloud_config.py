@@ -105,15 +105,20 @@ def gke_key_file(credentials_dir: Path, profile: str) -> Path:
 def key_file_project(credentials_dir: Path, profile: str) -> str | None:
     """The ``project_id`` of the profile's service-account key, if it has one (read as JSON
     only: the key's secret parts are never looked at here)."""
-    path = gke_key_file(credentials_dir, profile)
+    doc = _json_object(gke_key_file(credentials_dir, profile))
+    project = doc.get("project_id") if doc is not None else None
+    return project if isinstance(project, str) and project else None
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object ``path`` holds; None when it is missing, unreadable or not an object."""
     if not path.is_file():
         return None
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    project = doc.get("project_id") if isinstance(doc, dict) else None
-    return project if isinstance(project, str) and project else None
+    return doc if isinstance(doc, dict) else None
 
 
 def no_project_message(cluster: str, profile: str) -> str:
@@ -151,14 +156,8 @@ def azure_profile_file(credentials_dir: Path, profile: str) -> Path:
 def azure_profile(credentials_dir: Path, profile: str) -> dict[str, str] | None:
     """The profile's service principal (``tenantId``, ``clientId``, ``clientSecret``,
     ``subscriptionId``) as strings, or None when the profile has no file. Never logged."""
-    path = azure_profile_file(credentials_dir, profile)
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict):
+    doc = _json_object(azure_profile_file(credentials_dir, profile))
+    if doc is None:
         return None
     return {str(k): str(v) for k, v in doc.items() if isinstance(v, str) and v}
 
