@@ -152,6 +152,14 @@ def _owned(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _kueue_quota(kube: KubeCluster, gpus: int) -> None:
+    """The cluster owner sets ClusterQueue team-a's GPU nominalQuota."""
+    cq = kube.get(KUEUE, "ClusterQueue", "team-a")
+    assert cq is not None
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = gpus
+    kube.apply(_owned(cq))
+
+
 def test_kai_holds_a_gang_its_queue_has_no_quota_for_until_quota_frees(
     fleet: LoopThread[SimulatedFleet],
 ) -> None:
@@ -188,10 +196,7 @@ def test_kueue_admits_gangs_whole_within_quota_and_reports_flavor_usage(
     second = _render("h100-kueue", "mixtral-4c5d6")
     with KubeCluster(fleet.target.kubeconfig("h100-kueue")) as kube:
         # The cluster owner gives the queue half the cluster: room for one gang of 16 GPUs.
-        cq = kube.get(KUEUE, "ClusterQueue", "team-a")
-        assert cq is not None
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 16
-        kube.apply(_owned(cq))
+        _kueue_quota(kube, 16)
         _apply(kube, first)
         _settle(fleet)
         assert all(kube.readiness(r).ready for r in first.readiness)
@@ -280,10 +285,7 @@ def test_kueue_admits_standalone_pods_one_workload_each_within_quota(
     )
     rendered = render_replica(rep, cluster_facts(CLUSTERS["h100-kueue"]))
     with KubeCluster(fleet.target.kubeconfig("h100-kueue")) as kube:
-        cq = kube.get(KUEUE, "ClusterQueue", "team-a")
-        assert cq is not None
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 16
-        kube.apply(_owned(cq))
+        _kueue_quota(kube, 16)
         _apply(kube, rendered)
         _settle(fleet)
         workloads = _workloads(kube, rendered.namespace)
