@@ -122,8 +122,9 @@ def _service(entries: list[dict[str, Any]]) -> ModelService:
     return resource
 
 
-def serving_worker(doubles: Doubles, queue: str) -> Worker:
-    """A worker for the directory and the service, with ``doubles`` for their activities."""
+def serving_worker(doubles: Doubles, queue: str, *extra: Callable[..., Any]) -> Worker:
+    """A worker for the directory and the service, with ``doubles`` for their activities (and
+    ``extra`` ones)."""
     return Worker(
         doubles.client,
         task_queue=queue,
@@ -135,17 +136,18 @@ def serving_worker(doubles: Doubles, queue: str) -> Worker:
             doubles.gateway_address,
             doubles.apply,
             doubles.delete,
+            *extra,
         ],
     )
 
 
-def _gateway() -> InferenceGateway:
+def _gateway(spec: dict[str, Any] | None = None) -> InferenceGateway:
     gateway = parse_resource(
         {
             "apiVersion": "modelfleet.dev/v1alpha1",
             "kind": "InferenceGateway",
             "metadata": {"name": "default"},
-            "spec": {"cluster": "front"},
+            "spec": spec or {"cluster": "front"},
         }
     )
     assert isinstance(gateway, InferenceGateway)
@@ -470,6 +472,14 @@ async def test_a_change_signalled_while_the_watch_is_in_flight_is_not_lost(
             await _stop(client, service.id, directory_id)
 
 
+_GLOBAL_ADDRESS = {
+    "accountId": "a" * 32,
+    "zoneId": "b" * 32,
+    "zone": "fleet.example",
+    "apiTokenSecretRef": {"name": "cf"},
+}
+
+
 @dataclass
 class Doors(Doubles):
     """Doubles for a service on two front doors behind a global address: applies by cluster,
@@ -510,40 +520,10 @@ async def test_a_service_on_two_front_doors_behind_one_address(
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doors(client, directory_id)
-    gateway = parse_resource(
-        {
-            "apiVersion": "modelfleet.dev/v1alpha1",
-            "kind": "InferenceGateway",
-            "metadata": {"name": "default"},
-            "spec": {
-                "cluster": "front",
-                "additionalClusters": ["back"],
-                "globalAddress": {
-                    "accountId": "a" * 32,
-                    "zoneId": "b" * 32,
-                    "zone": "fleet.example",
-                    "apiTokenSecretRef": {"name": "cf"},
-                },
-            },
-        }
+    gateway = _gateway(
+        {"cluster": "front", "additionalClusters": ["back"], "globalAddress": _GLOBAL_ADDRESS}
     )
-    assert isinstance(gateway, InferenceGateway)
-    worker = Worker(
-        client,
-        task_queue=queue,
-        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
-        activities=[
-            doubles.watch,
-            doubles.unwatch,
-            doubles.probe,
-            doubles.gateway_address,
-            doubles.apply,
-            doubles.delete,
-            doubles.sync_global,
-            doubles.remove_global,
-        ],
-    )
-    async with worker:
+    async with serving_worker(doubles, queue, doubles.sync_global, doubles.remove_global):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )
@@ -638,42 +618,14 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doors(client, directory_id)
-    spec: dict[str, Any] = {
-        "cluster": "front",
-        "globalAddress": {
-            "accountId": "a" * 32,
-            "zoneId": "b" * 32,
-            "zone": "fleet.example",
-            "apiTokenSecretRef": {"name": "cf"},
-        },
-    }
-
-    def gateway(spec: dict[str, Any]) -> InferenceGateway:
-        doc = {"apiVersion": "modelfleet.dev/v1alpha1", "kind": "InferenceGateway"}
-        resource = parse_resource({**doc, "metadata": {"name": "default"}, "spec": spec})
-        assert isinstance(resource, InferenceGateway)
-        return resource
-
-    worker = Worker(
-        client,
-        task_queue=queue,
-        workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
-        activities=[
-            doubles.watch,
-            doubles.unwatch,
-            doubles.probe,
-            doubles.gateway_address,
-            doubles.apply,
-            doubles.delete,
-            doubles.sync_global,
-            doubles.remove_global,
-        ],
-    )
-    async with worker:
+    async with serving_worker(doubles, queue, doubles.sync_global, doubles.remove_global):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway(spec))
+        await directory.execute_update(
+            EndpointDirectoryWorkflow.put_gateway,
+            _gateway({"cluster": "front", "globalAddress": _GLOBAL_ADDRESS}),
+        )
         await directory.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-1", dep="a"))
         service = await client.start_workflow(
             ServiceWorkflow.run,
@@ -694,7 +646,7 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
 
         await _until(env, global_address, "the global address")
         await directory.execute_update(
-            EndpointDirectoryWorkflow.put_gateway, gateway({"cluster": "front"})
+            EndpointDirectoryWorkflow.put_gateway, _gateway({"cluster": "front"})
         )
 
         async def door_address() -> bool:
