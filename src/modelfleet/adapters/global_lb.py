@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from modelfleet.rendering.global_address import GlobalPlan
+from modelfleet.rendering.global_address import GlobalPlan, pool_prefix
 
 __all__ = ["ENV_ENDPOINT", "CloudflareLoadBalancing", "GlobalLBError", "PoolHealth"]
 
@@ -115,7 +115,7 @@ class CloudflareLoadBalancing:
         monitor = self._put_or_post(
             f"{self._account}/monitors", monitors.get(plan.hostname), plan.monitor
         )
-        prefix = plan.hostname.replace(".", "_") + "__"
+        prefix = pool_prefix(plan.hostname)
         existing = {
             p["name"]: p
             for p in self._list(f"{self._account}/pools")
@@ -159,7 +159,7 @@ class CloudflareLoadBalancing:
             if lb.get("name") == hostname:
                 self._call("DELETE", f"{self._zone}/{lb['id']}")
                 removed += 1
-        prefix = hostname.replace(".", "_") + "__"
+        prefix = pool_prefix(hostname)
         for pool in self._list(f"{self._account}/pools"):
             if str(pool.get("name", "")).startswith(prefix):
                 self._call("DELETE", f"{self._account}/pools/{pool['id']}")

@@ -17,7 +17,14 @@ from modelfleet.api.meta import Model
 from modelfleet.api.services import GlobalAddress
 from modelfleet.rendering.front_door import service_path
 
-__all__ = ["GlobalOrigin", "GlobalPlan", "global_hostname", "global_plan", "pool_name"]
+__all__ = [
+    "GlobalOrigin",
+    "GlobalPlan",
+    "global_hostname",
+    "global_plan",
+    "pool_name",
+    "pool_prefix",
+]
 
 MANAGED = "managed by modelfleet"
 
@@ -44,9 +51,14 @@ def global_hostname(namespace: str, service: str, zone: str) -> str:
     return f"{service}.{namespace}.{zone}"
 
 
+def pool_prefix(hostname: str) -> str:
+    """What every pool name of the service at ``hostname`` starts with: how its pools are found
+    again (Cloudflare pool names take letters, digits, ``-`` and ``_`` only)."""
+    return f"{hostname.replace('.', '_')}__"
+
+
 def pool_name(hostname: str, cluster: str) -> str:
-    """Cloudflare pool names take letters, digits, ``-`` and ``_`` only."""
-    return f"{hostname.replace('.', '_')}__{cluster.replace('.', '_')}"
+    return pool_prefix(hostname) + cluster.replace(".", "_")
 
 
 def global_plan(
