@@ -6,8 +6,9 @@ For an adapter error:
 
 - ``type``: ``RetryableKubeError`` / ``PermanentKubeError`` for a cluster (the reason is the
   adapter class; the type keeps the retry split the workflows' policies and recorded histories
-  name), ``Cloud<reason>`` for a cloud;
-- ``non_retryable``: the adapter's verdict (``KubeError.retryable``, ``CloudError.retryable``);
+  name), ``Cloud<reason>`` for a cloud, ``GlobalAddressError`` for the global load balancer;
+- ``non_retryable``: the adapter's verdict (``KubeError.retryable``, ``CloudError.retryable``,
+  ``GlobalLBError.retryable``);
 - ``next_retry_delay``: the server's ``Retry-After`` (429, 503), when it gave one;
 - ``category``: always the default. The expected outcomes (an object already absent on delete,
   get or list; a kind a cluster does not serve in a scan or sweep) are answered by the adapter
@@ -22,6 +23,7 @@ from datetime import timedelta
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from modelfleet.adapters.cloud_errors import CloudError
+from modelfleet.adapters.global_lb import GlobalLBError
 from modelfleet.adapters.kube_errors import KubeError
 from modelfleet.contracts import error_types
 from modelfleet.contracts.cloud_payloads import error_type
@@ -36,8 +38,12 @@ __all__ = [
 ]
 
 
-def to_temporal(error: KubeError | CloudError) -> ApplicationError:
+def to_temporal(error: KubeError | CloudError | GlobalLBError) -> ApplicationError:
     """An adapter's error in Temporal's terms (see the module's docstring)."""
+    if isinstance(error, GlobalLBError):
+        return ApplicationError(
+            error.message, type=error_types.GLOBAL_ADDRESS_ERROR, non_retryable=not error.retryable
+        )
     if isinstance(error, CloudError):
         # The reason rides along as the failure's detail, as it always has.
         return ApplicationError(

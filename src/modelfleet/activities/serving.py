@@ -248,9 +248,7 @@ class ServingActivities:
         try:
             doors = await asyncio.to_thread(sync)
         except GlobalLBError as exc:
-            raise ApplicationError(
-                exc.message, type="GlobalAddressError", non_retryable=not exc.retryable
-            ) from None
+            raise to_temporal(exc) from None
         doors += [
             FrontDoorHealth(cluster=c, enabled=False, healthy=False, reason=r)
             for c, r in withdrawn.items()
@@ -270,9 +268,7 @@ class ServingActivities:
         try:
             return await asyncio.to_thread(remove)
         except GlobalLBError as exc:
-            raise ApplicationError(
-                exc.message, type="GlobalAddressError", non_retryable=not exc.retryable
-            ) from None
+            raise to_temporal(exc) from None
 
     def _load_balancing(self, settings: GlobalAddress) -> CloudflareLoadBalancing:
         lines = self._secrets.lines(settings.api_token_secret_ref.name)

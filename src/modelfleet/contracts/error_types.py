@@ -33,6 +33,9 @@ CLOUD_OPERATION_RUNNING: Final = "CloudOperationRunning"
 CLOUD_RESOURCE_IN_USE: Final = "CloudResourceInUse"
 CLOUD_OPERATION_FAILED: Final = "CloudOperationFailed"
 
+# -- the global load balancer's adapter (``adapters.global_lb``); retryable or not by its verdict.
+GLOBAL_ADDRESS_ERROR: Final = "GlobalAddressError"
+
 # -- activities' own outcomes.
 # The worker has no kubeconfig for the cluster (permanent until someone provides it).
 MISSING_CREDENTIALS: Final = "MissingCredentials"
