@@ -420,31 +420,25 @@ def _bounds(schema: Schema, value: Any, path: str, shown: str) -> Iterator[Cause
                 f"{go_value(value)}",
             )
     if isinstance(value, list):
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            yield _cause(
-                path,
-                f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                "FieldValueTooMany",
-            )
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            yield _cause(
-                path,
-                f"Invalid value: {len(value)}: {shown} in body should have at least "
-                f"{schema['minItems']} items",
-            )
+        yield from _count_bounds(schema, len(value), path, shown, "Items", "items")
     if isinstance(value, dict):
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            yield _cause(
-                path,
-                f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
-                "FieldValueTooMany",
-            )
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            yield _cause(
-                path,
-                f"Invalid value: {len(value)}: {shown} in body should have at least "
-                f"{schema['minProperties']} properties",
-            )
+        yield from _count_bounds(schema, len(value), path, shown, "Properties", "properties")
+
+
+def _count_bounds(
+    schema: Schema, count: int, path: str, shown: str, suffix: str, noun: str
+) -> Iterator[Cause]:
+    """``max<suffix>`` / ``min<suffix>`` on an array's items or an object's properties (upstream
+    says "items" in the too-many message of both)."""
+    most, least = schema.get(f"max{suffix}"), schema.get(f"min{suffix}")
+    if most is not None and count > most:
+        yield _cause(
+            path, f"Too many: {count}: must have at most {most} items", "FieldValueTooMany"
+        )
+    if least is not None and count < least:
+        yield _cause(
+            path, f"Invalid value: {count}: {shown} in body should have at least {least} {noun}"
+        )
 
 
 def _list_type(schema: Schema, value: list[Any], path: str) -> Iterator[Cause]:
