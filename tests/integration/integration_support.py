@@ -25,11 +25,14 @@ from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_NAMESPACE
+from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
-from modelfleet.contracts.ids import FLEET_ID, deployment_id
+from modelfleet.contracts.ids import FLEET_ID, deployment_id, service_id
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
+from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.tuning import Tuning
 
@@ -65,6 +68,21 @@ class Stack:
         handle = self.client.get_workflow_handle(deployment_id(namespace, name))
         result: DeploymentStatus = await handle.query(DeploymentWorkflow.status)
         return result
+
+    async def service_status(self, namespace: str, name: str) -> ServiceStatus:
+        handle = self.client.get_workflow_handle(service_id(namespace, name))
+        result: ServiceStatus = await handle.query(ServiceWorkflow.status)
+        return result
+
+    async def apply_ready(self, md: ModelDeployment) -> None:
+        """Apply ``md`` (of one replica) and wait until that replica is Ready."""
+        await apply_resource(self.client, md)
+
+        async def ready() -> bool | None:
+            status = await self.status(md.namespace, md.name)
+            return True if status.ready == 1 and status.phase == "Ready" else None
+
+        await wait_for(ready, 90, f"{md.namespace}/{md.name} Ready")
 
     async def fleet_view(self) -> FleetView:
         view: FleetView = await self.client.get_workflow_handle(FLEET_ID).query(FleetWorkflow.view)

@@ -27,9 +27,7 @@ from modelfleet.api.naming import workload_namespace
 from modelfleet.api.services import ModelService
 from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
-from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
-from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 
@@ -56,16 +54,6 @@ def _deployment(name: str, ns: str, region: str, image: str) -> ModelDeployment:
     return md
 
 
-async def _ready(stack: Stack, md: ModelDeployment) -> None:
-    await apply_resource(stack.client, md)
-
-    async def ready() -> bool | None:
-        status = await stack.status(md.namespace, md.name)
-        return True if status.ready == 1 and status.phase == "Ready" else None
-
-    await wait_for(ready, 90, f"{md.namespace}/{md.name} Ready")
-
-
 def _service(name: str, ns: str, deployments: list[str]) -> ModelService:
     resource = parse_resource(
         {
@@ -82,12 +70,6 @@ def _service(name: str, ns: str, deployments: list[str]) -> ModelService:
     )
     assert isinstance(resource, ModelService)
     return resource
-
-
-async def _service_status(stack: Stack, ns: str, name: str) -> ServiceStatus:
-    handle = stack.client.get_workflow_handle(service_id(ns, name))
-    status: ServiceStatus = await handle.query(ServiceWorkflow.status)
-    return status
 
 
 class Load:
@@ -179,15 +161,15 @@ async def _stand_up(
         ),
     )
     await asyncio.gather(
-        _ready(stack, _deployment("steady", ns, "us-central", STEADY_IMAGE)),
-        _ready(stack, _deployment("flaky", ns, "us-east", bad_image)),
+        stack.apply_ready(_deployment("steady", ns, "us-central", STEADY_IMAGE)),
+        stack.apply_ready(_deployment("flaky", ns, "us-east", bad_image)),
     )
     await apply_serving(
         stack.client, _service(name, ns, ["steady", "flaky"]), probe_interval_seconds=probe_seconds
     )
 
     async def both_in_rotation() -> ServiceStatus | None:
-        status = await _service_status(stack, ns, name)
+        status = await stack.service_status(ns, name)
         live = {e.name.split("-", 1)[0] for e in status.endpoints if e.weight > 0}
         return status if status.address and live == {"steady", "flaky"} else None
 
@@ -286,7 +268,7 @@ async def test_a_broken_endpoint_is_ejected_costs_a_handful_and_comes_back(stack
         assert load.served["broken"]["steady"] >= 300
         assert load.served["recovered"]["flaky"] >= 5
         # The service's probes never saw a problem: the front door did it alone.
-        after = await _service_status(stack, ns, name)
+        after = await stack.service_status(ns, name)
         assert all(e.healthy for e in after.endpoints)
         await delete_serving(stack.client, "ModelService", ns, name, wait=True)
         assert (

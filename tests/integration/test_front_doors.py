@@ -29,9 +29,7 @@ from modelfleet.api.services import ModelService
 from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import SIM_LB_ACCOUNT, SIM_LB_TOKEN_SECRET, SIM_LB_ZONE, SIM_LB_ZONE_ID
-from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
-from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 
 MODEL = "qwen"
@@ -75,16 +73,6 @@ def _deployment(name: str, ns: str, region: str) -> ModelDeployment:
     return md
 
 
-async def _ready(stack: Stack, md: ModelDeployment) -> None:
-    await apply_resource(stack.client, md)
-
-    async def ready() -> bool | None:
-        status = await stack.status(md.namespace, md.name)
-        return True if status.ready == 1 and status.phase == "Ready" else None
-
-    await wait_for(ready, 90, f"{md.namespace}/{md.name} Ready")
-
-
 def _service(name: str, ns: str) -> ModelService:
     resource = parse_resource(
         {
@@ -101,12 +89,6 @@ def _service(name: str, ns: str) -> ModelService:
     )
     assert isinstance(resource, ModelService)
     return resource
-
-
-async def _status(stack: Stack, ns: str, name: str) -> ServiceStatus:
-    handle = stack.client.get_workflow_handle(service_id(ns, name))
-    status: ServiceStatus = await handle.query(ServiceWorkflow.status)
-    return status
 
 
 def _door(status: ServiceStatus, cluster: str) -> str:
@@ -182,13 +164,13 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
     try:
         await apply_resource(stack.client, _gateway(several=True))  # type: ignore[arg-type]
         await asyncio.gather(
-            _ready(stack, _deployment("near", ns, "us-central")),
-            _ready(stack, _deployment("far", ns, "us-east")),
+            stack.apply_ready(_deployment("near", ns, "us-central")),
+            stack.apply_ready(_deployment("far", ns, "us-east")),
         )
         await apply_serving(stack.client, _service(name, ns), probe_interval_seconds=2.0)
 
         async def published() -> ServiceStatus | None:
-            status = await _status(stack, ns, name)
+            status = await stack.service_status(ns, name)
             live = {e.name.split("-", 1)[0] for e in status.endpoints if e.weight > 0}
             serving = all(_door(status, c) == "Serving" for c in (PRIMARY, SECOND))
             return status if status.global_address and serving and live == {"near", "far"} else None
@@ -220,7 +202,7 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
         dark_at = time.monotonic()
 
         async def door_out() -> bool | None:
-            state = _door(await _status(stack, ns, name), PRIMARY)
+            state = _door(await stack.service_status(ns, name), PRIMARY)
             return True if state in ("Out", "Disabled") else None
 
         await wait_for(door_out, 60, f"{PRIMARY}'s door out of the address")
@@ -229,7 +211,7 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
         dark_seconds = time.monotonic() - dark_at
         at_end = {
             d.cluster: f"{d.state} ({d.reason})"
-            for d in (await _status(stack, ns, name)).front_doors
+            for d in (await stack.service_status(ns, name)).front_doors
         }
         assert at_end[SECOND].startswith("Serving"), at_end
 
@@ -238,7 +220,9 @@ async def test_a_front_door_cluster_dark_for_a_minute_costs_under_one_percent(
         back_at = time.monotonic()
 
         async def door_back() -> bool | None:
-            return True if _door(await _status(stack, ns, name), PRIMARY) == "Serving" else None
+            return (
+                True if _door(await stack.service_status(ns, name), PRIMARY) == "Serving" else None
+            )
 
         await wait_for(door_back, 120, f"{PRIMARY}'s door back in the address")
         back_after = time.monotonic() - back_at

@@ -33,7 +33,6 @@ from modelfleet.cli.resources import directory_endpoints, fetch, service_status
 from modelfleet.cli.serving_inspect import describe_service
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ServiceStatus
-from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER, handle_engine
 
@@ -79,27 +78,11 @@ async def _gateway(stack: Stack) -> None:
     await apply_resource(stack.client, gateway)
 
 
-async def _ready(stack: Stack, md: ModelDeployment) -> None:
-    await apply_resource(stack.client, md)
-
-    async def ready() -> bool | None:
-        status = await stack.status(md.namespace, md.name)
-        return True if status.ready == 1 and status.phase == "Ready" else None
-
-    await wait_for(ready, 90, f"{md.namespace}/{md.name} Ready")
-
-
-async def _status(stack: Stack, ns: str, name: str) -> ServiceStatus:
-    handle = stack.client.get_workflow_handle(service_id(ns, name))
-    status: ServiceStatus = await handle.query(ServiceWorkflow.status)
-    return status
-
-
 async def _wait_service(
     stack: Stack, ns: str, name: str, check: Callable[[ServiceStatus], bool], what: str
 ) -> ServiceStatus:
     async def probe() -> ServiceStatus | None:
-        status = await _status(stack, ns, name)
+        status = await stack.service_status(ns, name)
         return status if check(status) else None
 
     return await wait_for(probe, 60, f"service {ns}/{name}: {what}")
@@ -274,8 +257,8 @@ async def test_weights_split_traffic_and_shift_on_reapply(stack: Stack) -> None:
     try:
         await _gateway(stack)
         await asyncio.gather(
-            _ready(stack, _deployment("stable", ns, "us-central")),
-            _ready(stack, _deployment("canary", ns, "us-east")),
+            stack.apply_ready(_deployment("stable", ns, "us-central")),
+            stack.apply_ready(_deployment("canary", ns, "us-east")),
         )
         svc = _service("split", ns, [_selects("stable", 90), _selects("canary", 10)])
         await apply_serving(stack.client, svc, probe_interval_seconds=PROBE_SECONDS)
@@ -336,7 +319,7 @@ async def test_external_endpoint_gets_its_share_and_keys_are_enforced(
 ) -> None:
     ns = "serve-mixed"
     await _gateway(stack)
-    await _ready(stack, _deployment("inhouse", ns, "us-central"))
+    await stack.apply_ready(_deployment("inhouse", ns, "us-central"))
     external = parse_resource(
         {
             "apiVersion": "modelfleet.dev/v1alpha1",
