@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         SERVING_SYNC_PROVIDER_TOKENS,
         EndpointHealth,
         EndpointsChanged,
+        FrontDoorHealth,
         FrontDoorStatus,
         GatewayAddressRequest,
         GlobalAddressRemoval,
@@ -329,11 +330,10 @@ class ServiceWorkflow:
         # once, less those known down (``service.doors``): a door whose cluster is dark would
         # hold up the loop for as long as its apply is retried.
         await self._sync_global(gateway)
-        health = {d.cluster: d for d in self._global.doors} if self._global else {}
         await asyncio.gather(
             *(
                 self._apply_door(c, gateway, weights)
-                for c in doors_to_apply(clusters, self._applied, health)
+                for c in doors_to_apply(clusters, self._applied, self._door_health())
             )
         )
         failed = {c: self._door_error[c] for c in clusters if c in self._door_error}
@@ -379,6 +379,10 @@ class ServiceWorkflow:
             )
         self._conditions = conditions
         self._phase = "Ready" if in_rotation else "NoHealthyEndpoints"
+
+    def _door_health(self) -> dict[str, FrontDoorHealth]:
+        """Each door's health as the global load balancer last reported it (none without one)."""
+        return {d.cluster: d for d in self._global.doors} if self._global else {}
 
     def _forget(self, cluster: str) -> None:
         for table in (self._applied, self._digests, self._door_address, self._door_error):
@@ -598,7 +602,7 @@ class ServiceWorkflow:
     def _front_doors(self) -> list[FrontDoorStatus]:
         if self._gateway is None:
             return []
-        health = {d.cluster: d for d in self._global.doors} if self._global else {}
+        health = self._door_health()
         doors = []
         for cluster in self._gateway.front_door_clusters:
             seen = health.get(cluster)
