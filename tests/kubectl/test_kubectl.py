@@ -9,28 +9,25 @@ timeout, and waits are kubectl's own (`wait`, `rollout status`), never sleeps.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from kubectl_support import (
+    CLUSTER,
+    KUBECTL_TIMEOUT,
+    QUICKSTART,
+    Kubectl,
+    kubectl_binary,
+    quickstart_fleet,
+)
 from typer.testing import CliRunner
 
-from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import InferenceCluster
-from modelfleet.api.loading import load_paths
 from modelfleet.cli.main import app
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.simulated_fleet import SimulatedFleet
-
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "examples" / "quickstart"
-CLUSTER = "l4-dev"
-KUBECTL_TIMEOUT = 60
 
 WEB = """
 apiVersion: apps/v1
@@ -79,68 +76,16 @@ spec:
 """
 
 
-def _kubectl_binary() -> str:
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.fail(
-            "kubectl is not on PATH: this suite drives the real kubectl against the simulated "
-            "fleet; install kubectl (v1.32 or newer) and re-run",
-            pytrace=False,
-        )
-    return found
-
-
-class Kubectl:
-    def __init__(self, binary: str, kubeconfig: Path, home: Path) -> None:
-        self.binary = binary
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),  # kubectl's discovery cache stays inside the test
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def run(
-        self, *args: str, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [self.binary, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=KUBECTL_TIMEOUT,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {result.returncode}:\n"
-                f"{result.stdout}\n{result.stderr}"
-            )
-        return result
-
-    def out(self, *args: str, stdin: str | None = None) -> str:
-        return self.run(*args, stdin=stdin).stdout
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopThread[SimulatedFleet]]:
-    _kubectl_binary()
-    loaded = load_paths([str(QUICKSTART / "classes.yaml"), str(QUICKSTART / "clusters.yaml")])
-    loaded.raise_for_errors()
-    classes = [r for r in loaded.resources if isinstance(r, InferenceClass)]
-    clusters = [r for r in loaded.resources if isinstance(r, InferenceCluster)]
-    state = tmp_path_factory.mktemp("kubectl-fleet")
-    running = SimulatedFleet.start_in_thread(
-        classes, clusters, state_dir=state, startup_seconds=0.2
-    )
-    with running:
+    with quickstart_fleet(tmp_path_factory.mktemp("kubectl-fleet")) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def kubectl(fleet: LoopThread[SimulatedFleet], tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     return Kubectl(
-        _kubectl_binary(), fleet.target.kubeconfig(CLUSTER), tmp_path_factory.mktemp("home")
+        kubectl_binary(), fleet.target.kubeconfig(CLUSTER), tmp_path_factory.mktemp("home")
     )
 
 
