@@ -44,15 +44,6 @@ CRD_LABELS = {"app.kubernetes.io/part-of": "modelfleet"}
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
-def _ready(column: str = "Ready", what: str = "status", priority: int = 0) -> dict[str, Any]:
-    return {
-        "name": column,
-        "type": "string",
-        "jsonPath": f'.status.conditions[?(@.type=="Ready")].{what}',
-        **({"priority": priority} if priority else {}),
-    }
-
-
 def _col(name: str, path: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
     return {
         "name": name,
@@ -60,6 +51,11 @@ def _col(name: str, path: str, kind: str = "string", priority: int = 0) -> dict[
         "jsonPath": path,
         **({"priority": priority} if priority else {}),
     }
+
+
+def _ready(column: str = "Ready", what: str = "status", priority: int = 0) -> dict[str, Any]:
+    """A column of the Ready condition's ``what`` (status, reason, message)."""
+    return _col(column, f'.status.conditions[?(@.type=="Ready")].{what}', priority=priority)
 
 
 _PHASE = _col("Phase", ".status.phase")
