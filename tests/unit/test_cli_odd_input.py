@@ -125,3 +125,12 @@ def test_one_empty_file_among_others_is_fine(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text((QUICKSTART / "classes.yaml").read_text())
     (tmp_path / "b.yaml").write_text("# placeholder\n")
     assert not load_paths([str(tmp_path)]).errors
+
+
+@pytest.mark.parametrize("verb", [["worker"], ["controller", "--kubeconfig", "nowhere.yaml"]])
+def test_an_unknown_log_level_is_a_usage_error_before_anything_starts(verb: list[str]) -> None:
+    done = _cli(*verb, "--log-level", "loud")
+    assert done.returncode == EXIT_INVALID, done.stderr
+    assert "--log-level" in done.stderr
+    assert "expected one of debug, info, warning, error" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from modelfleet.cli.connection import AddressOption, NamespaceOption, open_client, settings
 from modelfleet.cli.output import EXIT_INVALID, err_console
+from modelfleet.cli.worker import LogLevelOption
 from modelfleet.worker.logs import LogFormat, configure_logging
 
 log = logging.getLogger("modelfleet.controller")
@@ -46,7 +47,7 @@ def controller(
     log_format: Annotated[
         LogFormat, typer.Option("--log-format", envvar="MODELFLEET_LOG_FORMAT")
     ] = LogFormat.TEXT,
-    log_level: Annotated[str, typer.Option("--log-level", envvar="MODELFLEET_LOG_LEVEL")] = "info",
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Hand the management cluster's modelfleet resources to the workflows, as `apply` does,
     and write their status back."""

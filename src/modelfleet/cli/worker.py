@@ -31,6 +31,24 @@ CredentialsOption = Annotated[
 LEVELS = ("debug", "info", "warning", "error")
 
 
+def _level(value: str) -> str:
+    if value.lower() not in LEVELS:
+        raise typer.BadParameter(f"expected one of {', '.join(LEVELS)}")
+    return value
+
+
+# The worker's and the controller's --log-level: a level logging knows, or a usage error.
+LogLevelOption = Annotated[
+    str,
+    typer.Option(
+        "--log-level",
+        envvar="MODELFLEET_LOG_LEVEL",
+        callback=_level,
+        help="debug, info, warning or error (debug adds each activity start and poll).",
+    ),
+]
+
+
 def worker(
     credentials_dir: CredentialsOption = Path(".modelfleet/kubeconfigs"),
     max_concurrent_activities: Annotated[int, typer.Option(min=1, max=512)] = 32,
@@ -44,18 +62,9 @@ def worker(
             help="text for people, json (one object per line) for log pipelines.",
         ),
     ] = LogFormat.TEXT,
-    log_level: Annotated[
-        str,
-        typer.Option(
-            "--log-level",
-            envvar="MODELFLEET_LOG_LEVEL",
-            help="debug, info, warning or error (debug adds each activity start and poll).",
-        ),
-    ] = "info",
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Poll the modelfleet task queue until SIGINT/SIGTERM, then shut down gracefully."""
-    if log_level.lower() not in LEVELS:
-        raise typer.BadParameter(f"expected one of {', '.join(LEVELS)}", param_hint="--log-level")
     configure_logging(log_format, log_level)
     s = settings(address, temporal_namespace)
     try:
