@@ -232,6 +232,7 @@ def _corpus(name: str) -> dict[str, Any]:
 
 INVALID = {
     "both-zero": _deployment(strategy={"maxSurge": 0, "maxUnavailable": 0}),
+    "borrow-without-home": _deployment(strategy={"borrow": "Fleet"}),
     "worker-on-standalone": _worker_on_standalone(),
     "env-value-and-valueFrom": _env_both(),
     "toleration-without-key": _toleration_without_key(),

@@ -105,6 +105,17 @@ RULES: dict[str, list[Rule]] = {
             "maxSurge and maxUnavailable must not both be 0 (a rollout could never progress)",
         )
     ],
+    "ModelDeploymentSpec": [
+        _rule(
+            "!has(self.strategy) || !has(self.strategy.borrow) || "
+            "self.strategy.borrow != 'Fleet' || (has(self.template.spec.homeSelector) && "
+            "has(self.template.spec.homeSelector.matchLabels) && "
+            "size(self.template.spec.homeSelector.matchLabels) > 0)",
+            "Fleet needs spec.template.spec.homeSelector.matchLabels (where replicas normally "
+            "run; the roll borrows other clusters its clusterSelector allows)",
+            ".strategy.borrow",
+        )
+    ],
     "DeploymentTemplateSpec": _ENGINES_FOR_MODE,
     "ModelReplicaSpec": _ENGINES_FOR_MODE,
     "Engine": [

@@ -176,7 +176,11 @@ class Serving(Model):
 
 
 class DeploymentTemplateSpec(Model):
+    # Every cluster a replica may ever run on (a hard rule).
     cluster_selector: ClusterSelector | None = None
+    # Where replicas normally run, within ``clusterSelector``: new replicas go only to clusters
+    # matching both; a roll with ``strategy.borrow: Fleet`` may surge outside it (and back).
+    home_selector: ClusterSelector | None = None
     model_cache_ref: ObjectRef | None = None
     serving: Serving = Field(default_factory=Serving)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)  # see env
@@ -186,6 +190,15 @@ class DeploymentTemplateSpec(Model):
 class ReplicaTemplate(Model):
     metadata: TemplateMeta = Field(default_factory=TemplateMeta)
     spec: DeploymentTemplateSpec
+
+
+class BorrowPolicy(StrEnum):
+    """Where a roll's surge may go when the deployment's home clusters have no room for it."""
+
+    # Only where the deployment normally runs (``homeSelector``): the roll waits for room.
+    NONE = "None"
+    # Any cluster ``clusterSelector`` allows that fits, until home has room again.
+    FLEET = "Fleet"
 
 
 class Strategy(Model):
@@ -216,6 +229,10 @@ class Strategy(Model):
     # it was ever Ready fails at once (arguments the engine rejects, a broken image), not at
     # its progress deadline; 0 waits for the deadline.
     crash_loop_restarts: int = Field(default=2, ge=0, le=100)
+    # Fleet: a surge that finds no room on the home clusters (``homeSelector``) is placed on
+    # any other cluster ``clusterSelector`` allows that fits (borrowed), and moves back home by
+    # a later surge when room appears there.
+    borrow: BorrowPolicy = BorrowPolicy.NONE
 
     def unavailable(self, replicas: int) -> int:
         """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a

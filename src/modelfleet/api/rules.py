@@ -17,6 +17,8 @@ from modelfleet.api.autoscalers import ModelAutoscaler, autoscaler_rules
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
 from modelfleet.api.deployments import (
+    BorrowPolicy,
+    ClusterSelector,
     Engine,
     EnvVar,
     ModelDeployment,
@@ -396,6 +398,7 @@ def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
     yield from _template_meta((*tpl, "metadata"), spec.template.metadata)
     tspec = spec.template.spec
     ts = (*tpl, "spec")
+    yield from _home_selector(spec.strategy.borrow, ts, tspec.home_selector)
     yield from _tolerations((*ts, "tolerations"), tspec.tolerations)
     engines = tspec.engines
     yield from _duplicates((*ts, "engines"), [e.name for e in engines], "engine name")
@@ -430,6 +433,27 @@ def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
                 member.template.metadata,
                 member.container.env,
             )
+
+
+def _home_selector(
+    borrow: BorrowPolicy, path: Path, home: ClusterSelector | None
+) -> Iterator[FieldError]:
+    """Valid labels; and borrowing needs a home to borrow from: without a homeSelector every
+    cluster the clusterSelector allows is already where the deployment normally runs."""
+    if borrow is BorrowPolicy.FLEET and (home is None or not home.match_labels):
+        yield FieldError(
+            ("spec", "strategy", "borrow"),
+            "Fleet needs spec.template.spec.homeSelector.matchLabels (where replicas normally "
+            "run; the roll borrows other clusters its clusterSelector allows)",
+        )
+    for key, value in (home.match_labels if home else {}).items():
+        lp = (*path, "homeSelector", "matchLabels", key)
+        problem = label_key_problem(key)
+        if problem:
+            yield FieldError(lp, f"invalid label key {key!r}: {problem}")
+        value_problem = label_value_problem(value)
+        if value_problem:
+            yield FieldError(lp, f"invalid label value {value!r}: {value_problem}")
 
 
 def _model_replica(mr: ModelReplica) -> Iterator[FieldError]:

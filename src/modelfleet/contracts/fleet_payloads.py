@@ -51,6 +51,9 @@ class PlaceRequest(WireModel):
     # How this deployment's replicas serve, by name, where not serving the current template:
     # scale-down (and the scale-back after a failed surge) removes the least serving first.
     standing: dict[str, Standing] = Field(default_factory=dict)
+    # A roll's surge of a deployment with ``strategy.borrow: Fleet``: what does not fit on its
+    # home clusters may go to any other cluster its clusterSelector allows that fits.
+    borrow: bool = False
 
 
 class DryPlaceRequest(PlaceRequest):
@@ -85,6 +88,9 @@ class PlaceResponse(WireModel):
     # The request named its deployment by ``template`` and the placing worker does not hold it
     # (each keeps a bounded number, in memory only): nothing was decided; send it whole.
     unknown_template: bool = False
+    # This deployment's kept and placed replicas outside its home clusters (``homeSelector``),
+    # by name, with why (a newly borrowed one: what was full at home).
+    borrowed: dict[str, str] = Field(default_factory=dict)
 
 
 class PlacementCheck(WireModel):

@@ -83,6 +83,9 @@ class ReplicaStatus(WireModel):
     restarts: int = 0
     # Its rollout failed because its cluster could not be reached (see ``ReplicaProgress``).
     infrastructure: bool = False
+    # Placed outside the deployment's home clusters (``strategy.borrow: Fleet``), and why
+    # ("" at home): a later surge brings it home when room appears there.
+    borrowed: str = ""
 
 
 class DeploymentStatus(WireModel):

@@ -24,6 +24,8 @@ class Place(Model):
 
     desired: int
     sequence: int
+    # A roll's surge that may borrow a cluster outside home (``strategy.borrow: Fleet``).
+    borrow: bool = False
 
 
 class CheckPlacement(Model):

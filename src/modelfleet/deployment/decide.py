@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from modelfleet.api.deployments import BorrowPolicy
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStatus, ReplicaStep
 from modelfleet.deployment.actions import (
     Action,
@@ -36,6 +37,7 @@ from modelfleet.deployment.state import (
     Op,
     PlaceFor,
     Reap,
+    ReturnHome,
     Roll,
     Stage,
     Start,
@@ -302,8 +304,8 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
         return _reap(s, op, now)
     if isinstance(op, PlaceFor):
         s.sequence += 1
-        desired = len(s.replicas) + 1 if op.purpose == "surge" else s.spec.spec.replicas
-        return Place(desired=desired, sequence=s.sequence)
+        desired = len(s.replicas) + 1 if op.purpose in ("surge", "return") else s.spec.spec.replicas
+        return Place(desired=desired, sequence=s.sequence, borrow=op.borrow)
     if isinstance(op, CheckCurrent):
         return CheckPlacement(version=op.version)
     if isinstance(op, DryPlaceOp):
@@ -328,8 +330,41 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
         return _start(s, op, now)
     if isinstance(op, AwaitReady):
         return _await_ready(s, op, now)
+    if isinstance(op, ReturnHome):
+        _return_home(s, op)
+        return None
     _roll(s, op, now)
     return None
+
+
+def _return_home(s: DeploymentState, op: ReturnHome) -> None:
+    """Surge a replacement at home for the next borrowed replica that serves the current
+    template (new first, the borrowed one drains once it is proven, as in a roll: serving
+    never drops); none left, or a change, pause or delete under way: the op is done."""
+    current = template_hash(effective_spec(s))
+    name = None
+    if not (s.deleting or s.paused or s.dirty):
+        name = next(
+            (
+                n
+                for n, r in sorted(s.replicas.items())
+                if r.borrowed
+                and n not in op.tried
+                and r.phase is ReplicaPhase.READY
+                and r.template_hash == current
+            ),
+            None,
+        )
+    if name is None:
+        s.ops.pop(0)
+        return
+    op.tried = [*op.tried, name]
+    s.ops.insert(0, PlaceFor(purpose="return", old=name, guard=True))
+
+
+def borrows(s: DeploymentState) -> bool:
+    """Whether a surge of this deployment may borrow a cluster outside home."""
+    return s.spec.spec.strategy.borrow is BorrowPolicy.FLEET
 
 
 def _reap(s: DeploymentState, op: Reap, now: datetime) -> Action | None:
@@ -396,8 +431,12 @@ def _start(s: DeploymentState, op: Start, now: datetime) -> Action:
         template_hash=template_hash(effective_spec(s)),
         pools={e.name: e.members[0].node_pool_name for e in replica.spec.engines},
         updated=now,
+        borrowed=op.borrowed,
     )
-    note(s, now, f"placed {replica.name} on {replica.spec.cluster_name}")
+    if op.borrowed:
+        note(s, now, f"surged {replica.name} on {replica.spec.cluster_name}: {op.borrowed}")
+    else:
+        note(s, now, f"placed {replica.name} on {replica.spec.cluster_name}")
     return StartReplica(
         replica=replica,
         progress_deadline_seconds=s.spec.spec.strategy.progress_deadline_seconds,
@@ -447,9 +486,12 @@ def _await_ready(s: DeploymentState, op: AwaitReady, now: datetime) -> Action | 
     for name in reversed(op.also_replace):
         s.ops.insert(0, TearDown(name=name, reason=f"replaced by {op.name}"))
     if op.then_replace:
-        s.ops.insert(
-            0, TearDown(name=op.then_replace, reason="replaced by a newer replica (surge)")
+        why = (
+            f"back home: replaced by {op.name} on {status.cluster}"
+            if op.home
+            else "replaced by a newer replica (surge)"
         )
+        s.ops.insert(0, TearDown(name=op.then_replace, reason=why))
     return None
 
 
@@ -505,6 +547,7 @@ def _retry_elsewhere(
         fallback=bool(op.then_replace) and unavailable > 0,
         guard=True,
         retries=op.retries + 1,
+        borrow=borrows(s),
     )
     s.ops = [retry, *s.ops]
 
@@ -591,6 +634,9 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
             )
         ):
             promote(s, now)
+        if any(r.borrowed for r in s.replicas.values()):
+            # Rolled (or nothing to roll): borrowed replicas go home where there is room.
+            s.ops.insert(0, ReturnHome())
         return
     rest = s.ops[1:]
     head: list[Op]
@@ -604,6 +650,7 @@ def _roll(s: DeploymentState, op: Roll, now: datetime) -> None:
                 old=old.name,
                 fallback=op.max_unavailable > 0,
                 guard=True,
+                borrow=borrows(s),
             )
         ]
     elif op.max_unavailable > 0:

@@ -197,6 +197,7 @@ def place_request(
         avoid_reasons={c: why for c, why in avoid.items() if why},
         retired=sorted(still_retired(state.retired, now)),
         standing=standing(state),
+        borrow=place.borrow,
     )
 
 
@@ -282,24 +283,43 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
     s.summary = response.summary
     for kept in response.kept:
         s.placed[kept.name] = kept
+        status = s.replicas.get(kept.name)
+        if status is not None:
+            # The Fleet says which are outside home; the reason they were borrowed stays.
+            why = response.borrowed.get(kept.name, "")
+            status.borrowed = (status.borrowed or why) if why else ""
     op = s.ops.pop(0)
     assert isinstance(op, PlaceFor), f"a placement answer while the next op is {op.op}"
     if op.purpose == "reconcile":
         s.fleet_version = response.version
     head: list[Op]
-    if op.purpose == "surge":
+    if op.purpose in ("surge", "return"):
         # Victims named in a surge answer wait for the next pass's reconcile placement.
         if response.placed:
             surged = response.placed[0].name
+            going_home = op.purpose == "return"
             head = [
-                Start(replica=response.placed[0]),
+                Start(replica=response.placed[0], borrowed=response.borrowed.get(surged, "")),
                 AwaitReady(
                     name=surged,
-                    paused=f"rollout paused: surge replica {surged} failed",
+                    paused=f"returning {op.old} home paused: replica {surged} failed"
+                    if going_home
+                    else f"rollout paused: surge replica {surged} failed",
                     then_replace=op.old,
+                    home=going_home,
                     retries=op.retries,
                 ),
             ]
+        elif op.purpose == "return":
+            # Home is still full: the borrowed replica keeps serving where it is; a later
+            # pass (a resync, a change) asks again.
+            status = s.replicas.get(op.old)
+            where = status.cluster if status is not None else "its cluster"
+            s.summary = (
+                f"{op.old} stays on {where} (borrowed): no room at home: {_why_not(response)}"
+            )
+            s.ops = [*s.ops]
+            return s
         elif op.fallback:
             head = replace_in_place(op.old)
         elif not op.old:
@@ -323,7 +343,9 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
             for v in response.victims
             if v.replica.name not in deferred
         ]
-        head += [Start(replica=r) for r in response.placed]
+        head += [
+            Start(replica=r, borrowed=response.borrowed.get(r.name, "")) for r in response.placed
+        ]
         if op.purpose == "fill-await" or deferred:
             head += [
                 AwaitReady(

@@ -43,7 +43,7 @@ class Reap(WireModel):
     after: str = ""
 
 
-PlacePurpose = Literal["reconcile", "fill", "fill-await", "surge"]
+PlacePurpose = Literal["reconcile", "fill", "fill-await", "surge", "return"]
 
 
 class PlaceFor(WireModel):
@@ -61,6 +61,9 @@ class PlaceFor(WireModel):
     guard: bool = False
     # Replacements of this one already blocked by their cluster (see ``AwaitReady.retries``).
     retries: int = 0
+    # surge only: what does not fit at home may go to another cluster (``strategy.borrow``).
+    # ``return`` is a surge that brings the borrowed replica ``old`` home, never borrowing.
+    borrow: bool = False
 
 
 DryPurpose = Literal["gate", "replace"]
@@ -88,6 +91,8 @@ class TearDown(WireModel):
 class Start(WireModel):
     op: Literal["start"] = "start"
     replica: ModelReplica
+    # Placed outside home, and why (``ReplicaStatus.borrowed``).
+    borrowed: str = ""
 
 
 class AwaitReady(WireModel):
@@ -98,6 +103,8 @@ class AwaitReady(WireModel):
     name: str
     paused: str
     then_replace: str = ""
+    # ``then_replace`` is a borrowed replica this one brings home (``ReturnHome``).
+    home: bool = False
     # A failure rolls the deployment back to its last good template; ``also_replace`` are
     # serving replicas the placement evicted, torn down only once this one is Ready.
     also_replace: list[str] = []
@@ -129,6 +136,15 @@ class Roll(WireModel):
     target: str = ""
     max_surge: int = 0
     max_unavailable: int = 0
+
+
+class ReturnHome(WireModel):
+    """After the roll: bring borrowed replicas home, one surge each (a replacement placed under
+    the normal rules, Ready and proven before the borrowed one drains); ``tried`` are those
+    asked for this pass (bounded by the replicas), so a full home ends the op."""
+
+    op: Literal["return-home"] = "return-home"
+    tried: list[str] = []
 
 
 # Bounded, carried across continue-as-new: kubectl's default revisionHistoryLimit, and enough
@@ -174,7 +190,7 @@ class LogEntry(WireModel):
 
 
 Op = Annotated[
-    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll | CheckCurrent,
+    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll | ReturnHome | CheckCurrent,
     Field(discriminator="op"),
 ]
 

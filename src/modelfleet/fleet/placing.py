@@ -138,6 +138,7 @@ def fleet_place(
         ledger_cache=ledger_cache,
         retired=request.retired,
         standing=request.standing,
+        borrow=request.borrow,
     )
     on = {r.spec.cluster_name for r in [*placement.kept, *placement.placed]}
     summary = placement.summary
@@ -162,6 +163,7 @@ def fleet_place(
         conditions=placement.conditions,
         rejections=placement.rejections,
         summary=placement.summary,
+        borrowed=placement.borrowed,
     )
 
 
@@ -191,7 +193,11 @@ def decision_of(
         namespace=namespace,
         deployment=deployment,
         desired=desired,
-        placed=[f"{r.name}@{r.spec.cluster_name}" for r in response.placed],
+        placed=[
+            f"{r.name}@{r.spec.cluster_name}"
+            + (f" (borrowed: {response.borrowed[r.name]})" if r.name in response.borrowed else "")
+            for r in response.placed
+        ],
         victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
         summary=response.summary,
         rejections=response.rejections,

@@ -126,6 +126,7 @@ def place_in_fleet(
     ledger_cache: LedgerCache | None = None,
     retired: Collection[str] = (),
     standing: Mapping[str, Standing] | None = None,
+    borrow: bool = False,
 ) -> Placement:
     """Where ``deployment``'s ``desired`` replicas run, given every placed replica in the fleet.
 
@@ -153,6 +154,7 @@ def place_in_fleet(
         ledger_cache=ledger_cache,
         retired=retired,
         standing=standing,
+        borrow=borrow,
     )
     unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
     if not unexplained:

@@ -24,9 +24,16 @@ from pydantic import Field
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
+from modelfleet.api.naming import replica_name
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling.explain import summarize
-from modelfleet.scheduling.fill import LedgerCache, book_into_cache, build_ledger, fill
+from modelfleet.scheduling.fill import (
+    LedgerCache,
+    NewReplica,
+    book_into_cache,
+    build_ledger,
+    fill,
+)
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import (
@@ -50,6 +57,8 @@ __all__ = [
 ]
 
 REPLICAS_SCHEDULED = "ReplicasScheduled"
+# A selected cluster the homeSelector leaves out, while a new replica is placed at home.
+NOT_HOME = "not a home cluster (homeSelector)"
 
 
 class Reason:
@@ -76,6 +85,9 @@ class Placement(Model):
     rejections: dict[str, str] = Field(default_factory=dict)
     # "0/5 clusters fit: ..." when some replica could not be placed, else "".
     summary: str = ""
+    # Kept and placed replicas outside the deployment's home clusters (``homeSelector``), by
+    # name, each with why: a placed one, what was full at home when it was borrowed.
+    borrowed: dict[str, str] = Field(default_factory=dict)
 
     @property
     def replicas(self) -> list[ModelReplica]:
@@ -104,6 +116,7 @@ def place(
     skip_full: bool = True,
     retired: Collection[str] = (),
     standing: Mapping[str, Standing] | None = None,
+    borrow: bool = False,
 ) -> Placement:
     """Decide where ``deployment``'s replicas run.
 
@@ -124,6 +137,12 @@ def place(
     no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
     ``retired`` names replicas of this deployment that left lately: no new replica gets one.
     ``standing`` ranks this deployment's replicas for scale-down (see ``retain.scale_down``).
+
+    New replicas go to the home clusters (those the ``homeSelector`` also matches; every
+    selected one without it); replicas already on other selected clusters are kept (a borrowed
+    one stays until a surge brings it home). ``borrow`` (a roll's surge, ``strategy.borrow:
+    Fleet``): what does not fit at home is placed on any selected cluster that fits, and named
+    in ``borrowed`` with what was full at home.
     """
     evaluator = evaluator or SelectorEvaluator()
     want = deployment.spec.replicas if desired is None else max(desired, 0)
@@ -154,6 +173,13 @@ def place(
         )
         return _frozen(result, ours, Reason.NO_CLUSTERS, message)
 
+    home_labels = _home_labels(deployment).items()
+    home = {
+        c.name
+        for c in index.clusters
+        if c.name in selected and all(c.snapshot.labels.get(k) == v for k, v in home_labels)
+    }
+
     matcher = Matcher(evaluator)
     plans = [engine_plan(e) for e in deployment.spec.template.spec.engines]
     kept, victims = retain(deployment, plans, ours, index, selected, matcher)
@@ -168,31 +194,63 @@ def place(
         # Our removed replicas free their capacity; kept ones are charged as stamped.
         charged = _charged(deployment, others_by_cluster, ours, kept)
         mine = {r.spec.cluster_name for r in ours} | {r.cluster_name for r in kept}
-        outcome = fill(
-            deployment,
-            plans=plans,
-            missing=missing,
-            fleet=index,
-            selected=selected,
-            avoid=avoid or {},
-            taken=[(r.cluster_name, r.index) for r in kept]
-            + [(v.replica.spec.cluster_name, v.replica.spec.index) for v in victims],
-            load=Counter(r.cluster_name for r in kept),
-            ledger=build_ledger(index, charged, evaluator, cache=ledger_cache, uncacheable=mine),
-            matcher=matcher,
-            skip_full=skip_full,
-            retired=retired,
-        )
-        result.placed = [
-            stamp_replica(deployment, n.cluster, n.index, n.choices) for n in outcome.placed
+        taken = [(r.cluster_name, r.index) for r in kept] + [
+            (v.replica.spec.cluster_name, v.replica.spec.index) for v in victims
         ]
+        load = Counter(r.cluster_name for r in kept)
+        ledger = build_ledger(index, charged, evaluator, cache=ledger_cache, uncacheable=mine)
+        placed: list[NewReplica] = []
+
+        def fill_on(clusters: Collection[str], count: int) -> dict[str, str]:
+            outcome = fill(
+                deployment,
+                plans=plans,
+                missing=count,
+                fleet=index,
+                selected=clusters,
+                avoid=avoid or {},
+                taken=taken + [(n.cluster, n.index) for n in placed],
+                load=load,
+                ledger=ledger,
+                matcher=matcher,
+                skip_full=skip_full,
+                retired=retired,
+            )
+            placed.extend(outcome.placed)
+            return outcome.rejections
+
+        rejections = {
+            c: NOT_HOME if c in selected and c not in home else why
+            for c, why in fill_on(home, missing).items()
+        }
+        if borrow and rejections and home != selected:
+            # The home clusters are full: borrow any other selected cluster that fits.
+            full_at_home = borrowed_because(rejections, home)
+            before = len(placed)
+            elsewhere = fill_on(selected - home, missing - before)
+            for n in placed[before:]:
+                result.borrowed[replica_name_of(deployment, n.cluster, n.index)] = full_at_home
+            rejections = {c: rejections[c] if c in home else why for c, why in elsewhere.items()}
+        result.placed = [stamp_replica(deployment, n.cluster, n.index, n.choices) for n in placed]
         if ledger_cache is not None and result.placed:
             book_into_cache(ledger_cache, index, result.placed, evaluator, uncacheable=mine)
-        result.rejections = outcome.rejections
-        if outcome.rejections:
-            result.summary = summarize(len(index.clusters), 0, outcome.rejections)
+        result.rejections = rejections
+        if rejections:
+            result.summary = summarize(len(index.clusters), 0, rejections)
+    for r in result.kept:
+        if r.spec.cluster_name not in home:
+            result.borrowed[r.name] = f"{r.spec.cluster_name}: {NOT_HOME}"
     result.conditions = [_scheduled_condition(result, fill_missing)]
     return result
+
+
+def borrowed_because(rejections: Mapping[str, str], home: Collection[str]) -> str:
+    """Why a replica was borrowed: what each home cluster said when it did not fit there."""
+    return "; ".join(f"{why} on {c}" for c, why in sorted(rejections.items()) if c in home)
+
+
+def replica_name_of(deployment: ModelDeployment, cluster: str, index: int) -> str:
+    return replica_name(deployment.namespace, deployment.name, cluster, index)
 
 
 def _partition(
@@ -236,6 +294,11 @@ def _charged(
 
 def _match_labels(deployment: ModelDeployment) -> dict[str, str]:
     selector = deployment.spec.template.spec.cluster_selector
+    return dict(selector.match_labels) if selector else {}
+
+
+def _home_labels(deployment: ModelDeployment) -> dict[str, str]:
+    selector = deployment.spec.template.spec.home_selector
     return dict(selector.match_labels) if selector else {}
 
 
