@@ -118,6 +118,12 @@ def _deployment(
         print_table(REPLICA_HEADER, replica_rows(status), flexible=("REASON",))
     else:
         console.print("  none")
+    borrowed = [r for r in status.replicas if r.borrowed]
+    if borrowed:
+        # strategy.borrow: Fleet surged these outside home; a later surge brings them back.
+        console.print("\n[bold]Borrowed[/]  (returning home when room appears there)")
+        for r in borrowed:
+            console.print(f"  {r.name} on {r.cluster}: {escape(r.borrowed)}")
     if status.rejections or status.summary:
         console.print("\n[bold]Placement[/]  " + escape(status.summary))
         for cluster, reason in sorted(status.rejections.items()):

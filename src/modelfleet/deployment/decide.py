@@ -340,10 +340,10 @@ def _step(s: DeploymentState, now: datetime) -> Action | None:
 def _return_home(s: DeploymentState, op: ReturnHome) -> None:
     """Surge a replacement at home for the next borrowed replica that serves the current
     template (new first, the borrowed one drains once it is proven, as in a roll: serving
-    never drops); none left, or a change, pause or delete under way: the op is done."""
+    never drops); none left, or a pause or delete under way: the op is done."""
     current = template_hash(effective_spec(s))
     name = None
-    if not (s.deleting or s.paused or s.dirty):
+    if not (s.deleting or s.paused):
         name = next(
             (
                 n
