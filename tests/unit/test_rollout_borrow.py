@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from rollout_builders import Driver, ToyFleet, replica, serving, spec, state_with, status
 
 from modelfleet.api.deployments import BorrowPolicy, ModelDeployment
+from modelfleet.api.meta import Condition
 from modelfleet.contracts.fleet_payloads import PlaceRequest, PlaceResponse
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
 from modelfleet.deployment import decisions as rollout
@@ -47,8 +48,17 @@ class HomeFleet(ToyFleet):
         borrowed |= {
             n: f"{self.ledger[n]}: not home" for n in mine if self.ledger[n] not in self.home
         }
-        summary = "" if len(placed) + len(mine) >= request.desired else "0/2 clusters fit: full"
-        return PlaceResponse(kept=kept, placed=placed, summary=summary, borrowed=borrowed)
+        short = len(placed) + len(mine) < request.desired
+        summary = "0/2 clusters fit: full" if short else ""
+        scheduled = Condition(
+            type="ReplicasScheduled",
+            status="False" if short else "True",
+            reason="InsufficientCapacity" if short else "ReplicasCreated",
+            message=f"Scheduled {len(placed) + len(mine)} of {request.desired} replicas",
+        )
+        return PlaceResponse(
+            kept=kept, placed=placed, summary=summary, borrowed=borrowed, conditions=[scheduled]
+        )
 
 
 def borrowing(md: ModelDeployment, policy: BorrowPolicy = BorrowPolicy.FLEET) -> ModelDeployment:
@@ -143,6 +153,8 @@ def test_a_borrowed_replica_stays_while_home_is_full_and_returns_when_room_appea
     summary = rollout.report(driver.state).summary
     assert "x-away stays on us-east-h100 (borrowed): no room at home" in summary
     assert driver.state.replicas["x-away"].borrowed == FULL  # the first reason is kept
+    # The deployment's own verdict stands: its one replica is scheduled.
+    assert [c.status for c in driver.state.conditions] == ["True"]
     # The other deployment leaves: the next pass (a resync) brings it home.
     fleet.release("other")
     driver.state = rollout.resync(driver.state)

@@ -278,6 +278,7 @@ def _why_not(response: PlaceResponse) -> str:
 def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
     """The Fleet answered the pending ``PlaceFor``: queue what its answer asks for."""
     s = state.model_copy(deep=True)
+    before = (s.conditions, s.rejections)
     s.conditions = response.conditions
     s.rejections = response.rejections
     s.summary = response.summary
@@ -313,6 +314,9 @@ def placed(state: DeploymentState, response: PlaceResponse) -> DeploymentState:
         elif op.purpose == "return":
             # Home is still full: the borrowed replica keeps serving where it is; a later
             # pass (a resync, a change) asks again.
+            # The answer was about one replica more than the deployment asks for: the
+            # deployment's own placement verdict stands.
+            s.conditions, s.rejections = before
             status = s.replicas.get(op.old)
             where = status.cluster if status is not None else "its cluster"
             s.summary = (
