@@ -86,6 +86,7 @@ def test_defaults_are_applied_and_unknown_fields_refused(kubectl: Kubectl) -> No
         "rollbackWindowSeconds": 600,
         "maxErrorPercent": 5,
         "crashLoopRestarts": 2,
+        "borrow": "None",
     }
     engine = stored["spec"]["template"]["spec"]["engines"][0]
     assert engine["copies"] == 1
