@@ -160,6 +160,14 @@ class Fabric(Model):
     infiniband: InfiniBand | None = None
 
 
+class PoolFallback(Model):
+    """Where else (zones) or as what else (className) to create a pool when the cloud reports a
+    stockout: an unset field keeps the pool's own. Tried in the order listed."""
+
+    zones: list[str] | None = Field(default=None, min_length=1, max_length=8)
+    class_name: str | None = Field(default=None, min_length=1, max_length=63)
+
+
 class NodePool(Model):
     name: DNSLabel = Field(max_length=40)
     class_name: str = Field(min_length=1, max_length=63)
@@ -169,6 +177,9 @@ class NodePool(Model):
     zones: list[str] = Field(default_factory=list)
     capacity_block: CapacityBlock | None = None
     fabric: Fabric | None = None
+    # Alternatives when creating the pool meets a stockout (modelfleet's own field; provisioned
+    # sources only): each replaces the pool's zones and/or class, tried in order.
+    fallbacks: list[PoolFallback] = Field(default_factory=list, max_length=8)
     # The node label whose value is this pool's name; workloads pin to the pool with it. When
     # unset: ``modelplane.ai/pool`` in a modelplane.ai document, else ``modelfleet.dev/pool``.
     node_label: str | None = Field(default=None, min_length=1, max_length=316)

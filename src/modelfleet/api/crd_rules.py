@@ -191,6 +191,9 @@ RULES: dict[str, list[Rule]] = {
         optional=(ClusterSource.EXISTING.value,),
     ),
     "NodePool": [_min_not_above_max("minNodeCount", "maxNodeCount")],
+    "PoolFallback": [
+        _rule("has(self.zones) || has(self.className)", "set zones, className or both")
+    ],
     "GKEPool": [_min_not_above_max("minNodeCount", "maxNodeCount")],
     "EKSPool": [_min_not_above_max("minNodeCount", "maxNodeCount")],
     "AKSPool": [_min_not_above_max("minNodeCount", "maxNodeCount")],

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from modelfleet.api.autoscalers import ModelAutoscaler, autoscaler_rules
 from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, InferenceClass
-from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster
+from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, NodePool
 from modelfleet.api.deployments import (
     BorrowPolicy,
     ClusterSelector,
@@ -287,6 +287,7 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
                 yield FieldError((*path, "nodeLabel"), f"invalid label key: {problem}")
         if pool.capacity_block is not None and source is not ClusterSource.EKS:
             yield FieldError((*path, "capacityBlock"), "capacity blocks exist only on EKS")
+        yield from _fallbacks(path, pool, source)
         fabric = pool.fabric
         if fabric is not None:
             if fabric.infiniband is not None and fabric.type is not FabricType.INFINIBAND:
@@ -313,6 +314,45 @@ def _inference_cluster(cl: InferenceCluster) -> Iterator[FieldError]:
                     f"InfiniBand pools cannot be provisioned on {source.value}; "
                     "use source Existing",
                 )
+
+
+def _fallbacks(path: Path, pool: NodePool, source: ClusterSource) -> Iterator[FieldError]:
+    if not pool.fallbacks:
+        return
+    where = (*path, "fallbacks")
+    if source not in (ClusterSource.GKE, ClusterSource.EKS, ClusterSource.AKS):
+        yield FieldError(
+            where,
+            "fallbacks apply only to pools modelfleet provisions (sources GKE, EKS, AKS), "
+            f"not to source {source.value}",
+        )
+        return
+    if pool.capacity_block is not None:
+        yield FieldError(
+            where,
+            "a pool on a Capacity Block cannot fall back: the reservation holds one instance "
+            "type in one zone",
+        )
+        return
+    # Each alternative as it would be created; one equal to the pool or an earlier one would
+    # only repeat a stocked-out attempt.
+    seen = [(sorted(pool.zones), pool.class_name)]
+    for i, fallback in enumerate(pool.fallbacks):
+        if fallback.zones is None and fallback.class_name is None:
+            yield FieldError((*where, i), "set zones, className or both")
+            continue
+        zones = fallback.zones if fallback.zones is not None else pool.zones
+        if fallback.zones is not None:
+            yield from _duplicates((*where, i, "zones"), fallback.zones, "zone")
+        key = (sorted(zones), fallback.class_name or pool.class_name)
+        if key in seen:
+            same = "the pool itself" if seen.index(key) == 0 else f"fallback {seen.index(key) - 1}"
+            yield FieldError(
+                (*where, i),
+                f"repeats {same} (zones {', '.join(key[0]) or 'unset'}, class {key[1]}): "
+                "an alternative must differ in its zones or its class",
+            )
+        seen.append(key)
 
 
 # --- ModelDeployment / ModelReplica -----------------------------------------------------------

@@ -42,11 +42,21 @@ def failure_reason(
     error_type: str | None,
     message: str,
     cleanup: list[str] | None = None,
+    stocked_out: list[str] | None = None,
 ) -> str:
-    """``ProvisioningFailed at <step>: <Reason>: <cloud's words>; <advice>``."""
+    """``ProvisioningFailed at <step>: <Reason>: <cloud's words>; <advice>``; after a pool's
+    fallbacks, which attempts were stocked out first."""
     reason = reason_of(error_type)
     word = reason.value if reason is not None else "Failed"
     text = f"{PROVISIONING_FAILED} at {step}: {word}: {message.rstrip('. ')}; "
+    tried = [s for s in stocked_out or [] if s != step]
+    if reason is CloudErrorReason.STOCKOUT and stocked_out:
+        text += (
+            f"every alternative was stocked out ({len(stocked_out)} tried: "
+            f"{'; '.join(stocked_out)}); "
+        )
+    elif tried:
+        text += f"after stockouts at: {'; '.join(tried)}; "
     text += _advice(reason, cluster)
     if cleanup:
         text += f"; cleanup incomplete: {'; '.join(cleanup)}"

@@ -16,8 +16,16 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, Taint, TaintEffect
+from modelfleet.api.clusters import (
+    ClusterSource,
+    FabricType,
+    InferenceCluster,
+    NodePool,
+    Taint,
+    TaintEffect,
+)
 from modelfleet.api.naming import LABEL_POOL
+from modelfleet.cluster.alternatives import alternatives
 from modelfleet.contracts.cloud_payloads import CloudCluster, PoolPlan, PoolShape, eks_scaling
 from modelfleet.contracts.kube_payloads import KubeconfigRef, ProbeRequest
 from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
@@ -59,86 +67,103 @@ def cloud_cluster(cluster: InferenceCluster, owner: str) -> CloudCluster:
 
 
 def needed_classes(cluster: InferenceCluster) -> list[str]:
-    return sorted({p.class_name for p in cluster.spec.node_pools})
+    """The classes the pools and their fallbacks are built from."""
+    names = {p.class_name for p in cluster.spec.node_pools}
+    names |= {f.class_name for p in cluster.spec.node_pools for f in p.fallbacks if f.class_name}
+    return sorted(names)
 
 
 def plan_pools(
     cluster: InferenceCluster, classes: Mapping[str, InferenceClass]
 ) -> tuple[list[PoolPlan], list[str]]:
     """The pools to create in declared order, or the reasons some cannot be planned."""
-    source = cluster.spec.cluster.source
     plans: list[PoolPlan] = []
     problems: list[str] = []
     for pool in cluster.spec.node_pools:
-        klass = classes.get(pool.class_name)
-        where = f"nodePools[{pool.name}]"
-        if klass is None:
-            problems.append(f"{where}: InferenceClass {pool.class_name} is not in the fleet")
-            continue
-        prov = klass.spec.provisioning
-        gpu = any("gpu" in d.driver.split(".") for d in klass.spec.devices)
-        base = PoolPlan(
-            name=pool.name,
-            class_name=pool.class_name,
-            node_count=pool.node_count,
-            min_node_count=pool.min_node_count,
-            max_node_count=pool.max_node_count,
-            zones=list(pool.zones),
-            labels={LABEL_POOL: pool.name},
-            taints=[GPU_TAINT] if gpu else [],
-        )
-        if source is ClusterSource.GKE:
-            if prov is None or prov.gke is None:
-                problems.append(f"{where}: class {klass.name} has no provisioning.gke block")
-                continue
-            if pool.fabric is not None and pool.fabric.type is FabricType.EFA:
-                problems.append(f"{where}: EFA is EKS-only")
-                continue
-            plans.append(
-                base.model_copy(
-                    update={
-                        "machine_type": prov.gke.machine_type,
-                        "disk_size_gb": prov.gke.disk_size_gb,
-                        "accelerator_type": prov.gke.accelerator.type,
-                        "accelerator_count": prov.gke.accelerator.count,
-                    }
-                )
-            )
-        elif source is ClusterSource.EKS:
-            if prov is None or prov.eks is None:
-                problems.append(f"{where}: class {klass.name} has no provisioning.eks block")
-                continue
-            plans.append(
-                base.model_copy(
-                    update={
-                        "instance_type": prov.eks.instance_type,
-                        "ami_type": prov.eks.ami_type,
-                        "disk_size_gb": prov.eks.disk_size_gb,
-                        "capacity_reservation_id": (
-                            pool.capacity_block.capacity_reservation_id
-                            if pool.capacity_block
-                            else None
-                        ),
-                        "efa": pool.fabric is not None and pool.fabric.type is FabricType.EFA,
-                    }
-                )
-            )
-        elif source is ClusterSource.AKS:
-            if prov is None or prov.aks is None:
-                problems.append(f"{where}: class {klass.name} has no provisioning.aks block")
-                continue
-            plans.append(
-                base.model_copy(
-                    update={
-                        "vm_size": prov.aks.vm_size,
-                        "disk_size_gb": prov.aks.disk_size_gb,
-                        "gpu_driver": prov.aks.gpu_driver.value if gpu else None,
-                    }
-                )
-            )
+        planned = _plan_pool(cluster.spec.cluster.source, pool, classes, f"nodePools[{pool.name}]")
+        if isinstance(planned, str):
+            problems.append(planned)
         else:
-            problems.append(f"{where}: source {source.value} is not provisioned")
+            plans.append(planned)
     return plans, problems
+
+
+def plan_alternatives(
+    cluster: InferenceCluster, classes: Mapping[str, InferenceClass]
+) -> tuple[dict[str, list[PoolPlan]], list[str]]:
+    """Per pool, the plans of its alternatives in the order they are tried (the pool itself
+    first, then each of its ``fallbacks``), or the reasons some cannot be planned."""
+    out: dict[str, list[PoolPlan]] = {}
+    problems: list[str] = []
+    for pool in cluster.spec.node_pools:
+        options = out.setdefault(pool.name, [])
+        for i, alternative in enumerate(alternatives(pool)):
+            where = f"nodePools[{pool.name}]" + (f".fallbacks[{i - 1}]" if i else "")
+            planned = _plan_pool(cluster.spec.cluster.source, alternative, classes, where)
+            if isinstance(planned, str):
+                problems.append(planned)
+            else:
+                options.append(planned)
+    return out, problems
+
+
+def _plan_pool(
+    source: ClusterSource, pool: NodePool, classes: Mapping[str, InferenceClass], where: str
+) -> PoolPlan | str:
+    """One pool's plan, or why it cannot be planned."""
+    klass = classes.get(pool.class_name)
+    if klass is None:
+        return f"{where}: InferenceClass {pool.class_name} is not in the fleet"
+    prov = klass.spec.provisioning
+    gpu = any("gpu" in d.driver.split(".") for d in klass.spec.devices)
+    base = PoolPlan(
+        name=pool.name,
+        class_name=pool.class_name,
+        node_count=pool.node_count,
+        min_node_count=pool.min_node_count,
+        max_node_count=pool.max_node_count,
+        zones=list(pool.zones),
+        labels={LABEL_POOL: pool.name},
+        taints=[GPU_TAINT] if gpu else [],
+    )
+    if source is ClusterSource.GKE:
+        if prov is None or prov.gke is None:
+            return f"{where}: class {klass.name} has no provisioning.gke block"
+        if pool.fabric is not None and pool.fabric.type is FabricType.EFA:
+            return f"{where}: EFA is EKS-only"
+        return base.model_copy(
+            update={
+                "machine_type": prov.gke.machine_type,
+                "disk_size_gb": prov.gke.disk_size_gb,
+                "accelerator_type": prov.gke.accelerator.type,
+                "accelerator_count": prov.gke.accelerator.count,
+            }
+        )
+    if source is ClusterSource.EKS:
+        if prov is None or prov.eks is None:
+            return f"{where}: class {klass.name} has no provisioning.eks block"
+        return base.model_copy(
+            update={
+                "instance_type": prov.eks.instance_type,
+                "ami_type": prov.eks.ami_type,
+                "disk_size_gb": prov.eks.disk_size_gb,
+                "capacity_reservation_id": (
+                    pool.capacity_block.capacity_reservation_id if pool.capacity_block else None
+                ),
+                "efa": pool.fabric is not None and pool.fabric.type is FabricType.EFA,
+            }
+        )
+    if source is ClusterSource.AKS:
+        if prov is None or prov.aks is None:
+            return f"{where}: class {klass.name} has no provisioning.aks block"
+        return base.model_copy(
+            update={
+                "vm_size": prov.aks.vm_size,
+                "disk_size_gb": prov.aks.disk_size_gb,
+                "gpu_driver": prov.aks.gpu_driver.value if gpu else None,
+            }
+        )
+    return f"{where}: source {source.value} is not provisioned"
 
 
 def desired_shape(source: ClusterSource, plan: PoolPlan) -> PoolShape:

@@ -17,12 +17,20 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.classes import InferenceClass
-    from modelfleet.api.clusters import ClusterSource, InferenceCluster
+    from modelfleet.api.clusters import ClusterSource, InferenceCluster, NodePool
     from modelfleet.cluster import steps as cluster_steps
+    from modelfleet.cluster.alternatives import (
+        alternatives,
+        as_created,
+        attempt_name,
+        choice,
+        next_alternative,
+    )
     from modelfleet.cluster.plan import (
         PoolChanges,
         cloud_cluster,
         needed_classes,
+        plan_alternatives,
         plan_pools,
     )
     from modelfleet.contracts.cloud_payloads import (
@@ -58,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         PoolShape,
         ProvisioningState,
         error_type,
+        reason_of,
     )
     from modelfleet.contracts.cloud_payloads import CloudErrorReason as Reason
 
@@ -123,14 +132,22 @@ STEP_TIMEOUT = timedelta(minutes=60)
 
 class ProvisioningFailedError(Exception):
     """The saga failed at ``step`` (and compensated): the activity's error type and message,
-    and what could not be cleaned up."""
+    what could not be cleaned up, and the alternatives stocked out before the last attempt."""
 
-    def __init__(self, step: str, error_type: str | None, message: str, cleanup: list[str]) -> None:
+    def __init__(
+        self,
+        step: str,
+        error_type: str | None,
+        message: str,
+        cleanup: list[str],
+        stocked_out: list[str] | None = None,
+    ) -> None:
         super().__init__(f"{step}: {error_type}: {message}")
         self.step = step
         self.error_type = error_type
         self.message = message
         self.cleanup = cleanup
+        self.stocked_out = stocked_out or []
 
 
 def describe(exc: ActivityError) -> str:
@@ -157,6 +174,10 @@ class Provisioner:
         self.deadline = deadline
         self.heartbeat = heartbeat
         self._step = "planning"
+        # Per pool, the plans of its alternatives (the pool, then its fallbacks), from plan().
+        self._options: dict[str, list[PoolPlan]] = {}
+        # The attempts of the last pool created that the cloud answered with a stockout.
+        self._stocked_out: list[str] = []
 
     @property
     def step(self) -> str:
@@ -188,7 +209,11 @@ class Provisioner:
         return {c.name: c for c in found}
 
     def plan(self, classes: dict[str, InferenceClass]) -> tuple[list[PoolPlan], list[str]]:
-        return plan_pools(self.spec, classes)
+        """The pools as created so far (a pool created as a fallback keeps it), and each pool's
+        alternatives for when one is created."""
+        plans, problems = plan_pools(as_created(self.spec, self.state.chosen), classes)
+        self._options, more = plan_alternatives(self.spec, classes)
+        return plans, list(dict.fromkeys([*problems, *more]))
 
     async def provision(self, plans: list[PoolPlan]) -> None:
         """Create everything; raises :class:`ProvisioningFailedError` after compensating."""
@@ -198,11 +223,7 @@ class Provisioner:
             self._record("cluster", cloud.name)
             await self._create(self.steps.create_cluster, cloud, self.step)
             for plan in plans:
-                self.step = f"create {self.steps.pool_word} {plan.name}"
-                self._record("pool", plan.name)
-                await self._create(
-                    self.steps.create_pool, PoolRequest(cluster=cloud, pool=plan), self.step
-                )
+                await self._create_pool(cloud, plan, log=True)
             self.step = "write kubeconfig on the worker"
             await workflow.execute_activity(
                 self.steps.kubeconfig,
@@ -224,7 +245,9 @@ class Provisioner:
                 error_type, message = cause.type, cause.message
             else:
                 error_type, message = None, str(cause or exc)
-            raise ProvisioningFailedError(self.step, error_type, message, problems) from None
+            raise ProvisioningFailedError(
+                self.step, error_type, message, problems, self._stocked_out
+            ) from None
         self.state.provisioned = True
         self._step = "provisioned"
         cluster_steps.end(self.state.steps)
@@ -270,6 +293,79 @@ class Provisioner:
         )
         return result
 
+    def _declared(self, name: str) -> NodePool | None:
+        return next((p for p in self.spec.spec.node_pools if p.name == name), None)
+
+    async def _create_pool(self, cloud: CloudCluster, plan: PoolPlan, *, log: bool) -> None:
+        """Create one pool, trying its alternatives in order while the cloud reports a stockout
+        (:func:`~modelfleet.cluster.alternatives.next_alternative` decides); what a stocked-out
+        attempt created is deleted before the next. The last failure is raised. ``log``: each
+        attempt is a step of the step log."""
+        pool = self._declared(plan.name)
+        options = self._options.get(plan.name, [])
+        tries = alternatives(pool) if pool is not None else []
+        if pool is None or len(options) != len(tries):
+            # Not declared (cannot happen) or unplanned: the plan as given, no alternatives.
+            options, tries = [plan], []
+        self._stocked_out = []
+        outcomes: list[Reason | None] = []
+        while (index := next_alternative(len(options), outcomes)) is not None:
+            option = options[index]
+            if pool is not None and tries:
+                name = attempt_name(self.steps.pool_word, pool, tries[index])
+            else:
+                name = f"create {self.steps.pool_word} {plan.name}"
+            if log:
+                self.step = name
+            self._record("pool", plan.name)
+            try:
+                await self._create(
+                    self.steps.create_pool, PoolRequest(cluster=cloud, pool=option), name
+                )
+            except ActivityError as exc:
+                cause = exc.__cause__
+                outcomes.append(
+                    reason_of(cause.type) if isinstance(cause, ApplicationError) else None
+                )
+                if next_alternative(len(options), outcomes) is None:
+                    if outcomes[-1] is Reason.STOCKOUT and len(options) > 1:
+                        self._stocked_out.append(name)
+                    raise
+                self._stocked_out.append(name)
+                if log:
+                    cluster_steps.end(self.state.steps, describe(exc))
+                # The failed attempt's pool exists (in error) until deleted: the next attempt
+                # creates one of the same name.
+                await self._delete_pool(cloud, plan.name, log=log)
+                continue
+            if pool is not None and tries:
+                chosen = choice(pool, tries[index])
+                if chosen is None:
+                    self.state.chosen.pop(plan.name, None)
+                else:
+                    self.state.chosen[plan.name] = chosen
+            return
+
+    async def _delete_pool(self, cloud: CloudCluster, name: str, *, log: bool) -> None:
+        what = f"delete {self.steps.pool_word} {name} (stocked out)"
+        if log:
+            cluster_steps.begin(self.state.steps, what)
+        await workflow.execute_activity(
+            self.steps.delete_pool,
+            PoolRef(cluster=cloud, pool=name),
+            result_type=DeleteOutcome,
+            start_to_close_timeout=STEP_TIMEOUT,
+            schedule_to_close_timeout=self.deadline,
+            heartbeat_timeout=self.heartbeat,
+            retry_policy=CLOUD_RETRY,
+            summary=what,
+        )
+        if log:
+            cluster_steps.end(self.state.steps)
+        self.state.created = [
+            r for r in self.state.created if not (r.kind == "pool" and r.name == name)
+        ]
+
     def ours(self) -> set[str]:
         """The pools this cluster created (only those may be deleted when undeclared)."""
         return {r.name for r in self.state.created if r.kind == "pool"}
@@ -290,12 +386,8 @@ class Provisioner:
         """Create, resize, then delete pools (a delete last: new capacity comes first)."""
         cloud = self._cloud()
         for plan in changes.create:
-            self._record("pool", plan.name)
-            await self._create(
-                self.steps.create_pool,
-                PoolRequest(cluster=cloud, pool=plan),
-                f"create {self.steps.pool_word} {plan.name}",
-            )
+            declared = self._declared(plan.name)
+            await self._create_pool(cloud, plan, log=bool(declared and declared.fallbacks))
         for plan in changes.resize:
             await self._create(
                 self.steps.update_pool,
@@ -316,6 +408,7 @@ class Provisioner:
             self.state.created = [
                 r for r in self.state.created if not (r.kind == "pool" and r.name == name)
             ]
+            self.state.chosen.pop(name, None)
 
     async def deprovision(self) -> list[str]:
         """Delete what this workflow created, newest first; the problems that remain."""

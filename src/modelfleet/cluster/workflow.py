@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.meta import Condition
     from modelfleet.api.rules import validate
     from modelfleet.cluster import steps as cluster_steps
+    from modelfleet.cluster.alternatives import as_created
     from modelfleet.cluster.failure import PROVISIONING_FAILED, failure_reason
     from modelfleet.cluster.phase import cluster_phase
     from modelfleet.cluster.plan import probe_request, removal_refused, removed_pools
@@ -266,6 +267,7 @@ class ClusterWorkflow:
                     failed.error_type,
                     failed.message,
                     failed.cleanup,
+                    failed.stocked_out,
                 )
                 message = reason.removeprefix(f"{PROVISIONING_FAILED} at ")
                 self._condition(PROVISIONED, "False", PROVISIONING_FAILED, message)
@@ -506,10 +508,15 @@ class ClusterWorkflow:
         )
         await workflow.execute_activity(
             FLEET_PUBLISH_CLUSTER,
-            PublishRequest(spec=self._state.spec if spec else None, report=report),
+            PublishRequest(spec=self._published_spec() if spec else None, report=report),
             start_to_close_timeout=timedelta(seconds=30),
             summary="publish to the fleet",
         )
+
+    def _published_spec(self) -> InferenceCluster:
+        """The spec with each pool created as a fallback shown as created: the fleet places
+        replicas by a pool's class."""
+        return as_created(self._state.spec, self._state.provisioning.chosen)
 
     def _status(self) -> ClusterStatus:
         return ClusterStatus(

@@ -224,6 +224,14 @@ class ClusterStep(WireModel):
     error: str = ""
 
 
+class PoolChoice(WireModel):
+    """What a pool was created as when its own zones or class were stocked out: the fallback's
+    zones and class, which the fleet then schedules on."""
+
+    zones: list[str] = []
+    class_name: str
+
+
 class ProvisioningState(WireModel):
     """What provisioning created so far; carried in the workflow input across continue-as-new."""
 
@@ -235,3 +243,5 @@ class ProvisioningState(WireModel):
     # The nodePools[] (wire form) the cloud pools were last made to match; a spec whose pools
     # differ is reconciled. None: as provisioned (runs from before pool changes).
     pools_applied: list[dict[str, Any]] | None = None
+    # Pools created as one of their fallbacks (by pool name); a pool absent here is as declared.
+    chosen: dict[str, PoolChoice] = {}

@@ -25,6 +25,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.sim.apiserver.server import FleetApiServer
 from modelfleet.sim.clouds.aks import FakeAKS
 from modelfleet.sim.clouds.eks import FakeEKS
+from modelfleet.sim.clouds.faults import Stockout
 from modelfleet.sim.clouds.gke import FakeGKE
 from modelfleet.sim.clouds.kube import CloudKube, MachineCatalog
 from modelfleet.sim.loop_thread import LoopThread
@@ -80,7 +81,10 @@ class SimulatedClouds:
         state_dir: str | Path,
         polls: int = 2,
         host: str = "127.0.0.1",
+        stockouts: Mapping[str, Iterable[Stockout | Mapping[str, Any]]] | None = None,
     ) -> SimulatedClouds:
+        """``stockouts``: per cloud (``gke``), the zones (or machine types in zones) out of
+        capacity from the start; changed later through each fake's ``/_admin/stockouts``."""
         catalog = MachineCatalog(
             dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
         )
@@ -95,6 +99,8 @@ class SimulatedClouds:
         moto.start()
         moto_host, moto_port = moto.get_host_and_port()
         gke = FakeGKE(kube, polls_per_operation=polls, token=SIM_GKE_TOKEN)
+        for item in (stockouts or {}).get("gke", []):
+            gke.stockouts.add(Stockout.model_validate(item))
         eks = FakeEKS(kube, f"http://{moto_host}:{moto_port}", polls_to_active=polls)
         aks = FakeAKS(kube, polls=polls, token=SIM_AZURE_TOKEN)
         runners: list[web.AppRunner] = []

@@ -15,7 +15,16 @@ from enum import StrEnum
 from aiohttp import web
 from pydantic import BaseModel, Field, ValidationError
 
-__all__ = ["CloudFault", "CloudFaults", "ErrorKind", "FaultStage", "admin_faults"]
+__all__ = [
+    "CloudFault",
+    "CloudFaults",
+    "ErrorKind",
+    "FaultStage",
+    "Stockout",
+    "Stockouts",
+    "admin_faults",
+    "admin_stockouts",
+]
 
 
 class ErrorKind(StrEnum):
@@ -96,3 +105,57 @@ async def admin_faults(request: web.Request, faults: CloudFaults) -> web.Respons
     elif request.method == "DELETE":
         faults.clear()
     return web.json_response([f.model_dump(mode="json") for f in faults.pending()])
+
+
+class Stockout(BaseModel):
+    """A zone out of capacity: of every machine type, or of ``machine`` only (a GKE machine
+    type, an EC2 instance type, an Azure VM size). Lasts until cleared."""
+
+    zone: str = Field(min_length=1, description="e.g. us-central1-a, us-east-2a, 1")
+    machine: str | None = Field(default=None, description="only this machine type")
+
+
+class Stockouts:
+    """The zones (or machine types in zones) a simulated cloud has no capacity in: a pool that
+    asks for machines there fails its operation as that cloud reports a stockout."""
+
+    def __init__(self, initial: list[Stockout] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._current: list[Stockout] = [s.model_copy() for s in initial or []]
+
+    def add(self, stockout: Stockout) -> None:
+        with self._lock:
+            if stockout not in self._current:
+                self._current.append(stockout.model_copy())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._current.clear()
+
+    def current(self) -> list[Stockout]:
+        with self._lock:
+            return [s.model_copy() for s in self._current]
+
+    def exhausted(self, zones: list[str], machine: str | None) -> str | None:
+        """The first of ``zones`` out of ``machine``, or None when all of them have some."""
+        with self._lock:
+            for zone in zones:
+                for s in self._current:
+                    if s.zone == zone and (s.machine is None or s.machine == machine):
+                        return zone
+            return None
+
+
+async def admin_stockouts(request: web.Request, stockouts: Stockouts) -> web.Response:
+    """``GET``: the stocked-out zones; ``POST`` a Stockout (or a list): add; ``DELETE``: clear.
+    Served at ``/_admin/stockouts`` by every cloud fake."""
+    if request.method == "POST":
+        body = await request.json()
+        try:
+            for item in body if isinstance(body, list) else [body]:
+                stockouts.add(Stockout.model_validate(item))
+        except ValidationError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+    elif request.method == "DELETE":
+        stockouts.clear()
+    return web.json_response([s.model_dump(mode="json") for s in stockouts.current()])

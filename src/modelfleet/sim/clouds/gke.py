@@ -29,7 +29,14 @@ from typing import Any
 
 from aiohttp import web
 
-from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage, admin_faults
+from modelfleet.sim.clouds.faults import (
+    CloudFaults,
+    ErrorKind,
+    FaultStage,
+    Stockouts,
+    admin_faults,
+    admin_stockouts,
+)
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeGKE"]
@@ -93,6 +100,8 @@ class _Operation:
     end: str | None = None
     # What an update operation sets (setSize's nodeCount, setAutoscaling's autoscaling).
     change: dict[str, Any] = field(default_factory=dict)
+    # The error's own words when they name something (the stocked-out zone).
+    message: str | None = None
 
 
 @dataclass
@@ -111,6 +120,7 @@ class FakeGKE:
         self.polls = polls_per_operation
         self.token = token
         self.faults = CloudFaults()
+        self.stockouts = Stockouts()
         self.clusters: dict[tuple[str, str, str], _Cluster] = {}
         self.operations: dict[str, _Operation] = {}
         self.calls: list[str] = []
@@ -154,10 +164,14 @@ class FakeGKE:
         app.router.add_post(pool_verb + "setAutoscaling", self._set_autoscaling)
         app.router.add_get(base + "/operations/{operation}", self._get_operation)
         app.router.add_route("*", "/_admin/faults", self._admin)
+        app.router.add_route("*", "/_admin/stockouts", self._admin_stockouts)
         return app
 
     async def _admin(self, request: web.Request) -> web.StreamResponse:
         return await admin_faults(request, self.faults)
+
+    async def _admin_stockouts(self, request: web.Request) -> web.StreamResponse:
+        return await admin_stockouts(request, self.stockouts)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -236,8 +250,9 @@ class FakeGKE:
             out["endTime"] = op.end
         if op.error is not None:
             number = _OPERATION_CODES.get(op.error, _ERRORS[op.error][2])
-            out["error"] = {"code": number, "message": _MESSAGES[op.error]}
-            out["statusMessage"] = _MESSAGES[op.error]
+            message = op.message or _MESSAGES[op.error]
+            out["error"] = {"code": number, "message": message}
+            out["statusMessage"] = message
         return out
 
     async def _advance(self, op: _Operation) -> None:
@@ -255,7 +270,7 @@ class FakeGKE:
                 target = entry.pools.get(op.pool, {}) if op.pool else entry.body
                 if target:
                     target["status"] = "ERROR"
-                    target["statusMessage"] = _MESSAGES[op.fault]
+                    target["statusMessage"] = op.message or _MESSAGES[op.fault]
             return
         if entry is None:
             return
@@ -397,6 +412,16 @@ class FakeGKE:
         self._busy(*self._key(request))
         entry.pools[name] = {**_normalised(body), "status": "PROVISIONING"}
         op = self._start(request, "CREATE_NODE_POOL", cluster, name, fault)
+        machine = (body.get("config") or {}).get("machineType")
+        zone = self.stockouts.exhausted(list(body.get("locations") or []), machine)
+        if fault is None and zone is not None:
+            # GKE accepts the pool, then its instance group finds no machines in the zone.
+            op.fault = ErrorKind.STOCKOUT
+            op.message = (
+                "Google Compute Engine: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: The zone "
+                f"'projects/{request.match_info['project']}/zones/{zone}' does not have enough "
+                f"resources available to fulfill the request. '(resource type:compute)'."
+            )
         return web.json_response(self._op_json(op))
 
     async def _get_pool(self, request: web.Request) -> web.StreamResponse:
