@@ -89,15 +89,21 @@ def renamed(spec: InferenceCluster, name: str) -> InferenceCluster:
 
 @contextlib.asynccontextmanager
 async def cloud_environment(
-    state: Path, *, stack_source: str | None = None
+    state: Path,
+    *,
+    stack_source: str | None = None,
+    stockouts: dict[str, list[dict[str, str]]] | None = None,
 ) -> AsyncIterator[CloudStack]:
+    """``stockouts``: per cloud, the zones out of capacity from the start (``SimulatedClouds``)."""
     server = await start_dev_server(state / "temporal", ui=False)
     stop = asyncio.Event()
     saved = dict(os.environ)
     try:
         client = await connect(TemporalSettings(address=server.address))
         async with SimulatedFleet.start([], [], state_dir=state / "sim") as fleet:
-            clouds = await SimulatedClouds.start(CLASSES, fleet.server, state_dir=state / "cloud")
+            clouds = await SimulatedClouds.start(
+                CLASSES, fleet.server, state_dir=state / "cloud", stockouts=stockouts
+            )
             os.environ.update(clouds.worker_env())
             os.environ["MODELFLEET_CLOUD_POLL_SECONDS"] = "0.2"
             if stack_source is not None:

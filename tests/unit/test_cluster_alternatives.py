@@ -202,4 +202,3 @@ def test_a_failure_after_every_alternative_names_each_stocked_out_attempt() -> N
     text = failure_reason("c", tried[-1], quota, "no quota", None, tried[:1])
     assert "after stockouts at: create node pool gpu in us-central1-a as a3; " in text
     assert "request a quota increase" in text
-
