@@ -225,6 +225,13 @@ def _pool_min_above_max() -> dict[str, Any]:
     return doc
 
 
+def _empty_fallback() -> dict[str, Any]:
+    (doc,) = [d for w, d in DOCUMENTS if w.endswith("gke-central-fallbacks")]
+    doc = copy.deepcopy(doc)
+    doc["spec"]["nodePools"][0]["fallbacks"].append({})
+    return doc
+
+
 def _corpus(name: str) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load((CORPUS / "invalid" / name).read_text())
     return document
@@ -238,6 +245,7 @@ INVALID = {
     "toleration-without-key": _toleration_without_key(),
     "phase-without-pd": _phase_without_pd(),
     "pool-min-above-max": _pool_min_above_max(),
+    "pool-fallback-empty": _empty_fallback(),
     "cache-without-huggingface": _corpus("cache-without-huggingface.yaml"),
     "class-aks-without-block": _corpus("class-aks-without-block.yaml"),
     "cluster-gke-without-block": _corpus("cluster-gke-without-block.yaml"),
