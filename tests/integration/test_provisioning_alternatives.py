@@ -1,6 +1,8 @@
 """Provisioning alternatives end to end (issue 25 item 2): the simulated GKE has no capacity in
-us-central1-a (and none of a3-highgpu-8g in us-central1-f), set in its configuration; a pool
-created there fails as GKE reports it (the operation ends ZONE_RESOURCE_POOL_EXHAUSTED). A pool
+us-central1-a (and none of a3-highgpu-8g in us-central1-f), the simulated EKS none of
+p5en.48xlarge in us-east-2b, set in their configuration; a pool created there fails as the
+cloud reports it (GKE's operation ends ZONE_RESOURCE_POOL_EXHAUSTED, EKS's node group
+CREATE_FAILED with InsufficientInstanceCapacity). A pool
 whose ``fallbacks`` name another zone is created there instead, after the stocked-out attempt
 is deleted, and every attempt is a step of ``rollout status cluster/NAME`` and ``describe``;
 when every alternative is stocked out the cluster fails with a clear reason and nothing is left
@@ -24,7 +26,8 @@ STOCKOUTS = {
     "gke": [
         {"zone": "us-central1-a"},
         {"zone": "us-central1-f", "machine": "a3-highgpu-8g"},
-    ]
+    ],
+    "eks": [{"zone": "us-east-2b", "machine": "p5en.48xlarge"}],
 }
 
 
@@ -126,3 +129,32 @@ async def test_every_alternative_stocked_out_fails_clearly_and_leaves_nothing(
         "createNodePool gpu-h100",
         "deleteNodePool gpu-h100",
     ]
+
+
+async def test_an_eks_stockout_is_answered_by_the_next_zone(cloud_stack: CloudStack) -> None:
+    address = cloud_stack.client.service_client.config.target_host
+    doc = renamed(CLUSTERS["eks-east"], "eks-alt").to_wire()
+    pool = doc["spec"]["nodePools"][0]
+    # A Capacity Block holds one zone: a pool that may move has none.
+    del pool["capacityBlock"]
+    assert pool["zones"] == ["us-east-2b"]
+    pool["fallbacks"] = [{"zones": ["us-east-2c"]}]
+    await apply_resource(cloud_stack.client, InferenceCluster.model_validate(doc))
+    code, out, err = await run(address, "rollout", "status", "cluster/eks-alt", "--timeout", "120")
+    assert code == 0, out + err
+    attempt = "create node group gpu-h200 in {} as eks-p5en-48xlarge"
+    assert f"failed  {attempt.format('us-east-2b')}" in out
+    assert "InsufficientInstanceCapacity" in out
+    assert "done    delete node group gpu-h200 (stocked out)" in out
+    assert f"done    {attempt.format('us-east-2c')}" in out
+    nodes = cloud_stack.pool_nodes("eks-alt", "gpu-h200")
+    assert len(nodes) == 2
+    assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} == {"us-east-2c"}
+    calls = [c for c in cloud_stack.clouds.eks.calls if "Nodegroup eks-alt/gpu-h200" in c]
+    assert [c for c in calls if not c.startswith("Describe")] == [
+        "CreateNodegroup eks-alt/gpu-h200",
+        "DeleteNodegroup eks-alt/gpu-h200",
+        "CreateNodegroup eks-alt/gpu-h200",
+    ]
+    code, out, err = await run(address, "delete", "cluster", "eks-alt")
+    assert code == 0, out + err

@@ -284,6 +284,20 @@ def faults(
             "operation for quota and stockout, call otherwise).",
         ),
     ] = None,
+    stockout_zone: Annotated[
+        str | None,
+        typer.Option(
+            "--stockout-zone",
+            help="With --cloud: the zone has no capacity (every pool created there stocks "
+            "out) until --reset.",
+        ),
+    ] = None,
+    machine: Annotated[
+        str | None,
+        typer.Option(
+            "--machine", help="With --stockout-zone: only this machine type runs out there."
+        ),
+    ] = None,
 ) -> None:
     """Change (or, with no options, show) the faults of one simulated cluster, or with
     ``--cloud`` make the simulated GKE or EKS fail (quota, stockout, bad machine type...)."""
@@ -304,8 +318,10 @@ def faults(
     # The command line is checked before anything is read or asked.
     if cloud is not None and (cluster is not None or any(o is not None for o in kube_options)):
         raise UsageError("--cloud changes a cloud's faults: give no CLUSTER and no cluster options")
-    if cloud is None and fail is not None:
-        raise UsageError("--fail is a cloud error: add --cloud gke or --cloud eks")
+    if cloud is None and (fail is not None or stockout_zone is not None):
+        raise UsageError("--fail and --stockout-zone are cloud errors: add --cloud gke or eks")
+    if machine is not None and stockout_zone is None:
+        raise UsageError("--machine names what runs out in a --stockout-zone: add that zone")
     if cloud is None and cluster is None:
         raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks|aks")
     image_change = image_fault_change(
@@ -314,7 +330,16 @@ def faults(
     found = _find_state_dir(state_dir)
     state = _read_state(found)
     if cloud is not None:
-        _cloud_faults(state, str(found / STATE_FILE), cloud, fail, on, target, times, when, reset)
+        if stockout_zone is not None or reset:
+            zones = _cloud_stockouts(
+                state, str(found / STATE_FILE), cloud, stockout_zone, machine, reset
+            )
+        if fail is not None or stockout_zone is None:
+            _cloud_faults(
+                state, str(found / STATE_FILE), cloud, fail, on, target, times, when, reset
+            )
+        else:
+            console.print_json(json.dumps({"stockouts": zones}))
         raise typer.Exit(EXIT_OK)
     url = f"{state['base_url']}/_admin/clusters/{cluster}/faults"
     changes: dict[str, Any] = {}
@@ -373,3 +398,27 @@ def _cloud_faults(
     if pending is None:
         pending = _admin_any("GET", url)
     console.print_json(json.dumps(pending))
+
+
+def _cloud_stockouts(
+    state: dict[str, Any],
+    state_path: str,
+    cloud: Cloud,
+    zone: str | None,
+    machine: str | None,
+    reset: bool,
+) -> Any:
+    """Clear (``reset``) the simulated cloud's stockouts, then stock out ``zone`` (of
+    ``machine`` only, when given); the stocked-out zones."""
+    url = admin_url(state, cloud, state_path).removesuffix("/faults") + "/stockouts"
+    current: Any = None
+    if reset:
+        current = _admin_any("DELETE", url)
+    if zone is not None:
+        body: dict[str, Any] = {"zone": zone}
+        if machine is not None:
+            body["machine"] = machine
+        current = _admin_any("POST", url, body)
+    if current is None:
+        current = _admin_any("GET", url)
+    return current

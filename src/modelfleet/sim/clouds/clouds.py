@@ -83,7 +83,7 @@ class SimulatedClouds:
         host: str = "127.0.0.1",
         stockouts: Mapping[str, Iterable[Stockout | Mapping[str, Any]]] | None = None,
     ) -> SimulatedClouds:
-        """``stockouts``: per cloud (``gke``), the zones (or machine types in zones) out of
+        """``stockouts``: per cloud (``gke``, ``eks``), the zones (or machine types in zones) out of
         capacity from the start; changed later through each fake's ``/_admin/stockouts``."""
         catalog = MachineCatalog(
             dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
@@ -99,10 +99,11 @@ class SimulatedClouds:
         moto.start()
         moto_host, moto_port = moto.get_host_and_port()
         gke = FakeGKE(kube, polls_per_operation=polls, token=SIM_GKE_TOKEN)
-        for item in (stockouts or {}).get("gke", []):
-            gke.stockouts.add(Stockout.model_validate(item))
         eks = FakeEKS(kube, f"http://{moto_host}:{moto_port}", polls_to_active=polls)
         aks = FakeAKS(kube, polls=polls, token=SIM_AZURE_TOKEN)
+        for fake, name in ((gke, "gke"), (eks, "eks")):
+            for item in (stockouts or {}).get(name, []):
+                fake.stockouts.add(Stockout.model_validate(item))
         runners: list[web.AppRunner] = []
         urls: list[str] = []
         for app in (gke.app(), eks.app(), aks.app()):

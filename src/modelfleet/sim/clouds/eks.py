@@ -27,8 +27,18 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.exceptions import InvalidSubnetIdError
+from moto.ec2.models import ec2_backends
 
-from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage, admin_faults
+from modelfleet.sim.clouds.faults import (
+    CloudFaults,
+    ErrorKind,
+    FaultStage,
+    Stockouts,
+    admin_faults,
+    admin_stockouts,
+)
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeEKS"]
@@ -90,6 +100,9 @@ class _Pending:
     deleting: bool = False
     body: dict[str, Any] | None = None
     request: dict[str, Any] | None = None
+    # The health issue's own words when they name something (the stocked-out zone).
+    message: str | None = None
+    zones: list[str] | None = None
 
 
 class FakeEKS:
@@ -100,6 +113,7 @@ class FakeEKS:
         self.moto_url = moto_url.rstrip("/")
         self.polls = polls_to_active
         self.faults = CloudFaults()
+        self.stockouts = Stockouts()
         self.calls: list[str] = []
         # (cluster, nodegroup or "") -> state moto does not model.
         self._pending: dict[tuple[str, str], _Pending] = {}
@@ -108,12 +122,16 @@ class FakeEKS:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/_admin/faults", self._admin)
+        app.router.add_route("*", "/_admin/stockouts", self._admin_stockouts)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         app.on_cleanup.append(self._close)
         return app
 
     async def _admin(self, request: web.Request) -> web.StreamResponse:
         return await admin_faults(request, self.faults)
+
+    async def _admin_stockouts(self, request: web.Request) -> web.StreamResponse:
+        return await admin_stockouts(request, self.stockouts)
 
     async def _close(self, _: web.Application) -> None:
         if self._session is not None:
@@ -176,7 +194,12 @@ class FakeEKS:
         doc = json.loads(data or b"{}")
         if op.startswith("Create"):
             fault = self.faults.take(op, key[1] or key[0], FaultStage.OPERATION)
-            self._pending[key] = _Pending(self.polls, fault, request=json.loads(body or b"{}"))
+            sent = json.loads(body or b"{}")
+            pending = _Pending(self.polls, fault, request=sent)
+            if key[1]:
+                pending.zones = _zones(request, list(sent.get("subnets") or []))
+                self._stock(pending, list(sent.get("instanceTypes") or []))
+            self._pending[key] = pending
             _set_status(doc, "CREATING")
         elif op.startswith("Delete"):
             _set_status(doc, "DELETING")
@@ -205,6 +228,7 @@ class FakeEKS:
             if pending.fault is not None:
                 if group:
                     code, message = _HEALTH[pending.fault]
+                    message = pending.message or message
                     doc["nodegroup"]["status"] = "CREATE_FAILED"
                     doc["nodegroup"]["health"] = {
                         "issues": [{"code": code, "message": message, "resourceIds": []}]
@@ -214,14 +238,36 @@ class FakeEKS:
                 return
             self._pending.pop(key, None)
             if group:
-                await self._register(cluster, doc["nodegroup"], pending.request or {})
+                await self._register(
+                    cluster, doc["nodegroup"], pending.request or {}, pending.zones or []
+                )
             else:
                 await self.kube.create_cluster(cluster)
         if not group and "cluster" in doc and self.kube.exists(cluster):
             doc["cluster"]["endpoint"] = self.kube.url(cluster)
             doc["cluster"]["certificateAuthority"] = {"data": _FAKE_CA}
 
-    async def _register(self, cluster: str, group: dict[str, Any], request: dict[str, Any]) -> None:
+    def _stock(self, pending: _Pending, types: list[str]) -> None:
+        """A node group asking for an instance type a zone of its subnets has none of fails as
+        EC2 reports it (its Auto Scaling group cannot launch)."""
+        if pending.fault is not None:
+            return
+        for machine in types or ["m6i.xlarge"]:
+            zone = self.stockouts.exhausted(pending.zones or [], machine)
+            if zone is None:
+                continue
+            pending.fault = ErrorKind.STOCKOUT
+            pending.message = (
+                "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We "
+                f"currently do not have sufficient {machine} capacity in the Availability Zone "
+                f"you requested ({zone}). Our system will be working on provisioning additional "
+                "capacity."
+            )
+            return
+
+    async def _register(
+        self, cluster: str, group: dict[str, Any], request: dict[str, Any], zones: list[str]
+    ) -> None:
         scaling = group.get("scalingConfig") or {}
         taints = [
             {
@@ -241,7 +287,7 @@ class FakeEKS:
                 node_count=int(scaling.get("desiredSize", 0)),
                 labels=dict(group.get("labels") or {}),
                 taints=taints,
-                zones=[],
+                zones=zones,
                 cloud_labels={"eks.amazonaws.com/nodegroup": name},
             ),
         )
@@ -252,6 +298,26 @@ _EFFECTS = {
     "NO_EXECUTE": "NoExecute",
     "PREFER_NO_SCHEDULE": ("PreferNoSchedule"),
 }
+
+
+def _zones(request: web.Request, subnets: list[str]) -> list[str]:
+    """The availability zones of ``subnets``, as moto (this process's EC2) holds them; the
+    region is the one the request was signed for."""
+    auth = request.headers.get("Authorization", "")
+    scope = (
+        auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
+    )
+    region = scope[2] if len(scope) > 2 else "us-east-1"
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+    zones: list[str] = []
+    for subnet in subnets:
+        try:
+            zone = str(backend.get_subnet(subnet).availability_zone)
+        except InvalidSubnetIdError:  # moto answers the create itself
+            continue
+        if zone not in zones:
+            zones.append(zone)
+    return zones
 
 
 def _set_status(doc: dict[str, Any], status: str) -> None:
