@@ -241,6 +241,22 @@ def test_sim_up_runs_the_clouds_and_sim_faults_makes_them_fail(sim: SimProcess) 
     assert json.loads(result.output)[0]["stage"] == "operation"
     cleared = runner.invoke(app, ["sim", "faults", "--cloud", "eks", "--reset", *where])
     assert json.loads(cleared.output) == []
+
+    # A zone out of one machine type, until --reset.
+    stock = ["--cloud", "eks", "--stockout-zone", "us-east-2b", "--machine", "p5en.48xlarge"]
+    result = runner.invoke(app, ["sim", "faults", *stock, *where])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "stockouts": [{"zone": "us-east-2b", "machine": "p5en.48xlarge"}]
+    }
+    with urllib.request.urlopen(f"{eks}/_admin/stockouts", timeout=10) as response:
+        assert json.loads(response.read()) == [{"zone": "us-east-2b", "machine": "p5en.48xlarge"}]
+    runner.invoke(app, ["sim", "faults", "--cloud", "eks", "--reset", *where])
+    with urllib.request.urlopen(f"{eks}/_admin/stockouts", timeout=10) as response:
+        assert json.loads(response.read()) == []
+    lone = runner.invoke(app, ["sim", "faults", "--cloud", "gke", "--machine", "x", *where])
+    assert lone.exit_code != 0
+    assert "--machine names what runs out in a --stockout-zone" in lone.output
     assert sim.stop() == 0
 
 
