@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from render_factories import gpus, replica, standalone
 
@@ -29,12 +30,15 @@ from modelfleet.rendering.replica_manifests import RenderedReplica, render_repli
 from modelfleet.sim.loop_thread import LoopThread
 from modelfleet.sim.serving.backend_wait import (
     CLIENT_TIMEOUT_HEADER,
+    MAX_HELD_PER_ROUTE,
     MAX_WAIT_SECONDS,
+    RETRY_AFTER_SECONDS,
     WAIT_HEADER,
     WAITING_METRIC,
     RouteKey,
     WaitingRequests,
     requested_wait,
+    unavailable,
 )
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 
@@ -69,6 +73,47 @@ def test_metrics_keep_a_series_per_route_ever_held() -> None:
     text = waiting.metrics_text()
     assert f"{WAITING_METRIC}{{{key.labels()}}} 0.0" in text
     assert f"gateway_requests_wait_timeouts_total{{{key.labels()}}} 1.0" in text
+
+
+def test_a_route_holds_a_bounded_number_and_refuses_one_more() -> None:
+    waiting = WaitingRequests(limit=2)
+    key, other = RouteKey("mf-ml-team", ROUTE, "svc"), RouteKey("mf-ml-team", "ms-other", "o")
+    assert WaitingRequests().limit == MAX_HELD_PER_ROUTE
+    with waiting.hold(key):
+        assert not waiting.full(key)
+        with waiting.hold(key):
+            assert waiting.full(key)
+            assert not waiting.full(other)  # the bound is per route
+        assert not waiting.full(key)
+    waiting.rejected(key)
+    assert f"gateway_requests_hold_rejected_total{{{key.labels()}}} 1.0" in waiting.metrics_text()
+
+
+def test_a_503_for_want_of_a_backend_says_why_and_when_to_retry() -> None:
+    key = RouteKey("mf-ml-team", ROUTE, "svc")
+    answer = unavailable("backend_queue_full", key, "100 requests are held", 10)
+    assert answer.status == 503
+    assert answer.headers == {"Retry-After": "10"}
+    assert answer.body == {
+        "error": {
+            "message": f"no healthy upstream for route mf-ml-team/{ROUTE}: 100 requests are "
+            "held; retry after 10 s",
+            "type": "service_unavailable",
+            "code": "backend_queue_full",
+        }
+    }
+
+
+def _refused(answer: httpx.Response, code: str) -> str:
+    """The 503's message, after checking it is the clear one: JSON, its code, Retry-After."""
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    error = answer.json()["error"]
+    assert error["code"] == code
+    assert error["type"] == "service_unavailable"
+    message: str = error["message"]
+    assert message.endswith(f"retry after {RETRY_AFTER_SECONDS} s")
+    return message
 
 
 @pytest.fixture
@@ -166,16 +211,30 @@ def test_a_request_waits_for_the_first_replica_and_gets_its_answer(
         url = f"http://{gateway_authority(gateway)}/ml-team/svc/v1/chat/completions"
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
 
-        # Without the header: 503 at once, nothing held.
-        assert httpx.post(url, json=body).status_code == 503
+        # Without the header: 503 at once, nothing held, and how to be held is said.
+        message = _refused(httpx.post(url, json=body), "no_ready_backend")
+        assert f"send {WAIT_HEADER}: <seconds>" in message
         assert asyncio.run(_waiting(kubeconfig, ns)) is None
+        # What the openai client makes of it: a 503 whose error says why and when to retry.
+        client = openai.OpenAI(
+            base_url=url.removesuffix("/chat/completions"), api_key="unused", max_retries=0
+        )
+        with pytest.raises(openai.InternalServerError) as refused:
+            client.chat.completions.create(model=MODEL, messages=body["messages"], max_tokens=3)
+        assert refused.value.status_code == 503
+        assert refused.value.response.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+        assert isinstance(refused.value.body, dict)
+        assert refused.value.body["code"] == "no_ready_backend"
 
         # With a short wait and still no replica: held, then 503 when the wait runs out.
         started = time.monotonic()
         late = httpx.post(url, json=body, headers={WAIT_HEADER: "0.5"}, timeout=10)
-        assert late.status_code == 503
+        message = _refused(late, "backend_wait_timeout")
+        assert f"route {ns}/{ROUTE}: held 0.5 s and no backend became Ready" in message
         assert time.monotonic() - started >= 0.5
         assert asyncio.run(_waiting(kubeconfig, ns)) == 0.0
+        # The route holds one request at most here: a second is refused at once.
+        fleet.target.serving("l4-dev").waiting.limit = 1
 
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(
@@ -190,6 +249,12 @@ def test_a_request_waits_for_the_first_replica_and_gets_its_answer(
                 return False
 
             assert asyncio.run(held()), "the request was never counted as waiting"
+            assert not pending.done()
+            started = time.monotonic()
+            full = httpx.post(url, json=body, headers={WAIT_HEADER: "60"}, timeout=70)
+            assert time.monotonic() - started < WAIT  # not held: answered at once
+            message = _refused(full, "backend_queue_full")
+            assert "the route holds its limit of 1 waiting request(s) already" in message
             assert not pending.done()
             # What the autoscaler does on seeing the gauge: the first replica starts.
             for manifest in rendered.manifests():

@@ -48,7 +48,14 @@ from modelfleet.sim.controllers.object_helpers import pod_is_ready
 from modelfleet.sim.faults import FaultConfig
 from modelfleet.sim.http_relay import relay
 from modelfleet.sim.infrastructure import GATEWAY_NAME, SYSTEM_NAMESPACE
-from modelfleet.sim.serving.backend_wait import RouteKey, WaitingRequests, requested_wait
+from modelfleet.sim.serving.backend_wait import (
+    RETRY_AFTER_SECONDS,
+    WAIT_HEADER,
+    RouteKey,
+    WaitingRequests,
+    requested_wait,
+    unavailable,
+)
 from modelfleet.sim.serving.engine import EngineProfile, EngineState
 from modelfleet.sim.serving.model_args import pod_model, serving_ports
 from modelfleet.sim.serving.openai_api import fails, handle_engine
@@ -416,7 +423,8 @@ class ServingPlane:
                 headers={"WWW-Authenticate": "Bearer"},
             )
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + requested_wait(request.headers)
+        wait = requested_wait(request.headers)
+        deadline = loop.time() + wait
         policy = self._policy(match)
         detector = self._detector(match, policy, loop.time())
         with contextlib.ExitStack() as stack:
@@ -429,8 +437,25 @@ class ServingPlane:
                     if loop.time() >= deadline:
                         if holding:
                             self.waiting.timed_out(key)
-                        return web.Response(status=503, text=f"no healthy upstream: {exc}")
+                            return _unavailable(
+                                "backend_wait_timeout",
+                                key,
+                                f"held {wait:g} s and no backend became Ready",
+                            )
+                        return _unavailable(
+                            "no_ready_backend",
+                            key,
+                            f"{exc}; send {WAIT_HEADER}: <seconds> to be held until one is Ready",
+                        )
                 if not holding:
+                    if self.waiting.full(key):
+                        self.waiting.rejected(key)
+                        return _unavailable(
+                            "backend_queue_full",
+                            key,
+                            "no backend is Ready and the route holds its limit of "
+                            f"{self.waiting.limit} waiting request(s) already",
+                        )
                     # Held until a backend is Ready (scale from zero) or the wait runs out.
                     stack.enter_context(self.waiting.hold(key))
                     holding = True
@@ -630,3 +655,8 @@ class ServingPlane:
             if not final and retry is not None and retry.retries_failure():
                 return _Answer(None, None)
             return _Answer(None, web.Response(status=503, text="upstream connect error"))
+
+
+def _unavailable(why: str, key: RouteKey, detail: str) -> web.Response:
+    answer = unavailable(why, key, detail, RETRY_AFTER_SECONDS)
+    return web.json_response(answer.body, status=answer.status, headers=answer.headers)
