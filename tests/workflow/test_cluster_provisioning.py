@@ -66,7 +66,7 @@ from modelfleet.contracts.stack_payloads import (
 from modelfleet.contracts.status import ClusterStatus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
-_LOADED = load_paths([str(EXAMPLES)]).resources
+_LOADED = load_paths([str(EXAMPLES), str(EXAMPLES.parent / "fallbacks")]).resources
 CLASSES = {r.name: r for r in _LOADED if isinstance(r, InferenceClass)}
 CLUSTERS = {r.name: r for r in _LOADED if isinstance(r, InferenceCluster)}
 
@@ -100,9 +100,14 @@ class FakeCloud:
     on_pools: dict[str, list[str]] = field(default_factory=dict)
     # The pools the cloud holds (name -> last plan applied).
     held: dict[str, PoolRequest] = field(default_factory=dict)
+    # Per zone, the error type a pool created there fails with (a stockout, a quota...).
+    zone_errors: dict[str, str] = field(default_factory=dict)
+    # Per machine type, likewise.
+    machine_errors: dict[str, str] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     pools: list[PoolRequest] = field(default_factory=list)
     reports: list[ClusterReport] = field(default_factory=list)
+    specs: list[InferenceCluster] = field(default_factory=list)
     settled: asyncio.Event = field(default_factory=asyncio.Event)
 
     @activity.defn(name=FLEET_CLASSES)
@@ -115,6 +120,18 @@ class FakeCloud:
 
     async def _create_pool(self, request: PoolRequest) -> CreateResult:
         self.calls.append(f"create pool {request.pool.name}")
+        for zone in request.pool.zones:
+            if zone in self.zone_errors:
+                self.calls[-1] += f" in {zone}: {self.zone_errors[zone]}"
+                raise ApplicationError(
+                    f"no capacity in {zone}", type=self.zone_errors[zone], non_retryable=True
+                )
+        machine = request.pool.machine_type or ""
+        if machine in self.machine_errors:
+            self.calls[-1] += f" as {machine}: {self.machine_errors[machine]}"
+            raise ApplicationError(
+                f"no {machine} left", type=self.machine_errors[machine], non_retryable=True
+            )
         if request.pool.name == self.fail_pool:
             if self.transient_failures > 0:
                 self.transient_failures -= 1
@@ -159,6 +176,8 @@ class FakeCloud:
 
     @activity.defn(name=FLEET_PUBLISH_CLUSTER)
     async def publish(self, request: PublishRequest) -> None:
+        if request.spec is not None:
+            self.specs.append(request.spec)
         if request.report is not None:
             self.reports.append(request.report)
             if request.report.ready or request.report.reason.startswith("ProvisioningFailed"):
@@ -504,3 +523,63 @@ async def test_changed_pools_are_reconciled_and_a_busy_pool_is_not_removed(
         await handle.execute_update(ClusterWorkflow.delete)
         await handle.result()
     assert sorted(cloud.held) == []
+
+
+def _with_fallbacks(*fallbacks: dict[str, Any]) -> InferenceCluster:
+    doc = CLUSTERS["gke-central"].to_wire()
+    doc["spec"]["nodePools"][0]["fallbacks"] = list(fallbacks)
+    return InferenceCluster.model_validate(doc)
+
+
+async def test_a_stockout_moves_to_the_next_class_and_the_fleet_sees_what_was_created(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    # The H100s are out in us-central1-a, the A100s are not.
+    cloud = FakeCloud(machine_errors={"a3-highgpu-8g": "CloudStockout"})
+    spec = _with_fallbacks({"className": "gke-a2-ultragpu-8g"})
+    settled, _ = await _run(time_skipping_env, cloud, spec)
+    assert settled.phase == "Ready", settled.reason
+    assert cloud.calls[:4] == [
+        "create cluster gke-central",
+        "create pool gpu-h100 as a3-highgpu-8g: CloudStockout",
+        "delete pool gpu-h100",
+        "create pool gpu-h100",
+    ]
+    assert cloud.pools[0].pool.machine_type == "a2-ultragpu-8g"
+    # The fleet places by what the pool is: the A100 class, not the declared H100 one.
+    assert cloud.specs[-1].spec.node_pools[0].class_name == "gke-a2-ultragpu-8g"
+    assert cloud.specs[0].spec.node_pools[0].class_name == "gke-a3-highgpu-8g"
+    names = [s.name for s in settled.steps]
+    assert names[1:4] == [
+        "create node pool gpu-h100 in us-central1-a as gke-a3-highgpu-8g",
+        "delete node pool gpu-h100 (stocked out)",
+        "create node pool gpu-h100 in us-central1-a as gke-a2-ultragpu-8g",
+    ]
+    assert "CloudStockout" in settled.steps[1].error
+    assert not settled.steps[3].error
+
+
+async def test_another_error_after_a_stockout_fails_at_once_naming_both(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    cloud = FakeCloud(
+        zone_errors={"us-central1-a": "CloudStockout", "us-central1-b": "CloudQuotaExceeded"}
+    )
+    spec = _with_fallbacks({"zones": ["us-central1-b"]}, {"zones": ["us-central1-c"]})
+    settled, _ = await _run(time_skipping_env, cloud, spec)
+    assert settled.phase == "Failed"
+    # A quota is no stockout: us-central1-c is never tried; everything is rolled back.
+    assert cloud.calls == [
+        "create cluster gke-central",
+        "create pool gpu-h100 in us-central1-a: CloudStockout",
+        "delete pool gpu-h100",
+        "create pool gpu-h100 in us-central1-b: CloudQuotaExceeded",
+        "delete pool gpu-h100",
+        "delete cluster gke-central",
+    ]
+    assert settled.reason.startswith(
+        "ProvisioningFailed at create node pool gpu-h100 in us-central1-b as gke-a3-highgpu-8g: "
+        "QuotaExceeded: no capacity in us-central1-b; after stockouts at: create node pool "
+        "gpu-h100 in us-central1-a as gke-a3-highgpu-8g; "
+    )
+    assert "request a quota increase" in settled.reason
