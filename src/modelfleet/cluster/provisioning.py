@@ -447,4 +447,6 @@ class Provisioner:
                 continue
             cluster_steps.end(self.state.steps)
             self.state.created.remove(ref)
+            if ref.kind == "pool":
+                self.state.chosen.pop(ref.name, None)
         return problems
