@@ -1,8 +1,9 @@
 """Provisioning alternatives end to end (issue 25 item 2): the simulated GKE has no capacity in
 us-central1-a (and none of a3-highgpu-8g in us-central1-f), the simulated EKS none of
-p5en.48xlarge in us-east-2b, set in their configuration; a pool created there fails as the
-cloud reports it (GKE's operation ends ZONE_RESOURCE_POOL_EXHAUSTED, EKS's node group
-CREATE_FAILED with InsufficientInstanceCapacity). A pool
+p5en.48xlarge in us-east-2b, the simulated AKS none of Standard_ND96isr_H100_v5 in zone 1, set in
+their configuration; a pool created there fails as the cloud reports it (GKE's operation ends
+ZONE_RESOURCE_POOL_EXHAUSTED, EKS's node group CREATE_FAILED with InsufficientInstanceCapacity,
+AKS's operation ZonalAllocationFailed). A pool
 whose ``fallbacks`` name another zone is created there instead, after the stocked-out attempt
 is deleted, and every attempt is a step of ``rollout status cluster/NAME`` and ``describe``;
 when every alternative is stocked out the cluster fails with a clear reason and nothing is left
@@ -28,6 +29,7 @@ STOCKOUTS = {
         {"zone": "us-central1-f", "machine": "a3-highgpu-8g"},
     ],
     "eks": [{"zone": "us-east-2b", "machine": "p5en.48xlarge"}],
+    "aks": [{"zone": "1", "machine": "Standard_ND96isr_H100_v5"}],
 }
 
 
@@ -157,4 +159,24 @@ async def test_an_eks_stockout_is_answered_by_the_next_zone(cloud_stack: CloudSt
         "CreateNodegroup eks-alt/gpu-h200",
     ]
     code, out, err = await run(address, "delete", "cluster", "eks-alt")
+    assert code == 0, out + err
+
+
+async def test_an_aks_stockout_is_answered_by_the_next_zone(cloud_stack: CloudStack) -> None:
+    address = cloud_stack.client.service_client.config.target_host
+    doc = renamed(CLUSTERS["aks-east"], "aks-alt").to_wire()
+    pool = doc["spec"]["nodePools"][0]
+    assert pool["zones"] == ["1"]
+    pool["fallbacks"] = [{"zones": ["2"]}]
+    await apply_resource(cloud_stack.client, InferenceCluster.model_validate(doc))
+    code, out, err = await run(address, "rollout", "status", "cluster/aks-alt", "--timeout", "120")
+    assert code == 0, out + err
+    attempt = "create agent pool gpuh100 in {} as aks-nd96isr-h100-v5"
+    assert f"failed  {attempt.format('1')}" in out
+    assert "ZonalAllocationFailed" in out
+    assert "done    delete agent pool gpuh100 (stocked out)" in out
+    assert f"done    {attempt.format('2')}" in out
+    props = cloud_stack.clouds.aks.pool("aks-alt", "gpuh100")["properties"]
+    assert (props["provisioningState"], props["availabilityZones"]) == ("Succeeded", ["2"])
+    code, out, err = await run(address, "delete", "cluster", "aks-alt")
     assert code == 0, out + err

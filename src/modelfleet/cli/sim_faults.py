@@ -319,7 +319,7 @@ def faults(
     if cloud is not None and (cluster is not None or any(o is not None for o in kube_options)):
         raise UsageError("--cloud changes a cloud's faults: give no CLUSTER and no cluster options")
     if cloud is None and (fail is not None or stockout_zone is not None):
-        raise UsageError("--fail and --stockout-zone are cloud errors: add --cloud gke or eks")
+        raise UsageError("--fail and --stockout-zone are cloud errors: add --cloud gke|eks|aks")
     if machine is not None and stockout_zone is None:
         raise UsageError("--machine names what runs out in a --stockout-zone: add that zone")
     if cloud is None and cluster is None:

@@ -39,7 +39,14 @@ from urllib.parse import urlsplit
 import yaml
 from aiohttp import web
 
-from modelfleet.sim.clouds.faults import CloudFaults, ErrorKind, FaultStage, admin_faults
+from modelfleet.sim.clouds.faults import (
+    CloudFaults,
+    ErrorKind,
+    FaultStage,
+    Stockouts,
+    admin_faults,
+    admin_stockouts,
+)
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeAKS"]
@@ -141,6 +148,7 @@ class FakeAKS:
         self.polls = polls
         self.token = token
         self.faults = CloudFaults()
+        self.stockouts = Stockouts()
         self.clusters: dict[tuple[str, str, str], _Cluster] = {}
         self.operations: dict[str, _Operation] = {}
         # Every mutating call ("AgentPools_CreateOrUpdate gpua100"), for tests.
@@ -197,10 +205,14 @@ class FakeAKS:
             self._get_operation,
         )
         app.router.add_route("*", "/_admin/faults", self._admin)
+        app.router.add_route("*", "/_admin/stockouts", self._admin_stockouts)
         return app
 
     async def _admin(self, request: web.Request) -> web.StreamResponse:
         return await admin_faults(request, self.faults)
+
+    async def _admin_stockouts(self, request: web.Request) -> web.StreamResponse:
+        return await admin_stockouts(request, self.stockouts)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -586,6 +598,10 @@ class FakeAKS:
         if joined is not None:
             return web.json_response(entry.pools[pool], status=200, headers=self._headers(joined))
         existed = pool in entry.pools
+        zones = [str(z) for z in props.get("availabilityZones") or []]
+        if fault is None and not existed and self.stockouts.exhausted(zones, vm) is not None:
+            # Accepted, then the scale set cannot allocate the VM size in the zone.
+            fault = ErrorKind.STOCKOUT
         props["provisioningState"] = "Updating" if existed else "Creating"
         entry.pools[pool] = self._pool_json(request, pool, props)
         op = self._start(request, "put-pool", pool, fault, words)

@@ -83,8 +83,9 @@ class SimulatedClouds:
         host: str = "127.0.0.1",
         stockouts: Mapping[str, Iterable[Stockout | Mapping[str, Any]]] | None = None,
     ) -> SimulatedClouds:
-        """``stockouts``: per cloud (``gke``, ``eks``), the zones (or machine types in zones) out of
-        capacity from the start; changed later through each fake's ``/_admin/stockouts``."""
+        """``stockouts``: per cloud (``gke``, ``eks``, ``aks``), the zones (or machine types in
+        zones) out of capacity from the start; changed later at each fake's
+        ``/_admin/stockouts``."""
         catalog = MachineCatalog(
             dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
         )
@@ -101,7 +102,7 @@ class SimulatedClouds:
         gke = FakeGKE(kube, polls_per_operation=polls, token=SIM_GKE_TOKEN)
         eks = FakeEKS(kube, f"http://{moto_host}:{moto_port}", polls_to_active=polls)
         aks = FakeAKS(kube, polls=polls, token=SIM_AZURE_TOKEN)
-        for fake, name in ((gke, "gke"), (eks, "eks")):
+        for fake, name in ((gke, "gke"), (eks, "eks"), (aks, "aks")):
             for item in (stockouts or {}).get(name, []):
                 fake.stockouts.add(Stockout.model_validate(item))
         runners: list[web.AppRunner] = []
