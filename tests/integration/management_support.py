@@ -22,7 +22,8 @@ from integration_support import Stack
 
 from modelfleet.adapters.management import ManagementCluster
 from modelfleet.api.crds import custom_resource_definitions
-from modelfleet.controller.runner import Controller, ControllerSettings
+from modelfleet.controller.runner import Controller
+from modelfleet.controller.support import ControllerSettings
 
 KUBECTL_TIMEOUT = 120
 

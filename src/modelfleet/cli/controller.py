@@ -52,7 +52,8 @@ def controller(
     """Hand the management cluster's modelfleet resources to the workflows, as `apply` does,
     and write their status back."""
     from modelfleet.adapters.management import KubeError, ManagementCluster
-    from modelfleet.controller.runner import Controller, ControllerSettings
+    from modelfleet.controller.runner import Controller
+    from modelfleet.controller.support import ControllerSettings
 
     configure_logging(log_format, log_level)
     s = settings(address, temporal_namespace)

@@ -10,20 +10,11 @@ Decisions are ``decide``'s, ``conditions``' and ``election``'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import random
-import socket
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
 
 from modelfleet.adapters.management import (
     KubeConflictError,
@@ -44,7 +35,7 @@ from modelfleet.applying.kinds import apply_resource
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.ids import FLEET_ID, deployment_id
 from modelfleet.contracts.status import DeploymentStatus
-from modelfleet.controller import conditions, election
+from modelfleet.controller import conditions
 from modelfleet.controller.decide import (
     API_VERSION,
     WATCHED,
@@ -64,6 +55,15 @@ from modelfleet.controller.decide import (
     scaled_by_autoscaler,
     scaler_conflict,
 )
+from modelfleet.controller.lease import try_lead
+from modelfleet.controller.support import (
+    ControllerSettings,
+    in_thread,
+    newer,
+    query_or_none,
+    short,
+    wait,
+)
 from modelfleet.controller.workqueue import WorkQueue
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
@@ -72,58 +72,6 @@ from modelfleet.worker.tuning import Tuning
 log = logging.getLogger("modelfleet.controller")
 # How long the Fleet's classes are taken as known before they are read again.
 FLEET_CLASSES_SECONDS = 10.0
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ControllerSettings:
-    # Every object is reconciled again at least this often, whatever the watch says.
-    resync_seconds: float = 60.0
-    # At most one status write per object in this window (coalesced; the last state wins).
-    status_interval_seconds: float = 2.0
-    # How often a deployment that is not yet Ready has its status read again.
-    status_poll_seconds: float = 3.0
-    # How long the server keeps one watch open (it is reopened from the last version).
-    watch_seconds: int = 30
-    workers: int = 8
-    lease_name: str = "modelfleet-controller"
-    lease_namespace: str = "kube-system"
-    lease_seconds: int = 15
-    renew_seconds: float = 2.0
-    retry_seconds: float = 2.0
-    # How long one reconcile waits on a teardown before it lets the key come back later.
-    teardown_wait_seconds: float = 60.0
-    identity: str = field(
-        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{random.randrange(1 << 30)}"
-    )
-
-
-async def in_thread(fn: Callable[[], T]) -> T:
-    """Run a blocking call on a daemon thread (a watch can outlive a stopping controller by up
-    to its timeout; a daemon thread never holds the process open)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if future.done():
-            return  # the awaiting task was cancelled
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def run() -> None:
-        result: T | None = None
-        error: BaseException | None = None
-        try:
-            result = fn()
-        except BaseException as exc:  # handed to the awaiting task
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, daemon=True, name="modelfleet-controller-io").start()
-    return await future
 
 
 class Controller:
@@ -171,34 +119,10 @@ class Controller:
                     self.queue = WorkQueue()
                     self.objects.clear()
                 continue
-            await _wait(stop, self.settings.retry_seconds)
+            await wait(stop, self.settings.retry_seconds)
 
     async def _try_lead(self) -> bool:
-        s = self.settings
-        try:
-            lease = await in_thread(
-                lambda: self.api.get(
-                    election.LEASE_API_VERSION, "Lease", s.lease_name, s.lease_namespace
-                )
-            )
-            spec = election.claim(lease, s.identity, s.lease_seconds, datetime.now(UTC))
-            if spec is None:
-                return False
-            manifest: dict[str, Any] = {
-                "apiVersion": election.LEASE_API_VERSION,
-                "kind": "Lease",
-                "metadata": {"name": s.lease_name, "namespace": s.lease_namespace},
-                "spec": spec,
-            }
-            if lease is None:
-                await in_thread(lambda: self.api.create(manifest))
-            else:
-                manifest["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
-                await in_thread(lambda: self.api.replace(manifest))
-            return True
-        except KubeError as exc:
-            log.info("lease %s/%s not taken: %s", s.lease_namespace, s.lease_name, exc)
-            return False
+        return await try_lead(self.api, self.settings)
 
     async def _lead(self, stop: asyncio.Event) -> None:
         from modelfleet.worker.runner import ensure_fleet  # loads the activities' modules
@@ -226,7 +150,7 @@ class Controller:
         s = self.settings
         deadline = time.monotonic() + s.lease_seconds
         while not stop.is_set():
-            await _wait(stop, s.renew_seconds)
+            await wait(stop, s.renew_seconds)
             if await self._try_lead():
                 deadline = time.monotonic() + s.lease_seconds
             elif time.monotonic() >= deadline:
@@ -328,7 +252,7 @@ class Controller:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(self.settings.retry_seconds * 2 ** (failures - 1), 60.0)
-                log.info("reconcile %s failed (again in %.0fs): %s", key, delay, _short(exc))
+                log.info("reconcile %s failed (again in %.0fs): %s", key, delay, short(exc))
                 self.queue.add_after(key, delay)
             finally:
                 self.reconciles += 1
@@ -408,7 +332,7 @@ class Controller:
             )
         handle = self.client.get_workflow_handle(deployment_id(key.namespace, key.name))
         if self.handed.get(key) != generation:
-            held = await _query_or_none(handle, DeploymentWorkflow.spec)
+            held = await query_or_none(handle, DeploymentWorkflow.spec)
             if autoscalers and held is not None:
                 # The ModelAutoscaler owns the replicas: the object's are not pushed over its.
                 wanted = wanted.model_copy(
@@ -425,7 +349,7 @@ class Controller:
             except WorkflowUpdateFailedError as exc:
                 return await self._rejected(key, obj, generation, exc)
             self.handed[key] = generation
-        status: DeploymentStatus | None = await _query_or_none(handle, DeploymentWorkflow.status)
+        status: DeploymentStatus | None = await query_or_none(handle, DeploymentWorkflow.status)
         if status is None:
             return self.settings.status_poll_seconds
         wanted_status = conditions.deployment_status(status, generation, key.namespace, key.name)
@@ -520,7 +444,7 @@ class Controller:
 
     def _remember(self, key: Key, updated: dict[str, Any]) -> None:
         current = self.objects.get(key)
-        if current is None or _newer(updated, current):
+        if current is None or newer(updated, current):
             self.objects[key] = {"apiVersion": API_VERSION, "kind": key.kind, **updated}
 
     async def _refresh(self, key: Key) -> None:
@@ -539,7 +463,7 @@ class Controller:
         now = time.monotonic()
         if now - self._fleet_classes_at > FLEET_CLASSES_SECONDS:
             handle = self.client.get_workflow_handle(FLEET_ID)
-            found = await _query_or_none(handle, FleetWorkflow.classes)
+            found = await query_or_none(handle, FleetWorkflow.classes)
             self._fleet_classes = list(found or [])
             self._fleet_classes_at = now
         ours = self._classes()
@@ -560,31 +484,4 @@ class Controller:
         return found
 
 
-def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    try:
-        return int(a["metadata"]["resourceVersion"]) >= int(b["metadata"]["resourceVersion"])
-    except (KeyError, ValueError, TypeError):
-        return True
-
-
-async def _query_or_none(handle: Any, query: Any) -> Any:
-    """The workflow's answer, or None when no such workflow runs (not applied yet)."""
-    try:
-        return await handle.query(query)
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if len(text) < 300 else text[:297] + "..."
-
-
-__all__ = ["Controller", "ControllerSettings", "in_thread"]
+__all__ = ["Controller"]
