@@ -14,10 +14,9 @@ Succeeded (or Failed with an ARM ``error``) over ``polls`` reads of it or of the
 only then does the resource change: a finished cluster gets an emulated API server (its FQDN
 its URL), a finished agent pool its Nodes and ResourceSlices, a finished delete removes them.
 While an operation runs on a cluster, another mutating call on it is refused (409
-``OperationNotAllowed``), as AKS does. Errors on demand come from
-:class:`~modelfleet.sim.clouds.faults.CloudFaults` (operations named by their ARM operation IDs,
-``ManagedClusters_CreateOrUpdate``, ``AgentPools_CreateOrUpdate``, ``AgentPools_Delete``,
-``ManagedClusters_Delete``), answered in ARM's error shape (``{"error": {"code", "message"}}``).
+``OperationNotAllowed``), as AKS does. Errors on demand come from ``CloudFaults`` (operations
+named by their ARM operation IDs, ``AgentPools_CreateOrUpdate`` and the like), answered in ARM's
+shapes (``arm``).
 
 Every call must carry ``Authorization: Bearer <token>`` when built with ``token`` (401
 ``InvalidAuthenticationToken`` otherwise), so a test can tell the worker used its credential.
@@ -29,16 +28,29 @@ imports nothing of the product. Binds one loopback port; all state is in memory.
 from __future__ import annotations
 
 import asyncio
-import base64
 import itertools
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
 from aiohttp import web
 
+from modelfleet.sim.clouds.arm import (
+    API_VERSION,
+    CALL_ERRORS,
+    OPERATION_ERRORS,
+    PROVIDER,
+    ArmError,
+    Operation,
+    agent_pool_json,
+    arm_error,
+    node_pool,
+    now,
+    operation_json,
+    quota_family,
+    refused,
+    user_kubeconfig,
+)
 from modelfleet.sim.clouds.faults import (
     CloudFaults,
     ErrorKind,
@@ -47,91 +59,9 @@ from modelfleet.sim.clouds.faults import (
     admin_faults,
     admin_stockouts,
 )
-from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
+from modelfleet.sim.clouds.kube import CloudKube
 
 __all__ = ["FakeAKS"]
-
-API_VERSION = "2026-08-01"
-_PROVIDER = "providers/Microsoft.ContainerService"
-# (HTTP status, ARM error code, message) per error kind at the call.
-_CALL_ERRORS: dict[ErrorKind, tuple[int, str, str]] = {
-    ErrorKind.QUOTA: (
-        400,
-        "QuotaExceeded",
-        "Operation could not be completed as it results in exceeding approved {family} Cores "
-        "quota. Additional details - Deployment Model: Resource Manager, Location: {location}, "
-        "Current Limit: 0, Current Usage: 0, Additional Required: 96. Submit a request for "
-        "Quota increase.",
-    ),
-    ErrorKind.STOCKOUT: (
-        409,
-        "SkuNotAvailable",
-        "The requested VM size for resource 'Following SKUs have failed for Capacity "
-        "Restrictions: {vm}' is currently not available in location '{location}'. Please try "
-        "another size or deploy to a different location or zones.",
-    ),
-    ErrorKind.PERMISSION: (
-        403,
-        "AuthorizationFailed",
-        "The client does not have authorization to perform action "
-        "'Microsoft.ContainerService/managedClusters/write' over scope '{scope}' or the scope "
-        "is invalid.",
-    ),
-    ErrorKind.CONFLICT: (409, "Conflict", "The resource '{scope}' is in a conflicting state."),
-    ErrorKind.UNAVAILABLE: (
-        503,
-        "ServiceUnavailable",
-        "The service is currently unavailable; try again later.",
-    ),
-    ErrorKind.THROTTLED: (
-        429,
-        "TooManyRequests",
-        "The request is being throttled as the limit has been reached for operation type.",
-    ),
-    ErrorKind.INVALID: (400, "InvalidParameter", "The value of a parameter is invalid."),
-    ErrorKind.BAD_MACHINE_TYPE: (
-        400,
-        "InvalidParameter",
-        "The value of parameter agentPoolProfile.vmSize is invalid: {vm} is not a VM size "
-        "available in {location}.",
-    ),
-}
-# How an operation ends on each error kind (its async status ``error``).
-_OPERATION_ERRORS: dict[ErrorKind, tuple[str, str]] = {
-    ErrorKind.QUOTA: _CALL_ERRORS[ErrorKind.QUOTA][1:],
-    ErrorKind.STOCKOUT: (
-        "ZonalAllocationFailed",
-        "Allocation failed. We do not have sufficient capacity for the requested VM size "
-        "{vm} in this zone. Read more about improving likelihood of allocation success.",
-    ),
-}
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _ArmError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-@dataclass
-class _Operation:
-    id: str
-    location: str
-    subscription: str
-    kind: str  # create-cluster, delete-cluster, put-pool, delete-pool
-    key: tuple[str, str, str]  # (subscription, resource group, cluster)
-    pool: str | None
-    fault: ErrorKind | None
-    words: dict[str, str]
-    polls: int = 0
-    status: str = "InProgress"
-    error: tuple[str, str] | None = None
-    start: str = field(default_factory=_now)
-    end: str | None = None
 
 
 @dataclass
@@ -150,7 +80,7 @@ class FakeAKS:
         self.faults = CloudFaults()
         self.stockouts = Stockouts()
         self.clusters: dict[tuple[str, str, str], _Cluster] = {}
-        self.operations: dict[str, _Operation] = {}
+        self.operations: dict[str, Operation] = {}
         # Every mutating call ("AgentPools_CreateOrUpdate gpua100"), for tests.
         self.calls: list[str] = []
         # Reads ("ManagedClusters_ListClusterUserCredential NAME") held until their event is set.
@@ -189,7 +119,7 @@ class FakeAKS:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors])
-        rg = "/subscriptions/{sub}/resourceGroups/{rg}/" + _PROVIDER
+        rg = "/subscriptions/{sub}/resourceGroups/{rg}/" + PROVIDER
         mc = rg + "/managedClusters/{cluster}"
         app.router.add_put(mc, self._put_cluster)
         app.router.add_get(mc, self._get_cluster)
@@ -201,7 +131,7 @@ class FakeAKS:
         app.router.add_get(mc + "/agentPools/{pool}", self._get_pool)
         app.router.add_delete(mc + "/agentPools/{pool}", self._delete_pool)
         app.router.add_get(
-            "/subscriptions/{sub}/" + _PROVIDER + "/locations/{location}/operations/{op}",
+            "/subscriptions/{sub}/" + PROVIDER + "/locations/{location}/operations/{op}",
             self._get_operation,
         )
         app.router.add_route("*", "/_admin/faults", self._admin)
@@ -220,25 +150,14 @@ class FakeAKS:
             admin: web.StreamResponse = await handler(request)
             return admin
         self._base = f"{request.scheme}://{request.host}"
-        if self.token is not None and request.headers.get("Authorization") != (
-            f"Bearer {self.token}"
-        ):
-            return _error(
-                401,
-                "InvalidAuthenticationToken",
-                "The access token is invalid.",
-            )
-        if request.query.get("api-version") is None:
-            return _error(
-                400,
-                "MissingApiVersionParameter",
-                "The api-version query parameter (?api-version=) is required for all requests.",
-            )
+        refusal = refused(request, self.token)
+        if refusal is not None:
+            return refusal
         try:
             response: web.StreamResponse = await handler(request)
             return response
-        except _ArmError as exc:
-            return _error(exc.status, exc.code, exc.message)
+        except ArmError as exc:
+            return arm_error(exc.status, exc.code, exc.message)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -249,12 +168,12 @@ class FakeAKS:
 
     def _scope(self, request: web.Request) -> str:
         sub, rg, cluster = self._key(request)
-        return f"/subscriptions/{sub}/resourceGroups/{rg}/{_PROVIDER}/managedClusters/{cluster}"
+        return f"/subscriptions/{sub}/resourceGroups/{rg}/{PROVIDER}/managedClusters/{cluster}"
 
     def _cluster(self, request: web.Request) -> _Cluster:
         entry = self.clusters.get(self._key(request))
         if entry is None:
-            raise _ArmError(
+            raise ArmError(
                 404,
                 "ResourceNotFound",
                 f"The Resource 'Microsoft.ContainerService/managedClusters/"
@@ -267,11 +186,11 @@ class FakeAKS:
         self.calls.append(f"{operation} {target}")
         kind = self.faults.take(operation, target, FaultStage.CALL)
         if kind is not None:
-            status, code, message = _CALL_ERRORS[kind]
-            raise _ArmError(status, code, message.format(**words))
+            status, code, message = CALL_ERRORS[kind]
+            raise ArmError(status, code, message.format(**words))
         return self.faults.take(operation, target, FaultStage.OPERATION)
 
-    def _busy(self, key: tuple[str, str, str], kind: str, pool: str | None) -> _Operation | None:
+    def _busy(self, key: tuple[str, str, str], kind: str, pool: str | None) -> Operation | None:
         """The running operation of the same kind on the same target (a repeated call joins
         it); any other running operation on the cluster refuses the call."""
         for op in self.operations.values():
@@ -279,7 +198,7 @@ class FakeAKS:
                 continue
             if op.kind == kind and op.pool == pool:
                 return op
-            raise _ArmError(
+            raise ArmError(
                 409,
                 "OperationNotAllowed",
                 f"Operation is not allowed because there's an in progress {op.kind} operation "
@@ -294,35 +213,21 @@ class FakeAKS:
         pool: str | None,
         fault: ErrorKind | None,
         words: dict[str, str],
-    ) -> _Operation:
+    ) -> Operation:
         key = self._key(request)
         entry = self.clusters.get(key)
         location = str((entry.body if entry else {}).get("location", "westeurope"))
         op_id = f"{next(self._ids):08d}-0000-4000-8000-{kind.replace('-', '')[:12]:0>12}"
-        op = _Operation(op_id, location, key[0], kind, key, pool, fault, words)
+        op = Operation(op_id, location, key[0], kind, key, pool, fault, words)
         self.operations[op_id] = op
         return op
 
-    def _headers(self, op: _Operation) -> dict[str, str]:
+    def _headers(self, op: Operation) -> dict[str, str]:
         url = (
-            f"{self._base}/subscriptions/{op.subscription}/{_PROVIDER}/locations/"
+            f"{self._base}/subscriptions/{op.subscription}/{PROVIDER}/locations/"
             f"{op.location}/operations/{op.id}?api-version={API_VERSION}"
         )
         return {"Azure-AsyncOperation": url}
-
-    def _op_json(self, op: _Operation) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": f"/subscriptions/{op.subscription}/{_PROVIDER}/locations/{op.location}/"
-            f"operations/{op.id}",
-            "name": op.id,
-            "status": op.status,
-            "startTime": op.start,
-        }
-        if op.end:
-            out["endTime"] = op.end
-        if op.error is not None:
-            out["error"] = {"code": op.error[0], "message": op.error[1]}
-        return out
 
     async def _tick(self, key: tuple[str, str, str], pool: str | None = None) -> None:
         """A read of a resource advances the operations running on it (Azure works on them
@@ -331,17 +236,17 @@ class FakeAKS:
             if op.key == key and op.status == "InProgress" and (pool is None or op.pool == pool):
                 await self._advance(op)
 
-    async def _advance(self, op: _Operation) -> None:
+    async def _advance(self, op: Operation) -> None:
         if op.status != "InProgress":
             return
         op.polls += 1
         if op.polls <= self.polls:
             return
-        op.end = _now()
+        op.end = now()
         entry = self.clusters.get(op.key)
         if op.fault is not None:
-            code, message = _OPERATION_ERRORS.get(
-                op.fault, (_CALL_ERRORS[op.fault][1], _CALL_ERRORS[op.fault][2])
+            code, message = OPERATION_ERRORS.get(
+                op.fault, (CALL_ERRORS[op.fault][1], CALL_ERRORS[op.fault][2])
             )
             op.status, op.error = "Failed", (code, message.format(**op.words))
             if entry is not None:
@@ -381,31 +286,7 @@ class FakeAKS:
         props["powerState"] = {"code": "Running"}
         if props.get("mode") == "System":
             return
-        taints = [_taint(t) for t in props.get("nodeTaints") or []]
-        await self.kube.add_pool(
-            cluster,
-            CloudNodePool(
-                name=pool["name"],
-                machine=str(props.get("vmSize", "")),
-                accelerator=None,
-                node_count=int(props.get("count") or 0),
-                labels=dict(props.get("nodeLabels") or {}),
-                taints=taints,
-                zones=list(props.get("availabilityZones") or []),
-                cloud_labels={
-                    "kubernetes.azure.com/agentpool": pool["name"],
-                    "agentpool": pool["name"],
-                },
-            ),
-        )
-
-    def _pool_json(self, request: web.Request, name: str, props: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "id": f"{self._scope(request)}/agentPools/{name}",
-            "name": name,
-            "type": "Microsoft.ContainerService/managedClusters/agentPools",
-            "properties": props,
-        }
+        await self.kube.add_pool(cluster, node_pool(pool))
 
     # -- managed clusters -------------------------------------------------------------------
 
@@ -417,7 +298,7 @@ class FakeAKS:
         props = dict(body.get("properties") or {})
         profiles = list(props.pop("agentPoolProfiles", None) or [])
         if not location or not profiles:
-            raise _ArmError(
+            raise ArmError(
                 400,
                 "InvalidParameter",
                 "The managed cluster needs a location and at least one agent pool profile.",
@@ -433,7 +314,7 @@ class FakeAKS:
         if existing is not None:
             joined = self._busy(key, "create-cluster", None)
             if joined is None:
-                raise _ArmError(
+                raise ArmError(
                     409,
                     "OperationNotAllowed",
                     "Updating a managed cluster is not supported by this emulator.",
@@ -444,7 +325,7 @@ class FakeAKS:
             pool_name = str(profile.get("name", ""))
             pool_props = {k: v for k, v in profile.items() if k != "name"}
             pool_props["provisioningState"] = "Creating"
-            pools[pool_name] = self._pool_json(request, pool_name, pool_props)
+            pools[pool_name] = agent_pool_json(self._scope(request), pool_name, pool_props)
         cluster = {
             "id": self._scope(request),
             "name": name,
@@ -510,34 +391,17 @@ class FakeAKS:
         entry = self._cluster(request)
         name = self._key(request)[2]
         if entry.body["properties"].get("provisioningState") != "Succeeded":
-            raise _ArmError(
+            raise ArmError(
                 409,
                 "OperationNotAllowed",
                 f"Managed cluster {name} is not in Succeeded state; credentials are not ready.",
             )
-        server = self.kube.url(name)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": server}}],
-            "users": [
-                {
-                    "name": f"clusterUser_{self._key(request)[1]}_{name}",
-                    "user": {"token": f"sim-aks-user-token-{name}-{next(self._ids)}"},
-                }
-            ],
-            "contexts": [
-                {
-                    "name": name,
-                    "context": {
-                        "cluster": name,
-                        "user": f"clusterUser_{self._key(request)[1]}_{name}",
-                    },
-                }
-            ],
-            "current-context": name,
-        }
-        value = base64.b64encode(yaml.safe_dump(config, sort_keys=False).encode()).decode()
+        value = user_kubeconfig(
+            self.kube.url(name),
+            self._key(request)[1],
+            name,
+            f"sim-aks-user-token-{name}-{next(self._ids)}",
+        )
         return web.json_response({"kubeconfigs": [{"name": "clusterUser", "value": value}]})
 
     # -- agent pools ------------------------------------------------------------------------
@@ -552,7 +416,7 @@ class FakeAKS:
         await self._tick(self._key(request), pool)
         entry = self._cluster(request)
         if pool not in entry.pools:
-            raise _ArmError(
+            raise ArmError(
                 404,
                 "NotFound",
                 f"Agent pool {pool} of managed cluster {self._key(request)[2]} was not found.",
@@ -570,25 +434,25 @@ class FakeAKS:
         words = {
             "location": location,
             "vm": vm,
-            "family": _family(vm),
+            "family": quota_family(vm),
             "scope": f"{self._scope(request)}/agentPools/{pool}",
         }
         fault = self._fault("AgentPools_CreateOrUpdate", pool, words)
         entry = self._cluster(request)
         state = entry.body["properties"].get("provisioningState")
         if state != "Succeeded":
-            raise _ArmError(
+            raise ArmError(
                 409,
                 "OperationNotAllowed",
                 f"Managed cluster {key[2]} is in {state} state; agent pools can be changed once "
                 "it has Succeeded.",
             )
         if not vm:
-            raise _ArmError(400, "InvalidParameter", "properties.vmSize is required.")
+            raise ArmError(400, "InvalidParameter", "properties.vmSize is required.")
         if props.get("enableAutoScaling") and not (
             int(props.get("minCount", 0)) <= int(props.get("count", 0)) <= int(props["maxCount"])
         ):
-            raise _ArmError(
+            raise ArmError(
                 400,
                 "InvalidParameter",
                 "The value of parameter agentPoolProfile.count should be within minCount and "
@@ -603,7 +467,7 @@ class FakeAKS:
             # Accepted, then the scale set cannot allocate the VM size in the zone.
             fault = ErrorKind.STOCKOUT
         props["provisioningState"] = "Updating" if existed else "Creating"
-        entry.pools[pool] = self._pool_json(request, pool, props)
+        entry.pools[pool] = agent_pool_json(self._scope(request), pool, props)
         op = self._start(request, "put-pool", pool, fault, words)
         return web.json_response(
             entry.pools[pool], status=200 if existed else 201, headers=self._headers(op)
@@ -628,26 +492,6 @@ class FakeAKS:
     async def _get_operation(self, request: web.Request) -> web.StreamResponse:
         op = self.operations.get(request.match_info["op"])
         if op is None:
-            raise _ArmError(404, "NotFound", f"Operation {request.match_info['op']} not found.")
+            raise ArmError(404, "NotFound", f"Operation {request.match_info['op']} not found.")
         await self._advance(op)
-        return web.json_response(self._op_json(op))
-
-
-def _family(vm: str) -> str:
-    """The quota family Azure names for a VM size (``Standard_ND96isr_H100_v5`` ->
-    ``standardNDISRH100v5Family``), near enough for an error message."""
-    parts = vm.split("_")[1:] if "_" in vm else [vm]
-    letters = "".join(ch for ch in (parts[0] if parts else "") if not ch.isdigit()).upper()
-    rest = "".join(parts[1:]).replace("_", "")
-    return f"standard{letters}{rest}Family"
-
-
-def _taint(text: str) -> dict[str, str]:
-    """``key=value:Effect`` (or ``key:Effect``) as a Node taint."""
-    head, _, effect = text.rpartition(":")
-    key, _, value = head.partition("=")
-    return {"key": key, "value": value, "effect": effect or "NoSchedule"}
-
-
-def _error(status: int, code: str, message: str) -> web.Response:
-    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+        return web.json_response(operation_json(op))
