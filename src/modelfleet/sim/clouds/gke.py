@@ -37,47 +37,20 @@ from modelfleet.sim.clouds.faults import (
     admin_faults,
     admin_stockouts,
 )
+from modelfleet.sim.clouds.google_errors import (
+    ERRORS,
+    MESSAGES,
+    OPERATION_CODES,
+    FailError,
+    google_error,
+)
 from modelfleet.sim.clouds.kube import CloudKube, CloudNodePool
 
 __all__ = ["FakeGKE"]
 
-# HTTP status, google.rpc code name, numeric code and errors[].reason per error kind.
-_ERRORS: dict[ErrorKind, tuple[int, str, int, str]] = {
-    ErrorKind.QUOTA: (403, "RESOURCE_EXHAUSTED", 8, "quotaExceeded"),
-    ErrorKind.PERMISSION: (403, "PERMISSION_DENIED", 7, "forbidden"),
-    ErrorKind.CONFLICT: (409, "ALREADY_EXISTS", 6, "alreadyExists"),
-    ErrorKind.UNAVAILABLE: (503, "UNAVAILABLE", 14, "backendError"),
-    ErrorKind.THROTTLED: (429, "RESOURCE_EXHAUSTED", 8, "rateLimitExceeded"),
-    ErrorKind.INVALID: (400, "INVALID_ARGUMENT", 3, "badRequest"),
-    ErrorKind.STOCKOUT: (503, "UNAVAILABLE", 14, "backendError"),
-    ErrorKind.BAD_MACHINE_TYPE: (400, "INVALID_ARGUMENT", 3, "badRequest"),
-}
-# At the operation stage a stockout ends the operation RESOURCE_EXHAUSTED, as GKE reports it.
-_OPERATION_CODES: dict[ErrorKind, int] = {ErrorKind.STOCKOUT: 8}
-_MESSAGES: dict[ErrorKind, str] = {
-    ErrorKind.QUOTA: "Insufficient regional quota to satisfy request: resource "
-    '"NVIDIA_H100_GPUS": request requires more than the available quota',
-    ErrorKind.PERMISSION: "Required 'container.clusters.create' permission for the project",
-    ErrorKind.CONFLICT: "Already exists",
-    ErrorKind.UNAVAILABLE: "The service is currently unavailable.",
-    ErrorKind.THROTTLED: "Quota exceeded for quota metric 'Write requests' (rate limit)",
-    ErrorKind.INVALID: "Invalid argument in the request",
-    ErrorKind.STOCKOUT: "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources "
-    "available to fulfill the request. Try a different zone, or try again later.",
-    ErrorKind.BAD_MACHINE_TYPE: "Invalid value for field 'nodePool.config.machineType': the "
-    "machine type does not exist in the requested zones.",
-}
-
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _FailError(Exception):
-    def __init__(self, kind: ErrorKind, message: str | None = None) -> None:
-        super().__init__(message or _MESSAGES[kind])
-        self.kind = kind
-        self.message = message or _MESSAGES[kind]
 
 
 class _PreconditionError(Exception):
@@ -181,17 +154,17 @@ class FakeGKE:
         if self.token is not None and request.headers.get("Authorization") != (
             f"Bearer {self.token}"
         ):
-            return _error(401, "UNAUTHENTICATED", "Request had invalid authentication", "")
+            return google_error(401, "UNAUTHENTICATED", "Request had invalid authentication", "")
         try:
             response: web.StreamResponse = await handler(request)
             return response
-        except _FailError as exc:
-            status, code, _, reason = _ERRORS[exc.kind]
-            return _error(status, code, exc.message, reason)
+        except FailError as exc:
+            status, code, _, reason = ERRORS[exc.kind]
+            return google_error(status, code, exc.message, reason)
         except _PreconditionError as exc:
-            return _error(400, "FAILED_PRECONDITION", str(exc), "failedPrecondition")
+            return google_error(400, "FAILED_PRECONDITION", str(exc), "failedPrecondition")
         except KeyError as exc:
-            return _error(404, "NOT_FOUND", f"Not found: {exc.args[0]}.", "notFound")
+            return google_error(404, "NOT_FOUND", f"Not found: {exc.args[0]}.", "notFound")
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -210,7 +183,7 @@ class FakeGKE:
         self.calls.append(f"{operation} {target}")
         kind = self.faults.take(operation, target, FaultStage.CALL)
         if kind is not None:
-            raise _FailError(kind)
+            raise FailError(kind)
         return self.faults.take(operation, target, FaultStage.OPERATION)
 
     def _busy(self, project: str, location: str, cluster: str) -> None:
@@ -249,8 +222,8 @@ class FakeGKE:
         if op.end:
             out["endTime"] = op.end
         if op.error is not None:
-            number = _OPERATION_CODES.get(op.error, _ERRORS[op.error][2])
-            message = op.message or _MESSAGES[op.error]
+            number = OPERATION_CODES.get(op.error, ERRORS[op.error][2])
+            message = op.message or MESSAGES[op.error]
             out["error"] = {"code": number, "message": message}
             out["statusMessage"] = message
         return out
@@ -270,7 +243,7 @@ class FakeGKE:
                 target = entry.pools.get(op.pool, {}) if op.pool else entry.body
                 if target:
                     target["status"] = "ERROR"
-                    target["statusMessage"] = op.message or _MESSAGES[op.fault]
+                    target["statusMessage"] = op.message or MESSAGES[op.fault]
             return
         if entry is None:
             return
@@ -342,11 +315,11 @@ class FakeGKE:
         m = request.match_info
         name = str(body.get("name", ""))
         if not name:
-            raise _FailError(ErrorKind.INVALID, "Cluster.name must be set.")
+            raise FailError(ErrorKind.INVALID, "Cluster.name must be set.")
         fault = self._fault("createCluster", name)
         key = (m["project"], m["location"], name)
         if key in self.clusters:
-            raise _FailError(
+            raise FailError(
                 ErrorKind.CONFLICT,
                 f"Already exists: projects/{key[0]}/locations/{key[1]}/clusters/{name}.",
             )
@@ -401,12 +374,12 @@ class FakeGKE:
         body = (await request.json()).get("nodePool") or {}
         name = str(body.get("name", ""))
         if not name:
-            raise _FailError(ErrorKind.INVALID, "NodePool.name must be set.")
+            raise FailError(ErrorKind.INVALID, "NodePool.name must be set.")
         cluster = request.match_info["cluster"]
         fault = self._fault("createNodePool", name)
         entry = self._cluster(request)
         if name in entry.pools:
-            raise _FailError(ErrorKind.CONFLICT, f"Already exists: nodePools/{name}.")
+            raise FailError(ErrorKind.CONFLICT, f"Already exists: nodePools/{name}.")
         if entry.body.get("status") != "RUNNING":
             raise _PreconditionError(f"Cluster {cluster} is not RUNNING.")
         self._busy(*self._key(request))
@@ -503,17 +476,3 @@ def _normalised(pool: dict[str, Any]) -> dict[str, Any]:
             version = driver["gpuDriverVersion"]
             driver["gpuDriverVersion"] = _DRIVER_VERSIONS.get(version, version)
     return pool
-
-
-def _error(status: int, code: str, message: str, reason: str) -> web.Response:
-    error: dict[str, Any] = {"code": status, "message": message, "status": code}
-    if reason:
-        error["errors"] = [{"message": message, "domain": "global", "reason": reason}]
-        error["details"] = [
-            {
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": "container.googleapis.com",
-            }
-        ]
-    return web.json_response({"error": error}, status=status)
