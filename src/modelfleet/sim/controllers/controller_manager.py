@@ -27,7 +27,7 @@ from modelfleet.sim.apiserver.status_errors import ApiError
 from modelfleet.sim.apiserver.store import ClusterStore, WatchEvent
 from modelfleet.sim.controllers.context import API, ClusterContext, Key, PodAction, meta_of
 from modelfleet.sim.controllers.deployment_controller import DeploymentController
-from modelfleet.sim.controllers.gang_admission import GANG_GROUPS
+from modelfleet.sim.controllers.gang_objects import GANG_GROUPS
 from modelfleet.sim.controllers.gateway_controller import GatewayController
 from modelfleet.sim.controllers.job_controller import JobController
 from modelfleet.sim.controllers.kubelet import Kubelet, StartupPolicy

@@ -29,7 +29,6 @@ imports no product module. Reads and writes the cluster's store through its cont
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,50 +37,35 @@ from modelfleet.sim.apiserver.object_table import now_rfc3339
 from modelfleet.sim.apiserver.registry import ResourceType
 from modelfleet.sim.apiserver.status_errors import ApiError
 from modelfleet.sim.controllers.context import ClusterContext, meta_of
+from modelfleet.sim.controllers.gang_objects import (
+    CLUSTER_QUEUE,
+    GPU,
+    KAI_MANAGER,
+    KAI_QUEUE,
+    KAI_QUEUE_LABEL,
+    KAI_SCHEDULER,
+    KUEUE_MANAGER,
+    KUEUE_QUEUE_LABEL,
+    LOCAL_QUEUE,
+    OWNED,
+    POD_GROUP_ANNOTATION,
+    PODGROUP,
+    WORKLOAD,
+    gpu_flavors,
+    int_or,
+    is_gpu_driver,
+    new_workload,
+    resource_version,
+    workload_name,
+)
 from modelfleet.sim.controllers.object_helpers import (
     LWS_GROUP_INDEX,
     LWS_NAME,
     condition,
     merge_conditions,
-    owner_reference,
 )
 
-__all__ = [
-    "GANG_GROUPS",
-    "KAI_SCHEDULER",
-    "GangAdmission",
-    "KaiGang",
-    "is_gpu_driver",
-]
-
-KAI_SCHEDULER = "kai-scheduler"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"
-POD_GROUP_ANNOTATION = "pod-group-name"
-PODGROUP = ("scheduling.run.ai/v2alpha2", "PodGroup")
-KAI_QUEUE = ("scheduling.run.ai/v2", "Queue")
-
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE = "kueue.x-k8s.io/v1beta1"
-WORKLOAD = (KUEUE, "Workload")
-CLUSTER_QUEUE = (KUEUE, "ClusterQueue")
-LOCAL_QUEUE = (KUEUE, "LocalQueue")
-KUEUE_MANAGER = "kueue-controller-manager"
-KAI_MANAGER = "kai-scheduler"
-
-GPU = "nvidia.com/gpu"
-# The API groups whose changes may change an admission decision.
-GANG_GROUPS = frozenset({"scheduling.run.ai", "kueue.x-k8s.io"})
-
-
-def is_gpu_driver(driver: str) -> bool:
-    return "gpu" in driver.split(".")
-
-
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+__all__ = ["GangAdmission", "KaiGang"]
 
 
 def _terminated(pod: Mapping[str, Any]) -> bool:
@@ -158,7 +142,7 @@ class GangAdmission:
             for request in devices.get("requests") or []:
                 exactly = request.get("exactly") or {}
                 if str(exactly.get("deviceClassName", "")) in classes:
-                    total += _int(exactly.get("count"), 1)
+                    total += int_or(exactly.get("count"), 1)
         return total
 
     # -- KAI -----------------------------------------------------------------------------------
@@ -180,7 +164,7 @@ class GangAdmission:
         return KaiGang(
             namespace,
             str(name),
-            max(1, _int(spec.get("minMember"), 1)),
+            max(1, int_or(spec.get("minMember"), 1)),
             str(spec.get("queue") or label_queue),
         )
 
@@ -203,8 +187,8 @@ class GangAdmission:
         if obj is None:
             return 0
         gpu = ((obj.get("spec") or {}).get("resources") or {}).get("gpu") or {}
-        limit = _int(gpu.get("limit"), -1)
-        cap = limit if limit >= 0 else _int(gpu.get("quota"), -1)
+        limit = int_or(gpu.get("limit"), -1)
+        cap = limit if limit >= 0 else int_or(gpu.get("quota"), -1)
         return None if cap < 0 else cap
 
     def kai_used(
@@ -244,15 +228,15 @@ class GangAdmission:
             namespace, name = str(meta.get("namespace", "")), str(meta["name"])
             spec = lws.get("spec") or {}
             lwt = spec.get("leaderWorkerTemplate") or {}
-            size = max(1, _int(lwt.get("size"), 1))
+            size = max(1, int_or(lwt.get("size"), 1))
             worker = lwt.get("workerTemplate") or {}
             leader = lwt.get("leaderTemplate") or worker
             pod_sets = [{"name": "leader", "count": 1, "template": leader}]
             if size > 1:
                 pod_sets.append({"name": "workers", "count": size - 1, "template": worker})
-            for group in range(_int(spec.get("replicas"), 1)):
-                wl = _workload_name("leaderworkerset", f"{name}-{group}", str(meta.get("uid")))
-                out[(namespace, wl)] = _workload(
+            for group in range(int_or(spec.get("replicas"), 1)):
+                wl = workload_name("leaderworkerset", f"{name}-{group}", str(meta.get("uid")))
+                out[(namespace, wl)] = new_workload(
                     lws, namespace, wl, str(queue), pod_sets, {"lws": name, "group": str(group)}
                 )
         for pod in self._ctx.store.list_objects(self._ctx.rt("pod")).items:
@@ -264,10 +248,10 @@ class GangAdmission:
             if _terminated(pod):
                 continue
             namespace, name = str(meta.get("namespace", "")), str(meta["name"])
-            wl = _workload_name("pod", name, str(meta.get("uid")))
+            wl = workload_name("pod", name, str(meta.get("uid")))
             template = {"spec": pod.get("spec") or {}}
             pod_sets = [{"name": "main", "count": 1, "template": template}]
-            out[(namespace, wl)] = _workload(
+            out[(namespace, wl)] = new_workload(
                 pod, namespace, wl, str(queue), pod_sets, {"pod": name}
             )
         return out
@@ -278,7 +262,7 @@ class GangAdmission:
         return [
             (
                 str(ps.get("name")),
-                _int(ps.get("count"), 1),
+                int_or(ps.get("count"), 1),
                 self.template_gpus(namespace, (ps.get("template") or {}).get("spec") or {}),
             )
             for ps in (workload.get("spec") or {}).get("podSets") or []
@@ -295,7 +279,7 @@ class GangAdmission:
             for w in self._list(WORKLOAD)
         }
         for key, workload in existing.items():
-            if key not in desired and (meta_of(workload).get("labels") or {}).get(_OWNED):
+            if key not in desired and (meta_of(workload).get("labels") or {}).get(OWNED):
                 with contextlib.suppress(ApiError):
                     await store.delete(*WORKLOAD, key[1], namespace=key[0])
         for key, manifest in desired.items():
@@ -312,7 +296,7 @@ class GangAdmission:
         }
         workloads = sorted(
             self._list(WORKLOAD),
-            key=lambda w: (str(meta_of(w).get("creationTimestamp", "")), _rv(w)),
+            key=lambda w: (str(meta_of(w).get("creationTimestamp", "")), resource_version(w)),
         )
         usage: dict[str, dict[str, int]] = {name: {} for name in cluster_queues}
         admitted: dict[str, int] = {}
@@ -323,7 +307,7 @@ class GangAdmission:
             if queue in usage:
                 for assignment in admission.get("podSetAssignments") or []:
                     flavor = str((assignment.get("flavors") or {}).get(GPU, ""))
-                    used = _int((assignment.get("resourceUsage") or {}).get(GPU), 0)
+                    used = int_or((assignment.get("resourceUsage") or {}).get(GPU), 0)
                     usage[queue][flavor] = usage[queue].get(flavor, 0) + used
                 admitted[queue] = admitted.get(queue, 0) + 1
         now = now_rfc3339()
@@ -349,7 +333,7 @@ class GangAdmission:
             need = self._need(wl)
             total = sum(count * gpus for _, count, gpus in need)
             chosen, shortfall = None, None
-            for flavor, nominal in _gpu_flavors(cq):
+            for flavor, nominal in gpu_flavors(cq):
                 free = nominal - usage[cq_name].get(flavor, 0)
                 if total <= free:
                     chosen = flavor
@@ -376,7 +360,7 @@ class GangAdmission:
             admitted[cq_name] = admitted.get(cq_name, 0) + 1
             await self._admit_one(wl, cq_name, chosen, need, now)
         for name, cq in cluster_queues.items():
-            flavors = [flavor for flavor, _ in _gpu_flavors(cq)]
+            flavors = [flavor for flavor, _ in gpu_flavors(cq)]
             status = {
                 "flavorsUsage": [
                     {
@@ -456,11 +440,11 @@ class GangAdmission:
             if lws is None or not (meta_of(lws).get("labels") or {}).get(KUEUE_QUEUE_LABEL):
                 return None
             group = labels.get(LWS_GROUP_INDEX, "0")
-            name = _workload_name(
+            name = workload_name(
                 "leaderworkerset", f"{lws_name}-{group}", str(meta_of(lws).get("uid"))
             )
         elif labels.get(KUEUE_QUEUE_LABEL):
-            name = _workload_name("pod", str(meta["name"]), str(meta.get("uid")))
+            name = workload_name("pod", str(meta["name"]), str(meta.get("uid")))
         else:
             return None
         workload = self._get(WORKLOAD, namespace, name)
@@ -471,47 +455,3 @@ class GangAdmission:
             if cond.get("type") == "QuotaReserved" and cond.get("status") == "False":
                 why = f": {cond.get('message')}"
         return f"waiting for Kueue to admit workload {namespace}/{name}{why}"
-
-
-_OWNED = "sim.modelfleet.dev/kueue-workload"
-
-
-def _rv(obj: Mapping[str, Any]) -> int:
-    return _int(meta_of(obj).get("resourceVersion"), 0)
-
-
-def _workload_name(kind: str, name: str, uid: str) -> str:
-    digest = hashlib.sha256(f"{name}/{uid}".encode()).hexdigest()[:5]
-    return f"{kind}-{name}"[:57] + f"-{digest}"
-
-
-def _workload(
-    owner: Mapping[str, Any],
-    namespace: str,
-    name: str,
-    queue: str,
-    pod_sets: list[dict[str, Any]],
-    origin: Mapping[str, str],
-) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {_OWNED: "true"},
-            "annotations": {f"sim.modelfleet.dev/{k}": v for k, v in origin.items()},
-            "ownerReferences": [owner_reference(owner)],
-        },
-        "spec": {"queueName": queue, "podSets": pod_sets, "active": True},
-    }
-
-
-def _gpu_flavors(cluster_queue: Mapping[str, Any]) -> list[tuple[str, int]]:
-    out = []
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") == GPU:
-                    out.append((str(flavor.get("name")), _int(resource.get("nominalQuota"), 0)))
-    return out

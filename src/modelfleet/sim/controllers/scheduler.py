@@ -26,12 +26,8 @@ from modelfleet.sim.controllers.device_allocation import (
     node_states,
     unschedulable_message,
 )
-from modelfleet.sim.controllers.gang_admission import (
-    KAI_SCHEDULER,
-    GangAdmission,
-    KaiGang,
-    is_gpu_driver,
-)
+from modelfleet.sim.controllers.gang_admission import GangAdmission, KaiGang
+from modelfleet.sim.controllers.gang_objects import KAI_SCHEDULER, is_gpu_driver
 from modelfleet.sim.controllers.kubelet import Kubelet
 from modelfleet.sim.controllers.object_helpers import condition, merge_conditions, owner_reference
 
