@@ -37,13 +37,25 @@ import logging
 import random
 import socket
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from modelfleet.sim.http_relay import relay
+from modelfleet.sim.serving.lb_api import (
+    LB_FIELDS,
+    MONITOR_FIELDS,
+    POOL_FIELDS,
+    ApiError,
+    check_lb,
+    check_monitor,
+    check_pool,
+    check_unused,
+    expected,
+    fill,
+    now,
+)
 
 __all__ = ["GlobalLoadBalancer", "OriginHealth"]
 
@@ -52,42 +64,6 @@ _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "content-length",
      "proxy-connection", "proxy-authorization"}
 )  # fmt: skip
-_MONITOR_FIELDS = {
-    "type": "http",
-    "method": "GET",
-    "path": "/",
-    "port": 0,
-    "timeout": 5,
-    "retries": 2,
-    "interval": 60,
-    "expected_codes": "200",
-    "consecutive_up": 0,
-    "consecutive_down": 0,
-    "description": "",
-    "header": {},
-    "follow_redirects": False,
-    "allow_insecure": False,
-}
-_POOL_FIELDS = {
-    "name": None,
-    "origins": None,
-    "monitor": None,
-    "minimum_origins": 1,
-    "enabled": True,
-    "description": "",
-    "origin_steering": {"policy": "random"},
-}
-_LB_FIELDS = {
-    "name": None,
-    "default_pools": None,
-    "fallback_pool": None,
-    "proxied": False,
-    "enabled": True,
-    "steering_policy": "off",
-    "description": "",
-    "ttl": 30,
-}
-_STEERING = {"off", "random"}
 _POP = "SIM"
 
 
@@ -105,23 +81,6 @@ class OriginHealth:
 class _Account:
     monitors: dict[str, dict[str, Any]] = field(default_factory=dict)
     pools: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-class _Error(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _expected(codes: str, status: int) -> bool:
-    codes = codes.strip().lower()
-    if len(codes) == 3 and codes.endswith("xx"):
-        return str(status)[0] == codes[0]
-    return any(c.strip() == str(status) for c in codes.split(","))
 
 
 def _port(origin: dict[str, Any]) -> int:
@@ -211,10 +170,10 @@ class GlobalLoadBalancer:
     async def _envelope(self, request: web.Request, handler: Any) -> web.StreamResponse:
         try:
             if request.headers.get("Authorization") != f"Bearer {self._token}":
-                raise _Error(403, 10000, "Authentication error")
+                raise ApiError(403, 10000, "Authentication error")
             response: web.StreamResponse = await handler(request)
             return response
-        except _Error as exc:
+        except ApiError as exc:
             return web.json_response(
                 {
                     "success": False,
@@ -233,9 +192,9 @@ class GlobalLoadBalancer:
         try:
             body = await request.json()
         except ValueError:
-            raise _Error(400, 1002, "Malformed JSON in request body") from None
+            raise ApiError(400, 1002, "Malformed JSON in request body") from None
         if not isinstance(body, dict):
-            raise _Error(400, 1002, "Malformed JSON in request body")
+            raise ApiError(400, 1002, "Malformed JSON in request body")
         return body
 
     async def _api(self, request: web.Request) -> web.StreamResponse:
@@ -243,27 +202,35 @@ class GlobalLoadBalancer:
         method = request.method
         if len(parts) >= 3 and parts[0] == "accounts" and parts[2] == "load_balancers":
             if parts[1] != self.account_id:
-                raise _Error(403, 9109, "Unauthorized to access requested resource")
+                raise ApiError(403, 9109, "Unauthorized to access requested resource")
             rest = parts[3:]
             if rest[:1] == ["monitors"]:
                 return await self._collection(
-                    request, method, rest[1:], self._account.monitors, _MONITOR_FIELDS,
-                    self._check_monitor, 1001,
+                    request, method, rest[1:], self._account.monitors, MONITOR_FIELDS,
+                    check_monitor, 1001,
                 )  # fmt: skip
             if rest[:1] == ["pools"]:
                 if len(rest) == 3 and rest[2] == "health" and method == "GET":
                     return self._ok(self._pool_health(rest[1]))
                 return await self._collection(
-                    request, method, rest[1:], self._account.pools, _POOL_FIELDS,
-                    self._check_pool, 1002,
+                    request, method, rest[1:], self._account.pools, POOL_FIELDS,
+                    lambda item: check_pool(item, self._account.monitors), 1002,
                 )  # fmt: skip
         if len(parts) >= 3 and parts[0] == "zones" and parts[2] == "load_balancers":
             if parts[1] != self.zone_id:
-                raise _Error(404, 1001, "Invalid zone identifier")
+                raise ApiError(404, 1001, "Invalid zone identifier")
             return await self._collection(
-                request, method, parts[3:], self._lbs, _LB_FIELDS, self._check_lb, 1003
+                request,
+                method,
+                parts[3:],
+                self._lbs,
+                LB_FIELDS,
+                lambda item: check_lb(item, self._account.pools, self._lbs, self.zone_name),
+                1003,
             )
-        raise _Error(404, 7003, "Could not route to the requested resource: no route for that URI")
+        raise ApiError(
+            404, 7003, "Could not route to the requested resource: no route for that URI"
+        )
 
     async def _collection(
         self,
@@ -280,104 +247,41 @@ class GlobalLoadBalancer:
                 return self._ok([objects[k] for k in sorted(objects)])
             if method == "POST":
                 body = await self._body(request)
-                item = self._fill(defaults, body, None)
+                item = fill(defaults, body, None)
                 check(item)
                 item["id"] = f"{next(self._ids):032x}"
-                item["created_on"] = item["modified_on"] = _now()
+                item["created_on"] = item["modified_on"] = now()
                 objects[item["id"]] = item
                 self._changed()
                 return self._ok(item)
-            raise _Error(405, 10405, "Method not allowed")
+            raise ApiError(405, 10405, "Method not allowed")
         if len(rest) != 1:
-            raise _Error(404, 7003, "Could not route to the requested resource")
+            raise ApiError(404, 7003, "Could not route to the requested resource")
         item_id = rest[0]
         old = objects.get(item_id)
         if old is None:
-            raise _Error(404, not_found, "Not found")
+            raise ApiError(404, not_found, "Not found")
         if method == "GET":
             return self._ok(old)
         if method in ("PUT", "PATCH"):
             body = await self._body(request)
-            item = self._fill(defaults, body, old if method == "PATCH" else None)
+            item = fill(defaults, body, old if method == "PATCH" else None)
             check(item)
-            item.update(id=item_id, created_on=old["created_on"], modified_on=_now())
+            item.update(id=item_id, created_on=old["created_on"], modified_on=now())
             objects[item_id] = item
             self._changed()
             return self._ok(item)
         if method == "DELETE":
-            self._check_unused(item_id)
+            check_unused(item_id, self._account.pools, self._lbs)
             del objects[item_id]
             self._changed()
             return self._ok({"id": item_id})
-        raise _Error(405, 10405, "Method not allowed")
-
-    @staticmethod
-    def _fill(
-        defaults: dict[str, Any], body: dict[str, Any], old: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        item: dict[str, Any] = {}
-        for name, default in defaults.items():
-            if name in body:
-                item[name] = body[name]
-            elif old is not None and name in old:
-                item[name] = old[name]
-            elif default is None:
-                raise _Error(400, 1002, f"{name} is required")
-            else:
-                item[name] = default
-        return item
-
-    def _check_monitor(self, item: dict[str, Any]) -> None:
-        if item["type"] not in ("http", "https"):
-            raise _Error(400, 1002, "monitor type must be http or https")
-        for name, low, high in (("interval", 1, 3600), ("timeout", 1, 10), ("retries", 0, 5)):
-            value = item[name]
-            if not isinstance(value, int) or not low <= value <= high:
-                raise _Error(400, 1002, f"{name} must be an integer from {low} to {high}")
-        if not str(item["path"]).startswith("/"):
-            raise _Error(400, 1002, "path must start with /")
-
-    def _check_pool(self, item: dict[str, Any]) -> None:
-        origins = item["origins"]
-        if not isinstance(origins, list) or not origins:
-            raise _Error(400, 1002, "a pool needs at least one origin")
-        for origin in origins:
-            if not isinstance(origin, dict) or not origin.get("name") or not origin.get("address"):
-                raise _Error(400, 1002, "every origin needs a name and an address")
-            origin.setdefault("enabled", True)
-            origin.setdefault("weight", 1)
-        if item["monitor"] is not None and item["monitor"] not in self._account.monitors:
-            raise _Error(400, 1002, f"monitor {item['monitor']} does not exist")
-
-    def _check_lb(self, item: dict[str, Any]) -> None:
-        pools = item["default_pools"]
-        if not isinstance(pools, list) or not pools:
-            raise _Error(400, 1002, "default_pools needs at least one pool")
-        for pool in [*pools, item["fallback_pool"]]:
-            if pool not in self._account.pools:
-                raise _Error(400, 1002, f"pool {pool} does not exist")
-        if item["steering_policy"] not in _STEERING:
-            raise _Error(400, 1002, f"steering_policy must be one of {sorted(_STEERING)}")
-        name = str(item["name"]).lower().rstrip(".")
-        if name != self.zone_name and not name.endswith("." + self.zone_name):
-            raise _Error(400, 1002, f"name {name} is not in zone {self.zone_name}")
-        item["name"] = name
-        if any(lb["name"] == name and lb is not item for lb in self._lbs.values()):
-            raise _Error(409, 1002, f"a load balancer named {name} already exists")
-
-    def _check_unused(self, item_id: str) -> None:
-        if any(p["monitor"] == item_id for p in self._account.pools.values()):
-            raise _Error(400, 1002, "the monitor is in use by a pool")
-        if any(
-            item_id in lb["default_pools"] or lb["fallback_pool"] == item_id
-            for lb in self._lbs.values()
-        ):
-            raise _Error(400, 1002, "the pool is in use by a load balancer")
+        raise ApiError(405, 10405, "Method not allowed")
 
     def _pool_health(self, pool_id: str) -> dict[str, Any]:
         pool = self._account.pools.get(pool_id)
         if pool is None:
-            raise _Error(404, 1002, "Not found")
+            raise ApiError(404, 1002, "Not found")
         origins = []
         for origin in pool["origins"]:
             h = self.health.get(_origin_key(pool_id, origin), OriginHealth())
@@ -445,7 +349,7 @@ class GlobalLoadBalancer:
                 ) as response:
                     await response.read()
                     code = response.status
-                    ok = _expected(str(monitor["expected_codes"]), code)
+                    ok = expected(str(monitor["expected_codes"]), code)
                     reason = "No failures" if ok else "HTTP response code is not expected"
             except TimeoutError:
                 reason = "TCP connection failed: timeout"
