@@ -12,8 +12,8 @@ from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.loading import load_paths
 from modelfleet.api.meta import Resource
+from modelfleet.cli.accepted_reads import accepted_statuses
 from modelfleet.cli.apply import apply_all, apply_resource
-from modelfleet.cli.resources import accepted_statuses
 from modelfleet.contracts.accepted import AcceptedStatus
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "modelplane" / "valid"

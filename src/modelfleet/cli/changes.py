@@ -22,10 +22,10 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.meta import Resource
 from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelService
 from modelfleet.api.support import held_without_action
+from modelfleet.cli.accepted_reads import accepted_statuses
 from modelfleet.cli.errors import NotFoundError
 from modelfleet.cli.manifests import PUBLISHED_BY
 from modelfleet.cli.resources import (
-    accepted_statuses,
     deployment_spec,
     deployment_status,
     directory_gateway,

@@ -35,7 +35,14 @@ from modelfleet.api.services import InferenceGateway, ModelEndpoint, ModelServic
 from modelfleet.applying import kinds as applying_kinds
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cache.workflow import CacheWorkflow
-from modelfleet.cli import cluster_view, columns, describers, kind_actions, resources
+from modelfleet.cli import (
+    accepted_reads,
+    cluster_view,
+    columns,
+    describers,
+    kind_actions,
+    resources,
+)
 from modelfleet.cli.columns import Row, accepted_row
 from modelfleet.cli.describers import Described
 from modelfleet.cli.errors import UsageError
@@ -168,7 +175,7 @@ def _read_held(kind: str) -> Fetch:
     """``fetch_accepted`` for one held kind."""
 
     async def read(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
-        return await resources.fetch_accepted(client, kind, namespace, wanted)
+        return await accepted_reads.fetch_accepted(client, kind, namespace, wanted)
 
     return read
 
@@ -278,7 +285,7 @@ _SPECS: tuple[KindSpec, ...] = (
         columns=("NAME", "CLUSTER", "GATEWAY", "ADDRESSES", "AGE"),
         wide_columns=("ADDITIONAL-CLUSTERS", "GLOBAL-ZONE"),
         row=columns.split_row(columns.gateway_cells),
-        fetch=resources.fetch_gateways,
+        fetch=accepted_reads.fetch_gateways,
         describe=describers.gateway,
         apply=applying_kinds.apply_serving_kind,
     ),

@@ -24,7 +24,6 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from modelfleet.accepted.workflow import AcceptedResourceWorkflow
 from modelfleet.api.autoscalers import ModelAutoscaler
 from modelfleet.api.caches import ModelCache
 from modelfleet.api.classes import InferenceClass
@@ -38,7 +37,6 @@ from modelfleet.cli.connection import open_client, require_worker
 from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorkerError, UsageError
 from modelfleet.cli.manifests import (
     Fetched,
-    accepted_resource,
     autoscaler_resource,
     cache_resource,
     class_resource,
@@ -53,12 +51,10 @@ from modelfleet.cli.manifests import (
 from modelfleet.cli.targets import is_namespaced, resource_name
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts import search
-from modelfleet.contracts.accepted import AcceptedStatus
 from modelfleet.contracts.cache_payloads import CacheStatus
 from modelfleet.contracts.fleet_payloads import ReplicaPage, ReplicaPageRequest
 from modelfleet.contracts.ids import (
     FLEET_ID,
-    accepted_id,
     cache_id,
     cluster_id,
     deployment_id,
@@ -272,13 +268,13 @@ async def fetch_endpoints(client: Client, namespace: str | None, wanted: set[str
 
 
 async def fetch_gateways(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:
+    """The fleet's own InferenceGateway (``accepted_reads.fetch_gateways`` adds Modelplane's)."""
     gateway = await directory_gateway(client)
     items = []
     if gateway is not None and (not wanted or gateway.name in wanted):
         created = await _directory(client, "gateway_created", (), datetime | None)
         items.append(gateway_resource(gateway, created))
-    # Modelplane's Traefik gateway is kept beside the front door, not acted upon.
-    return items + await fetch_accepted(client, "InferenceGateway", None, wanted)
+    return items
 
 
 async def fetch_deployments(
@@ -434,46 +430,6 @@ async def fetch_caches(client: Client, namespace: str | None, wanted: set[str]) 
         spec: ModelCache = await query(handle, CacheWorkflow.spec, what=f"ModelCache {ns}/{name}")
         out.append(cache_resource(spec, status, w.start_time))
     return out
-
-
-async def accepted_statuses(
-    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
-) -> list[AcceptedStatus]:
-    """What the AcceptedResource workflows of ``kind`` hold (in ``namespace``, or all when
-    None), each with why it is not acted upon; named ones are asked of the workflow."""
-    return [status for status, _ in await _accepted_runs(client, kind, namespace, set(names))]
-
-
-async def _accepted_runs(
-    client: Client, kind: str, namespace: str | None, wanted: set[str]
-) -> list[tuple[AcceptedStatus, WorkflowExecution]]:
-    if wanted and (namespace or not is_namespaced(kind)):
-        found = [
-            await is_running(client, accepted_id(kind, namespace or "", n)) for n in sorted(wanted)
-        ]
-        runs = [w for w in found if w is not None]
-    else:
-        runs = [
-            w
-            for w in await running(client, kind, namespace)
-            if w.id.startswith("accepted/") and (not wanted or w.id.split("/", 3)[3] in wanted)
-        ]
-    out = []
-    for w in runs:
-        status: AcceptedStatus = await query(
-            client.get_workflow_handle(w.id),
-            AcceptedResourceWorkflow.status,
-            what=f"{kind} {w.id.split('/', 2)[2]}",
-        )
-        out.append((status, w))
-    return out
-
-
-async def fetch_accepted(
-    client: Client, kind: str, namespace: str | None, wanted: set[str]
-) -> list[Fetched]:
-    runs = await _accepted_runs(client, kind, namespace, wanted)
-    return [accepted_resource(status, status.created or w.start_time) for status, w in runs]
 
 
 async def _directory(client: Client, name: str, args: tuple[Any, ...], result_type: Any) -> Any:
