@@ -232,6 +232,15 @@ def diff_pools(
     return changes
 
 
+def apply_refused(held: InferenceCluster, spec: InferenceCluster) -> str | None:
+    """Why an apply to the workflow holding ``held`` is refused before validation, if it is."""
+    if spec.name != held.name:
+        return f"this workflow holds {held.ref}, not {spec.ref}"
+    if spec.spec.cluster.source is not held.spec.cluster.source:
+        return "spec.cluster.source cannot change; delete and re-create the cluster"
+    return None
+
+
 def removed_pools(before: InferenceCluster, after: InferenceCluster) -> list[str]:
     kept = {p.name for p in after.spec.node_pools}
     return [p.name for p in before.spec.node_pools if p.name not in kept]

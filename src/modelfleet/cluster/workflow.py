@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, VersioningBehavior
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -27,61 +27,36 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
     from modelfleet.api.meta import Condition
     from modelfleet.api.rules import validate
+    from modelfleet.cluster import plan, stack
     from modelfleet.cluster import steps as cluster_steps
     from modelfleet.cluster.alternatives import as_created
     from modelfleet.cluster.failure import PROVISIONING_FAILED, failure_reason
     from modelfleet.cluster.phase import cluster_phase
-    from modelfleet.cluster.plan import probe_request, removal_refused, removed_pools
     from modelfleet.cluster.pools import reconcile_pools, replicas_by_pool
-    from modelfleet.cluster.probe_failure import probe_failure
+    from modelfleet.cluster.probing import probe, unreachable_reason
     from modelfleet.cluster.provisioning import Provisioner, ProvisioningFailedError
-    from modelfleet.cluster.stack import (
-        review_access,
-        stack_pieces,
-        stack_reason,
-        verify_and_install,
-    )
     from modelfleet.cluster.state import ClusterInput
     from modelfleet.cluster.sweep import DarkWatch
     from modelfleet.cluster.watch import ReplicaWatcher
     from modelfleet.contracts import search
-    from modelfleet.contracts.activity_names import (
-        FLEET_PUBLISH_CLUSTER,
-        FLEET_REPLICAS_ON,
-        KUBE_PROBE,
-    )
+    from modelfleet.contracts.activity_names import FLEET_PUBLISH_CLUSTER, FLEET_REPLICAS_ON
     from modelfleet.contracts.error_types import POOL_IN_USE
     from modelfleet.contracts.fleet_payloads import ClusterReport, PublishRequest
-    from modelfleet.contracts.kube_payloads import (
-        PoolObservation,
-        ProbeRequest,
-        ProbeResult,
-    )
+    from modelfleet.contracts.kube_payloads import PoolObservation, ProbeRequest
     from modelfleet.contracts.stack_payloads import StackReport
     from modelfleet.contracts.status import ClusterStatus
     from modelfleet.contracts.versioning import declared
     from modelfleet.scheduling.snapshot import QueueCapacity
 
-# A probe fails only after a few quick retries: one 500 or 429 says little about health. Its
-# budget bounds how long a hanging API goes unnoticed: one probe interval (15 s by default) plus
-# PROBE_BUDGET is under a minute (each request times out at 15 s, ``adapters.kube_client``).
-PROBE_ATTEMPT = timedelta(seconds=20)
-PROBE_BUDGET = timedelta(seconds=35)
-PROBE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=4,
-)
-
-# Condition types of a cluster's status, in the order they are shown.
-REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
-POOLS = "NodePools"
-CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
 # How often a cluster waiting for its classes looks again.
 CLASS_RECHECK = timedelta(seconds=30)
 # Cloud tokens in a provisioned cluster's kubeconfig expire (EKS after 15 minutes, GKE after an
 # hour): the worker writes a fresh one this often.
 KUBECONFIG_REFRESH = timedelta(minutes=10)
+# Condition types of a cluster's status, in the order they are shown.
+REACHABLE, PROVISIONED, ACCESS, STACK = "Reachable", "Provisioned", "AccessGranted", "ServingStack"
+POOLS = "NodePools"
+CONDITION_TYPES = (REACHABLE, PROVISIONED, POOLS, ACCESS, STACK)
 
 
 @workflow.defn(
@@ -124,10 +99,10 @@ class ClusterWorkflow:
         async with self._lock:
             changed = spec.to_wire() != self._state.spec.to_wire()
             if changed:
-                removed = removed_pools(self._state.spec, spec)
+                removed = plan.removed_pools(self._state.spec, spec)
                 if removed:
                     # The Fleet knows which replicas run on which pool; one still in use stays.
-                    refused = removal_refused(
+                    refused = plan.removal_refused(
                         removed, await replicas_by_pool(self._state.spec.name)
                     )
                     if refused is not None:
@@ -157,10 +132,9 @@ class ClusterWorkflow:
 
     @apply.validator
     def _check_apply(self, spec: InferenceCluster) -> None:
-        if spec.name != self._state.spec.name:
-            raise ValueError(f"this workflow holds {self._state.spec.ref}, not {spec.ref}")
-        if spec.spec.cluster.source is not self._state.spec.spec.cluster.source:
-            raise ValueError("spec.cluster.source cannot change; delete and re-create the cluster")
+        refused = plan.apply_refused(self._state.spec, spec)
+        if refused is not None:
+            raise ValueError(refused)
         errors = validate(spec)
         if errors:
             raise InvalidResourceError(spec.ref, errors)
@@ -288,7 +262,7 @@ class ClusterWorkflow:
         steps = self._state.provisioning.steps
         cluster_steps.begin(steps, "verify the serving stack")
         try:
-            report = await verify_and_install(
+            report = await stack.verify_and_install(
                 self._state.spec.name,
                 self._probe_request().kubeconfig,
                 self._state.spec.spec.scheduler,
@@ -306,7 +280,7 @@ class ClusterWorkflow:
             cluster_steps.end(steps)
             self._condition(STACK, "True", "ServingStackReady", "every component is served")
             return True
-        self._state.ready, self._reason = False, stack_reason(report)
+        self._state.ready, self._reason = False, stack.stack_reason(report)
         cluster_steps.end(steps, self._reason)
         message = self._reason.removeprefix("ServingStackMissing: ")
         self._condition(STACK, "False", "ServingStackMissing", message)
@@ -332,7 +306,9 @@ class ClusterWorkflow:
         """Review the RBAC the worker needs; keep the cluster out of placement, the missing
         verbs and resources named, until the credentials may do all of it. True when they may."""
         try:
-            denied = await review_access(self._state.spec.name, self._probe_request().kubeconfig)
+            denied = await stack.review_access(
+                self._state.spec.name, self._probe_request().kubeconfig
+            )
         except ActivityError as exc:
             self._state.ready = False
             self._reason = f"AccessUnverified: {exc.__cause__ or exc}"
@@ -426,18 +402,7 @@ class ClusterWorkflow:
         self._reason = f"drain timed out after {limit}; withdrawn with replicas left"
 
     async def _probe(self, threshold: int) -> None:
-        try:
-            result: ProbeResult = await workflow.execute_activity(
-                KUBE_PROBE,
-                self._probe_request(),
-                result_type=ProbeResult,
-                start_to_close_timeout=PROBE_ATTEMPT,
-                schedule_to_close_timeout=PROBE_BUDGET,
-                retry_policy=PROBE_RETRY,
-                summary="probe cluster health",
-            )
-        except ActivityError as exc:
-            result = ProbeResult(reachable=False, reason=probe_failure(exc))
+        result = await probe(self._probe_request())
         self._last_probe = workflow.now()
         if result.reachable:
             self._condition(REACHABLE, "True", "ProbeSucceeded", result.reason)
@@ -465,12 +430,7 @@ class ClusterWorkflow:
                 )
         else:
             self._state.failed_probes += 1
-            failed = (
-                "1 probe"
-                if self._state.failed_probes == 1
-                else f"{self._state.failed_probes} probes in a row"
-            )
-            self._reason = f"unreachable ({failed} failed): {result.reason}"
+            self._reason = unreachable_reason(self._state.failed_probes, result.reason)
             if self._state.unreachable_since is None:
                 self._state.unreachable_since = self._last_probe
                 # At once, not at NotReady: no replica here shows Ready while nobody can see it.
@@ -492,7 +452,7 @@ class ClusterWorkflow:
         workflow.set_current_details(f"**{phase}** · {self._reason}")
 
     def _probe_request(self) -> ProbeRequest:
-        return probe_request(self._state.spec)
+        return plan.probe_request(self._state.spec)
 
     async def _publish(self, *, spec: bool, draining: bool = False) -> None:
         report = ClusterReport(
@@ -531,7 +491,7 @@ class ClusterWorkflow:
             last_probe=self._last_probe,
             step=cluster_steps.current(self._state.provisioning.steps),
             steps=list(self._state.provisioning.steps),
-            stack=stack_pieces(self._stack_report, self._state.spec.spec.scheduler),
+            stack=stack.stack_pieces(self._stack_report, self._state.spec.spec.scheduler),
             conditions=[self._conditions[t] for t in CONDITION_TYPES if t in self._conditions],
             created=self._state.created,
             sweep_pending=self._sweeps.pending,
