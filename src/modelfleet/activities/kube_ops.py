@@ -28,9 +28,10 @@ from modelfleet.activities.errors import (
 from modelfleet.activities.keepalive import KeepAlive
 from modelfleet.adapters.device_inventory import pool_devices
 from modelfleet.adapters.gang_queues import observe_queue
-from modelfleet.adapters.kube_client import KubeCluster, KubeError, NodeInfo
+from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.adapters.kube_drift import compare, repair_reason
 from modelfleet.adapters.kube_errors import KubeNotFoundError
+from modelfleet.adapters.kube_nodes import NodeInfo
 from modelfleet.adapters.kube_scan import Listed, changed_scans
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (

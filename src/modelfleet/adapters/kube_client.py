@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -36,6 +35,7 @@ from kubernetes.client import Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException, new_client_from_config
 
+from modelfleet.adapters.kube_discovery import ApiResource, GroupVersion, group_version_path
 from modelfleet.adapters.kube_errors import (
     KubeConflictError,
     KubeError,
@@ -48,13 +48,13 @@ from modelfleet.adapters.kube_errors import (
     error_from_response,
     error_from_transport,
 )
+from modelfleet.adapters.kube_nodes import NodeInfo, node_info
 from modelfleet.adapters.kube_readiness import (
     Readiness,
     evaluate,
     is_workload,
     pod_selector,
 )
-from modelfleet.api.naming import LABEL_POOL
 from modelfleet.rendering.readiness import ReadinessRule
 
 __all__ = [
@@ -76,41 +76,6 @@ _DEFAULT_NAMESPACE = "default"
 
 # The SDK is only partly annotated; its client is handled as Any behind this module's typed API.
 _new_client: Callable[..., Any] = new_client_from_config
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    pool: str | None
-    ready: bool
-    schedulable: bool
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Resource:
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = _group_version_path(self.api_version)
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-
-def _group_version_path(api_version: str) -> str:
-    """``/api/v1`` for the core group (no slash in its apiVersion), ``/apis/<g>/<v>`` otherwise."""
-    return f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-
-
-@dataclass
-class _GroupVersion:
-    fetched_at: float
-    kinds: dict[str, _Resource]
 
 
 def _safe_server(host: str) -> str:
@@ -163,7 +128,7 @@ class KubeCluster:
             ) from None
         self.server = _safe_server(str(self._client.configuration.host))
         self._lock = threading.Lock()
-        self._discovery: dict[str, _GroupVersion] = {}
+        self._discovery: dict[str, GroupVersion] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -277,21 +242,21 @@ class KubeCluster:
 
     # -- discovery -------------------------------------------------------------------------
 
-    def _fetch_group_version(self, api_version: str) -> _GroupVersion:
+    def _fetch_group_version(self, api_version: str) -> GroupVersion:
         status, data = self._request(
-            f"discover {api_version}", "GET", _group_version_path(api_version), absent_ok=True
+            f"discover {api_version}", "GET", group_version_path(api_version), absent_ok=True
         )
-        kinds: dict[str, _Resource] = {}
+        kinds: dict[str, ApiResource] = {}
         if status != 404:
             for entry in data.get("resources") or []:
                 name = str(entry.get("name", ""))
                 kind = entry.get("kind")
                 if not name or "/" in name or not isinstance(kind, str):
                     continue  # subresources (pods/status, deployments/scale)
-                kinds[kind] = _Resource(api_version, kind, name, bool(entry.get("namespaced")))
-        return _GroupVersion(fetched_at=time.monotonic(), kinds=kinds)
+                kinds[kind] = ApiResource(api_version, kind, name, bool(entry.get("namespaced")))
+        return GroupVersion(fetched_at=time.monotonic(), kinds=kinds)
 
-    def _resource(self, api_version: str, kind: str) -> _Resource:
+    def _resource(self, api_version: str, kind: str) -> ApiResource:
         now = time.monotonic()
         with self._lock:
             cached = self._discovery.get(api_version)
@@ -312,7 +277,7 @@ class KubeCluster:
             )
         return found
 
-    def _namespace_for(self, res: _Resource, namespace: str | None) -> str | None:
+    def _namespace_for(self, res: ApiResource, namespace: str | None) -> str | None:
         if not res.namespaced:
             return None
         return namespace or _DEFAULT_NAMESPACE
@@ -408,7 +373,7 @@ class KubeCluster:
         return self._list(res, namespace if res.namespaced else None, selector)
 
     def _list(
-        self, res: _Resource, namespace: str | None, selector: str | None
+        self, res: ApiResource, namespace: str | None, selector: str | None
     ) -> builtins.list[dict[str, Any]]:
         items: builtins.list[dict[str, Any]] = []
         token: str | None = None
@@ -493,22 +458,7 @@ class KubeCluster:
 
     def nodes(self) -> builtins.list[NodeInfo]:
         """Every node, with its modelfleet pool (from the ``modelfleet.dev/pool`` label)."""
-        out: builtins.list[NodeInfo] = []
-        for node in self.list("v1", "Node"):
-            metadata = node.get("metadata") or {}
-            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-            conditions = (node.get("status") or {}).get("conditions") or []
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-            out.append(
-                NodeInfo(
-                    name=str(metadata.get("name", "")),
-                    pool=labels.get(LABEL_POOL),
-                    ready=ready,
-                    schedulable=not (node.get("spec") or {}).get("unschedulable", False),
-                    labels=labels,
-                )
-            )
-        return sorted(out, key=lambda n: n.name)
+        return sorted((node_info(n) for n in self.list("v1", "Node")), key=lambda n: n.name)
 
     def resource_slices(self) -> builtins.list[dict[str, Any]]:
         """Every ``resource.k8s.io/v1`` ResourceSlice (the devices DRA drivers publish)."""
