@@ -47,8 +47,9 @@ from modelfleet.api.services import ModelService
 from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.ids import deployment_id, service_id
-from modelfleet.contracts.serving_payloads import ServiceStatus
+from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.deployment.workflow import DeploymentWorkflow
+from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceWorkflow
 from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 
@@ -96,6 +97,13 @@ class Case:
     because: str = ""
     # The change keeps the product's default progress deadline (1800 s), not PROGRESS_DEADLINE.
     default_deadline: bool = False
+    # The change also sets the engine's ``--served-model-name`` (what ``/v1/models`` lists).
+    served_model_name: str | None = None
+    # > 0: the worker is SIGKILLed as soon as an old replica's endpoint leaves the endpoint
+    # directory (right after its ``endpoints.withdraw``), and kept down this many seconds.
+    kill_on_withdraw: float = 0.0
+    # Faults of the front door's cluster for the case (``FaultConfig`` fields; undone after).
+    front_door_faults: dict[str, Any] | None = None
 
 
 CASES = [
@@ -149,6 +157,8 @@ class Figures:
     summary: str = ""
     rollback_reason: str = ""
     note: str = ""
+    # ``rollout history``: each kept revision's outcome, read after the case.
+    history: list[str] = field(default_factory=list)
 
     @property
     def failed_share(self) -> float:
@@ -222,10 +232,45 @@ def _deployment(name: str, ns: str, image: str, region: str, replicas: int) -> M
     return md
 
 
-def _with_image(md: ModelDeployment, image: str) -> ModelDeployment:
+def _with_image(
+    md: ModelDeployment, image: str, served_model_name: str | None = None
+) -> ModelDeployment:
     changed = md.model_copy(deep=True)
-    changed.spec.template.spec.engines[0].members[0].template.spec.containers[0].image = image
+    container = changed.spec.template.spec.engines[0].members[0].template.spec.containers[0]
+    container.image = image
+    if served_model_name is not None:
+        container.args = [
+            a for a in container.args or [] if not a.startswith("--served-model-name")
+        ] + [f"--served-model-name={served_model_name}"]
     return changed
+
+
+async def _endpoint_names(env: CrashEnv, ns: str) -> set[str] | None:
+    handle = env.temporal.get_workflow_handle(ENDPOINTS_ID)
+    records = await tolerant(
+        lambda: handle.query("list_endpoints", ns, result_type=list[EndpointRecord])
+    )
+    return None if records is None else {r.name for r in records}
+
+
+async def _kill_on_withdraw(env: CrashEnv, ns: str, old: set[str], down: float) -> str:
+    """SIGKILL the worker the moment one of ``old``'s endpoints leaves the directory (its
+    replica's ``endpoints.withdraw`` done, the services told, nothing yet confirmed); start it
+    again ``down`` seconds later (longer than the 5 s drain timer it replaced)."""
+
+    async def withdrawn() -> str | None:
+        names = await _endpoint_names(env, ns)
+        gone = sorted(old - names) if names is not None else []
+        return gone[0] if gone else None
+
+    start = time.monotonic()
+    name = await wait_for(withdrawn, 240, f"{ns}: an old replica's endpoint withdrawn")
+    await env.kill_worker()
+    killed = time.monotonic() - start
+    # The length of the outage is the fault itself, not a synchronisation.
+    await asyncio.sleep(down)
+    await env.start_worker()
+    return f"worker SIGKILLed {killed:.1f} s after the change ({name} withdrawn), down {down:g} s"
 
 
 def _service(ns: str, deployments: list[str]) -> ModelService:
@@ -350,6 +395,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
     md = _deployment("m", ns, OLD_IMAGE, "us-east", 2)
     figures.floor = md.spec.replicas - md.spec.strategy.unavailable(md.spec.replicas)
     load: Load | None = None
+    killer: asyncio.Task[str] | None = None
     try:
         await apply_resource(env.temporal, md)
         await env.wait_status(ns, "m", all_ready(2), 120, "Ready before the change")
@@ -364,10 +410,17 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
             env.fleet.update_faults(
                 GATEWAY_CLUSTER, {"never_ready": [f"{workload_namespace(ns)}/*"]}
             )
+        if case.front_door_faults:
+            env.fleet.update_faults(GATEWAY_CLUSTER, case.front_door_faults)
         start, started_wall = time.monotonic(), time.time()
-        changed = _with_image(md, case.image)
+        changed = _with_image(md, case.image, case.served_model_name)
         if case.default_deadline:
             changed.spec.strategy.progress_deadline_seconds = Strategy().progress_deadline_seconds
+        if case.kill_on_withdraw:
+            old = await wait_for(
+                lambda: _endpoint_names(env, ns), 30, f"{ns}: the old replicas' endpoints"
+            )
+            killer = asyncio.create_task(_kill_on_withdraw(env, ns, old, case.kill_on_withdraw))
         await apply_resource(env.temporal, changed)
         killed = False
         deadline = start + case.limit
@@ -428,6 +481,14 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
                 break  # not rolled back in time: that is the figure
             await asyncio.sleep(0.5)
         figures.min_serving = lowest
+        if killer is not None:
+            figures.note = await asyncio.wait_for(killer, 60)
+        revisions = await tolerant(
+            lambda: env.temporal.get_workflow_handle(deployment_id(ns, "m")).query(
+                DeploymentWorkflow.revisions
+            )
+        )
+        figures.history = [r.outcome for r in revisions or []]
         # Enough requests for 1% to mean something, whatever the case took.
         await wait_for(
             lambda: _true(load is not None and load.sent >= MIN_REQUESTS), 60, f"{ns}: the load"
@@ -438,8 +499,18 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
         load = None
         return figures
     finally:
+        if killer is not None and not killer.done():
+            killer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await killer
+        if env.worker is None or env.worker.returncode is not None:
+            await env.start_worker()
         if case.never_ready:
             env.fleet.update_faults(GATEWAY_CLUSTER, {"never_ready": []})
+        if case.front_door_faults:
+            env.fleet.update_faults(
+                GATEWAY_CLUSTER, {"latency_seconds": 0.0, "verbs": [], "resources": []}
+            )
         if load is not None:
             with contextlib.suppress(Exception):
                 await load.stop()

@@ -47,8 +47,14 @@ from modelfleet.contracts.kube_payloads import (
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_PUBLISH_REPLICA,
     ENDPOINTS_WITHDRAW,
+    SERVING_CHECK_MODELS,
+    SERVING_ROUTES_CARRYING,
     EndpointKey,
+    ModelCheck,
+    ModelCheckRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
 )
 
 ANY_GPU = {
@@ -272,6 +278,16 @@ class FakeClusters:
     @activity.defn(name=ENDPOINTS_WITHDRAW)
     async def withdraw(self, key: EndpointKey) -> bool:
         return True
+
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        """No service expects anything of it."""
+        return ModelCheck()
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        """No front-door route carries it."""
+        return RoutesCarrying()
 
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:

@@ -51,8 +51,14 @@ from modelfleet.contracts.kube_payloads import (
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_PUBLISH_REPLICA,
     ENDPOINTS_WITHDRAW,
+    SERVING_CHECK_MODELS,
+    SERVING_ROUTES_CARRYING,
     EndpointKey,
+    ModelCheck,
+    ModelCheckRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
 )
 from modelfleet.contracts.status import ClusterStatus, ReplicaPhase
 from modelfleet.contracts.watch_payloads import ScanRequest, ScanResult
@@ -146,6 +152,16 @@ class Kube:
         self.calls.append("withdraw")
         return True
 
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        """No service expects anything of it."""
+        return ModelCheck()
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        """No front-door route carries it."""
+        return RoutesCarrying()
+
     def activities(self) -> list[Callable[..., object]]:
         return [
             self.apply,
@@ -156,6 +172,8 @@ class Kube:
             self.scan,
             self.publish,
             self.withdraw,
+            self.check_models,
+            self.routes_carrying,
         ]
 
     def engine(self, replica: str) -> tuple[str, str, str, str]:

@@ -89,6 +89,8 @@ async def stalling(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harn
             clusters.drift,
             clusters.publish,
             clusters.withdraw,
+            clusters.check_models,
+            clusters.routes_carrying,
             clusters.delete,
         ],
     ):

@@ -97,6 +97,8 @@ async def harness(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Harne
             clusters.drift,
             clusters.publish,
             clusters.withdraw,
+            clusters.check_models,
+            clusters.routes_carrying,
             clusters.delete,
         ],
     ):

@@ -44,8 +44,14 @@ from modelfleet.contracts.kube_payloads import (
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_PUBLISH_REPLICA,
     ENDPOINTS_WITHDRAW,
+    SERVING_CHECK_MODELS,
+    SERVING_ROUTES_CARRYING,
     EndpointKey,
+    ModelCheck,
+    ModelCheckRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
@@ -120,6 +126,16 @@ class Cluster:
         self.calls.append("withdraw")
         return True
 
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        """No service expects anything of it."""
+        return ModelCheck()
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        """No front-door route carries it."""
+        return RoutesCarrying()
+
 
 @dataclass
 class Outcome:
@@ -147,6 +163,8 @@ async def _serve(
             cluster.delete,
             cluster.publish,
             cluster.withdraw,
+            cluster.check_models,
+            cluster.routes_carrying,
         ],
     ):
         sink = await env.client.start_workflow(ProgressSink.run, id=parent_id, task_queue=queue)

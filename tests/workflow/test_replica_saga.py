@@ -35,8 +35,15 @@ from modelfleet.contracts.kube_payloads import (
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_PUBLISH_REPLICA,
     ENDPOINTS_WITHDRAW,
+    SERVING_CHECK_MODELS,
+    SERVING_ROUTES_CARRYING,
     EndpointKey,
+    ModelCheck,
+    ModelCheckRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
+    ServiceModels,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
@@ -89,6 +96,11 @@ class FakeCluster:
     not_dark_yet: int = 0
     # Unreachable for applies: every attempt is refused, as an API server that went away.
     refuse_apply: bool = False
+    # What its engine lists at /v1/models, and what the services selecting it expect.
+    serves: list[str] = field(default_factory=lambda: ["qwen"])
+    expected: list[ServiceModels] = field(default_factory=list)
+    # How many reads of the front doors still find a route carrying it (then none does).
+    carried_reads: int = 0
 
     @activity.defn(name=KUBE_APPLY)
     async def apply(self, request: ApplyRequest) -> ApplyResult:
@@ -127,6 +139,20 @@ class FakeCluster:
     async def withdraw(self, key: EndpointKey) -> bool:
         self.calls.append(f"withdraw:{key.namespace}/{key.name}")
         return True
+
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        self.calls.append("models")
+        return ModelCheck(expected=self.expected, served=self.serves if self.expected else [])
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        if self.carried_reads > 0:
+            self.carried_reads -= 1
+            self.calls.append("routes: carried")
+            return RoutesCarrying(carrying=[f"gw/ms-svc ({request.endpoint})"])
+        self.calls.append("routes: clear")
+        return RoutesCarrying()
 
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:
@@ -189,6 +215,8 @@ async def _run(
             fake.will_be_swept,
             fake.publish,
             fake.withdraw,
+            fake.check_models,
+            fake.routes_carrying,
         ],
     ):
         sink = await env.client.start_workflow(ProgressSink.run, id=parent_id, task_queue=queue)
@@ -250,9 +278,13 @@ async def test_happy_path_runs_the_steps_in_order_then_tears_down(
         "wait:Deployment",
         "apply:ServiceAccount,Role,RoleBinding,ConfigMap,Deployment,Service,InferencePool,HTTPRoute",
         "wait:Deployment",
-        # Serving: the endpoint is published; it is withdrawn before the route is deleted.
+        # It answers for the models its services expect before it joins.
+        "models",
+        # Serving: the endpoint is published; it is withdrawn, and the front doors confirm no
+        # route carries it, before the route is deleted.
         "publish:ml/qwen-abcde@east",
         "withdraw:ml/qwen-abcde",
+        "routes: clear",
         "delete",
     ]
     assert "check" in fake.calls  # the health watch ran while serving
@@ -348,3 +380,51 @@ async def test_teardown_on_a_dark_cluster_leaves_what_is_there_to_its_sweep(
     # Three bounded tries (about 10 s of backoff each), not the whole cleanup timeout's worth.
     assert 6 <= fake.calls.count("delete") <= 18, fake.calls
     assert fake.deleted == []
+
+
+async def test_teardown_deletes_only_once_no_front_door_route_carries_it(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(carried_reads=3)
+    result, _ = await _run(time_skipping_env, fake, teardown=True)
+    assert result.phase is ReplicaPhase.TERMINATED
+    tail = fake.calls[fake.calls.index("withdraw:ml/qwen-abcde") :]
+    assert tail == [
+        "withdraw:ml/qwen-abcde",
+        "routes: carried",
+        "routes: carried",
+        "routes: carried",
+        "routes: clear",
+        "delete",
+    ]
+
+
+async def test_teardown_goes_on_at_the_bound_and_says_so(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(carried_reads=1000)
+    result, seen = await _run(time_skipping_env, fake, teardown=True)
+    assert result.phase is ReplicaPhase.TERMINATED
+    reads = fake.calls.count("routes: carried")
+    # Bounded with back-off: 60 s of 1, 2, 4, 8, 8, ... s between reads.
+    assert 5 <= reads <= 12, reads
+    assert fake.calls[-1] == "delete"
+    assert "routes not confirmed within 60 s" in seen[-1].reason
+    assert "still carried by gw/ms-svc (qwen-abcde)" in seen[-1].reason
+
+
+async def test_a_replica_serving_other_model_names_than_expected_fails_unpublished(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    fake = FakeCluster(
+        serves=["qwen3"], expected=[ServiceModels(service="svc", served=[["qwen"], ["qwen"]])]
+    )
+    result, seen = await _run(time_skipping_env, fake, teardown=False)
+    assert result.phase is ReplicaPhase.FAILED
+    assert "model mismatch: its engine serves qwen3" in result.reason
+    assert "service svc expects qwen" in result.reason
+    # Never published: no service ever routed to it; what it applied is deleted.
+    assert not any(c.startswith(("publish", "withdraw")) for c in fake.calls)
+    assert fake.calls[-1] == "delete"
+    assert seen[-1].phase is ReplicaPhase.FAILED
+    assert "model mismatch" in seen[-1].reason

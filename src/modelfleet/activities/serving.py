@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from modelfleet.activities.errors import missing_secret, to_temporal
 from modelfleet.activities.fleet_updates import FLEET_WORKFLOW_ID
@@ -30,8 +31,13 @@ from modelfleet.adapters.global_lb import CloudflareLoadBalancing, GlobalLBError
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_errors import KubeError
 from modelfleet.adapters.temporal_updates import asked_again_when_refused, update_with_start
-from modelfleet.api.naming import LABEL_CLUSTER, LABEL_DEPLOYMENT
-from modelfleet.api.services import GlobalAddress
+from modelfleet.api.naming import (
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
+    LABEL_MANAGED_BY,
+    workload_namespace,
+)
+from modelfleet.api.services import GlobalAddress, InferenceGateway
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.serving_payloads import (
     ENDPOINT_DIRECTORY_WORKFLOW,
@@ -41,9 +47,11 @@ from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_WATCH,
     ENDPOINTS_WITHDRAW,
     LABEL_REGION,
+    SERVING_CHECK_MODELS,
     SERVING_GATEWAY_ADDRESS,
     SERVING_PROBE,
     SERVING_REMOVE_GLOBAL_ADDRESS,
+    SERVING_ROUTES_CARRYING,
     SERVING_SYNC_GLOBAL_ADDRESS,
     SERVING_SYNC_KEYS,
     SERVING_SYNC_PROVIDER_TOKENS,
@@ -55,15 +63,29 @@ from modelfleet.contracts.serving_payloads import (
     GlobalAddressRemoval,
     GlobalAddressRequest,
     GlobalAddressResult,
+    ModelCheck,
+    ModelCheckRequest,
     ProbeEndpointsRequest,
     ProviderTokensRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
+    ServiceModels,
+    ServiceStatus,
     SyncKeysRequest,
+    WatchMatch,
     WatchRequest,
     WatchResult,
 )
 from modelfleet.contracts.status import ClusterRecord
-from modelfleet.rendering.front_door import MANAGER, SERVICE_LABEL, EndpointRecord, service_path
+from modelfleet.rendering.front_door import (
+    MANAGER,
+    ROUTE_API_VERSION,
+    SERVICE_LABEL,
+    EndpointRecord,
+    carries,
+    service_path,
+)
 from modelfleet.rendering.global_address import (
     GlobalOrigin,
     global_hostname,
@@ -125,6 +147,13 @@ async def directory_update(
     return await asked_again_when_refused(once)
 
 
+async def _query(handle: WorkflowHandle[Any, Any], name: str, arg: Any, result_type: Any) -> Any:
+    """A query, asked again while the server refuses it for its in-flight limit."""
+    if arg is None:
+        return await asked_again_when_refused(lambda: handle.query(name, result_type=result_type))
+    return await asked_again_when_refused(lambda: handle.query(name, arg, result_type=result_type))
+
+
 class ServingActivities:
     def __init__(
         self,
@@ -160,8 +189,10 @@ class ServingActivities:
             return record.gateway_address, dict(record.spec.metadata.labels)
         raise ApplicationError(f"cluster {cluster} is not in the fleet")
 
-    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
-    async def publish_replica(self, request: ReplicaEndpointRequest) -> EndpointRecord:
+    async def _replica_record(
+        self, request: ReplicaEndpointRequest | ModelCheckRequest
+    ) -> EndpointRecord:
+        """The endpoint a replica publishes: its cluster's gateway, its own path."""
         address, cluster_labels = await self._cluster_facts(request.cluster)
         labels = dict(request.labels)
         labels[LABEL_DEPLOYMENT] = request.deployment
@@ -169,7 +200,7 @@ class ServingActivities:
         if LABEL_REGION in cluster_labels:
             labels[LABEL_REGION] = cluster_labels[LABEL_REGION]
         path = f"/{request.namespace}/{request.replica}/"
-        record = EndpointRecord(
+        return EndpointRecord(
             namespace=request.namespace,
             name=request.replica,
             labels=labels,
@@ -177,8 +208,94 @@ class ServingActivities:
             rewrite_path=path,
             replica=request.replica,
         )
+
+    @activity.defn(name=ENDPOINTS_PUBLISH_REPLICA)
+    async def publish_replica(self, request: ReplicaEndpointRequest) -> EndpointRecord:
+        record = await self._replica_record(request)
         await self._directory("put", record, type(None))
         return record
+
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        """What the services that would select the replica expect (the model names their
+        healthy endpoints' probes listed) and, when they expect any, what the replica's engine
+        lists at ``GET /v1/models`` through its cluster's gateway: the path the services' probes
+        and callers take. A probe that gets no list fails the attempt (retried by the policy)."""
+        record = await self._replica_record(request)
+        directory = self._client.get_workflow_handle(ENDPOINTS_ID)
+        try:
+            matches: list[WatchMatch] = await _query(
+                directory, "selecting", record, list[WatchMatch]
+            )
+        except RPCError as exc:
+            raise ApplicationError(f"cannot ask the endpoint directory: {exc.message}") from None
+        expected: list[ServiceModels] = []
+        for match in matches:
+            try:
+                status: ServiceStatus = await _query(
+                    self._client.get_workflow_handle(match.watcher), "status", None, ServiceStatus
+                )
+            except RPCError:
+                continue  # deleted since it watched: it expects nothing
+            entries = set(match.entries)
+            served = [
+                e.models
+                for e in status.endpoints
+                if e.entry in entries and e.healthy and e.models and e.name != request.replica
+            ]
+            if served:
+                expected.append(ServiceModels(service=status.name, served=served))
+        if not expected:
+            return ModelCheck()
+        outcome = await asyncio.to_thread(
+            probe_models, record.url, timeout=request.probe_timeout_seconds, attempts=1
+        )
+        if not outcome.healthy:
+            raise ApplicationError(f"cannot list its models: {outcome.reason}")
+        return ModelCheck(expected=expected, served=list(outcome.models))
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        """Which front-door HTTPRoutes still carry ``request.endpoint``, as each front door's
+        cluster reports them now (level-triggered: what the gateways are given, not what a
+        service workflow meant to apply)."""
+        try:
+            gateway: InferenceGateway | None = await _query(
+                self._client.get_workflow_handle(ENDPOINTS_ID),
+                "gateway",
+                None,
+                InferenceGateway | None,
+            )
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return RoutesCarrying()  # no directory: no service ever routed anything
+            raise ApplicationError(f"cannot ask the endpoint directory: {exc.message}") from None
+        if gateway is None:
+            return RoutesCarrying()
+        namespace = workload_namespace(request.namespace)
+
+        def read(cluster_name: str) -> list[str]:
+            cluster = KubeCluster(self._kubeconfigs.path(cluster_name), request_timeout=5.0)
+            try:
+                routes = cluster.list(
+                    ROUTE_API_VERSION, "HTTPRoute", namespace, {LABEL_MANAGED_BY: MANAGER}
+                )
+            finally:
+                cluster.close()
+            return [
+                f"{cluster_name}/{r['metadata']['name']}"
+                for r in routes
+                if carries(r, request.endpoint)
+            ]
+
+        found = RoutesCarrying()
+        for cluster_name in gateway.front_door_clusters:
+            try:
+                found.carrying += await asyncio.to_thread(read, cluster_name)
+            except (KubeError, OSError, ValueError) as exc:
+                found.unread.append(f"{cluster_name}: {exc}")
+            activity.heartbeat(cluster_name)
+        return found
 
     @activity.defn(name=ENDPOINTS_WITHDRAW)
     async def withdraw(self, key: EndpointKey) -> bool:

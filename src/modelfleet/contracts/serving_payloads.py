@@ -31,6 +31,8 @@ SERVING_SYNC_KEYS = "serving.sync_api_keys"
 SERVING_SYNC_PROVIDER_TOKENS = "serving.sync_provider_tokens"
 SERVING_SYNC_GLOBAL_ADDRESS = "serving.sync_global_address"
 SERVING_REMOVE_GLOBAL_ADDRESS = "serving.remove_global_address"
+SERVING_ROUTES_CARRYING = "serving.routes_carrying"
+SERVING_CHECK_MODELS = "serving.check_models"
 
 LABEL_REGION = "region"
 
@@ -48,6 +50,55 @@ class ReplicaEndpointRequest(WireModel):
 class EndpointKey(WireModel):
     namespace: str
     name: str
+
+
+class RoutesRequest(WireModel):
+    """Which front-door routes still carry a withdrawn endpoint (a replica's teardown asks)."""
+
+    namespace: str
+    endpoint: str
+
+
+class RoutesCarrying(WireModel):
+    """What the front-door clusters report: ``cluster/route`` of each HTTPRoute that still
+    sends ``endpoint`` traffic (or whose gateway has not yet accepted the change that dropped
+    it), and ``cluster: why`` of each front door that could not be read."""
+
+    carrying: list[str] = Field(default_factory=list)
+    unread: list[str] = Field(default_factory=list)
+
+
+class ModelCheckRequest(WireModel):
+    """A replica about to join: what it serves, and what the services that would select it
+    expect."""
+
+    namespace: str
+    replica: str
+    deployment: str
+    cluster: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    probe_timeout_seconds: float = 3.0
+
+
+class ServiceModels(WireModel):
+    """One service's expectation: the model names each of its healthy endpoints in the entries
+    that select the replica serves (one list per endpoint)."""
+
+    service: str
+    served: list[list[str]] = Field(default_factory=list)
+
+
+class ModelCheck(WireModel):
+    expected: list[ServiceModels] = Field(default_factory=list)
+    # What the replica's ``GET /v1/models`` lists (empty when nothing was expected: not asked).
+    served: list[str] = Field(default_factory=list)
+
+
+class WatchMatch(WireModel):
+    """A service watching the directory whose entries (by index) select given labels."""
+
+    watcher: str
+    entries: list[int]
 
 
 class WatchRequest(WireModel):
@@ -161,6 +212,8 @@ class ServiceEndpointStatus(WireModel):
     weight: int = 0
     healthy: bool = False
     reason: str = ""
+    # The model names its last probe's ``GET /v1/models`` listed.
+    models: list[str] = Field(default_factory=list)
 
 
 class FrontDoorStatus(WireModel):

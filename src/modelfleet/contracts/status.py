@@ -47,6 +47,7 @@ class ReplicaStep(StrEnum):
     LEADER_READY = "wait-leader-ready"
     ROUTING = "wire-routing"
     ROUTING_READY = "wait-routing-ready"
+    CHECK_MODELS = "check-models"
     SERVING = "serving"
     COMPENSATING = "compensating"
     TEARDOWN = "teardown"

@@ -82,10 +82,10 @@ class ReplicaInput(WireModel):
     # When a repair started and the replica is not Ready again yet: by when it must be, carried
     # across continue-as-new (else it fails and is re-placed).
     repair_deadline: datetime | None = None
-    # How long a replica that served waits between withdrawing its endpoint and deleting its
-    # objects, so the services' front-door routes drop it first (the services apply a route
-    # without it about a second after the withdrawal): Kubernetes' preStop sleep, durably.
-    drain_seconds: int = Field(default=5, ge=0, le=600)
+    # The longest a replica that served waits, between withdrawing its endpoint and deleting
+    # its objects, for the front-door clusters to report that no route carries it any more
+    # (``replica.drain``); past it the objects go anyway, and the replica says so. 0: no wait.
+    drain_seconds: int = Field(default=60, ge=0, le=600)
 
 
 class ReplicaResult(WireModel):

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ENDPOINT_DIRECTORY_WORKFLOW,
         EndpointKey,
         EndpointsChanged,
+        WatchMatch,
         WatchRequest,
         WatchResult,
     )
@@ -31,13 +32,19 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.rendering.front_door import EndpointRecord
 
 
+def _selected_by(watch: WatchRequest, namespace: str, labels: dict[str, str]) -> list[int]:
+    """The indices of ``watch``'s entries whose selector matches ``labels`` in ``namespace``."""
+    if namespace != watch.namespace:
+        return []
+    return [
+        i
+        for i, entry in enumerate(watch.entries)
+        if all(labels.get(k) == v for k, v in entry.selector.match_labels.items())
+    ]
+
+
 def _selects(watch: WatchRequest, endpoint: EndpointRecord) -> bool:
-    if endpoint.namespace != watch.namespace:
-        return False
-    return any(
-        all(endpoint.labels.get(k) == v for k, v in entry.selector.match_labels.items())
-        for entry in watch.entries
-    )
+    return bool(_selected_by(watch, endpoint.namespace, endpoint.labels))
 
 
 @workflow.defn(
@@ -104,6 +111,19 @@ class EndpointDirectoryWorkflow:
             for k in sorted(self._state.endpoints)
             if not namespace or self._state.endpoints[k].namespace == namespace
         ]
+
+    @workflow.query
+    def selecting(self, endpoint: EndpointRecord) -> list[WatchMatch]:
+        """The services whose entries would select ``endpoint`` (by its namespace and labels),
+        whether or not it is published: what a replica about to join is checked against."""
+        matches = []
+        for watcher in sorted(self._state.watches):
+            entries = _selected_by(
+                self._state.watches[watcher], endpoint.namespace, endpoint.labels
+            )
+            if entries:
+                matches.append(WatchMatch(watcher=watcher, entries=entries))
+        return matches
 
     @workflow.query
     def gateway(self) -> InferenceGateway | None:

@@ -369,3 +369,27 @@ def render_front_door(
 def front_door_route(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The HTTPRoute among rendered front-door manifests."""
     return next(m for m in manifests if m.get("kind") == "HTTPRoute")
+
+
+def carries(route: Mapping[str, Any], endpoint: str) -> bool:
+    """Whether a front-door HTTPRoute (as its cluster reports it) may still send ``endpoint``
+    traffic: a backendRef of its rules names the endpoint's backend, or its gateway has not yet
+    accepted the route's latest generation (it may still run an older one that named it). A
+    condition without ``observedGeneration`` is taken at its word."""
+    metadata = route.get("metadata") or {}
+    service = (metadata.get("labels") or {}).get(SERVICE_LABEL)
+    if not service:
+        return False
+    backend = child_name("ms", service, endpoint)
+    rules = (route.get("spec") or {}).get("rules") or []
+    if any(ref.get("name") == backend for rule in rules for ref in rule.get("backendRefs") or []):
+        return True
+    generation = metadata.get("generation")
+    if generation is None:
+        return False
+    for parent in (route.get("status") or {}).get("parents") or []:
+        for condition in parent.get("conditions") or []:
+            seen = condition.get("observedGeneration")
+            if condition.get("type") == "Accepted" and seen is not None and seen < generation:
+                return True
+    return False

@@ -58,6 +58,14 @@ with workflow.unsafe.imports_passed_through():
         ReadyResult,
         WaitReadyRequest,
     )
+    from modelfleet.contracts.serving_payloads import (
+        SERVING_CHECK_MODELS,
+        SERVING_ROUTES_CARRYING,
+        ModelCheck,
+        ModelCheckRequest,
+        RoutesCarrying,
+        RoutesRequest,
+    )
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
@@ -69,7 +77,10 @@ with workflow.unsafe.imports_passed_through():
         Step,
         render_replica,
     )
+    from modelfleet.replica.drain import FIRST_LOOK as DRAIN_FIRST_LOOK
+    from modelfleet.replica.drain import GRACE, drain_step, next_interval
     from modelfleet.replica.failure import rollout_failure
+    from modelfleet.replica.models import model_mismatch
     from modelfleet.replica.serving import (
         API_RETRY,
         RolloutFailedError,
@@ -79,6 +90,13 @@ with workflow.unsafe.imports_passed_through():
     )
 
 CLEANUP_TIMEOUT = timedelta(minutes=10)
+# A check that could not list the engine's models (the route just applied, a gateway busy) is
+# tried again within ``MODEL_CHECK_LIMIT``.
+MODEL_CHECK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=8),
+)
 # Readiness waits (up to the progress deadline, 30 minutes by default) poll with short
 # ``kube.poll_ready`` attempts that Temporal retries, so that no activity holds a worker slot
 # for the whole wait (issue 11).
@@ -97,6 +115,9 @@ CACHE_POLL_MAX = timedelta(seconds=30)
 # ``cluster_sweep``); if so, what is left is that sweep's and the teardown ends (a dark cluster
 # would otherwise hold the deployment's pass for the whole CLEANUP_TIMEOUT).
 DELETE_TRY = timedelta(seconds=10)
+# How long a replica about to join may try to read its engine's model list (the route to it was
+# just applied); past that it joins unchecked, and the services' probes judge it as before.
+MODEL_CHECK_LIMIT = timedelta(seconds=60)
 
 _STEP_NAMES = {
     Step.NAMESPACE: ReplicaStep.NAMESPACE,
@@ -113,6 +134,8 @@ class ReplicaWorkflow(ServingReplica):
     @workflow.init
     def __init__(self, arg: ReplicaInput) -> None:
         super().__init__(arg)
+        # Why the drain ended without the routes' confirmation (empty: confirmed, or no drain).
+        self._drain_note = ""
 
     @workflow.signal
     def teardown(self) -> None:
@@ -187,7 +210,9 @@ class ReplicaWorkflow(ServingReplica):
             # Cancelled while serving: remove what it runs, then end as Cancelled.
             await self._leave(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
             await self._delete(owned)
-            await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "cancelled")
+            await self._set(
+                ReplicaPhase.TERMINATED, ReplicaStep.DONE, _joined("cancelled", self._drain_note)
+            )
             raise
         except RolloutFailedError as exc:
             # Not repaired within the progress deadline: fail like a rollout that missed it, so
@@ -196,7 +221,7 @@ class ReplicaWorkflow(ServingReplica):
             raise ApplicationError(exc.reason, type=REPLICA_FAILED, non_retryable=True) from None
         await self._leave(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "torn down on request")
         await self._delete(owned)
-        await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, "")
+        await self._set(ReplicaPhase.TERMINATED, ReplicaStep.DONE, self._drain_note)
         return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
 
     # --- the saga --------------------------------------------------------------------------
@@ -231,7 +256,40 @@ class ReplicaWorkflow(ServingReplica):
                 await self._wait_ready(rules.get("workload", []), deadline, "leader readiness")
         await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.ROUTING_READY, "")
         await self._wait_ready(rules.get("endpoint-picker", []), deadline, "endpoint picker")
+        await self._check_models(deadline)
         await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+
+    async def _check_models(self, deadline: datetime) -> None:
+        """Join only answering for the model names its services expect (``replica.models``): a
+        mismatch fails the rollout, so the replica never gets traffic and a roll is rolled back
+        like any failed replacement."""
+        r = self._replica
+        await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.CHECK_MODELS, "")
+        limit = min(MODEL_CHECK_LIMIT, max(deadline - workflow.now(), timedelta(seconds=5)))
+        try:
+            check: ModelCheck = await workflow.execute_activity(
+                SERVING_CHECK_MODELS,
+                ModelCheckRequest(
+                    namespace=r.namespace,
+                    replica=r.name,
+                    deployment=r.spec.deployment,
+                    cluster=r.spec.cluster_name,
+                    labels=dict(r.metadata.labels),
+                ),
+                result_type=ModelCheck,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=limit,
+                retry_policy=MODEL_CHECK_RETRY,
+                summary="check the model names it serves",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning(
+                "models of %s not checked, it joins unchecked: %s", r.name, reason_of(exc)
+            )
+            return
+        mismatch = model_mismatch(check.served, check.expected)
+        if mismatch is not None:
+            raise RolloutFailedError(mismatch)
 
     async def _wait_model_cache(self, cache: str) -> None:
         """Hold the rollout until the replica's ModelCache is Ready on its cluster: engines that
@@ -310,23 +368,53 @@ class ReplicaWorkflow(ServingReplica):
             raise RolloutFailedError(result.reason)
 
     async def _leave(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
-        """Stop serving (the endpoint is withdrawn) and, when it served, drain: the routes that
-        carried it are rewritten without it before anything they point at is deleted (a timer,
-        so a worker crash mid-drain resumes it)."""
+        """Stop serving (the endpoint is withdrawn) and, when it served, drain: nothing the
+        routes point at is deleted until the front-door clusters report that no route carries
+        it (``replica.drain``), or ``drain_seconds`` have passed. Reads and timers are in the
+        history, so a worker killed mid-drain resumes the wait where it was."""
         served = self._published
         await self._set(phase, step, reason)
         if served and not self._published and self._input.drain_seconds:
-            await workflow.sleep(
-                timedelta(seconds=self._input.drain_seconds),
-                summary="drain: let the services' routes drop this endpoint",
-            )
+            await self._drain(phase, step, reason)
+
+    async def _drain(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
+        r = self._replica
+        started = workflow.now()
+        bound = timedelta(seconds=self._input.drain_seconds)
+        wait = interval = DRAIN_FIRST_LOOK
+        while True:
+            await workflow.sleep(wait, summary="drain: let the services' routes drop it")
+            try:
+                seen: RoutesCarrying | None = await workflow.execute_activity(
+                    SERVING_ROUTES_CARRYING,
+                    RoutesRequest(namespace=r.namespace, endpoint=r.name),
+                    result_type=RoutesCarrying,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    heartbeat_timeout=timedelta(seconds=15),
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    summary="drain: which front-door routes still carry it",
+                )
+            except ActivityError as exc:
+                workflow.logger.info("routes of %s not read: %s", r.name, reason_of(exc))
+                seen = None
+            interval = next_interval(interval)
+            verdict = drain_step(seen, started, workflow.now(), interval, bound)
+            if verdict.done:
+                break
+            wait = verdict.wait
+        if verdict.reason:
+            workflow.logger.warning("%s: %s", r.name, verdict.reason)
+            self._drain_note = verdict.reason
+            await self._set(phase, step, _joined(reason, verdict.reason))
+        else:
+            await workflow.sleep(GRACE, summary="drain: requests already routed to it finish")
 
     async def _compensate(
         self, owned: list[ObjectRef], reason: str, phase: ReplicaPhase = ReplicaPhase.FAILED
     ) -> None:
         await self._leave(phase, ReplicaStep.COMPENSATING, reason)
         await self._delete(owned)
-        await self._set(phase, ReplicaStep.DONE, reason)
+        await self._set(phase, ReplicaStep.DONE, _joined(reason, self._drain_note))
 
     async def _delete(self, owned: list[ObjectRef]) -> None:
         # Reverse apply order: routing first, the gangs next, claims last; objects applied that
@@ -377,6 +465,10 @@ class ReplicaWorkflow(ServingReplica):
         except ActivityError:
             return False
         return pending
+
+
+def _joined(*reasons: str) -> str:
+    return "; ".join(r for r in reasons if r)
 
 
 async def _cancelled(task: asyncio.Future[None]) -> None:

@@ -645,6 +645,7 @@ class ServiceWorkflow:
                         weight=self._weights.get(e.key, 0),
                         healthy=bool(health and health.healthy),
                         reason=health.reason if health else "not probed yet",
+                        models=list(health.models) if health else [],
                     )
                 )
         # Withdrawn (or no longer selected) but still in the applied route: the gateway sends

@@ -120,6 +120,8 @@ def build_worker(
             serving.unwatch,
             serving.gateway_address,
             serving.probe_endpoints,
+            serving.check_models,
+            serving.routes_carrying,
             serving.sync_api_keys,
             serving.sync_provider_tokens,
             serving.sync_global_address,

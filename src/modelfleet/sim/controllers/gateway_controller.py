@@ -59,19 +59,24 @@ class GatewayController:
         )
 
     def _parent_status(
-        self, parent_ref: Mapping[str, Any], old: Sequence[Mapping[str, Any]] | None, now: str
+        self,
+        parent_ref: Mapping[str, Any],
+        old: Sequence[Mapping[str, Any]] | None,
+        now: str,
+        generation: int | None = None,
     ) -> dict[str, Any]:
+        conditions = [
+            condition("Accepted", True, "Accepted", "simulated"),
+            condition("ResolvedRefs", True, "ResolvedRefs", "simulated"),
+        ]
+        if generation is not None:
+            # As Gateway API controllers do: the route generation this status describes.
+            for c in conditions:
+                c["observedGeneration"] = generation
         return {
             "parentRef": dict(parent_ref),
             "controllerName": GATEWAY_CONTROLLER,
-            "conditions": merge_conditions(
-                old,
-                [
-                    condition("Accepted", True, "Accepted", "simulated"),
-                    condition("ResolvedRefs", True, "ResolvedRefs", "simulated"),
-                ],
-                now,
-            ),
+            "conditions": merge_conditions(old, conditions, now),
         }
 
     async def reconcile_route(self, namespace: str, name: str) -> None:
@@ -91,7 +96,15 @@ class GatewayController:
                 "namespace": namespace,
                 **ref,
             }
-            parents.append(self._parent_status(parent, old.get(str(parent)), now))
+            generation = (route.get("metadata") or {}).get("generation")
+            parents.append(
+                self._parent_status(
+                    parent,
+                    old.get(str(parent)),
+                    now,
+                    int(generation) if generation is not None else None,
+                )
+            )
         await self._ctx.write_status("route", route, {"parents": parents})
 
     async def reconcile_pool(self, namespace: str, name: str) -> None:
