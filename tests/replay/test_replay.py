@@ -197,7 +197,7 @@ def test_the_replica_golden_rolls_out_serves_watched_and_tears_down_in_order() -
     assert not of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED), "no replay patches"
     steps = [c for c in commands(history) if c != "replica_progress"]
     # The rollout: namespace, claims, gangs applied, the leader awaited, routing applied, the
-    # endpoint picker awaited; Ready: the endpoint published, the replica registered with its
+    # endpoint picker awaited, the models it serves checked; Ready: the endpoint published, the replica registered with its
     # cluster, which scanned it and said so.
     assert steps[: steps.index("watch_replica") + 1] == [
         "kube.apply",
@@ -206,17 +206,20 @@ def test_the_replica_golden_rolls_out_serves_watched_and_tears_down_in_order() -
         "kube.poll_ready",
         "kube.apply",
         "kube.poll_ready",
+        "serving.check_models",
         "endpoints.publish_replica",
         "watch_replica",
     ]
     assert {"replica_health", "teardown"} <= signals(history)
     assert "kube.check_ready" not in steps, "watched by its cluster, it never polls"
     # The cluster's first scan acknowledged it: its baseline compared once (nothing drifted).
-    # Torn down: unregistered, the endpoint withdrawn before anything is deleted.
+    # Torn down: unregistered, the endpoint withdrawn and the front doors read (no route
+    # carries it) before anything is deleted.
     assert steps[steps.index("watch_replica") + 1 :] == [
         "kube.drift",
         "unwatch_replica",
         "endpoints.withdraw",
+        "serving.routes_carrying",
         "kube.delete",
     ]
     # The deployment told only what it decides on: Ready, then done (not every step).
