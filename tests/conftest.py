@@ -9,6 +9,8 @@ a rootdir conftest), registered here before the command line is parsed:
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 import file_order
@@ -19,3 +21,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     for plugin in (hang_guard, file_order):
         if not pluginmanager.is_registered(plugin):
             pluginmanager.register(plugin)  # its own pytest_addoption runs now
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # What the tests left to the garbage collector (asyncio futures whose exception nobody
+    # retrieved log from ``__del__``) is finalised now, not during a later compile(): CPython
+    # 3.11 fails that compile with "AST constructor recursion depth mismatch" when a collection
+    # runs Python code in the middle of it, and hypothesis's plugin imports (pytest rewrites) a
+    # module in the terminal summary.
+    gc.collect()
