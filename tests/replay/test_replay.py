@@ -197,8 +197,8 @@ def test_the_replica_golden_rolls_out_serves_watched_and_tears_down_in_order() -
     assert not of_type(history, EventType.EVENT_TYPE_MARKER_RECORDED), "no replay patches"
     steps = [c for c in commands(history) if c != "replica_progress"]
     # The rollout: namespace, claims, gangs applied, the leader awaited, routing applied, the
-    # endpoint picker awaited, the models it serves checked; Ready: the endpoint published, the replica registered with its
-    # cluster, which scanned it and said so.
+    # endpoint picker awaited, the models it serves checked; Ready: the endpoint published, the
+    # replica registered with its cluster, which scanned it and said so.
     assert steps[: steps.index("watch_replica") + 1] == [
         "kube.apply",
         "kube.apply",

@@ -20,7 +20,8 @@ BOUND = timedelta(seconds=60)
 
 def test_confirmed_when_no_route_carries_it_and_every_door_was_read() -> None:
     step = drain_step(RoutesCarrying(), T0, T0 + timedelta(seconds=1), FIRST_LOOK, BOUND)
-    assert step.done and step.reason == ""
+    assert step.done
+    assert step.reason == ""
 
 
 def test_a_route_still_carrying_it_means_looking_again_after_the_interval() -> None:
