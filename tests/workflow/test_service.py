@@ -59,6 +59,8 @@ class Doubles:
     client: Client
     directory: str
     unhealthy: dict[str, str] = field(default_factory=dict)
+    # What each endpoint's /v1/models lists (["qwen"] unless said).
+    models: dict[str, list[str]] = field(default_factory=dict)
     routes: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[ObjectRef] = field(default_factory=list)
 
@@ -80,6 +82,7 @@ class Doubles:
                 key=t.key,
                 healthy=t.key not in self.unhealthy,
                 reason=self.unhealthy.get(t.key, "serves qwen"),
+                models=[] if t.key in self.unhealthy else self.models.get(t.key, ["qwen"]),
             )
             for t in request.targets
         ]
@@ -194,7 +197,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
     client = env.client
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
-    doubles = Doubles(client, directory_id)
+    doubles = Doubles(client, directory_id, models={"ml/b-1": ["qwen", "qwen-b"]})
     async with serving_worker(doubles, queue):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
@@ -241,6 +244,22 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
         assert s.address == "http://gw.front:8080/ml/svc"
         # Only this namespace's endpoints; 80 over one, 20 over two: 8, 1, 1.
         assert _weights(doubles.routes[-1]) == {"/ml/a-1/": 8, "/ml/b-1/": 1, "/ml/b-2/": 1}
+
+        # A replica about to join with b's labels: the directory names this service's second
+        # entry, and the service the distinct model lists its healthy endpoints there serve.
+        joining = _endpoint("b-3", dep="b")
+        matches = await directory.query(EndpointDirectoryWorkflow.selecting, joining)
+        assert [(m.watcher, m.entries) for m in matches] == [(service_wf, [1])]
+        assert (
+            await directory.query(
+                EndpointDirectoryWorkflow.selecting, _endpoint("b-3", ns="other", dep="b")
+            )
+            == []
+        )
+        expected = await service.query(ServiceWorkflow.served_models, [1])
+        assert expected.service == "svc"
+        assert expected.served == [["qwen"], ["qwen", "qwen-b"]]
+        assert (await status()).endpoints[0].models == ["qwen"]
 
         # b-2 fails its probe: it leaves the route with the reason; b-1 takes b's whole share.
         doubles.unhealthy["ml/b-2"] = "GET http://10.0.0.1/ml/b-2/v1/models answered 503"

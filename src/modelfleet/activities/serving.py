@@ -71,7 +71,6 @@ from modelfleet.contracts.serving_payloads import (
     RoutesCarrying,
     RoutesRequest,
     ServiceModels,
-    ServiceStatus,
     SyncKeysRequest,
     WatchMatch,
     WatchRequest,
@@ -234,19 +233,16 @@ class ServingActivities:
         expected: list[ServiceModels] = []
         for match in matches:
             try:
-                status: ServiceStatus = await _query(
-                    self._client.get_workflow_handle(match.watcher), "status", None, ServiceStatus
+                service: ServiceModels = await _query(
+                    self._client.get_workflow_handle(match.watcher),
+                    "served_models",
+                    match.entries,
+                    ServiceModels,
                 )
             except RPCError:
                 continue  # deleted since it watched: it expects nothing
-            entries = set(match.entries)
-            served = [
-                e.models
-                for e in status.endpoints
-                if e.entry in entries and e.healthy and e.models and e.name != request.replica
-            ]
-            if served:
-                expected.append(ServiceModels(service=status.name, served=served))
+            if service.served:
+                expected.append(service)
         if not expected:
             return ModelCheck()
         outcome = await asyncio.to_thread(

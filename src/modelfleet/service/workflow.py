@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeTarget,
         ProviderTokensRequest,
         ServiceEndpointStatus,
+        ServiceModels,
         ServiceStatus,
         SyncKeysRequest,
         WatchRequest,
@@ -173,6 +174,20 @@ class ServiceWorkflow:
     @workflow.query
     def status(self) -> ServiceStatus:
         return self._status()
+
+    @workflow.query
+    def served_models(self, entries: list[int]) -> ServiceModels:
+        """The distinct model lists (as its probes last read them) of its healthy endpoints in
+        ``entries``: what a replica those entries select is held to before it joins
+        (``replica.models``). Distinct, so the answer stays small however many endpoints."""
+        groups = select_endpoints(self._spec.spec.endpoints, self._endpoints)
+        lists: set[tuple[str, ...]] = set()
+        for index in entries:
+            for e in groups[index] if 0 <= index < len(groups) else []:
+                health = self._health.get(e.key)
+                if health is not None and health.healthy and health.models:
+                    lists.add(tuple(health.models))
+        return ServiceModels(service=self._spec.name, served=[list(m) for m in sorted(lists)])
 
     @workflow.query
     def spec(self) -> ModelService:
