@@ -64,6 +64,8 @@ async def _roll_out(
             cluster.delete,
             cluster.publish,
             cluster.withdraw,
+            cluster.check_models,
+            cluster.routes_carrying,
             cache.readiness,
         ],
     ):
