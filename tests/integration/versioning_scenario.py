@@ -50,8 +50,14 @@ from modelfleet.contracts.kube_payloads import (
 from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_PUBLISH_REPLICA,
     ENDPOINTS_WITHDRAW,
+    SERVING_CHECK_MODELS,
+    SERVING_ROUTES_CARRYING,
     EndpointKey,
+    ModelCheck,
+    ModelCheckRequest,
     ReplicaEndpointRequest,
+    RoutesCarrying,
+    RoutesRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
 from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
@@ -137,6 +143,16 @@ class VersionedCluster:
         self._record()
         return True
 
+    @activity.defn(name=SERVING_CHECK_MODELS)
+    async def check_models(self, request: ModelCheckRequest) -> ModelCheck:
+        self._record()
+        return ModelCheck()
+
+    @activity.defn(name=SERVING_ROUTES_CARRYING)
+    async def routes_carrying(self, request: RoutesRequest) -> RoutesCarrying:
+        self._record()
+        return RoutesCarrying()
+
     @activity.defn(name=KUBE_DELETE)
     async def delete(self, request: DeleteRequest) -> DeleteResult:
         self._record()
@@ -154,6 +170,8 @@ class VersionedCluster:
             self.check_ready,
             self.publish,
             self.withdraw,
+            self.check_models,
+            self.routes_carrying,
             self.delete,
             self.sweep_pending,
         ]
