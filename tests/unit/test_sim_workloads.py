@@ -321,6 +321,9 @@ def test_inference_pool_and_route_are_accepted(fleet: LoopThread[SimulatedFleet]
         routes = kube.list("gateway.networking.k8s.io/v1", "HTTPRoute", rendered.namespace)
         accepted = routes[0]["status"]["parents"][0]["conditions"][0]
         assert (accepted["type"], accepted["status"]) == ("Accepted", "True")
+        # As Gateway API controllers report it: the route generation the condition describes
+        # (a replica's teardown waits until the gateway accepted the route without it).
+        assert accepted["observedGeneration"] == routes[0]["metadata"]["generation"]
 
 
 # ------------------------------------------------------------------------- workload faults

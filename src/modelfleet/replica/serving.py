@@ -121,6 +121,9 @@ class ServingReplica:
         self._health_reason = ""
         self._teardown = False
         self._published = False
+        # Published at some time (a run continued while serving was): a route may still carry
+        # it after a withdrawal made while Degraded, so its teardown drains too.
+        self._ever_published = arg.serving_since is not None
         # What the parent and the visibility store were last told.
         self._told: ReplicaProgress | None = None
         self._phase_upserted: ReplicaPhase | None = None
@@ -502,6 +505,7 @@ class ServingReplica:
             workflow.logger.warning("endpoint of %s not updated: %s", r.name, reason_of(exc))
             return
         self._published = serving
+        self._ever_published = self._ever_published or serving
 
 
 def details(phase: ReplicaPhase, step: ReplicaStep, reason: str) -> str:

@@ -372,9 +372,8 @@ class ReplicaWorkflow(ServingReplica):
         routes point at is deleted until the front-door clusters report that no route carries
         it (``replica.drain``), or ``drain_seconds`` have passed. Reads and timers are in the
         history, so a worker killed mid-drain resumes the wait where it was."""
-        served = self._published
         await self._set(phase, step, reason)
-        if served and not self._published and self._input.drain_seconds:
+        if self._ever_published and not self._published and self._input.drain_seconds:
             await self._drain(phase, step, reason)
 
     async def _drain(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
