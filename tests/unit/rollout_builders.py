@@ -11,6 +11,7 @@ from typing import Literal
 from placement_builders import deployment, existing
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica, Strategy
+from modelfleet.contracts.canary_payloads import EngineCounts, FiguresReading, window_figures
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
     PlaceRequest,
@@ -150,6 +151,9 @@ class Driver:
     # What a proven replacement's engines answered (requests, of which 5xx), by image.
     answers: dict[str, tuple[int, int]] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)  # replica -> image, as started
+    # What each replica's engines count over a canary window, by image (the baseline reads
+    # zero): ``canary_counts`` builds them.
+    window: dict[str, EngineCounts] = field(default_factory=dict)
 
     def report(self, name: str, phase: ReplicaPhase, step: ReplicaStep, reason: str = "") -> None:
         progress = ReplicaProgress(name=name, phase=phase, step=step, reason=reason, at=self.now)
@@ -196,12 +200,26 @@ class Driver:
                 self.state = rollout.errors_counted(
                     self.state, action.name, requests, errors, at=self.now
                 )
+            elif isinstance(action, rollout.ReadFigures):
+                self._read(action)
             elif isinstance(action, rollout.EndPass):
                 self.log.append("end")
             else:
                 return "finish"
             self.now += timedelta(seconds=1)
         raise AssertionError(f"no rest after {max_steps} steps: {self.log[-20:]}")
+
+    def _read(self, action: rollout.ReadFigures) -> None:
+        names = sorted(action.replicas)
+        if action.baseline is None:
+            self.log.append(f"baseline {','.join(names)}")
+            reading = FiguresReading(counts={n: EngineCounts() for n in names})
+        else:
+            now = {n: self.window.get(self.images.get(n, ""), EngineCounts()) for n in names}
+            figures = window_figures(action.baseline, now, action.canary, action.stable)
+            self.log.append(f"figures {','.join(action.canary)}")
+            reading = FiguresReading(counts=now, figures=figures)
+        self.state = rollout.figures_read(self.state, reading, at=self.now)
 
     def _start(self, r: ModelReplica) -> None:
         name = r.name
@@ -226,3 +244,19 @@ def serving(state: DeploymentState) -> dict[str, str]:
 def fleet_with(state: DeploymentState, **slots: int) -> ToyFleet:
     """A toy fleet whose ledger already holds the state's replicas."""
     return ToyFleet(slots=slots, ledger={n: s.cluster for n, s in state.replicas.items()})
+
+
+BUCKETS = ("0.001", "0.005", "0.01", "0.02", "0.04", "0.1", "0.25", "0.5", "1.0", "+Inf")
+
+
+def canary_counts(requests: int, errors: int = 0, ttft: float = 0.003) -> EngineCounts:
+    """A window's counts: ``requests`` answered, ``errors`` of them 5xx, every other one with a
+    time to first token of ``ttft`` seconds."""
+    observed = requests - errors
+    return EngineCounts(
+        ttft_buckets={
+            le: float(observed if le == "+Inf" or ttft <= float(le) else 0) for le in BUCKETS
+        },
+        requests=requests,
+        errors=errors,
+    )

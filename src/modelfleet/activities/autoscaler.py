@@ -44,6 +44,7 @@ from modelfleet.contracts.activity_names import (
     AUTOSCALER_SCALE,
     AUTOSCALER_TARGET,
     ENGINE_ERRORS,
+    ENGINE_FIGURES,
 )
 from modelfleet.contracts.autoscaler_payloads import (
     EngineErrors,
@@ -58,6 +59,12 @@ from modelfleet.contracts.autoscaler_payloads import (
     TargetReplica,
     TargetRequest,
     TargetState,
+)
+from modelfleet.contracts.canary_payloads import (
+    EngineCounts,
+    FiguresReading,
+    FiguresRequest,
+    window_figures,
 )
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, LABEL_REGION
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
@@ -200,6 +207,36 @@ class AutoscalerActivities:
             except MetricsError as exc:
                 return EngineErrors(error=str(exc))
         return EngineErrors(requests=total, errors=failed)
+
+    @activity.defn(name=ENGINE_FIGURES)
+    async def engine_figures(self, request: FiguresRequest) -> FiguresReading:
+        """A canary step's reading: every replica's engine counts now (one that cannot be read
+        is data, ``errors``), and with a baseline the window's figures, computed here
+        (``contracts.canary_payloads.window_figures``) so the workflow keeps only numbers."""
+        namespace = workload_namespace(request.namespace)
+        by_cluster: dict[str, list[str]] = defaultdict(list)
+        for name, cluster in sorted(request.replicas.items()):
+            by_cluster[cluster].append(name)
+        counts: dict[str, EngineCounts] = {}
+        errors: dict[str, str] = {}
+        for cluster, names in sorted(by_cluster.items()):
+            try:
+                reader = KubeMetricsReader(self._kubeconfigs.path(cluster))
+            except (ApplicationError, MetricsError) as exc:
+                errors.update({n: str(exc) for n in names})
+                continue
+            async with reader:
+                for name in names:
+                    try:
+                        buckets, total, failed = await reader.replica_counts(namespace, name)
+                    except MetricsError as exc:
+                        errors[name] = str(exc)
+                        continue
+                    counts[name] = EngineCounts(ttft_buckets=buckets, requests=total, errors=failed)
+        figures = None
+        if request.baseline is not None:
+            figures = window_figures(request.baseline, counts, request.canary, request.stable)
+        return FiguresReading(counts=counts, errors=errors, figures=figures)
 
     @activity.defn(name=AUTOSCALER_SCALE)
     async def scale(self, request: ScaleTargetRequest) -> ScaleTargetResult:

@@ -37,6 +37,7 @@ __all__ = [
     "parse_samples",
     "prometheus_query",
     "responses",
+    "ttft_buckets",
 ]
 
 # The SDK's loader is unannotated; it is called only here.
@@ -270,6 +271,23 @@ class KubeMetricsReader:
         counts = [responses(text) for text in await self._scrape_all(namespace, pods)]
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
+    async def replica_counts(
+        self, namespace: str, replica: str
+    ) -> tuple[dict[str, float], float, float]:
+        """(TTFT histogram buckets by ``le``, inference requests answered, of which 5xx), summed
+        over ``replica``'s serving pods. Raises MetricsError when none could be scraped."""
+        pods = await self.serving_pods(namespace, replica)
+        if not pods:
+            raise MetricsError(f"replica {replica} has no serving pod on {self.server}")
+        buckets: dict[str, float] = {}
+        total = failed = 0.0
+        for text in await self._scrape_all(namespace, pods):
+            for le, count in ttft_buckets(text).items():
+                buckets[le] = buckets.get(le, 0.0) + count
+            answered, errors = responses(text)
+            total, failed = total + answered, failed + errors
+        return buckets, total, failed
+
     async def replica_load(
         self, namespace: str, replica: str, names: Iterable[str]
     ) -> dict[str, float]:
@@ -302,6 +320,30 @@ def responses(text: str) -> tuple[float, float]:
     total = labelled_sum(text, "http_requests_total", handlers) or 0.0
     failed = labelled_sum(text, "http_requests_total", {**handlers, "status": {"5xx"}}) or 0.0
     return total, failed
+
+
+# vLLM's time-to-first-token histogram (its ``_bucket`` samples, cumulative, by ``le``).
+TTFT_HISTOGRAM = "vllm:time_to_first_token_seconds_bucket"
+
+
+def ttft_buckets(text: str) -> dict[str, float]:
+    """The TTFT histogram's cumulative counts by upper bound in one engine's metrics text,
+    summed over its other labels (served models); empty when it exports none."""
+    buckets: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name != TTFT_HISTOGRAM or math.isnan(sample.value):
+                    continue
+                le = sample.labels.get("le")
+                if le is None:
+                    continue
+                # The parser keeps the text's spelling ("0.1", "+Inf"); one spelling per bound.
+                key = "+Inf" if le in ("+Inf", "Inf", "inf") else repr(float(le))
+                buckets[key] = buckets.get(key, 0.0) + float(sample.value)
+    except ValueError as exc:
+        raise MetricsError(f"not Prometheus text: {exc}", retryable=False) from None
+    return buckets
 
 
 async def prometheus_query(url: str, query: str, *, request_timeout: float = 5.0) -> float:

@@ -116,6 +116,26 @@ RULES: dict[str, list[Rule]] = {
             ".strategy.borrow",
         )
     ],
+    "CanaryStrategy": [
+        # maxItems 10: every adjacent pair, by index (CEL has no range over a list's indices).
+        _rule(
+            "[1, 2, 3, 4, 5, 6, 7, 8, 9].all(i, i >= size(self.steps) || "
+            "self.steps[i - 1] < self.steps[i])",
+            "steps must increase (percentages of the replicas)",
+            ".steps",
+        ),
+        _rule(
+            "size(self.steps) == 0 || self.steps[size(self.steps) - 1] == 100",
+            "the last step must be 100 (every replica)",
+            ".steps",
+        ),
+    ],
+    "CanaryAnalysis": [
+        _rule(
+            "has(self.ttftP95Seconds) || has(self.ttftP95Ratio) || has(self.maxErrorPercent)",
+            "set at least one of ttftP95Seconds, ttftP95Ratio, maxErrorPercent",
+        )
+    ],
     "DeploymentTemplateSpec": _ENGINES_FOR_MODE,
     "ModelReplicaSpec": _ENGINES_FOR_MODE,
     "Engine": [

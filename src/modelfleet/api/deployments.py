@@ -8,7 +8,7 @@ CEL selectors per node. Pure models, no I/O; the cross-field rules live in ``api
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -201,6 +201,34 @@ class BorrowPolicy(StrEnum):
     FLEET = "Fleet"
 
 
+class CanaryAnalysis(Model):
+    """What a canary step must show over ``windowSeconds`` before the roll goes on: read from
+    the engines' own metrics (vLLM's ``time_to_first_token_seconds`` histogram and
+    ``http_requests_total``), the new template's replicas against the stable ones in the same
+    window. At least one threshold is set (``api.rules``)."""
+
+    window_seconds: int = Field(default=60, ge=10, le=3600)
+    # The new replicas' TTFT p95 over the window must not exceed this (seconds).
+    ttft_p95_seconds: float | None = Field(default=None, gt=0, le=600)
+    # ... nor this many times the stable replicas' TTFT p95 in the same window.
+    ttft_p95_ratio: float | None = Field(default=None, ge=1, le=100)
+    # The share of the new replicas' inference requests answered 5xx in the window.
+    max_error_percent: float | None = Field(default=None, ge=0, le=100)
+    # Fewer requests than this on the new replicas (or, for the ratio, on the stable ones) in
+    # the window say nothing: the window is extended, then the roll waits for a person.
+    min_requests: int = Field(default=20, ge=1, le=1_000_000)
+
+
+class CanaryStrategy(Model):
+    """Roll the new template in steps of the deployment's replicas (a share of replicas, not of
+    traffic: a ModelService spreads requests over its endpoints, so the share of replicas is the
+    share of traffic it sends to the new template), analysing each step before the next."""
+
+    # Percentages of the replicas on the new template, increasing, the last 100.
+    steps: list[Annotated[int, Field(ge=1, le=100)]] = Field(min_length=1, max_length=10)
+    analysis: CanaryAnalysis
+
+
 class Strategy(Model):
     """How spec changes roll across replicas.
 
@@ -233,6 +261,8 @@ class Strategy(Model):
     # any other cluster ``clusterSelector`` allows that fits (borrowed), and moves back home by
     # a later surge when room appears there.
     borrow: BorrowPolicy = BorrowPolicy.NONE
+    # Roll a new template in analysed steps and roll it back when a step fails its analysis.
+    canary: CanaryStrategy | None = None
 
     def unavailable(self, replicas: int) -> int:
         """The maxUnavailable in effect for ``replicas``: as set; unset, 1 (replace one at a

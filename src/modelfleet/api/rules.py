@@ -8,6 +8,7 @@ is exactly what the scheduler can evaluate.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,6 +19,7 @@ from modelfleet.api.classes import ClassDevice, DeviceAttribute, DeviceClaim, In
 from modelfleet.api.clusters import ClusterSource, FabricType, InferenceCluster, NodePool
 from modelfleet.api.deployments import (
     BorrowPolicy,
+    CanaryStrategy,
     ClusterSelector,
     Engine,
     EnvVar,
@@ -427,6 +429,20 @@ def _decode_port(path: Path, engines: Sequence[Engine]) -> Iterator[FieldError]:
                 )
 
 
+def _canary(path: tuple[str | int, ...], canary: CanaryStrategy) -> Iterator[FieldError]:
+    steps = canary.steps
+    if any(b <= a for a, b in itertools.pairwise(steps)):
+        yield FieldError((*path, "steps"), "steps must increase (percentages of the replicas)")
+    if steps and steps[-1] != 100:
+        yield FieldError((*path, "steps"), "the last step must be 100 (every replica)")
+    a = canary.analysis
+    if a.ttft_p95_seconds is None and a.ttft_p95_ratio is None and a.max_error_percent is None:
+        yield FieldError(
+            (*path, "analysis"),
+            "set at least one of ttftP95Seconds, ttftP95Ratio, maxErrorPercent",
+        )
+
+
 def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
     spec = md.spec
     if spec.strategy.max_surge == 0 and spec.strategy.unavailable(spec.replicas) == 0:
@@ -434,6 +450,8 @@ def _model_deployment(md: ModelDeployment) -> Iterator[FieldError]:
             ("spec", "strategy"),
             "maxSurge and maxUnavailable must not both be 0 (a rollout could never progress)",
         )
+    if spec.strategy.canary is not None:
+        yield from _canary(("spec", "strategy", "canary"), spec.strategy.canary)
     tpl = ("spec", "template")
     yield from _template_meta((*tpl, "metadata"), spec.template.metadata)
     tspec = spec.template.spec

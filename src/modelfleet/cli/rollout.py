@@ -1,4 +1,5 @@
-"""``modelfleet rollout status|history|undo|restart|pause|resume`` for ModelDeployments.
+"""``modelfleet rollout status|history|undo|restart|pause|resume|promote|abort`` for
+ModelDeployments.
 
 ``status`` follows a rollout and ends honestly: 0 desired replicas is success, and a deployment
 the scheduler cannot place (or a paused one) ends with the reasons rather than a bare exit code.
@@ -6,7 +7,8 @@ the scheduler cannot place (or a paused one) ends with the reasons rather than a
 the workflow keeps (across continue-as-new). ``undo`` and
 ``restart`` are ``apply`` updates with an older template or a restart annotation, which the
 workflow rolls replica by replica; as kubectl, both refuse a paused deployment. ``pause`` and
-``resume`` are the workflow's Updates of the same names.
+``resume``, and a canary roll's ``promote`` and ``abort``, are the workflow's Updates of the same
+names (refused with the workflow's reason when no canary roll is under way).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target, restart_cluster
@@ -290,6 +292,12 @@ def rollout_history(
         header.append("OUTCOME")
         rows = [[*row, r.outcome or "-"] for row, r in zip(rows, history, strict=True)]
     print_table(header, rows, flexible=("OUTCOME",))
+    analysed = [r for r in history if r.analyses]
+    for r in analysed:
+        # A canary roll's analyses, with the figures each step was judged on.
+        console.print(f"revision {r.number} canary analyses:", markup=False)
+        for line in r.analyses:
+            console.print(f"  {line}", markup=False)
 
 
 async def _apply_to_running(client: Client, spec: ModelDeployment) -> DeploymentStatus:
@@ -388,6 +396,56 @@ def _set_paused(
     # kubectl's words when nothing changes: "already paused" / "is not paused".
     state = verb if changed else ("already paused" if pause else "is not paused")
     console.print(f"modeldeployment.modelfleet.dev/{name} {state}")
+
+
+def _canary_update(
+    args: list[str],
+    namespace: str | None,
+    address: str | None,
+    temporal_namespace: str | None,
+    promote: bool,
+) -> None:
+    name, ns, s = _target(args, namespace, address, temporal_namespace)
+
+    async def go() -> DeploymentStatus:
+        client = await _open_deployment(s, ns, name)
+        handle = client.get_workflow_handle(deployment_id(ns.name, name))
+        update = DeploymentWorkflow.promote if promote else DeploymentWorkflow.abort
+        try:
+            result: DeploymentStatus = await handle.execute_update(update)
+        except WorkflowUpdateFailedError as exc:
+            # The validator's reason (no canary in progress, being deleted), not the SDK's.
+            cause = exc.cause
+            raise CliError(str(cause.__cause__ or cause) if cause else str(exc)) from None
+        return result
+
+    status = run_async(go)
+    verb = "promoted" if promote else "aborted"
+    console.print(f"modeldeployment.modelfleet.dev/{name} canary {verb}", markup=False)
+    if status.summary:
+        console.print(status.summary, markup=False)
+
+
+@rollout_app.command("promote")
+def rollout_promote(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """Skip the remaining canary analyses: roll the new template to every replica."""
+    _canary_update(args, namespace, address, temporal_namespace, True)
+
+
+@rollout_app.command("abort")
+def rollout_abort(
+    args: DeploymentArgument,
+    namespace: NsOption = None,
+    address: AddressOption = None,
+    temporal_namespace: NamespaceOption = None,
+) -> None:
+    """End the canary roll now: roll back to the last good template."""
+    _canary_update(args, namespace, address, temporal_namespace, False)
 
 
 @rollout_app.command("pause")

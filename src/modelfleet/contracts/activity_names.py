@@ -42,4 +42,7 @@ AUTOSCALER_GATEWAY_WAITING = "autoscaler.gateway_waiting"
 # A replica's engines' HTTP answers so far (served and 5xx), from their metrics: a replacement's
 # error rate over its minReadySeconds, judged by its deployment.
 ENGINE_ERRORS = "engine.errors"
+# A canary step's reading: the engines' TTFT histograms and HTTP answers of the new and the
+# stable replicas, and with a baseline their figures over the window since it.
+ENGINE_FIGURES = "engine.figures"
 FLEET_PLACEMENT_CURRENT = "fleet.placement_current"

@@ -11,6 +11,7 @@ from typing import Literal
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.api.meta import Model
+from modelfleet.contracts.canary_payloads import EngineCounts
 
 
 class Rest(Model):
@@ -69,7 +70,7 @@ class Wait(Model):
     short when it leaves Ready or a replacement crash-loops)."""
 
     name: str
-    until: Literal["done", "settled", "proven"]
+    until: Literal["done", "settled", "proven", "window"]
     deadline: datetime | None = None
 
     @property
@@ -78,6 +79,7 @@ class Wait(Model):
             "done": "teardown",
             "settled": "to become Ready",
             "proven": "to stay Ready (minReadySeconds)",
+            "window": "and the stable replicas to serve through the canary window",
         }[self.until]
         return f"wait for {self.name} {what}"
 
@@ -88,6 +90,17 @@ class CheckErrors(Model):
 
     name: str
     cluster: str
+
+
+class ReadFigures(Model):
+    """Read the engines of a canary step's replicas (``engine.figures``), with the baseline
+    when the window is over, and report it (``events.figures_read``)."""
+
+    namespace: str
+    replicas: dict[str, str]
+    baseline: dict[str, EngineCounts] | None = None
+    canary: list[str] = []
+    stable: list[str] = []
 
 
 class EndPass(Model):
@@ -108,6 +121,7 @@ Action = (
     | Forget
     | Wait
     | CheckErrors
+    | ReadFigures
     | EndPass
     | Finish
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.contracts.canary_payloads import FiguresReading
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
     PlaceRequest,
@@ -22,10 +23,13 @@ from modelfleet.deployment.decide import (
     NO_OTHER_CLUSTER,
     WAITING_FOR_HEALTH,
     blocked,
+    canary_rolling,
     failed_after_roll,
     replace_in_place,
+    roll_back_now,
 )
 from modelfleet.deployment.state import (
+    Analyse,
     AwaitReady,
     CheckCurrent,
     DeploymentState,
@@ -146,6 +150,61 @@ def errors_counted(
     return s
 
 
+def figures_read(
+    state: DeploymentState, reading: FiguresReading, at: datetime | None = None
+) -> DeploymentState:
+    """The pending canary analysis' reading: at the window's start its baseline, at its end
+    the window's figures (judged by the next decision, ``canary.verdict``)."""
+    s = state.model_copy(deep=True)
+    op = s.ops[0] if s.ops else None
+    if not isinstance(op, Analyse):
+        return s  # ended meanwhile (aborted, promoted)
+    if reading.errors and at is not None:
+        unread = "; ".join(f"{n}: {why}" for n, why in sorted(reading.errors.items()))
+        note(s, at, f"canary step {op.percent}%: engines not read: {unread}")
+    if op.baseline is None:
+        op.baseline = reading.counts
+    else:
+        op.figures = reading.figures
+    return s
+
+
+def canary_in_progress(state: DeploymentState) -> str:
+    """Why ``rollout promote|abort`` has nothing to act on ("" when a canary roll is under
+    way)."""
+    ref = state.spec.ref
+    if state.spec.spec.strategy.canary is None:
+        return f"{ref} has no canary strategy (spec.strategy.canary)"
+    current = template_hash(effective_spec(state))
+    if state.canary is None or state.canary.target != current or not canary_rolling(state, current):
+        return f"no canary in progress for {ref}: no roll to a new template is under way"
+    if state.canary.promoted:
+        return f"the canary of {ref} is already promoted"
+    return ""
+
+
+def promoted_canary(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout promote``: the canary roll skips its remaining analyses and goes to 100%."""
+    s = state.model_copy(deep=True)
+    assert s.canary is not None
+    s.canary.promoted, s.dirty = True, True
+    note(s, at, "canary promoted by `rollout promote`: rolling to every replica")
+    if s.summary.startswith("canary"):
+        s.summary = ""
+    return s
+
+
+def aborted_canary(state: DeploymentState, at: datetime) -> DeploymentState:
+    """``rollout abort``: the pass ends and the deployment rolls back to its last good
+    template now."""
+    s = state.model_copy(deep=True)
+    assert s.canary is not None
+    step = s.canary.passed
+    note(s, at, "canary aborted by `rollout abort`")
+    roll_back_now(s, f"canary aborted by `rollout abort` after {step} step(s) passed")
+    return s
+
+
 def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentState:
     """A replica reported; a replica that has finished makes the next pass reap it."""
     if progress.name not in state.replicas:
@@ -165,7 +224,8 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
         progress.phase is ReplicaPhase.READY
         and status.template_hash == template_hash(s.spec)
         and status.template_hash != s.held
-        and not any(isinstance(op, AwaitReady) for op in s.ops)
+        and not any(isinstance(op, AwaitReady | Analyse) for op in s.ops)
+        and not (s.canary is not None and s.canary.target == status.template_hash)
     ):
         # A replica of the spec's template serves: that template is now the one to return to.
         # Not while a replacement proves itself: a roll makes its template the last good one

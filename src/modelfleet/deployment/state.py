@@ -17,6 +17,7 @@ from pydantic import Field
 
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition
+from modelfleet.contracts.canary_payloads import EngineCounts, WindowFigures
 from modelfleet.contracts.status import ReplicaStatus
 from modelfleet.contracts.wire import WireModel
 
@@ -118,6 +119,37 @@ class AwaitReady(WireModel):
     answered_5xx: int = 0
 
 
+class Analyse(WireModel):
+    """A canary step's analysis: read the engines of the new (``canary``) and the stable
+    replicas (the baseline), wait ``windowSeconds``, read again; the figures over the window
+    are judged (``canary.verdict``). ``generation`` is the spec's when it began: a change of
+    template under it ends it (the roll goes to the new template)."""
+
+    op: Literal["analyse"] = "analyse"
+    target: str
+    step: int
+    percent: int
+    canary: list[str]
+    stable: list[str]
+    clusters: dict[str, str] = {}
+    baseline: dict[str, EngineCounts] | None = None
+    # When the window ends (set with the baseline), how often it was extended for want of
+    # requests, and the figures read at its end.
+    until: datetime | None = None
+    extended: int = 0
+    figures: WindowFigures | None = None
+
+
+class CanaryProgress(WireModel):
+    """The canary roll of template ``target``: the steps passed so far and the figures of each
+    analysis (bounded by the steps, at most 10), or a person's ``rollout promote``."""
+
+    target: str
+    passed: int = 0
+    promoted: bool = False
+    results: list[str] = []
+
+
 class CheckCurrent(WireModel):
     """A periodic resync that found nothing changed here: ask the Fleet (a query, no Update)
     whether the placement answered at ``version`` is still current; if so, the reconcile
@@ -179,6 +211,8 @@ class Revision(WireModel):
     spec: ModelDeployment
     # What became of it when it did not stay: "rolled back: <why, with the figures>".
     outcome: str = ""
+    # Its canary analyses, one line each with the figures (``strategy.canary``).
+    analyses: list[str] = []
 
 
 class LogEntry(WireModel):
@@ -190,7 +224,16 @@ class LogEntry(WireModel):
 
 
 Op = Annotated[
-    Reap | PlaceFor | DryPlace | TearDown | Start | AwaitReady | Roll | ReturnHome | CheckCurrent,
+    Reap
+    | PlaceFor
+    | DryPlace
+    | TearDown
+    | Start
+    | AwaitReady
+    | Roll
+    | ReturnHome
+    | CheckCurrent
+    | Analyse,
     Field(discriminator="op"),
 ]
 
@@ -256,6 +299,8 @@ class DeploymentState(WireModel):
     # Replicas that left (released and forgotten) in the last ``RETIRED_FOR``, name -> when:
     # placements never give their names to a new replica (see ``retire``).
     retired: dict[str, datetime] = {}
+    # The canary roll in progress (``strategy.canary``), None when none is.
+    canary: CanaryProgress | None = None
 
 
 def still_retired(retired: dict[str, datetime], now: datetime) -> dict[str, datetime]:

@@ -8,7 +8,8 @@ state object. This workflow only asks it for the next action and carries that ou
 ``teardown`` signal to a replica, and durable waits.
 
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
-name), ``pause`` and ``resume`` (Updates), ``delete`` (Update), ``resync`` and
+name), ``pause`` and ``resume`` (Updates), ``promote`` and ``abort`` (Updates, refused when no
+canary roll is under way), ``delete`` (Update), ``resync`` and
 ``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
 Deterministic orchestration only: the handlers are methods of one class sharing its state, and
 every decision lives in ``deployment.decisions`` (imported as ``rollout``).
@@ -32,12 +33,18 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import (
         ENGINE_ERRORS,
+        ENGINE_FIGURES,
         FLEET_DRY_PLACE,
         FLEET_PLACE,
         FLEET_PLACEMENT_CURRENT,
         FLEET_RELEASE,
     )
     from modelfleet.contracts.autoscaler_payloads import EngineErrors, EngineErrorsRequest
+    from modelfleet.contracts.canary_payloads import (
+        FiguresReading,
+        FiguresRequest,
+        WindowFigures,
+    )
     from modelfleet.contracts.fleet_payloads import (
         PlacementCheck,
         PlaceRequest,
@@ -181,6 +188,29 @@ class DeploymentWorkflow:
         self._check_pause()
 
     @workflow.update
+    def promote(self) -> DeploymentStatus:
+        """``rollout promote``: the canary roll skips its remaining analyses, to 100%."""
+        self._state = rollout.promoted_canary(self._state, workflow.now())
+        return self._status()
+
+    @workflow.update
+    def abort(self) -> DeploymentStatus:
+        """``rollout abort``: the canary roll ends and the deployment rolls back now."""
+        self._state = rollout.aborted_canary(self._state, workflow.now())
+        return self._status()
+
+    @promote.validator
+    def _check_promote(self) -> None:
+        self._check_pause()
+        why = rollout.canary_in_progress(self._state)
+        if why:
+            raise ValueError(why)
+
+    @abort.validator
+    def _check_abort(self) -> None:
+        self._check_promote()
+
+    @workflow.update
     async def delete(self) -> DeploymentStatus:
         self._state = rollout.deleted(self._state)
         await workflow.wait_condition(lambda: not self._state.replicas)
@@ -253,6 +283,8 @@ class DeploymentWorkflow:
                 await self._wait(action)
             elif isinstance(action, rollout.CheckErrors):
                 await self._check_errors(action)
+            elif isinstance(action, rollout.ReadFigures):
+                await self._read_figures(action)
             elif isinstance(action, rollout.EndPass):
                 self._publish()
                 await self._maybe_continue_as_new()
@@ -273,10 +305,10 @@ class DeploymentWorkflow:
         self._state = rollout.woke(self._state, workflow.now())
 
     async def _wait(self, action: rollout.Wait) -> None:
-        if action.until == "proven":
-            # One durable timer per replacement: it ends at the deadline, or sooner when the
-            # replica leaves Ready (its report is a signal); the decision is made again then.
-            assert action.deadline is not None
+        if action.deadline is not None:
+            # One durable timer per replacement (or canary window): it ends at the deadline,
+            # or sooner when the replica leaves Ready (its report is a signal), a person
+            # promotes or aborts; the decision is made again then.
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: rollout.wait_over(self._state, action),
@@ -418,6 +450,33 @@ class DeploymentWorkflow:
             if answered.error
             else "",
         )
+
+    async def _read_figures(self, action: rollout.ReadFigures) -> None:
+        """A canary step's reading; engines that cannot be read are data (``errors``), and an
+        activity that fails altogether reads as nothing read (the verdict waits)."""
+        what = "the window's figures" if action.baseline is not None else "the baseline"
+        try:
+            reading: FiguresReading = await workflow.execute_activity(
+                ENGINE_FIGURES,
+                FiguresRequest(
+                    namespace=self._state.spec.namespace,
+                    replicas=action.replicas,
+                    baseline=action.baseline,
+                    canary=action.canary,
+                    stable=action.stable,
+                ),
+                result_type=FiguresReading,
+                summary=f"canary: read {what} of {len(action.replicas)} replicas' engines",
+                start_to_close_timeout=ENGINE_ERRORS_TIMEOUT,
+                schedule_to_close_timeout=ENGINE_ERRORS_TOTAL,
+                retry_policy=FLEET_RETRY,
+            )
+        except ActivityError as exc:
+            reason = _cause(exc)
+            reading = FiguresReading(errors={n: reason for n in action.replicas})
+            if action.baseline is not None:
+                reading.figures = WindowFigures(unread=sorted(action.replicas))
+        self._state = rollout.figures_read(self._state, reading, at=workflow.now())
 
     async def _check_placement(self, action: rollout.CheckPlacement) -> None:
         md = self._state.spec

@@ -114,6 +114,7 @@ def build_worker(
             fleet.sweep_pending,
             *(scaler.target, scaler.read_metrics, scaler.scale, scaler.gateway_waiting),
             scaler.engine_errors,
+            scaler.engine_figures,
             serving.publish_replica,
             serving.withdraw,
             serving.watch,
