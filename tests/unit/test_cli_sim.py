@@ -167,8 +167,17 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
     assert shown["image_faults"] == {
-        "vllm/*:bad": {"error_rate_5xx": 0.2, "crash_after_seconds": None, "reject_args": ["--x*"]}
+        "vllm/*:bad": {
+            "error_rate_5xx": 0.2,
+            "crash_after_seconds": None,
+            "reject_args": ["--x*"],
+            "ttft_factor": 1.0,
+        }
     }
+    slow = ["--image", "vllm/*:slow", "--image-slower", "50"]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *slow, *state])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["image_faults"]["vllm/*:slow"]["ttft_factor"] == 50.0
     healed = ["--image", "vllm/*:bad", "--image-heal"]
     result = runner.invoke(app, ["sim", "faults", "l4-dev", *healed, *state])
     assert result.exit_code == 0, result.output

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 from render_factories import VLLM_IMAGE, gpus, replica, standalone
 
@@ -25,7 +27,8 @@ from modelfleet.sim.controllers import engine_logs, workload_faults
 from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig, ImageFault
 from modelfleet.sim.loop_thread import LoopThread
-from modelfleet.sim.serving.openai_api import fails
+from modelfleet.sim.serving.engine import TTFT_BUCKETS, EngineProfile, EngineState
+from modelfleet.sim.serving.openai_api import fails, handle_engine
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
@@ -208,3 +211,41 @@ def test_an_image_that_crashes_after_a_while_serves_again_after_each_restart(
             )
 
         _wait(fleet, ready_after_restarts)
+
+
+async def test_a_slow_image_multiplies_its_time_to_first_token() -> None:
+    assert FaultConfig().image_fault("x") is None
+    assert ImageFault().ttft_factor == 1.0
+    with pytest.raises(ValidationError):
+        ImageFault(ttft_factor=0.5)
+    faults = FaultConfig(image_faults={"vllm/*:slow": ImageFault(ttft_factor=20)})
+    fault = faults.image_fault("vllm/vllm-openai:slow")
+    assert fault is not None and fault.ttft_factor == 20
+
+    async def served(slower: float) -> EngineState:
+        engine = EngineState(model="m", pod="p", profile=EngineProfile(time_to_first_token=0.01))
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await handle_engine(request, engine, slower=slower)
+
+        app = web.Application()
+        app.router.add_post("/v1/completions", handler)
+        async with TestClient(TestServer(app)) as client:
+            for _ in range(3):
+                response = await client.post(
+                    "/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 1}
+                )
+                assert response.status == 200
+        return engine
+
+    slow = await served(20)
+    # Every first token took at least 20 x 10 ms: none in the buckets up to 0.1 s, and the
+    # histogram the engine exports says so.
+    assert slow.ttft_count == 3
+    assert slow.ttft_counts[TTFT_BUCKETS.index(0.1)] == 0
+    assert slow.ttft_sum >= 3 * 0.2
+    assert 'vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 0.0' in (
+        slow.metrics_text()
+    )
+    plain = await served(1)
+    assert plain.ttft_count == 3 and plain.ttft_sum >= 3 * 0.01

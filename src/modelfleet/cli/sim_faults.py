@@ -77,10 +77,16 @@ def image_fault_change(
     reject_args: list[str] | None,
     *,
     heal: bool = False,
+    ttft_factor: float | None = None,
 ) -> dict[str, Any] | None:
     """The ``image_faults`` merge patch the ``--image*`` options ask for (None: none given);
     the image's fault replaces any it had, ``heal`` removes it."""
-    given = error_rate is not None or crash_after is not None or reject_args is not None
+    given = (
+        error_rate is not None
+        or crash_after is not None
+        or reject_args is not None
+        or ttft_factor is not None
+    )
     if image is None:
         if given or heal:
             raise UsageError("--image-* options need --image GLOB (the image to make misbehave)")
@@ -91,14 +97,16 @@ def image_fault_change(
         return {image: None}
     if not given:
         raise UsageError(
-            "--image needs --image-error-rate, --image-crash-after, --image-reject-args "
-            "or --image-heal"
+            "--image needs --image-error-rate, --image-crash-after, --image-reject-args, "
+            "--image-slower or --image-heal"
         )
     fault: dict[str, Any] = {
         "error_rate_5xx": error_rate or 0.0,
         "crash_after_seconds": crash_after,
         "reject_args": list(reject_args or []),
     }
+    if ttft_factor is not None:
+        fault["ttft_factor"] = ttft_factor
     return {image: fault}
 
 
@@ -227,6 +235,15 @@ def faults(
             help="With --image: share of its completions answered 500.",
         ),
     ] = None,
+    image_slower: Annotated[
+        float | None,
+        typer.Option(
+            "--image-slower",
+            min=1.0,
+            max=10_000.0,
+            help="With --image: its engines' time to first token is this many times longer.",
+        ),
+    ] = None,
     image_crash_after: Annotated[
         float | None,
         typer.Option(
@@ -325,7 +342,12 @@ def faults(
     if cloud is None and cluster is None:
         raise UsageError("name the simulated CLUSTER to change, or pass --cloud gke|eks|aks")
     image_change = image_fault_change(
-        image, image_error_rate, image_crash_after, image_reject_args, heal=image_heal
+        image,
+        image_error_rate,
+        image_crash_after,
+        image_reject_args,
+        heal=image_heal,
+        ttft_factor=image_slower,
     )
     found = _find_state_dir(state_dir)
     state = _read_state(found)

@@ -34,9 +34,11 @@ Per-image faults (``image_faults``: an fnmatch glob over container image referen
 :class:`ImageFault`) make every engine started from a matching image misbehave the same way,
 whatever deployment runs it, so a user can ``apply`` a deployment with a bad image and watch:
 ``reject_args`` (the engine exits at start with argparse's error), ``crash_after_seconds`` (it
-crashes that long after each start; minutes make a slow crasher) and ``error_rate_5xx`` (that
+crashes that long after each start; minutes make a slow crasher), ``ttft_factor`` (its time to
+first token is that many times the engine's) and ``error_rate_5xx`` (that
 share of its completions answer 500). The kubelet reads the first two when a container starts;
-the serving plane reads the error rate on every request, so clearing it heals running engines.
+the serving plane reads the error rate and the TTFT factor on every request, so clearing them
+heals running engines.
 
 ``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
 matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
@@ -102,6 +104,9 @@ class ImageFault(BaseModel):
     crash_after_seconds: float | None = Field(default=None, ge=0.0)
     # The share of completion requests answered ``500 InternalServerError``.
     error_rate_5xx: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Every completion's time to first token is this many times the engine's (a slow image:
+    # a regression in prefill); its TTFT histogram shows it.
+    ttft_factor: float = Field(default=1.0, ge=1.0, le=10_000.0)
 
 
 class FaultConfig(BaseModel):

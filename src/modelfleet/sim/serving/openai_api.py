@@ -60,9 +60,11 @@ def fails(path: str, error_rate: float, draw: float) -> bool:
 
 
 async def handle_engine(
-    request: web.Request, engine: EngineState, *, fail: bool = False
+    request: web.Request, engine: EngineState, *, fail: bool = False, slower: float = 1.0
 ) -> web.StreamResponse:
-    response = await _answer(request, engine, fail=fail)
+    """Answer one request; ``fail`` answers it 500 (an injected fault), ``slower`` multiplies
+    its time to first token (an image whose prefill is slow)."""
+    response = await _answer(request, engine, fail=fail, slower=slower)
     if request.path != "/metrics":
         # Counted as vLLM's API server counts them (its own /metrics excluded).
         engine.answered(request.path, request.method, response.status)
@@ -70,7 +72,7 @@ async def handle_engine(
 
 
 async def _answer(
-    request: web.Request, engine: EngineState, *, fail: bool = False
+    request: web.Request, engine: EngineState, *, fail: bool = False, slower: float = 1.0
 ) -> web.StreamResponse:
     path, method = request.path, request.method
     if fail:
@@ -99,11 +101,15 @@ async def _answer(
     if path in ("/v1/completions", "/v1/chat/completions"):
         if method != "POST":
             return _error(405, f"{method} not allowed on {path}", "BadRequestError")
-        return await _generate(request, engine, chat=path.endswith("chat/completions"))
+        return await _generate(
+            request, engine, chat=path.endswith("chat/completions"), slower=slower
+        )
     return _error(404, f"no route {method} {path}", "NotFoundError")
 
 
-async def _generate(request: web.Request, engine: EngineState, *, chat: bool) -> web.StreamResponse:
+async def _generate(
+    request: web.Request, engine: EngineState, *, chat: bool, slower: float = 1.0
+) -> web.StreamResponse:
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -134,7 +140,7 @@ async def _generate(request: web.Request, engine: EngineState, *, chat: bool) ->
     started = time.monotonic()
     profile = engine.profile
     async with engine.slot(prompt_tokens + len(tokens)):
-        await asyncio.sleep(profile.time_to_first_token)
+        await asyncio.sleep(profile.time_to_first_token * slower)
         engine.observe_ttft(time.monotonic() - started)
         if not body.get("stream"):
             await asyncio.sleep((len(tokens) - 1) / profile.tokens_per_second)

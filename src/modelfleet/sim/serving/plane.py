@@ -305,7 +305,8 @@ class ServingPlane:
         fault = self._faults().image_fault(engine.image)
         rate = fault.error_rate_5xx if fault is not None else 0.0
         fail = rate > 0 and fails(request.path, rate, self._rng.random())
-        return await handle_engine(request, engine, fail=fail)
+        slower = fault.ttft_factor if fault is not None else 1.0
+        return await handle_engine(request, engine, fail=fail, slower=slower)
 
     def _outlier_metrics(self) -> str:
         """Envoy's outlier-detection and retry counters (cluster.<name>.outlier_detection.*,
