@@ -81,10 +81,13 @@ def test_a_good_image_passes_each_step_and_reaches_every_replica() -> None:
     first = driver.log.index(figures[0])
     assert len([s for s in _started(driver) if driver.log.index(s) < first]) == 1
     revision = driver.state.revisions[-1]
-    assert len(revision.analyses) == 2 and revision.outcome == ""
+    assert len(revision.analyses) == 2
+    assert revision.outcome == ""
     assert revision.analyses[0].startswith("canary step 25% (1 of 4 replicas) passed: new 1")
-    assert "TTFT p95" in revision.analyses[0] and "over 100 requests" in revision.analyses[0]
-    assert driver.state.canary is None and not driver.state.held
+    assert "TTFT p95" in revision.analyses[0]
+    assert "over 100 requests" in revision.analyses[0]
+    assert driver.state.canary is None
+    assert not driver.state.held
     assert rollout.template_hash(driver.state.last_good) == rollout.template_hash(new)  # type: ignore[arg-type]
 
 
@@ -130,7 +133,8 @@ def test_too_few_requests_extends_the_window_then_waits_for_a_person() -> None:
     # Each analysis reads MAX_EXTENSIONS + 1 windows (the pass that follows the replaced
     # replica's teardown analyses again).
     reads = len([line for line in driver.log if line.startswith("figures")])
-    assert reads and reads % (MAX_EXTENSIONS + 1) == 0, driver.log
+    assert reads > 0, driver.log
+    assert reads % (MAX_EXTENSIONS + 1) == 0, driver.log
     state = driver.state
     assert state.summary.startswith(f"{INCONCLUSIVE} at step 25%"), state.summary
     assert "3 requests on the new replicas" in state.summary
@@ -199,7 +203,8 @@ def test_deltas_over_the_window_and_counter_resets() -> None:
     assert delta(before, restarted) == restarted
     figures = window_figures({"a": before}, {"a": after, "b": after}, ["a"], ["b"])
     # b has no baseline: unread, left out.
-    assert figures.unread == ["b"] and figures.stable.replicas == 0
+    assert figures.unread == ["b"]
+    assert figures.stable.replicas == 0
     assert figures.canary.requests == 50
 
 
@@ -214,7 +219,8 @@ def test_the_verdict() -> None:
     assert canary.verdict(_figures(good, stable), analysis).outcome == "pass"
     slow = good.model_copy(update={"ttft_p95": 0.05})
     judged = canary.verdict(_figures(slow, stable), analysis)
-    assert judged.outcome == "fail" and "6.2x" in judged.reason
+    assert judged.outcome == "fail"
+    assert "6.2x" in judged.reason
     few = good.model_copy(update={"requests": 10})
     assert canary.verdict(_figures(few, stable), analysis).outcome == "wait"
     # No stable observations: the ratio cannot be judged.
@@ -222,7 +228,8 @@ def test_the_verdict() -> None:
     # Errors fail even when TTFT has too few observations (5xx have no first token).
     broken = GroupFigures(replicas=1, requests=100, errors=90, ttft_count=10, ttft_p95=0.01)
     assert canary.verdict(_figures(broken, stable), analysis).outcome == "fail"
-    assert canary.step_replicas(4, 25) == 1 and canary.step_replicas(3, 50) == 2
+    assert canary.step_replicas(4, 25) == 1
+    assert canary.step_replicas(3, 50) == 2
     assert canary.step_replicas(10, 5) == 1
 
 
