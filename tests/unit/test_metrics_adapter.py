@@ -18,6 +18,7 @@ from modelfleet.adapters.metrics import (
     parse_samples,
     prometheus_query,
     responses,
+    ttft_buckets,
 )
 from modelfleet.api.naming import LABEL_SERVING
 
@@ -208,3 +209,36 @@ async def test_replica_responses_sums_every_serving_pod_that_answers(served: Ser
         fake.pods = []
         with pytest.raises(MetricsError, match="no serving pod"):
             await reader.replica_responses(NS, "m")
+
+
+def _ttft(counts: list[int], model: str = "m") -> str:
+    bounds = ["0.005", "0.1", "1.0", "+Inf"]
+    name = "vllm:time_to_first_token_seconds"
+    lines = [f"# TYPE {name} histogram"]
+    lines += [
+        f'{name}_bucket{{le="{le}",model_name="{model}"}} {float(n)}'
+        for le, n in zip(bounds, counts, strict=True)
+    ]
+    lines += [f'{name}_count{{model_name="{model}"}} {float(counts[-1])}']
+    return "\n".join(lines) + "\n"
+
+
+def test_ttft_buckets_sum_the_histogram_by_bound() -> None:
+    text = _ttft([1, 5, 9, 10]) + _ttft([0, 0, 2, 2], model="other")
+    assert ttft_buckets(text) == {"0.005": 1.0, "0.1": 5.0, "1.0": 11.0, "+Inf": 12.0}
+    assert ttft_buckets("# TYPE vllm:num_requests_running gauge\n") == {}
+
+
+async def test_replica_counts_sum_every_serving_pod(served: Served) -> None:
+    """A canary reading: the TTFT histogram and the answers of every serving pod, summed."""
+    head = 'http_requests_total{handler="/v1/chat/completions",method="POST",status='
+    fake = served.fake
+    fake.pods = [pod("m-0", "m"), pod("m-1", "m")]
+    fake.texts = {
+        "m-0:8000": _ttft([1, 2, 3, 3]) + f'{head}"2xx"}} 3.0\n{head}"5xx"}} 1.0\n',
+        "m-1:8000": _ttft([0, 0, 4, 4]) + f'{head}"2xx"}} 4.0\n',
+    }
+    async with KubeMetricsReader(served.kubeconfig) as reader:
+        buckets, total, failed = await reader.replica_counts(NS, "m")
+    assert buckets == {"0.005": 1.0, "0.1": 2.0, "1.0": 7.0, "+Inf": 7.0}
+    assert (total, failed) == (8.0, 1.0)
