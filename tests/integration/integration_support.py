@@ -10,6 +10,8 @@ and deployment name; helpers wait on conditions (bounded), never on time.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import openai
 import yaml
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
@@ -24,7 +27,8 @@ from temporalio.service import RPCError
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.api.deployments import ModelDeployment, Toleration
 from modelfleet.api.kinds import parse_resource
-from modelfleet.api.naming import LABEL_NAMESPACE
+from modelfleet.api.naming import LABEL_DEPLOYMENT, LABEL_NAMESPACE
+from modelfleet.api.services import ModelService
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.contracts.ids import FLEET_ID, deployment_id, service_id
@@ -33,6 +37,7 @@ from modelfleet.contracts.status import DeploymentStatus, FleetView
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.service.workflow import ServiceWorkflow
+from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 from modelfleet.worker.tuning import Tuning
 
@@ -140,6 +145,76 @@ async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what:
             detail = f" (last query unanswered: {last})" if last else ""
             raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}{detail}")
         await asyncio.sleep(0.2)
+
+
+class Load:
+    """Paced chat completions through one service address with the official ``openai`` client
+    (no retries): each request on its own (open loop), every ``pace`` seconds; what failed,
+    which engine pod served each, and how long each answered one took (``seconds``, by pod)."""
+
+    def __init__(self, address: str, *, model: str = "qwen", pace: float = 0.2) -> None:
+        self.client = openai.AsyncOpenAI(
+            base_url=f"{address}/v1", api_key="none", max_retries=0, timeout=30
+        )
+        self.model, self.pace = model, pace
+        self.served: collections.Counter[str] = collections.Counter()
+        self.seconds: dict[str, list[float]] = collections.defaultdict(list)
+        self.failed: list[str] = []
+        self.sent = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+
+    async def _one(self) -> None:
+        started = time.monotonic()
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(
+                model=self.model, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+            )
+        except openai.APIError as exc:
+            self.failed.append(f"{type(exc).__name__}: {exc}"[:200])
+            return
+        pod = raw.headers[SERVED_BY_HEADER]
+        self.served[pod] += 1
+        self.seconds[pod].append(time.monotonic() - started)
+
+    async def _run(self) -> None:
+        while True:
+            task = asyncio.create_task(self._one())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self.sent += 1
+            await asyncio.sleep(self.pace)
+
+    def start(self) -> None:
+        self._runner = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+            self._runner = None
+        if self._tasks:
+            await asyncio.gather(*self._tasks)
+        await self.client.close()
+
+
+def model_service(namespace: str, deployments: list[str], name: str = "svc") -> ModelService:
+    """A ModelService with one endpoint selector per deployment in ``deployments``."""
+    resource = parse_resource(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "endpoints": [
+                    {"selector": {"matchLabels": {LABEL_DEPLOYMENT: d}}} for d in deployments
+                ]
+            },
+        }
+    )
+    assert isinstance(resource, ModelService)
+    return resource
 
 
 def deployment(

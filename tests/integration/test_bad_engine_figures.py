@@ -34,16 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import openai
 import pytest
 import pytest_asyncio
 from crash_env import CrashEnv, all_ready, crash_env, tolerant
-from integration_support import deployment, wait_for
+from integration_support import Load, deployment, model_service, wait_for
 
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment, Strategy
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.naming import LABEL_SERVING, workload_namespace
-from modelfleet.api.services import ModelService
 from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.ids import deployment_id, service_id
@@ -51,7 +49,6 @@ from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, ServiceStatus
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.workflow import ServiceWorkflow
-from modelfleet.sim.serving.openai_api import SERVED_BY_HEADER
 
 # The cases run concurrently in the first test's set-up; the slow crasher alone takes about
 # four minutes (a roll, 150 s of serving, the rollback), past the suite's 240 s per test.
@@ -179,51 +176,6 @@ class Figures:
         )
 
 
-class Load:
-    """Paced chat completions through one service address; failures and who served."""
-
-    def __init__(self, address: str) -> None:
-        self.client = openai.AsyncOpenAI(
-            base_url=f"{address}/v1", api_key="none", max_retries=0, timeout=30
-        )
-        self.served: collections.Counter[str] = collections.Counter()
-        self.failed: list[str] = []
-        self.sent = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._runner: asyncio.Task[None] | None = None
-
-    async def _one(self) -> None:
-        try:
-            raw = await self.client.chat.completions.with_raw_response.create(
-                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2
-            )
-        except openai.APIError as exc:
-            self.failed.append(f"{type(exc).__name__}: {exc}"[:200])
-            return
-        self.served[raw.headers[SERVED_BY_HEADER]] += 1
-
-    async def _run(self) -> None:
-        while True:
-            task = asyncio.create_task(self._one())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            self.sent += 1
-            await asyncio.sleep(PACE_SECONDS)
-
-    def start(self) -> None:
-        self._runner = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
-        if self._tasks:
-            await asyncio.gather(*self._tasks)
-        await self.client.close()
-
-
 def _deployment(name: str, ns: str, image: str, region: str, replicas: int) -> ModelDeployment:
     md = deployment(name, ns, replicas=replicas, image=image)
     md.spec.template.spec.cluster_selector = ClusterSelector(match_labels={"region": region})
@@ -273,24 +225,6 @@ async def _kill_on_withdraw(env: CrashEnv, ns: str, old: set[str], down: float) 
     return f"worker SIGKILLed {killed:.1f} s after the change ({name} withdrawn), down {down:g} s"
 
 
-def _service(ns: str, deployments: list[str]) -> ModelService:
-    resource = parse_resource(
-        {
-            "apiVersion": "modelfleet.dev/v1alpha1",
-            "kind": "ModelService",
-            "metadata": {"name": "svc", "namespace": ns},
-            "spec": {
-                "endpoints": [
-                    {"selector": {"matchLabels": {"modelfleet.dev/deployment": d}}}
-                    for d in deployments
-                ]
-            },
-        }
-    )
-    assert isinstance(resource, ModelService)
-    return resource
-
-
 async def _service_status(env: CrashEnv, ns: str) -> ServiceStatus:
     status: ServiceStatus = await env.temporal.get_workflow_handle(service_id(ns, "svc")).query(
         ServiceWorkflow.status
@@ -300,7 +234,7 @@ async def _service_status(env: CrashEnv, ns: str) -> ServiceStatus:
 
 async def _serve(env: CrashEnv, ns: str, deployments: list[str], endpoints: int) -> str:
     """A ModelService over ``deployments``; its address once ``endpoints`` are in rotation."""
-    await apply_serving(env.temporal, _service(ns, deployments))
+    await apply_serving(env.temporal, model_service(ns, deployments))
 
     seen: list[ServiceStatus] = []
 
@@ -399,7 +333,7 @@ async def _change(env: CrashEnv, case: Case) -> Figures:
     try:
         await apply_resource(env.temporal, md)
         await env.wait_status(ns, "m", all_ready(2), 120, "Ready before the change")
-        load = Load(await _serve(env, ns, ["m"], 2))
+        load = Load(await _serve(env, ns, ["m"], 2), model=MODEL, pace=PACE_SECONDS)
         load.start()
         await wait_for(
             lambda: _true(load is not None and sum(load.served.values()) >= 20),
@@ -532,7 +466,7 @@ async def _dark(env: CrashEnv) -> Figures:
             env.wait_status(ns, "near", all_ready(1), 120, "Ready"),
             env.wait_status(ns, "far", all_ready(1), 120, "Ready"),
         )
-        load = Load(await _serve(env, ns, ["near", "far"], 2))
+        load = Load(await _serve(env, ns, ["near", "far"], 2), model=MODEL, pace=PACE_SECONDS)
         load.start()
         await wait_for(
             lambda: _true(
