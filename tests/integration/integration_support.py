@@ -159,6 +159,8 @@ class Load:
         self.model, self.pace = model, pace
         self.served: collections.Counter[str] = collections.Counter()
         self.seconds: dict[str, list[float]] = collections.defaultdict(list)
+        # Every answered request: (when it was sent, monotonic; how long it took; its pod).
+        self.answers: list[tuple[float, float, str]] = []
         self.failed: list[str] = []
         self.sent = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -175,7 +177,9 @@ class Load:
             return
         pod = raw.headers[SERVED_BY_HEADER]
         self.served[pod] += 1
-        self.seconds[pod].append(time.monotonic() - started)
+        took = time.monotonic() - started
+        self.seconds[pod].append(took)
+        self.answers.append((started, took, pod))
 
     async def _run(self) -> None:
         while True:

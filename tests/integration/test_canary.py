@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from integration_support import Load, Stack, deployment, model_service, wait_for
@@ -46,6 +48,8 @@ WINDOW_SECONDS = 20
 RATIO = 5.0
 PACE_SECONDS = 0.1
 ROLLED_BACK = "rolled back to the last good template"
+# Set to a directory: each case also draws its requests and the canary's moments there.
+PLOT_DIR = "MODELFLEET_CANARY_PLOT_DIR"
 
 
 def _canaried(ns: str) -> ModelDeployment:
@@ -74,6 +78,7 @@ class Figures:
     served: int = 0
     latency_new: list[float] = field(default_factory=list)
     latency_old: list[float] = field(default_factory=list)
+    analysing_after: float | None = None
     verdict_after: float | None = None
     done_after: float | None = None
     summary: str = ""
@@ -93,8 +98,8 @@ class Figures:
         return (
             f"| {self.case} | {self.requests} | {len(self.failed)} ({share:.1f}%) | "
             f"{self.served_new} ({new:.0f}%) | {self._p95(self.latency_new)} | "
-            f"{self._p95(self.latency_old)} | {self.verdict_after or 0:.0f} s | "
-            f"{self.done_after or 0:.0f} s |"
+            f"{self._p95(self.latency_old)} | {self.analysing_after or 0:.0f} s | "
+            f"{self.verdict_after or 0:.0f} s | {self.done_after or 0:.0f} s |"
         )
 
 
@@ -155,14 +160,14 @@ async def _run(stack: Stack, case: str, image: str) -> tuple[Figures, Deployment
             status = await stack.status(ns, "m")
             figures.summary = status.summary
             now = time.monotonic() - start
-            if figures.verdict_after is None and (
-                ROLLED_BACK in status.summary
-                or (
-                    any(r.template_hash == new for r in status.replicas)
-                    and len(status.replicas) == 2
-                    and all(r.template_hash == new for r in status.replicas)
-                )
+            if figures.analysing_after is None and status.summary.startswith("canary at"):
+                figures.analysing_after = now
+            if (
+                figures.verdict_after is None
+                and figures.analysing_after is not None
+                and not status.summary.startswith("canary at")
             ):
+                # The window's verdict: the summary leaves "canary at ...: analysing".
                 figures.verdict_after = now
             wanted = old if image == SLOW_IMAGE else new
             if (
@@ -184,14 +189,19 @@ async def _run(stack: Stack, case: str, image: str) -> tuple[Figures, Deployment
                 figures.latency_new += load.seconds[pod]
             else:
                 figures.latency_old += load.seconds[pod]
+        answers = load.answers
         load = None
         handle = stack.client.get_workflow_handle(deployment_id(ns, "m"))
         revisions = await handle.query(DeploymentWorkflow.revisions)
         figures.analyses, figures.outcome = revisions[-1].analyses, revisions[-1].outcome
         figures.log = [e.message for e in await handle.query(DeploymentWorkflow.decisions)]
+        plot = os.environ.get(PLOT_DIR)
+        if plot:
+            _plot(figures, answers, pods, image, start, Path(plot) / f"canary-{case}.png")
         print(
             "\n| case | requests | failed | served by the new image | client p95 (new) | "
-            f"client p95 (old) | verdict after | settled after |\n{figures.row()}\n"
+            f"client p95 (old) | window from | verdict after | settled after |\n"
+            f"{figures.row()}\n"
             f"summary: {figures.summary}\nanalyses: {figures.analyses}\n"
             f"outcome: {figures.outcome}\nfailures: {figures.failed[:5]}"
         )
@@ -211,6 +221,50 @@ async def _run(stack: Stack, case: str, image: str) -> tuple[Figures, Deployment
             handle = stack.client.get_workflow_handle(deployment_id(ns, "m"))
             await handle.execute_update(DeploymentWorkflow.delete)
             await asyncio.wait_for(handle.result(), 90)
+
+
+def _plot(
+    figures: Figures,
+    answers: list[tuple[float, float, str]],
+    pods: dict[str, str],
+    image: str,
+    start: float,
+    path: Path,
+) -> None:
+    """Each answered request's latency as the client saw it, by the image that served it, with
+    the canary's moments (``MODELFLEET_CANARY_PLOT_DIR`` set: the figure in ``docs/``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for new, colour, label in ((False, "tab:blue", "old image"), (True, "tab:red", "new image")):
+        points = [(t - start, took * 1000) for t, took, pod in answers
+                  if (pods.get(pod) == image) is new]  # fmt: skip
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.scatter(xs, ys, s=6, color=colour, label=label)
+    moments = [
+        (0.0, "change applied"),
+        (figures.analysing_after, "analysis window starts"),
+        (figures.verdict_after, "verdict"),
+        (figures.done_after, "settled"),
+    ]
+    for x, what in moments:
+        if x is not None:
+            ax.axvline(x, color="grey", linestyle="--", linewidth=0.8)
+            ax.text(x, ax.get_ylim()[1] * 0.95, f" {what}", rotation=90, va="top", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since the change")
+    ax.set_ylabel("request latency (ms, openai client)")
+    ax.set_title(f"canary {figures.case}: {figures.analyses[-1][:90] if figures.analyses else ''}")
+    ax.title.set_fontsize(8)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 async def _true(value: bool) -> bool | None:

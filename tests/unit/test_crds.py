@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from modelfleet.api.crd_rules import RULES
 from modelfleet.api.crd_schema import rules_placed
 from modelfleet.api.crds import custom_resource_definitions
+from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import KINDS, parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.modelplane_gateway import ModelplaneInferenceGateway
@@ -252,7 +253,27 @@ INVALID = {
     "cluster-vultr-with-gke-block": _corpus("cluster-vultr-with-gke-block.yaml"),
     "gateway-metallb-without-pool": _corpus("gateway-metallb-without-pool.yaml"),
     "container-not-engine": _corpus("deployment-container-not-engine.yaml"),
+    "canary-steps-not-increasing": _deployment(
+        strategy={"canary": {"steps": [50, 25, 100], "analysis": {"ttftP95Ratio": 2}}}
+    ),
+    "canary-last-step-not-100": _deployment(
+        strategy={"canary": {"steps": [25, 50], "analysis": {"maxErrorPercent": 1}}}
+    ),
+    "canary-without-threshold": _deployment(
+        strategy={"canary": {"steps": [50, 100], "analysis": {"windowSeconds": 30}}}
+    ),
 }
+
+
+def test_a_canary_strategy_is_admitted() -> None:
+    canary = {"steps": [5, 25, 50, 100], "analysis": {"ttftP95Ratio": 2, "maxErrorPercent": 1}}
+    document = _deployment(strategy={"canary": canary})
+    stored, causes = _admit(document)
+    assert causes == []
+    md = parse_resource(stored)
+    assert isinstance(md, ModelDeployment)
+    assert md.spec.strategy.canary is not None
+    assert md.spec.strategy.canary.analysis.window_seconds == 60
 
 
 @pytest.mark.parametrize("name", INVALID)
