@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -145,6 +147,24 @@ async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what:
             detail = f" (last query unanswered: {last})" if last else ""
             raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}{detail}")
         await asyncio.sleep(0.2)
+
+
+async def cli(address: str, *args: str, expect: int = 0) -> str:
+    """Run ``modelfleet ARGS`` against the Temporal server at ``address`` as a user would (a
+    subprocess, wide columns); its stdout and stderr, once it exited with ``expect``."""
+    env = {**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": address, "COLUMNS": "400"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "modelfleet.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == expect, (proc.returncode, out.decode(), err.decode())
+    return out.decode() + err.decode()
 
 
 class Load:

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 import time
 from collections.abc import Callable
 
 import pytest
-from integration_support import Stack, deployment
+from integration_support import Stack, cli, deployment
 from temporalio.client import WorkflowUpdateFailedError
 
 from modelfleet.api.deployments import ModelDeployment
@@ -285,32 +283,16 @@ async def test_a_change_whose_pods_crash_loop_after_ready_rolls_back_by_itself(
         assert any(c.reason == "RolledBack" for c in final.conditions)
         # What a user reads: ``rollout history`` and ``describe``.
         address = stack.client.service_client.config.target_host
-        history = await _cli(address, "rollout", "history", "deployment/c", "-n", CRASH_NS)
+        history = await cli(address, "rollout", "history", "deployment/c", "-n", CRASH_NS)
         print(history)
         assert "OUTCOME" in history
         assert "rolled back" in history
         assert "crash-looping" in history
-        described = await _cli(address, "describe", "deployment", "c", "-n", CRASH_NS)
+        described = await cli(address, "describe", "deployment", "c", "-n", CRASH_NS)
         assert "crash-looping" in described
     finally:
         await handle.execute_update(DeploymentWorkflow.delete)
         await asyncio.wait_for(handle.result(), 60)
-
-
-async def _cli(address: str, *args: str) -> str:
-    env = {**os.environ, "MODELFLEET_TEMPORAL_ADDRESS": address, "COLUMNS": "400"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "modelfleet.cli",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
 
 
 async def _restore(stack: Stack, handle: object, serving: dict[str, str]) -> None:
