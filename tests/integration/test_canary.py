@@ -42,6 +42,9 @@ OLD_IMAGE = "vllm/vllm-openai:v0.23.0"
 GOOD_IMAGE = "vllm/vllm-openai:v0.23.1"
 SLOW_IMAGE = "vllm/vllm-openai:v0.23.1-slowprefill"
 SLOWER = 100.0
+ERRORING_IMAGE = "vllm/vllm-openai:v0.23.1-errors"
+ERROR_RATE = 0.3
+MAX_ERRORS = 5.0
 STEP = 50
 WINDOW_SECONDS = 20
 RATIO = 5.0
@@ -55,8 +58,13 @@ def _canaried(ns: str) -> ModelDeployment:
     md = deployment("m", ns, replicas=2, image=OLD_IMAGE)
     md.spec.strategy.canary = CanaryStrategy(
         steps=[STEP, 100],
-        analysis=CanaryAnalysis(window_seconds=WINDOW_SECONDS, ttft_p95_ratio=RATIO),
+        analysis=CanaryAnalysis(
+            window_seconds=WINDOW_SECONDS, ttft_p95_ratio=RATIO, max_error_percent=MAX_ERRORS
+        ),
     )
+    # The canary judges the error rate here, not the replacement's own check while it proves
+    # itself (issue 27's, which would roll a 5xx image back before its step is analysed).
+    md.spec.strategy.max_error_percent = 100
     return md
 
 
@@ -170,12 +178,13 @@ async def _run(stack: Stack, case: str, image: str) -> tuple[Figures, Deployment
             ):
                 # The window's verdict: the summary leaves "canary at ...: analysing".
                 figures.verdict_after = now
-            wanted = old if image == SLOW_IMAGE else new
+            bad = image != GOOD_IMAGE
+            wanted = old if bad else new
             if (
                 status.ready == 2
                 and len(status.replicas) == 2
                 and all(r.template_hash == wanted for r in status.replicas)
-                and (image != SLOW_IMAGE or ROLLED_BACK in status.summary)
+                and (not bad or ROLLED_BACK in status.summary)
             ):
                 figures.done_after = now
                 break
@@ -296,6 +305,20 @@ async def test_a_slow_image_is_rolled_back_at_its_first_canary_step(stack: Stack
     assert figures.served_new <= figures.served * STEP / 100 + 5
     # The client saw it too: the slow image's answers took longer than the others'.
     assert min(figures.latency_new) >= SLOWER * 0.002
+
+
+async def test_an_erroring_image_is_rolled_back_at_its_first_canary_step(stack: Stack) -> None:
+    for cluster in stack.fleet.cluster_names:
+        stack.fleet.update_faults(
+            cluster, {"image_faults": {ERRORING_IMAGE: {"error_rate_5xx": ERROR_RATE}}}
+        )
+    await _gateway(stack)
+    figures, status = await _run(stack, "errors", ERRORING_IMAGE)
+    assert figures.done_after is not None, f"not rolled back: {figures.summary}"
+    assert f"canary step {STEP}% (1 of 2 replicas) failed" in status.summary
+    assert f"above maxErrorPercent {MAX_ERRORS:g}%" in status.summary, status.summary
+    # The client saw at most the step's share of its requests fail.
+    assert len(figures.failed) <= figures.requests * STEP / 100
 
 
 async def test_a_good_image_passes_its_canary_step_and_reaches_every_replica(
