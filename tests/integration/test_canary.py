@@ -332,3 +332,49 @@ async def test_a_good_image_passes_its_canary_step_and_reaches_every_replica(
     assert figures.analyses[0].startswith(f"canary step {STEP}% (1 of 2 replicas) passed")
     assert "canary: every replica runs the new template" in figures.log
     assert len(figures.failed) <= figures.requests // 100, figures.failed[:5]
+
+
+async def test_a_person_aborts_or_promotes_a_canary_mid_window(stack: Stack) -> None:
+    """``rollout abort`` during a step's window rolls back now; ``rollout promote`` during the
+    next change's window rolls it to every replica without waiting the window out."""
+    ns = "canary-person"
+    md = _canaried(ns)
+    assert md.spec.strategy.canary is not None
+    md.spec.strategy.canary.analysis.window_seconds = 3600  # only a person ends it
+    address = stack.client.service_client.config.target_host
+    try:
+        await apply_resource(stack.client, md)
+        await stack.wait_status(ns, "m", lambda s: s.ready == 2 and s.phase == "Ready", 120)
+        changes = (
+            (GOOD_IMAGE, "abort", "aborted"),
+            ("vllm/vllm-openai:v0.23.2", "promote", "promoted"),
+        )
+        for image, verb, done in changes:
+            changed = _with_image(md, image)
+            await apply_resource(stack.client, changed)
+            await stack.wait_status(ns, "m", lambda s: s.summary.startswith("canary at"), 120)
+            said = await cli(address, "rollout", verb, "deployment/m", "-n", ns)
+            assert f"canary {done}" in said, said
+            wanted = template_hash(md if verb == "abort" else changed)
+            status = await stack.wait_status(
+                ns,
+                "m",
+                lambda s, w=wanted: (
+                    s.ready == 2
+                    and len(s.replicas) == 2
+                    and all(r.template_hash == w for r in s.replicas)
+                ),
+                120,
+            )
+            print(f"{verb}: {status.summary or '(no summary)'}")
+            if verb == "abort":
+                assert "canary aborted by `rollout abort`" in status.summary, status.summary
+                assert ROLLED_BACK in status.summary
+        handle = stack.client.get_workflow_handle(deployment_id(ns, "m"))
+        log = [e.message for e in await handle.query(DeploymentWorkflow.decisions)]
+        assert "canary promoted by `rollout promote`: rolling to every replica" in log, log
+    finally:
+        with contextlib.suppress(Exception):
+            handle = stack.client.get_workflow_handle(deployment_id(ns, "m"))
+            await handle.execute_update(DeploymentWorkflow.delete)
+            await asyncio.wait_for(handle.result(), 90)
