@@ -86,3 +86,17 @@ def _plain(text: str) -> str:
     if any(word.lower() in text.lower() for word in _TEMPORAL_WORDS):
         return "no answer before the step's deadline"
     return text
+
+
+class RolloutFailedError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def reason_of(exc: BaseException) -> str:
+    if isinstance(exc, RolloutFailedError):
+        return exc.reason
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return plain_cause(exc)

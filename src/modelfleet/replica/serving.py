@@ -32,13 +32,11 @@ import contextlib
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_CHECK_READY, KUBE_DRIFT
-    from modelfleet.contracts.error_types import PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED
     from modelfleet.contracts.ids import cluster_id
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
@@ -66,27 +64,11 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.replica_manifests import SHARED_KINDS, RenderedReplica
     from modelfleet.replica import health as replica_health
-    from modelfleet.replica.failure import plain_cause
+    from modelfleet.replica.failure import RolloutFailedError, reason_of
     from modelfleet.replica.progress import parent_needs
+    from modelfleet.replica.retries import API_RETRY, CHECK_RETRY, ENDPOINT_RETRY
 
 
-# Transient API trouble is retried with backoff; the step's own deadline bounds the total.
-API_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=20),
-    non_retryable_error_types=[PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED],
-)
-# A health check's API errors are retried a few times, quickly; past that it is no sample.
-CHECK_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=4,
-    non_retryable_error_types=[PERMANENT_KUBE_ERROR],
-)
-ENDPOINT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
-)
 # While a repair is in progress a polling replica checks its health this often (when its
 # interval is longer), so that it reports Ready again soon after the cluster does.
 REPAIR_POLL = timedelta(seconds=5)
@@ -95,12 +77,6 @@ _SUMMARY_LIMIT = 400
 # How long a registered replica waits for its cluster's first scan (the next probe: 15 s by
 # default) before it polls instead.
 ACK_WAIT = timedelta(minutes=10)
-
-
-class RolloutFailedError(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class ServingReplica:
@@ -515,11 +491,3 @@ def details(phase: ReplicaPhase, step: ReplicaStep, reason: str) -> str:
 
 def applied_key(ref: ObjectRef) -> tuple[str, str, str, str]:
     return (ref.api_version, ref.kind, ref.namespace or "", ref.name)
-
-
-def reason_of(exc: BaseException) -> str:
-    if isinstance(exc, RolloutFailedError):
-        return exc.reason
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"
-    return plain_cause(exc)

@@ -79,15 +79,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.replica.drain import FIRST_LOOK as DRAIN_FIRST_LOOK
     from modelfleet.replica.drain import GRACE, drain_step, next_interval
-    from modelfleet.replica.failure import rollout_failure
+    from modelfleet.replica.failure import RolloutFailedError, reason_of, rollout_failure
     from modelfleet.replica.models import model_mismatch
-    from modelfleet.replica.serving import (
-        API_RETRY,
-        RolloutFailedError,
-        ServingReplica,
-        applied_key,
-        reason_of,
-    )
+    from modelfleet.replica.retries import API_RETRY
+    from modelfleet.replica.serving import ServingReplica, applied_key
 
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 # A check that could not list the engine's models (the route just applied, a gateway busy) is
