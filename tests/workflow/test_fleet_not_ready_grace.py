@@ -27,6 +27,7 @@ from modelfleet.contracts.fleet_payloads import ClusterReport, PlacementCheck, P
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
 from modelfleet.fleet.workflow import NOT_READY_GRACE, FleetWorkflow
+from modelfleet.scheduling.explain import UNREACHABLE
 
 STEP = timedelta(seconds=60)
 
@@ -201,3 +202,36 @@ async def test_an_unreachable_clusters_grace_counts_from_its_first_failed_probe(
         # 100 + 15 + 10 s > 120 s since the silence, though only 25 s since NotReady.
         await env.sleep(timedelta(seconds=10))
         assert await f.stand_in.query(DeploymentResyncs.count) == 1
+
+
+async def test_a_cluster_whose_last_probe_failed_gets_no_new_replica_before_not_ready(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Issue 29 item 3: a report that the cluster's probes fail, while it still counts as Ready
+    (NotReady waits for the failure threshold), keeps new replicas off it at once and says why;
+    the replica already there stays; once a probe answers it takes new replicas again."""
+    env = time_skipping_env
+    async with placed_fleet(env, timedelta(seconds=120)) as f:
+        failing = ClusterReport(
+            name=f.home,
+            ready=True,
+            reason="unreachable (1 probe failed): connection reset",
+            gateway_address=f"gateway.{f.home}.invalid",
+            unreachable_since=await env.get_current_time(),
+        )
+        await f.fleet.execute_update(FleetWorkflow.report_cluster, failing)
+        # Both clusters have room for two; without the report the spread would put one on each.
+        two = await placer(f.fleet).place(
+            PlaceRequest(request_id="two", deployment=f.md, desired=3)
+        )
+        assert sorted(r.spec.cluster_name for r in two.placed) == [f.other, f.other]
+        assert two.victims == []
+        assert two.rejections == {f.home: UNREACHABLE}
+        assert await f.fleet.query(FleetWorkflow.replicas_on, f.home) != []
+        answered = failing.model_copy(update={"reason": "probe ok", "unreachable_since": None})
+        await f.fleet.execute_update(FleetWorkflow.report_cluster, answered)
+        four = await placer(f.fleet).place(
+            PlaceRequest(request_id="four", deployment=f.md, desired=4)
+        )
+        assert [r.spec.cluster_name for r in four.placed] == [f.home]
+        assert four.rejections == {}

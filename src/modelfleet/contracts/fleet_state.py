@@ -64,6 +64,7 @@ class ClusterEntry(WireModel):
     # pool -> the devices its hardware reports, for the pools where they were observed
     devices: dict[str, list[DeviceGroup]] = Field(default_factory=dict)
     not_ready_since: datetime | None = None
+    unreachable_since: datetime | None = None
     draining: bool = False
     caches: dict[str, str] = Field(default_factory=dict)
     queue: QueueCapacity | None = None
@@ -101,6 +102,7 @@ def cluster_entry(record: ClusterRecord) -> tuple[ClusterEntry, str, list[Any]]:
         observed={p: (o.nodes, o.ready_nodes) for p, o in record.observed_pools.items()},
         devices={p: o.devices for p, o in record.observed_pools.items() if o.devices is not None},
         not_ready_since=record.not_ready_since,
+        unreachable_since=record.unreachable_since,
         draining=record.draining,
         caches=dict(record.caches),
         queue=record.queue,
@@ -125,6 +127,7 @@ def cluster_record(entry: ClusterEntry, layouts: dict[str, list[Any]]) -> Cluste
             for p, (n, r) in entry.observed.items()
         },
         not_ready_since=entry.not_ready_since,
+        unreachable_since=entry.unreachable_since,
         draining=entry.draining,
         caches=dict(entry.caches),
         queue=entry.queue,

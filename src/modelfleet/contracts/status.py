@@ -123,6 +123,9 @@ class ClusterRecord(WireModel):
     # The gang scheduler's queue as last probed (None: no gang scheduler).
     queue: QueueCapacity | None = None
     not_ready_since: datetime | None = None
+    # When its probes started failing (None: its last probe answered): no new replicas go there,
+    # even while it still counts as Ready.
+    unreachable_since: datetime | None = None
     draining: bool = False
     # ModelCaches by ``<namespace>/<name>``: how each stands here (``Ready``, ``Hydrating 40%``,
     # ``Failed: ...``), as its ModelCache workflow last reported. Absent: not staged here.
@@ -137,6 +140,7 @@ class ClusterRecord(WireModel):
         return ObservedCluster(
             spec=self.spec,
             ready=self.ready,
+            reachable=self.unreachable_since is None,
             gateway_address=self.gateway_address,
             ready_nodes={pool: seen.ready_nodes for pool, seen in self.observed_pools.items()},
             draining=self.draining,

@@ -276,6 +276,7 @@ class FleetWorkflow:
         record.gateway_address = report.gateway_address
         record.observed_pools = report.observed_pools
         record.queue = report.queue
+        record.unreachable_since = report.unreachable_since
         if report.ready:
             record.not_ready_since = None
         elif was_ready or record.not_ready_since is None:

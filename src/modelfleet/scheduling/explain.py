@@ -18,6 +18,9 @@ from modelfleet.scheduling.snapshot import QueueCapacity
 
 NOT_SELECTED = "not selected by clusterSelector"
 NOT_READY = "not Ready"
+# Its last probe failed: it may still count as Ready (NotReady takes several failed probes) but
+# a new replica there would wait on an API nobody can reach.
+UNREACHABLE = "unreachable: its last probe failed"
 NO_GATEWAY = "no gateway address"
 
 

@@ -31,6 +31,7 @@ from modelfleet.scheduling.cache_rule import CacheRank, cache_rank
 from modelfleet.scheduling.explain import (
     NO_GATEWAY,
     NOT_READY,
+    UNREACHABLE,
     NOT_SELECTED,
     avoided_reason,
     cache_reason,
@@ -237,6 +238,8 @@ def static_reason(
     why_avoided = avoid.get(cluster.name)
     if why_avoided is not None:
         return avoided_reason(why_avoided)
+    if not cluster.snapshot.reachable:
+        return UNREACHABLE
     if not cluster.snapshot.ready:
         return NOT_READY
     if not cluster.snapshot.gateway_address:

@@ -8,7 +8,9 @@ until a cluster has been probed. A draining cluster repels and evicts like a NoE
 deployment that references a ModelCache gets new replicas only where that cache is staged or
 being staged, Ready clusters first (as the cache's workflow reported it; ``cache_rule``).
 Clusters NotReady past their grace period are left out, so their replicas are re-placed
-elsewhere.
+elsewhere. A cluster whose last probe failed gets no new replica even while it still counts as
+Ready (NotReady waits for several failed probes), and says so in the rejections even when every
+replica fits elsewhere: a surge placed there would wait out its progress deadline.
 
 Layer rule: pure (no I/O, no Temporal, no SDKs) and deterministic, so it can run inside a
 workflow. The caller maps its own payloads onto these types; this module knows no activity or
@@ -24,7 +26,7 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster, Taint, TaintEffect
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.scheduling.explain import avoided_reason
+from modelfleet.scheduling.explain import UNREACHABLE, avoided_reason
 from modelfleet.scheduling.fill import LedgerCache
 from modelfleet.scheduling.observed_devices import DeviceReport, published_devices
 from modelfleet.scheduling.placement import Placement, Standing, place
@@ -46,6 +48,8 @@ class ObservedCluster:
     spec: InferenceCluster
     ready: bool
     gateway_address: str | None = None
+    # False when its last probe failed (its workflow reported it unreachable).
+    reachable: bool = True
     # Ready nodes per pool as last observed; empty until the cluster was first probed.
     ready_nodes: Mapping[str, int] = field(default_factory=dict)
     # Being deleted: its replicas move elsewhere, or are removed with nowhere else to go.
@@ -102,6 +106,7 @@ def live_snapshot(
                 labels=dict(cluster.spec.metadata.labels),
                 taints=taints,
                 ready=cluster.ready,
+                reachable=cluster.reachable,
                 gateway_address=cluster.gateway_address,
                 pools=pools,
                 caches=dict(cluster.caches),
@@ -133,8 +138,9 @@ def place_in_fleet(
     ``gone`` clusters are left out of the fleet (NotReady past their grace period). ``avoid``
     maps clusters that get no new replica of this deployment for now to why; every avoided
     cluster appears in the rejections with that reason, even when all replicas fit elsewhere,
-    so the deployment's status can say why it is not used. Pass one ``evaluator`` across calls
-    to reuse compiled selectors.
+    so the deployment's status can say why it is not used; so does every cluster whose last
+    probe failed (``unreachable_rejections``). Pass one ``evaluator`` across calls to reuse
+    compiled selectors.
 
     A caller that keeps ``live_snapshot(classes, clusters, gone=gone)`` between placements
     passes it as ``snapshot`` (its index is cached on it, see ``scheduling.index``), and one that
@@ -156,9 +162,19 @@ def place_in_fleet(
         standing=standing,
         borrow=borrow,
     )
-    unexplained = {c: why for c, why in avoid.items() if c not in result.rejections}
+    unexplained = {c: avoided_reason(why) for c, why in avoid.items() if c not in result.rejections}
+    unexplained.update(
+        (c, why)
+        for c, why in unreachable_rejections(snapshot).items()
+        if c not in result.rejections and c not in unexplained
+    )
     if not unexplained:
         return result
-    rejections = dict(result.rejections)
-    rejections.update({c: avoided_reason(why) for c, why in unexplained.items()})
-    return result.model_copy(update={"rejections": rejections})
+    return result.model_copy(update={"rejections": {**result.rejections, **unexplained}})
+
+
+def unreachable_rejections(snapshot: FleetSnapshot) -> dict[str, str]:
+    """The clusters of ``snapshot`` whose last probe failed, each with why it gets no new
+    replica: placement skips them (``fill.static_reason``) but reports them only when it ran
+    out of clusters, and a user whose surge went elsewhere should see why too."""
+    return {c.name: UNREACHABLE for c in snapshot.clusters if not c.reachable}

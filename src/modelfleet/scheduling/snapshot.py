@@ -60,6 +60,8 @@ class ClusterSnapshot(Model):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     ready: bool = True
+    # False when its last probe failed (however many more NotReady waits for): no new replicas.
+    reachable: bool = True
     # A cluster without a gateway address cannot serve traffic, so it gets no new replicas.
     gateway_address: str | None = None
     pools: list[PoolSnapshot] = Field(default_factory=list)
@@ -74,7 +76,7 @@ class ClusterSnapshot(Model):
     @property
     def schedulable(self) -> bool:
         """Whether new replicas may go here (existing ones stay either way)."""
-        return self.ready and bool(self.gateway_address)
+        return self.ready and self.reachable and bool(self.gateway_address)
 
 
 class MissingClass(Model):
