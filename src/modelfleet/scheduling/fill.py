@@ -31,8 +31,8 @@ from modelfleet.scheduling.cache_rule import CacheRank, cache_rank
 from modelfleet.scheduling.explain import (
     NO_GATEWAY,
     NOT_READY,
-    UNREACHABLE,
     NOT_SELECTED,
+    UNREACHABLE,
     avoided_reason,
     cache_reason,
     capacity_reason,
