@@ -56,8 +56,10 @@ def member(
     annotations: dict[str, str] | None = None,
     pull_secrets: list[str] | None = None,
     nodes: int | None = None,
+    image: str = VLLM_IMAGE,
 ) -> dict[str, Any]:
-    template: dict[str, Any] = {"spec": {"containers": [container(args, command=command, env=env)]}}
+    engine = container(args, command=command, env=env, image=image)
+    template: dict[str, Any] = {"spec": {"containers": [engine]}}
     if labels or annotations:
         template["metadata"] = {"labels": labels or {}, "annotations": annotations or {}}
     if pull_secrets:

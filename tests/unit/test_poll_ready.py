@@ -79,3 +79,34 @@ def test_crash_looping_before_ready_fails_at_once_past_its_restart_limit(tmp_pat
     with pytest.raises(ApplicationError) as raised:
         Answers(tmp_path, crash).poll_ready(request(timedelta(minutes=30)))
     assert raised.value.type == "NotReadyYet"
+
+
+NOT_FOUND = (
+    'rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/v/e:bad": '
+    'failed to resolve reference "docker.io/v/e:bad": docker.io/v/e:bad: not found'
+)
+
+
+def test_an_image_that_cannot_be_pulled_for_good_fails_once_retried(tmp_path: Path) -> None:
+    reason = f"pod m-0: container engine ErrImagePull: {NOT_FOUND}"
+    ask = request(timedelta(minutes=30)).model_copy(update={"crash_loop_restarts": 2})
+    now = datetime.now(UTC)
+
+    def answer(started_ago: float | None, error: str = NOT_FOUND) -> ReadyResult:
+        since = None if started_ago is None else now - timedelta(seconds=started_ago)
+        return ReadyResult(ready=False, reason=reason, pull_error=error, pull_since=since)
+
+    # Too soon for the kubelet's second try, no start time, or no permanent error: waited for.
+    for early in (answer(5), answer(None), answer(300, error="")):
+        with pytest.raises(ApplicationError) as raised:
+            Answers(tmp_path, early).poll_ready(ask)
+        assert raised.value.type == "NotReadyYet"
+    with pytest.raises(ApplicationError) as raised:
+        Answers(tmp_path, answer(25)).poll_ready(ask)
+    assert raised.value.type == "ImagePullFailed"
+    assert raised.value.non_retryable
+    assert raised.value.message == f"image cannot be pulled: {reason}"
+    # crashLoopRestarts 0 waits for the deadline for this too.
+    with pytest.raises(ApplicationError) as raised:
+        Answers(tmp_path, answer(25)).poll_ready(request(timedelta(minutes=30)))
+    assert raised.value.type == "NotReadyYet"

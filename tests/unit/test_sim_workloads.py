@@ -349,6 +349,72 @@ def test_never_ready_workload_is_stuck_pulling_its_image(fleet: LoopThread[Simul
         assert pods[0]["spec"]["nodeName"]  # bound: it is the image, not capacity
 
 
+def test_an_image_that_cannot_be_pulled_alternates_err_image_pull_and_back_off(
+    tmp_path: Path,
+) -> None:
+    # The image back-off is the crash-loop one (2 s here), doubling per failed pull.
+    policy = StartupPolicy(default_seconds=0, crash_backoff_seconds=2.0)
+    image = "vllm/vllm-openai:v0.23.0-typo"
+    faults = {
+        "l4-dev": {
+            "image_faults": {
+                image: {"pull_error": "not-found"},
+                "*:v0.23.0-busy": {"pull_error": "rate-limited"},
+            }
+        }
+    }
+    with _start(tmp_path, startup=policy, faults=faults) as fleet, _kube(fleet, "l4-dev") as kube:
+        rendered = _l4_replica(image=image)
+        rule = rendered.readiness[0]
+        _apply(kube, rendered)
+        seen: list[tuple[str, str]] = []
+
+        def waiting_in(reason: str, after: int) -> Callable[[ClusterStore], Awaitable[bool]]:
+            async def check(store: ClusterStore) -> bool:
+                for p in await store.list("v1", "Pod", namespace=rule.namespace):
+                    if not p["metadata"]["name"].startswith(rule.name):
+                        continue
+                    for s in p.get("status", {}).get("containerStatuses", []):
+                        w = s.get("state", {}).get("waiting") or {}
+                        if w and (not seen or seen[-1] != (w.get("reason"), w.get("message"))):
+                            seen.append((w.get("reason", ""), w.get("message", "")))
+                return sum(r == reason for r, _ in seen) >= after
+
+            return check
+
+        _wait_until(fleet, "l4-dev", waiting_in("ErrImagePull", 2))
+        reasons = [r for r, _ in seen if r != "ContainerCreating"]
+        assert reasons[:3] == ["ErrImagePull", "ImagePullBackOff", "ErrImagePull"], seen
+        ref = "docker.io/vllm/vllm-openai:v0.23.0-typo"
+        error = (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": '
+            f'failed to resolve reference "{ref}": {ref}: not found'
+        )
+        assert ("ErrImagePull", error) in seen
+        assert (
+            "ImagePullBackOff",
+            f'Back-off pulling image "{image}": ErrImagePull: {error}',
+        ) in seen
+        verdict = _workload_readiness(kube, rendered)
+        assert not verdict.ready
+        assert verdict.pull_failure is not None
+        assert error in verdict.pull_failure.error
+        events = kube.list("v1", "Event", rule.namespace)
+        failed = [
+            e for e in events if e.get("message") == f'Failed to pull image "{image}": {error}'
+        ]
+        assert failed, [e.get("message") for e in events]
+        # A rate limit heals by itself: the same cycle, no permanent failure read from it.
+        busy = _l4_replica(name="busy-5ab63", image="vllm/vllm-openai:v0.23.0-busy")
+        _apply(kube, busy)
+        seen.clear()
+        rule = busy.readiness[0]
+        _wait_until(fleet, "l4-dev", waiting_in("ImagePullBackOff", 1))
+        later = _workload_readiness(kube, busy)
+        assert "429 Too Many Requests" in later.reason
+        assert later.pull_failure is None
+
+
 def test_crash_after_ready_loses_availability_and_keeps_restarting(tmp_path: Path) -> None:
     # The back-off is what the first look below sees; it must outlast that look on a loaded
     # machine (0.05 s did not), while the second crash still comes within WAIT.

@@ -96,6 +96,16 @@ def crash_looping_before_ready(restarts: int, reason: str) -> ApplicationError:
     )
 
 
+def image_pull_failed(reason: str) -> ApplicationError:
+    """Its image cannot be pulled for good (not found, access refused): permanent, no deadline
+    wait. ``reason`` carries the kubelet's words."""
+    return ApplicationError(
+        f"image cannot be pulled: {reason}",
+        type=error_types.IMAGE_PULL_FAILED,
+        non_retryable=True,
+    )
+
+
 def not_ready_yet(reason: str) -> ApplicationError:
     """Not ready before the deadline: a benign retry (the caller's retry policy is the poll
     interval), logged as no failure."""

@@ -20,6 +20,7 @@ from temporalio import activity
 
 from modelfleet.activities.errors import (
     crash_looping_before_ready,
+    image_pull_failed,
     missing_credentials,
     not_ready_yet,
     readiness_deadline_exceeded,
@@ -32,6 +33,7 @@ from modelfleet.adapters.kube_client import KubeCluster, KubeError
 from modelfleet.adapters.kube_drift import compare, repair_reason
 from modelfleet.adapters.kube_errors import KubeNotFoundError
 from modelfleet.adapters.kube_nodes import NodeInfo
+from modelfleet.adapters.kube_readiness import unpullable
 from modelfleet.adapters.kube_scan import Listed, changed_scans
 from modelfleet.api.naming import LABEL_MANAGED_BY, LABEL_NAMESPACE, LABEL_REPLICA, MANAGED_BY
 from modelfleet.contracts.activity_names import (
@@ -273,6 +275,8 @@ class KubeActivities:
                     reported=readiness.reported,
                     restarts=readiness.restarts,
                     backing_off=readiness.backing_off,
+                    pull_error=pulled.error if (pulled := readiness.pull_failure) else "",
+                    pull_since=pulled.since if pulled else None,
                 )
         return ReadyResult(ready=True, reason="all ready")
 
@@ -318,7 +322,10 @@ class KubeActivities:
         limit = request.crash_loop_restarts
         if limit and result.restarts >= limit and result.backing_off:
             raise crash_looping_before_ready(result.restarts, result.reason)
-        if datetime.now(UTC) >= request.deadline:
+        now = datetime.now(UTC)
+        if limit and unpullable(result.pull_error, result.pull_since, now):
+            raise image_pull_failed(result.reason)
+        if now >= request.deadline:
             raise readiness_deadline_exceeded(result.reason)
         raise not_ready_yet(result.reason)
 

@@ -4,7 +4,10 @@ A rendering ``ReadinessRule`` names an object and the condition that means "read
 for Deployments and LeaderWorkerSets). When the condition is not True, the reason says why in
 Kubernetes' own words: the object is missing, its controller has not caught up with the latest
 spec, or its pods' story (Pending and why the scheduler refused them, image pull errors, crash
-loops, containers that run but are not ready).
+loops, containers that run but are not ready). It also picks out the evidence that a workload
+will not come up by itself: a crash loop (``backing_off``) and an image pull error that does not
+heal (``pull_failure``: the image is not in the registry, or the registry refuses the node's
+credentials; rate limits and timeouts heal, so they are left to the progress deadline).
 
 Pure: works on the JSON dicts the adapter fetched. It may not do I/O or import SDKs; the adapter
 (``modelfleet.adapters.kube_client``) does the fetching.
@@ -12,26 +15,69 @@ Pure: works on the JSON dicts the adapter fetched. It may not do I/O or import S
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from modelfleet.rendering.readiness import ReadinessRule
 
 __all__ = [
     "LWS_NAME_LABEL",
+    "PULL_FAILURE_AFTER",
+    "PullFailure",
     "Readiness",
     "backing_off",
     "evaluate",
     "most_restarts",
+    "permanent_pull_error",
     "pod_problem",
     "pod_selector",
+    "pull_failure",
+    "unpullable",
 ]
 
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 _WORKLOAD_KINDS = {("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")}
 # Enough distinct problems to diagnose; more would bury the first one.
 _MAX_PROBLEMS = 3
+# A container waits with these while its image cannot be pulled: ErrImagePull right after a
+# failed attempt, ImagePullBackOff until the next (since Kubernetes 1.32 its message carries the
+# last attempt's error). InvalidImageName is never retried.
+_PULL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff"})
+# Pull errors that heal by themselves: the registry rate-limits, is overloaded or out of reach.
+# Checked first: a rate limit's text may also speak of authentication.
+_TRANSIENT_PULL = re.compile(
+    r"toomanyrequests|too many requests|rate limit|timeout|timed out|deadline ?exceeded"
+    r"|connection (?:refused|reset)|no route to host|temporary failure|try again"
+    r"|service unavailable|bad gateway|gateway timeout|internal server error"
+    r"|registry is unavailable|unexpected eof|context canceled|no space left",
+    re.IGNORECASE,
+)
+# containerd's and the registries' words for an image that will not come: it is not there, or
+# the node may not have it.
+_PERMANENT_PULL = re.compile(
+    r"not found|manifest unknown|name unknown|pull access denied|repository does not exist"
+    r"|unauthorized|authorization failed|insufficient_scope|403 forbidden|access denied|denied: "
+    r"|invalid reference format",
+    re.IGNORECASE,
+)
+# How long after its pod started a permanent pull error fails the workload. The kubelet's first
+# image back-off is 10 s, so by then it has tried at least twice and reports the last attempt's
+# error: a registry that briefly answered "not found" (an image pushed a moment late) has had
+# its second chance, and the wait is still far below any progress deadline.
+PULL_FAILURE_AFTER = timedelta(seconds=20)
+
+
+@dataclass(frozen=True)
+class PullFailure:
+    """A container whose image pull fails in a way that does not heal by itself."""
+
+    # The kubelet's words (the waiting message: containerd's error).
+    error: str
+    # When its pod started (``status.startTime``); None when the kubelet did not say.
+    since: datetime | None
 
 
 @dataclass(frozen=True)
@@ -47,6 +93,8 @@ class Readiness:
     # A container of the workload's pods is waiting in CrashLoopBackOff (the kubelet backs
     # off restarting it).
     backing_off: bool = False
+    # A container of the workload's pods cannot have its image, for good (``pull_failure``).
+    pull_failure: PullFailure | None = None
 
 
 def _container_statuses(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -72,6 +120,49 @@ def backing_off(pods: Sequence[Mapping[str, Any]]) -> bool:
         ((s.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
         for s in _container_statuses(pods)
     )
+
+
+def permanent_pull_error(reason: str, message: str) -> bool:
+    """Whether a container waiting with ``reason`` and the kubelet's ``message`` cannot have its
+    image until someone changes something: the image or tag does not exist, or the registry
+    refuses the node's credentials. Rate limits (429 toomanyrequests), timeouts and registries
+    that do not answer heal by themselves, and so does anything not recognised."""
+    if reason == "InvalidImageName":
+        return True
+    if reason not in _PULL_WAITING:
+        return False
+    return not _TRANSIENT_PULL.search(message) and bool(_PERMANENT_PULL.search(message))
+
+
+def _started(pod: Mapping[str, Any]) -> datetime | None:
+    raw = (pod.get("status") or {}).get("startTime")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def pull_failure(pods: Sequence[Mapping[str, Any]]) -> PullFailure | None:
+    """The permanent pull error of a container of ``pods``, from the pod that started first
+    (its start bounds how long the error has lasted), or None."""
+    found = []
+    for pod in pods:
+        for s in _container_statuses([pod]):
+            waiting = (s.get("state") or {}).get("waiting") or {}
+            reason, message = str(waiting.get("reason") or ""), str(waiting.get("message") or "")
+            if permanent_pull_error(reason, message):
+                found.append(PullFailure(error=message or reason, since=_started(pod)))
+                break
+    return min(found, key=lambda f: (f.since is None, f.since or datetime.min), default=None)
+
+
+def unpullable(error: str, since: datetime | None, now: datetime) -> bool:
+    """Whether a workload whose pods report the permanent pull ``error`` (``pull_failure``),
+    in a pod started at ``since``, is failed ``now``: once ``PULL_FAILURE_AFTER`` has passed,
+    not at the progress deadline. Without a start time nothing is known to have been retried."""
+    return bool(error) and since is not None and now - since >= PULL_FAILURE_AFTER
 
 
 def is_workload(api_version: str, kind: str) -> bool:
@@ -246,4 +337,5 @@ def evaluate(
         reported,
         most_restarts(pods),
         backing_off(pods),
+        pull_failure(pods),
     )

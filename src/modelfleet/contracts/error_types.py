@@ -46,6 +46,7 @@ STACK_SOURCE_UNAVAILABLE: Final = "StackSourceUnavailable"
 # Not ready when the progress deadline passed (permanent).
 READINESS_DEADLINE_EXCEEDED: Final = "ReadinessDeadlineExceeded"
 CRASH_LOOP_BEFORE_READY: Final = "CrashLoopBeforeReady"
+IMAGE_PULL_FAILED: Final = "ImagePullFailed"
 # Not ready yet, before the deadline: a benign retry, the poll interval of kube.poll_ready.
 NOT_READY_YET: Final = "NotReadyYet"
 

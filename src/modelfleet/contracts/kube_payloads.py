@@ -83,7 +83,8 @@ class WaitReadyRequest(WireModel):
     # Absolute, so a retried activity (worker crash) keeps the original deadline.
     deadline: datetime
     # A workload whose container restarted this many times in CrashLoopBackOff is not waited
-    # for until the deadline: the wait fails at once (0: never).
+    # for until the deadline: the wait fails at once (0: never, and then neither does an image
+    # that cannot be pulled for good).
     crash_loop_restarts: int = 0
 
 
@@ -97,6 +98,10 @@ class ReadyResult(WireModel):
     restarts: int = 0
     # A container of its pods waits in CrashLoopBackOff (explained checks only).
     backing_off: bool = False
+    # A container of its pods cannot have its image, for good (the kubelet's words), and when
+    # that pod started (explained checks only; "" and None otherwise).
+    pull_error: str = ""
+    pull_since: datetime | None = None
 
 
 class KubeconfigRef(WireModel):

@@ -35,10 +35,13 @@ Per-image faults (``image_faults``: an fnmatch glob over container image referen
 whatever deployment runs it, so a user can ``apply`` a deployment with a bad image and watch:
 ``reject_args`` (the engine exits at start with argparse's error), ``crash_after_seconds`` (it
 crashes that long after each start; minutes make a slow crasher), ``ttft_factor`` (its time to
-first token is that many times the engine's) and ``error_rate_5xx`` (that
-share of its completions answer 500). The kubelet reads the first two when a container starts;
-the serving plane reads the error rate and the TTFT factor on every request, so clearing them
-heals running engines.
+first token is that many times the engine's), ``error_rate_5xx`` (that share of its completions
+answer 500) and ``pull_error`` (the image cannot be pulled: the kubelet alternates
+``ErrImagePull`` and ``ImagePullBackOff`` with its growing back-off, in containerd's words for a
+missing image, a registry refusing the credentials, a rate limit or a registry that does not
+answer). The kubelet reads the first two when a container starts and the pull error when a pod
+starts; the serving plane reads the error rate and the TTFT factor on every request, so clearing
+them heals running engines.
 
 ``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
 matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
@@ -91,6 +94,9 @@ Verb = Literal[
 DarkMode = Literal["hang", "reset"]
 
 
+PullError = Literal["not-found", "unauthorized", "rate-limited", "timeout"]
+
+
 class ImageFault(BaseModel):
     """How an engine started from a matching image misbehaves."""
 
@@ -107,6 +113,10 @@ class ImageFault(BaseModel):
     # Every completion's time to first token is this many times the engine's (a slow image:
     # a regression in prefill); its TTFT histogram shows it.
     ttft_factor: float = Field(default=1.0, ge=1.0, le=10_000.0)
+    # The image cannot be pulled: not in the registry, refused to the node's credentials,
+    # rate-limited (429 toomanyrequests) or the registry does not answer (i/o timeout). The
+    # first two never heal by themselves; the last two do once the registry recovers.
+    pull_error: PullError | None = None
 
 
 class FaultConfig(BaseModel):

@@ -52,7 +52,7 @@ API = {
     "storageclass": ("storage.k8s.io/v1", "StorageClass"),
 }
 
-PodAction = Literal["ready", "crash", "restart"]
+PodAction = Literal["ready", "crash", "restart", "pull", "pull_back_off"]
 Key = tuple[str, ...]
 
 

@@ -1,8 +1,9 @@
 """The kubelet of a simulated cluster: a bound pod starts (its containers creating), becomes
 Ready after a start-up delay, and, under the workload faults of :mod:`.workload_faults`, stays
-pulling its image forever, crash-loops with the kubelet's back-off, exits at start because its
-image rejects its arguments, or (an image that crashes after some time) serves again after each
-restart until its next crash.
+pulling its image forever, fails to pull it (``ErrImagePull``, then ``ImagePullBackOff`` until
+its next attempt, with the crash-loop back-off's timing), crash-loops with the kubelet's
+back-off, exits at start because its image rejects its arguments, or (an image that crashes
+after some time) serves again after each restart until its next crash.
 
 Development/test emulator only: product code never imports ``modelfleet.sim``. Writes pod status
 through the cluster's store and schedules the next step on the loop's timers (through
@@ -23,6 +24,7 @@ from modelfleet.sim.controllers.context import ClusterContext, PodAction, meta_o
 from modelfleet.sim.controllers.events import EventType
 from modelfleet.sim.controllers.pod_status import (
     crash_loop_status,
+    pull_failed_status,
     ready_status,
     restarted_status,
     starting_status,
@@ -31,6 +33,10 @@ from modelfleet.sim.controllers.pod_status import (
 __all__ = ["DEFAULT_IMAGE_STARTUP", "KUBELET", "STARTUP_ANNOTATION", "Kubelet", "StartupPolicy"]
 
 KUBELET = "kubelet"
+# A pull the registry refuses fails within a second; the kubelet's next sync of the pod, a moment
+# later, reports the back-off.
+PULL_ATTEMPT_SECONDS = 0.5
+PULL_SYNC_SECONDS = 1.0
 STARTUP_ANNOTATION = "sim.modelfleet.dev/startup-seconds"
 # Rough times from pod start to a passing readiness probe on warm nodes (image cached, weights
 # on local disk for small models). Any image not listed takes ``fallback_seconds``.
@@ -108,6 +114,8 @@ class Kubelet:
         self.startup = startup
         self._pod_prefix = pod_cidr_prefix
         self._ip_counter = 0
+        # Failed pulls so far per pod uid (the kubelet's image back-off per pod and image).
+        self._pulls_failed: dict[str, int] = {}
 
     async def pod_bound(self, pod: Mapping[str, Any], node: str, extra: Mapping[str, Any]) -> None:
         """``pod`` was just bound to ``node``: report it starting (``extra`` adds status fields,
@@ -116,22 +124,22 @@ class Kubelet:
         stuck = workload_faults.never_ready(ctx.faults(), ctx.workload_of(pod))
         status = {**starting_status(pod, node, now_rfc3339(), pulling_forever=stuck), **extra}
         await self._write(pod, status)
-        for container in _containers(pod):
-            image = container.get("image", "")
+        unpullable = workload_faults.pull_error(ctx.faults(), pod)
+        for number, container in enumerate(_containers(pod)):
+            image = str(container.get("image", ""))
             await self._event(pod, container, "Normal", "Pulling", f'Pulling image "{image}"')
             if stuck:
-                await self._event(
-                    pod,
-                    container,
-                    "Warning",
-                    "Failed",
-                    f'Failed to pull image "{image}": rpc error: code = NotFound '
-                    f"desc = failed to pull and unpack image: not found",
-                )
-                await self._event(
-                    pod, container, "Normal", "BackOff", f'Back-off pulling image "{image}"'
-                )
+                error = workload_faults.pull_error_message("timeout", image)
+                await self._pull_failed_events(pod, container, error)
+                await self._back_off_events(pod, container)
+            if unpullable is not None and number == 0:
+                break  # the kubelet pulls the others after the engine's image
         if stuck:
+            return
+        if unpullable is not None:
+            # A pull fails in well under a second (the registry answers at once), and is not
+            # pending work: it goes on failing with the back-off for as long as the pod lives.
+            ctx.set_timer(pod, PULL_ATTEMPT_SECONDS, "pull", settling=False)
             return
         fault = workload_faults.engine_fault(ctx.faults(), pod)
         if workload_faults.rejected_args(fault, pod):
@@ -158,8 +166,12 @@ class Kubelet:
         """A pod timer fired: become Ready, crash, or restart and crash again."""
         pod = self._ctx.peek("pod", namespace, name)
         if pod is None or meta_of(pod).get("uid") != uid or meta_of(pod).get("deletionTimestamp"):
+            self._pulls_failed.pop(uid, None)
             return
         first = self.startup.crash_backoff_seconds
+        if action in ("pull", "pull_back_off"):
+            await self._pull(pod, action, first)
+            return
         restarts = _restarts(pod) + 1
         backoff = workload_faults.restart_backoff(first, restarts)
         if action == "ready":
@@ -170,6 +182,47 @@ class Kubelet:
             await self._restart(pod)
         else:
             await self._crash(pod, restarts=restarts, backoff=backoff)
+
+    async def _pull(self, pod: Mapping[str, Any], action: PodAction, first: float) -> None:
+        """An attempt to pull the engine's image fails (``ErrImagePull``); a moment later the
+        kubelet's next sync finds it backing off (``ImagePullBackOff``) until the next attempt,
+        the back-off doubling per failure up to five minutes."""
+        containers = _containers(pod)
+        kind = workload_faults.pull_error(self._ctx.faults(), pod)
+        if not containers or kind is None:
+            return  # the fault was cleared: the pod stays as it is, as a real one would
+        engine = containers[0]
+        image = str(engine.get("image", ""))
+        error = workload_faults.pull_error_message(kind, image)
+        uid = str(meta_of(pod).get("uid"))
+        now = now_rfc3339()
+        if action == "pull":
+            failed = self._pulls_failed[uid] = self._pulls_failed.get(uid, 0) + 1
+            if failed > 1:
+                await self._event(pod, engine, "Normal", "Pulling", f'Pulling image "{image}"')
+            await self._write(pod, pull_failed_status(pod, backing_off=False, error=error, now=now))
+            await self._pull_failed_events(pod, engine, error)
+            self._ctx.set_timer(pod, PULL_SYNC_SECONDS, "pull_back_off", settling=False)
+            return
+        failed = self._pulls_failed.get(uid, 1)
+        await self._write(pod, pull_failed_status(pod, backing_off=True, error=error, now=now))
+        await self._back_off_events(pod, engine)
+        wait = workload_faults.restart_backoff(first, failed) - PULL_SYNC_SECONDS
+        self._ctx.set_timer(pod, max(PULL_ATTEMPT_SECONDS, wait), "pull", settling=False)
+
+    async def _pull_failed_events(
+        self, pod: Mapping[str, Any], container: Mapping[str, Any], error: str
+    ) -> None:
+        image = container.get("image", "")
+        await self._event(
+            pod, container, "Warning", "Failed", f'Failed to pull image "{image}": {error}'
+        )
+        await self._event(pod, container, "Warning", "Failed", "Error: ErrImagePull")
+
+    async def _back_off_events(self, pod: Mapping[str, Any], container: Mapping[str, Any]) -> None:
+        image = container.get("image", "")
+        await self._event(pod, container, "Normal", "BackOff", f'Back-off pulling image "{image}"')
+        await self._event(pod, container, "Warning", "Failed", "Error: ImagePullBackOff")
 
     async def _event(
         self,

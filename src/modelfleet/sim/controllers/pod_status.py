@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelfleet.sim.controllers.object_helpers import condition, merge_conditions, stable_digest
+from modelfleet.sim.controllers.workload_faults import pull_error_message
 
 __all__ = [
+    "back_off_message",
     "crash_loop_status",
     "node_ip",
+    "pull_failed_status",
     "ready_status",
     "restarted_status",
     "starting_status",
@@ -81,22 +84,57 @@ def _conditions(
     )
 
 
+def back_off_message(image: str, error: str) -> str:
+    """The kubelet's ``ImagePullBackOff`` message: since Kubernetes 1.32 it carries the error of
+    the pull that failed last."""
+    return f'Back-off pulling image "{image}": ErrImagePull: {error}'
+
+
 def starting_status(
     pod: Mapping[str, Any], node: str, now: str, *, pulling_forever: bool
 ) -> dict[str, Any]:
     """Bound to ``node`` and starting: containers creating, or (the never-ready fault) stuck in
-    ``ImagePullBackOff``."""
+    ``ImagePullBackOff``, their registry not answering."""
+
+    def waiting(c: Mapping[str, Any]) -> dict[str, Any]:
+        if not pulling_forever:
+            return _waiting(c, "ContainerCreating", "")
+        image = str(c.get("image", ""))
+        error = pull_error_message("timeout", image)
+        return _waiting(c, "ImagePullBackOff", back_off_message(image, error))
+
     return {
         "phase": "Pending",
         "conditions": _conditions(pod, now, ready=False, not_ready=_not_ready(pod)),
         "hostIP": node_ip(node),
         "startTime": now,
+        "containerStatuses": [waiting(c) for c in _containers(pod)],
+    }
+
+
+def pull_failed_status(
+    pod: Mapping[str, Any], *, backing_off: bool, error: str, now: str
+) -> dict[str, Any]:
+    """The engine's image could not be pulled (``error``, containerd's words): ``ErrImagePull``
+    right after a failed attempt, ``ImagePullBackOff`` while the kubelet waits to try again.
+    The other containers wait to be created."""
+    containers = _containers(pod)
+    first = containers[0] if containers else {}
+    image = str(first.get("image", ""))
+    engine = (
+        _waiting(first, "ImagePullBackOff", back_off_message(image, error))
+        if backing_off
+        else _waiting(first, "ErrImagePull", error)
+    )
+    return {
+        "phase": "Pending",
+        "conditions": _conditions(pod, now, ready=False, not_ready=_not_ready(pod)),
         "containerStatuses": [
-            _waiting(c, "ImagePullBackOff", f'Back-off pulling image "{c.get("image", "")}"')
-            if pulling_forever
-            else _waiting(c, "ContainerCreating", "")
-            for c in _containers(pod)
-        ],
+            engine,
+            *[_waiting(c, "ContainerCreating", "") for c in containers[1:]],
+        ]
+        if containers
+        else [],
     }
 
 

@@ -1,6 +1,7 @@
-"""Workload faults in a simulated cluster: which pods never become ready, which crash after
-becoming ready, which engines reject their arguments at start, and how the kubelet's restart
-back-off grows. The settings come from the cluster's :class:`~modelfleet.sim.faults.FaultConfig`
+"""Workload faults in a simulated cluster: which pods never become ready, which images cannot be
+pulled (and containerd's words for why), which crash after becoming ready, which engines reject
+their arguments at start, and how the kubelet's restart back-off grows. The settings come from
+the cluster's :class:`~modelfleet.sim.faults.FaultConfig`
 (``never_ready``, ``crash_after_ready``, ``crash_after_ready_seconds``, and per image
 ``image_faults``); :mod:`.kubelet` acts on these decisions.
 
@@ -17,7 +18,7 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from modelfleet.sim.faults import FaultConfig, ImageFault
+from modelfleet.sim.faults import FaultConfig, ImageFault, PullError
 
 __all__ = [
     "ARGPARSE_EXIT_CODE",
@@ -26,6 +27,8 @@ __all__ = [
     "crash_delay",
     "engine_fault",
     "never_ready",
+    "pull_error",
+    "pull_error_message",
     "rejected_args",
     "restart_backoff",
     "runs_again",
@@ -77,8 +80,56 @@ def runs_again(fault: ImageFault | None, pod: Mapping[str, Any]) -> bool:
 
 
 def never_ready(faults: FaultConfig, workload: tuple[str, str]) -> bool:
-    """The workload's pods stay in ``ImagePullBackOff`` (bound, never started)."""
+    """The workload's pods stay in ``ImagePullBackOff`` (bound, never started), their registry
+    not answering: a pull error that may heal, so nothing but a deadline gives up on it."""
     return faults.workload_never_ready(*workload)
+
+
+def pull_error(faults: FaultConfig, pod: Mapping[str, Any]) -> PullError | None:
+    """Why the pod's engine image cannot be pulled (its image's ``pull_error``), or None."""
+    fault = engine_fault(faults, pod)
+    return fault.pull_error if fault is not None else None
+
+
+def _reference(image: str) -> str:
+    """``image`` as containerd resolves it: Docker Hub names in full, ``latest`` if untagged."""
+    first, _, rest = image.partition("/")
+    if not rest or not ("." in first or ":" in first or first == "localhost"):
+        image = f"docker.io/{image if rest else f'library/{image}'}"
+    last = image.rsplit("/", 1)[-1]
+    return image if ":" in last or "@" in last else f"{image}:latest"
+
+
+def pull_error_message(kind: PullError, image: str) -> str:
+    """containerd's error for a failed pull of ``image``, as the kubelet passes it on (the
+    ``ErrImagePull`` waiting message and the ``Failed to pull image`` event)."""
+    ref = _reference(image)
+    host, _, path = ref.partition("/")
+    repo = path.rsplit(":", 1)[0].split("@", 1)[0]
+    head = f'failed to pull and unpack image "{ref}"'
+    resolve = f'failed to resolve reference "{ref}"'
+    registry = "registry-1.docker.io" if host == "docker.io" else host
+    if kind == "not-found":
+        return f"rpc error: code = NotFound desc = {head}: {resolve}: {ref}: not found"
+    if kind == "unauthorized":
+        return (
+            f"rpc error: code = Unknown desc = {head}: {resolve}: pull access denied, "
+            "repository does not exist or may require authorization: server message: "
+            "insufficient_scope: authorization failed"
+        )
+    if kind == "rate-limited":
+        return (
+            f"rpc error: code = Unknown desc = {head}: failed to copy: httpReadSeeker: failed "
+            f"open: unexpected status code https://{registry}/v2/{repo}/manifests/"
+            f"{ref.rsplit(':', 1)[-1]}: 429 Too Many Requests - Server message: "
+            "toomanyrequests: You have reached your unauthenticated pull rate limit. "
+            "https://www.docker.com/increase-rate-limit"
+        )
+    return (
+        f"rpc error: code = DeadlineExceeded desc = {head}: {resolve}: failed to do request: "
+        f'Head "https://{registry}/v2/{repo}/manifests/{ref.rsplit(":", 1)[-1]}": '
+        "dial tcp 52.1.184.176:443: i/o timeout"
+    )
 
 
 def crash_delay(
