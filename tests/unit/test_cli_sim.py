@@ -172,6 +172,7 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
             "crash_after_seconds": None,
             "reject_args": ["--x*"],
             "ttft_factor": 1.0,
+            "pull_error": None,
         }
     }
     slow = ["--image", "vllm/*:slow", "--image-slower", "50"]
@@ -183,6 +184,10 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
         result = runner.invoke(app, ["sim", "faults", "l4-dev", *healed, *state])
         assert result.exit_code == 0, result.output
     assert json.loads(result.output)["image_faults"] == {}
+    typo = ["--image", "vllm/*:typo", "--image-pull-error", "not-found"]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *typo, *state])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["image_faults"]["vllm/*:typo"]["pull_error"] == "not-found"
 
     result = runner.invoke(app, ["sim", "faults", "no-such-cluster", "--dark", *state])
     assert result.exit_code == 1

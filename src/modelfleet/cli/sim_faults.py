@@ -14,6 +14,7 @@ import contextlib
 import json
 import urllib.error
 import urllib.request
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +30,16 @@ from modelfleet.cli.sim_cloud_faults import (
     admin_url,
     fault_body,
 )
+
+
+class PullErrorKind(StrEnum):
+    """Why an image cannot be pulled (the simulator's ``ImageFault.pull_error``)."""
+
+    NOT_FOUND = "not-found"
+    UNAUTHORIZED = "unauthorized"
+    RATE_LIMITED = "rate-limited"
+    TIMEOUT = "timeout"
+
 
 STATE_FILE = "sim.json"
 DEFAULT_STATE_DIR = Path(".modelfleet/sim")
@@ -76,6 +87,7 @@ def image_fault_change(
     crash_after: float | None,
     reject_args: list[str] | None,
     *,
+    pull_error: str | None = None,
     heal: bool = False,
     ttft_factor: float | None = None,
 ) -> dict[str, Any] | None:
@@ -86,6 +98,7 @@ def image_fault_change(
         or crash_after is not None
         or reject_args is not None
         or ttft_factor is not None
+        or pull_error is not None
     )
     if image is None:
         if given or heal:
@@ -98,12 +111,13 @@ def image_fault_change(
     if not given:
         raise UsageError(
             "--image needs --image-error-rate, --image-crash-after, --image-reject-args, "
-            "--image-slower or --image-heal"
+            "--image-slower, --image-pull-error or --image-heal"
         )
     fault: dict[str, Any] = {
         "error_rate_5xx": error_rate or 0.0,
         "crash_after_seconds": crash_after,
         "reject_args": list(reject_args or []),
+        "pull_error": pull_error,
     }
     if ttft_factor is not None:
         fault["ttft_factor"] = ttft_factor
@@ -261,6 +275,14 @@ def faults(
             "recognise: they exit at start with argparse's error. Repeatable.",
         ),
     ] = None,
+    image_pull_error: Annotated[
+        PullErrorKind | None,
+        typer.Option(
+            "--image-pull-error",
+            help="With --image: the image cannot be pulled (ErrImagePull/ImagePullBackOff): "
+            "not-found or unauthorized never heal, rate-limited (429) or timeout do.",
+        ),
+    ] = None,
     image_heal: Annotated[
         bool,
         typer.Option("--image-heal", help="With --image: remove that image's fault."),
@@ -346,6 +368,7 @@ def faults(
         image_error_rate,
         image_crash_after,
         image_reject_args,
+        pull_error=image_pull_error.value if image_pull_error else None,
         heal=image_heal,
         ttft_factor=image_slower,
     )
