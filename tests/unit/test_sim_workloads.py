@@ -404,6 +404,28 @@ def test_an_image_that_cannot_be_pulled_alternates_err_image_pull_and_back_off(
             e for e in events if e.get("message") == f'Failed to pull image "{image}": {error}'
         ]
         assert failed, [e.get("message") for e in events]
+        # Pushed at last (the fault cleared): the next pull succeeds and the engine starts.
+        fleet.call(fleet.target.update_faults, "l4-dev", {"image_faults": {image: None}})
+
+        async def started(store: ClusterStore) -> bool:
+            return any(
+                p["metadata"]["name"].startswith(rule.name)
+                and any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in p.get("status", {}).get("conditions", [])
+                )
+                for p in await store.list("v1", "Pod", namespace=rule.namespace)
+            )
+
+        _wait_until(fleet, "l4-dev", started, timeout=20)
+        assert "Successfully pulled image" in str(
+            [e.get("message") for e in kube.list("v1", "Event", rule.namespace)]
+        )
+        fleet.call(
+            fleet.target.update_faults,
+            "l4-dev",
+            {"image_faults": {"*:v0.23.0-busy": {"pull_error": "rate-limited"}}},
+        )
         # A rate limit heals by itself: the same cycle, no permanent failure read from it.
         busy = _l4_replica(name="busy-5ab63", image="vllm/vllm-openai:v0.23.0-busy")
         _apply(kube, busy)

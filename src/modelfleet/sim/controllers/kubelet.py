@@ -141,6 +141,11 @@ class Kubelet:
             # pending work: it goes on failing with the back-off for as long as the pod lives.
             ctx.set_timer(pod, PULL_ATTEMPT_SECONDS, "pull", settling=False)
             return
+        self._run(pod)
+
+    def _run(self, pod: Mapping[str, Any]) -> None:
+        """The images are there: time the engine's start (Ready, or its exit at start)."""
+        ctx = self._ctx
         fault = workload_faults.engine_fault(ctx.faults(), pod)
         if workload_faults.rejected_args(fault, pod):
             # The engine parses its command line first and exits: it is never Ready.
@@ -189,9 +194,19 @@ class Kubelet:
         the back-off doubling per failure up to five minutes."""
         containers = _containers(pod)
         kind = workload_faults.pull_error(self._ctx.faults(), pod)
-        if not containers or kind is None:
-            return  # the fault was cleared: the pod stays as it is, as a real one would
+        if not containers:
+            return
         engine = containers[0]
+        if kind is None:
+            # The registry serves it now (the fault was cleared): the next attempt succeeds.
+            if action == "pull":
+                self._pulls_failed.pop(str(meta_of(pod).get("uid")), None)
+                image = engine.get("image", "")
+                await self._event(pod, engine, "Normal", "Pulling", f'Pulling image "{image}"')
+                self._run(pod)
+            else:
+                self._ctx.set_timer(pod, PULL_ATTEMPT_SECONDS, "pull", settling=False)
+            return
         image = str(engine.get("image", ""))
         error = workload_faults.pull_error_message(kind, image)
         uid = str(meta_of(pod).get("uid"))
