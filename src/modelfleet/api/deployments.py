@@ -255,7 +255,8 @@ class Strategy(Model):
     max_error_percent: int = Field(default=5, ge=0, le=100)
     # A replacement whose engine container restarts this many times in CrashLoopBackOff before
     # it was ever Ready fails at once (arguments the engine rejects, a broken image), not at
-    # its progress deadline; 0 waits for the deadline.
+    # its progress deadline; so does one whose image cannot be pulled for good (not found,
+    # access refused) once the kubelet has retried the pull. 0 waits for the deadline for both.
     crash_loop_restarts: int = Field(default=2, ge=0, le=100)
     # Fleet: a surge that finds no room on the home clusters (``homeSelector``) is placed on
     # any other cluster ``clusterSelector`` allows that fits (borrowed), and moves back home by
