@@ -173,12 +173,17 @@ def test_sim_faults_patches_the_running_sim(sim: SimProcess) -> None:
             "reject_args": ["--x*"],
             "ttft_factor": 1.0,
             "pull_error": None,
+            "tpot_factor": 1.0,
         }
     }
     slow = ["--image", "vllm/*:slow", "--image-slower", "50"]
     result = runner.invoke(app, ["sim", "faults", "l4-dev", *slow, *state])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["image_faults"]["vllm/*:slow"]["ttft_factor"] == 50.0
+    slow = ["--image", "vllm/*:slow", "--image-slower-decode", "30"]
+    result = runner.invoke(app, ["sim", "faults", "l4-dev", *slow, *state])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["image_faults"]["vllm/*:slow"]["tpot_factor"] == 30.0
     for glob in ("vllm/*:slow", "vllm/*:bad"):
         healed = ["--image", glob, "--image-heal"]
         result = runner.invoke(app, ["sim", "faults", "l4-dev", *healed, *state])

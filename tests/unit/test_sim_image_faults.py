@@ -27,7 +27,7 @@ from modelfleet.sim.controllers import engine_logs, workload_faults
 from modelfleet.sim.controllers.kubelet import StartupPolicy
 from modelfleet.sim.faults import FaultConfig, ImageFault
 from modelfleet.sim.loop_thread import LoopThread
-from modelfleet.sim.serving.engine import TTFT_BUCKETS, EngineProfile, EngineState
+from modelfleet.sim.serving.engine import TPOT_BUCKETS, TTFT_BUCKETS, EngineProfile, EngineState
 from modelfleet.sim.serving.openai_api import fails, handle_engine
 from modelfleet.sim.simulated_fleet import SimulatedFleet
 
@@ -251,3 +251,44 @@ async def test_a_slow_image_multiplies_its_time_to_first_token() -> None:
     plain = await served(1)
     assert plain.ttft_count == 3
     assert plain.ttft_sum >= 3 * 0.01
+
+
+async def test_a_slow_decoding_image_multiplies_its_time_per_output_token() -> None:
+    assert ImageFault().tpot_factor == 1.0
+    with pytest.raises(ValidationError):
+        ImageFault(tpot_factor=0.5)
+    faults = FaultConfig(image_faults={"vllm/*:slow": ImageFault(tpot_factor=20)})
+    fault = faults.image_fault("vllm/vllm-openai:slow")
+    assert fault is not None
+    assert (fault.tpot_factor, fault.ttft_factor) == (20, 1.0)
+
+    async def served(slower_decode: float) -> EngineState:
+        # 1,000 tokens/s: 1 ms between tokens, 20 ms with the fault.
+        engine = EngineState(model="m", pod="p", profile=EngineProfile(tokens_per_second=1000))
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await handle_engine(request, engine, slower_decode=slower_decode)
+
+        app = web.Application()
+        app.router.add_post("/v1/completions", handler)
+        async with TestClient(TestServer(app)) as client:
+            for stream in (False, True):
+                body = {"model": "m", "prompt": "hi", "max_tokens": 4, "stream": stream}
+                response = await client.post("/v1/completions", json=body)
+                assert response.status == 200
+                await response.read()
+        return engine
+
+    slow = await served(20)
+    # Two requests of 4 tokens: 3 gaps each, every one at least 20 ms, none in the buckets up
+    # to 10 ms, and the histogram the engine exports says so.
+    assert slow.tpot_count == 6
+    assert slow.tpot_counts[TPOT_BUCKETS.index(0.01)] == 0
+    assert slow.tpot_sum >= 6 * 0.02
+    text = slow.metrics_text()
+    assert 'vllm:time_per_output_token_seconds_bucket{le="0.01",model_name="m"} 0.0' in text
+    assert 'vllm:time_per_output_token_seconds_bucket{le="+Inf",model_name="m"} 6.0' in text
+    assert 'vllm:time_per_output_token_seconds_count{model_name="m"} 6.0' in text
+    plain = await served(1)
+    assert plain.tpot_count == 6
+    assert 6 * 0.001 <= plain.tpot_sum < slow.tpot_sum

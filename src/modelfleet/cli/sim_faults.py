@@ -90,6 +90,7 @@ def image_fault_change(
     pull_error: str | None = None,
     heal: bool = False,
     ttft_factor: float | None = None,
+    tpot_factor: float | None = None,
 ) -> dict[str, Any] | None:
     """The ``image_faults`` merge patch the ``--image*`` options ask for (None: none given);
     the image's fault replaces any it had, ``heal`` removes it."""
@@ -99,6 +100,7 @@ def image_fault_change(
         or reject_args is not None
         or ttft_factor is not None
         or pull_error is not None
+        or tpot_factor is not None
     )
     if image is None:
         if given or heal:
@@ -111,7 +113,7 @@ def image_fault_change(
     if not given:
         raise UsageError(
             "--image needs --image-error-rate, --image-crash-after, --image-reject-args, "
-            "--image-slower, --image-pull-error or --image-heal"
+            "--image-slower, --image-slower-decode, --image-pull-error or --image-heal"
         )
     fault: dict[str, Any] = {
         "error_rate_5xx": error_rate or 0.0,
@@ -121,6 +123,8 @@ def image_fault_change(
     }
     if ttft_factor is not None:
         fault["ttft_factor"] = ttft_factor
+    if tpot_factor is not None:
+        fault["tpot_factor"] = tpot_factor
     return {image: fault}
 
 
@@ -258,6 +262,16 @@ def faults(
             help="With --image: its engines' time to first token is this many times longer.",
         ),
     ] = None,
+    image_slower_decode: Annotated[
+        float | None,
+        typer.Option(
+            "--image-slower-decode",
+            min=1.0,
+            max=10_000.0,
+            help="With --image: the time between its engines' output tokens is this many "
+            "times longer.",
+        ),
+    ] = None,
     image_crash_after: Annotated[
         float | None,
         typer.Option(
@@ -371,6 +385,7 @@ def faults(
         pull_error=image_pull_error.value if image_pull_error else None,
         heal=image_heal,
         ttft_factor=image_slower,
+        tpot_factor=image_slower_decode,
     )
     found = _find_state_dir(state_dir)
     state = _read_state(found)

@@ -35,13 +35,14 @@ Per-image faults (``image_faults``: an fnmatch glob over container image referen
 whatever deployment runs it, so a user can ``apply`` a deployment with a bad image and watch:
 ``reject_args`` (the engine exits at start with argparse's error), ``crash_after_seconds`` (it
 crashes that long after each start; minutes make a slow crasher), ``ttft_factor`` (its time to
-first token is that many times the engine's), ``error_rate_5xx`` (that share of its completions
+first token is that many times the engine's), ``tpot_factor`` (the time between its output
+tokens is that many times the engine's), ``error_rate_5xx`` (that share of its completions
 answer 500) and ``pull_error`` (the image cannot be pulled: the kubelet alternates
 ``ErrImagePull`` and ``ImagePullBackOff`` with its growing back-off, in containerd's words for a
 missing image, a registry refusing the credentials, a rate limit or a registry that does not
 answer). The kubelet reads the first two when a container starts and the pull error when a pod
-starts; the serving plane reads the error rate and the TTFT factor on every request, so clearing
-them heals running engines.
+starts; the serving plane reads the error rate and the two factors on every request, so
+clearing them heals running engines.
 
 ``deny_access`` makes ``SelfSubjectAccessReview`` (``kubectl auth can-i``) answer "no" for the
 matching ``"VERB RESOURCE"`` globs (``"delete pods"``, ``"* secrets"``, ``"create
@@ -117,6 +118,9 @@ class ImageFault(BaseModel):
     # rate-limited (429 toomanyrequests) or the registry does not answer (i/o timeout). The
     # first two never heal by themselves; the last two do once the registry recovers.
     pull_error: PullError | None = None
+    # The time between a completion's output tokens is this many times the engine's (a
+    # regression in decoding); its time-per-output-token histogram shows it.
+    tpot_factor: float = Field(default=1.0, ge=1.0, le=10_000.0)
 
 
 class FaultConfig(BaseModel):

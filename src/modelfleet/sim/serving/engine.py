@@ -13,10 +13,23 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["TTFT_BUCKETS", "EngineProfile", "EngineState", "count_tokens", "synthetic_tokens"]
+__all__ = [
+    "TPOT_BUCKETS",
+    "TTFT_BUCKETS",
+    "EngineProfile",
+    "EngineState",
+    "count_tokens",
+    "synthetic_tokens",
+]
 
 # vLLM's time-to-first-token histogram buckets (seconds).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0)
+# vLLM's time-per-output-token (inter-token latency) histogram buckets (seconds), led by finer
+# ones: the simulated engines decode in well under vLLM's first bound (10 ms).
+TPOT_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+    0.75, 1.0, 2.5,
+)  # fmt: skip
 _VOCAB = (
     "the", "fleet", "serves", "tokens", "from", "a", "simulated", "engine", "on", "every",
     "cluster", "with", "weights", "and", "health", "model", "replica", "gateway", "route", "ok",
@@ -77,6 +90,9 @@ class EngineState:
     ttft_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS))
     ttft_sum: float = 0.0
     ttft_count: int = 0
+    tpot_counts: list[int] = field(default_factory=lambda: [0] * len(TPOT_BUCKETS))
+    tpot_sum: float = 0.0
+    tpot_count: int = 0
     # HTTP answers by (handler, method, status class "2xx"/"4xx"/"5xx"), as vLLM's API server
     # counts them (prometheus-fastapi-instrumentator's ``http_requests_total``).
     http_answers: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -119,6 +135,14 @@ class EngineState:
         for i, bound in enumerate(TTFT_BUCKETS):
             if seconds <= bound:
                 self.ttft_counts[i] += 1
+
+    def observe_tpot(self, seconds: float, times: int = 1) -> None:
+        """``times`` output tokens after the first, each ``seconds`` after the one before."""
+        self.tpot_sum += seconds * times
+        self.tpot_count += times
+        for i, bound in enumerate(TPOT_BUCKETS):
+            if seconds <= bound:
+                self.tpot_counts[i] += times
 
     def finished(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.prompt_tokens_total += prompt_tokens
@@ -168,6 +192,19 @@ class EngineState:
             f"{float(self.ttft_count)}",
             f"vllm:time_to_first_token_seconds_count{{{label}}} {float(self.ttft_count)}",
             f"vllm:time_to_first_token_seconds_sum{{{label}}} {self.ttft_sum}",
+            "# HELP vllm:time_per_output_token_seconds Histogram of time per output token in "
+            "seconds.",
+            "# TYPE vllm:time_per_output_token_seconds histogram",
+        ]
+        for bound, count in zip(TPOT_BUCKETS, self.tpot_counts, strict=True):
+            lines.append(
+                f'vllm:time_per_output_token_seconds_bucket{{le="{bound}",{label}}} {float(count)}'
+            )
+        lines += [
+            f'vllm:time_per_output_token_seconds_bucket{{le="+Inf",{label}}} '
+            f"{float(self.tpot_count)}",
+            f"vllm:time_per_output_token_seconds_count{{{label}}} {float(self.tpot_count)}",
+            f"vllm:time_per_output_token_seconds_sum{{{label}}} {self.tpot_sum}",
             "# HELP http_requests_total Total number of requests by method, status and handler.",
             "# TYPE http_requests_total counter",
         ]

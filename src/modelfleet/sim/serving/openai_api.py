@@ -60,11 +60,17 @@ def fails(path: str, error_rate: float, draw: float) -> bool:
 
 
 async def handle_engine(
-    request: web.Request, engine: EngineState, *, fail: bool = False, slower: float = 1.0
+    request: web.Request,
+    engine: EngineState,
+    *,
+    fail: bool = False,
+    slower: float = 1.0,
+    slower_decode: float = 1.0,
 ) -> web.StreamResponse:
     """Answer one request; ``fail`` answers it 500 (an injected fault), ``slower`` multiplies
-    its time to first token (an image whose prefill is slow)."""
-    response = await _answer(request, engine, fail=fail, slower=slower)
+    its time to first token (an image whose prefill is slow), ``slower_decode`` the time
+    between its output tokens (an image whose decoding is slow)."""
+    response = await _answer(request, engine, fail=fail, slower=slower, slower_decode=slower_decode)
     if request.path != "/metrics":
         # Counted as vLLM's API server counts them (its own /metrics excluded).
         engine.answered(request.path, request.method, response.status)
@@ -72,7 +78,12 @@ async def handle_engine(
 
 
 async def _answer(
-    request: web.Request, engine: EngineState, *, fail: bool = False, slower: float = 1.0
+    request: web.Request,
+    engine: EngineState,
+    *,
+    fail: bool = False,
+    slower: float = 1.0,
+    slower_decode: float = 1.0,
 ) -> web.StreamResponse:
     path, method = request.path, request.method
     if fail:
@@ -102,13 +113,22 @@ async def _answer(
         if method != "POST":
             return _error(405, f"{method} not allowed on {path}", "BadRequestError")
         return await _generate(
-            request, engine, chat=path.endswith("chat/completions"), slower=slower
+            request,
+            engine,
+            chat=path.endswith("chat/completions"),
+            slower=slower,
+            slower_decode=slower_decode,
         )
     return _error(404, f"no route {method} {path}", "NotFoundError")
 
 
 async def _generate(
-    request: web.Request, engine: EngineState, *, chat: bool, slower: float = 1.0
+    request: web.Request,
+    engine: EngineState,
+    *,
+    chat: bool,
+    slower: float = 1.0,
+    slower_decode: float = 1.0,
 ) -> web.StreamResponse:
     try:
         body = await request.json()
@@ -142,8 +162,14 @@ async def _generate(
     async with engine.slot(prompt_tokens + len(tokens)):
         await asyncio.sleep(profile.time_to_first_token * slower)
         engine.observe_ttft(time.monotonic() - started)
+        per_token = slower_decode / profile.tokens_per_second
         if not body.get("stream"):
-            await asyncio.sleep((len(tokens) - 1) / profile.tokens_per_second)
+            if len(tokens) > 1:
+                # Decoded in one go: each token after the first took an equal share of it.
+                decoding = time.monotonic()
+                await asyncio.sleep((len(tokens) - 1) * per_token)
+                spent = time.monotonic() - decoding
+                engine.observe_tpot(spent / (len(tokens) - 1), len(tokens) - 1)
             engine.finished(prompt_tokens, len(tokens))
             return web.json_response(
                 _whole(ident, engine.model, tokens, usage, chat), headers=headers
@@ -153,9 +179,13 @@ async def _generate(
         )
         await response.prepare(request)
         created = int(time.time())
+        previous = time.monotonic()
         for i, token in enumerate(tokens):
             if i:
-                await asyncio.sleep(1 / profile.tokens_per_second)
+                await asyncio.sleep(per_token)
+                now = time.monotonic()
+                engine.observe_tpot(now - previous)
+                previous = now
             last = i == len(tokens) - 1
             chunk = _chunk(ident, engine.model, created, token, i == 0, last, chat)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())

@@ -306,7 +306,10 @@ class ServingPlane:
         rate = fault.error_rate_5xx if fault is not None else 0.0
         fail = rate > 0 and fails(request.path, rate, self._rng.random())
         slower = fault.ttft_factor if fault is not None else 1.0
-        return await handle_engine(request, engine, fail=fail, slower=slower)
+        slower_decode = fault.tpot_factor if fault is not None else 1.0
+        return await handle_engine(
+            request, engine, fail=fail, slower=slower, slower_decode=slower_decode
+        )
 
     def _outlier_metrics(self) -> str:
         """Envoy's outlier-detection and retry counters (cluster.<name>.outlier_detection.*,
