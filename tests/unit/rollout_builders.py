@@ -249,14 +249,19 @@ def fleet_with(state: DeploymentState, **slots: int) -> ToyFleet:
 BUCKETS = ("0.001", "0.005", "0.01", "0.02", "0.04", "0.1", "0.25", "0.5", "1.0", "+Inf")
 
 
-def canary_counts(requests: int, errors: int = 0, ttft: float = 0.003) -> EngineCounts:
+def canary_counts(
+    requests: int, errors: int = 0, ttft: float = 0.003, itl: float = 0.001
+) -> EngineCounts:
     """A window's counts: ``requests`` answered, ``errors`` of them 5xx, every other one with a
-    time to first token of ``ttft`` seconds."""
+    time to first token of ``ttft`` seconds and 7 more tokens each ``itl`` seconds apart."""
     observed = requests - errors
+
+    def histogram(seconds: float, count: int) -> dict[str, float]:
+        return {le: float(count if le == "+Inf" or seconds <= float(le) else 0) for le in BUCKETS}
+
     return EngineCounts(
-        ttft_buckets={
-            le: float(observed if le == "+Inf" or ttft <= float(le) else 0) for le in BUCKETS
-        },
+        ttft_buckets=histogram(ttft, observed),
+        itl_buckets=histogram(itl, 7 * observed),
         requests=requests,
         errors=errors,
     )

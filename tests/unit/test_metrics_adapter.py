@@ -14,6 +14,7 @@ from metrics_fakes import NS, TOKEN, Served, pod, serve, vllm_text, write_kubeco
 from modelfleet.adapters.metrics import (
     KubeMetricsReader,
     MetricsError,
+    itl_buckets,
     labelled_sum,
     parse_samples,
     prometheus_query,
@@ -211,9 +212,10 @@ async def test_replica_responses_sums_every_serving_pod_that_answers(served: Ser
             await reader.replica_responses(NS, "m")
 
 
-def _ttft(counts: list[int], model: str = "m") -> str:
+def _ttft(
+    counts: list[int], model: str = "m", name: str = "vllm:time_to_first_token_seconds"
+) -> str:
     bounds = ["0.005", "0.1", "1.0", "+Inf"]
-    name = "vllm:time_to_first_token_seconds"
     lines = [f"# TYPE {name} histogram"]
     lines += [
         f'{name}_bucket{{le="{le}",model_name="{model}"}} {float(n)}'
@@ -227,6 +229,11 @@ def test_ttft_buckets_sum_the_histogram_by_bound() -> None:
     text = _ttft([1, 5, 9, 10]) + _ttft([0, 0, 2, 2], model="other")
     assert ttft_buckets(text) == {"0.005": 1.0, "0.1": 5.0, "1.0": 11.0, "+Inf": 12.0}
     assert ttft_buckets("# TYPE vllm:num_requests_running gauge\n") == {}
+    # The inter-token histogram is another family: neither reads the other's.
+    itl = _ttft([4, 8, 8, 8], name="vllm:time_per_output_token_seconds")
+    assert itl_buckets(text + itl) == {"0.005": 4.0, "0.1": 8.0, "1.0": 8.0, "+Inf": 8.0}
+    assert ttft_buckets(text + itl) == ttft_buckets(text)
+    assert itl_buckets(text) == {}
 
 
 async def test_replica_counts_sum_every_serving_pod(served: Served) -> None:
@@ -235,10 +242,15 @@ async def test_replica_counts_sum_every_serving_pod(served: Served) -> None:
     fake = served.fake
     fake.pods = [pod("m-0", "m"), pod("m-1", "m")]
     fake.texts = {
-        "m-0:8000": _ttft([1, 2, 3, 3]) + f'{head}"2xx"}} 3.0\n{head}"5xx"}} 1.0\n',
-        "m-1:8000": _ttft([0, 0, 4, 4]) + f'{head}"2xx"}} 4.0\n',
+        "m-0:8000": _ttft([1, 2, 3, 3])
+        + _ttft([6, 6, 6, 6], name="vllm:time_per_output_token_seconds")
+        + f'{head}"2xx"}} 3.0\n{head}"5xx"}} 1.0\n',
+        "m-1:8000": _ttft([0, 0, 4, 4])
+        + _ttft([1, 9, 9, 9], name="vllm:time_per_output_token_seconds")
+        + f'{head}"2xx"}} 4.0\n',
     }
     async with KubeMetricsReader(served.kubeconfig) as reader:
-        buckets, total, failed = await reader.replica_counts(NS, "m")
-    assert buckets == {"0.005": 1.0, "0.1": 2.0, "1.0": 7.0, "+Inf": 7.0}
-    assert (total, failed) == (8.0, 1.0)
+        counts = await reader.replica_counts(NS, "m")
+    assert counts.ttft == {"0.005": 1.0, "0.1": 2.0, "1.0": 7.0, "+Inf": 7.0}
+    assert counts.itl == {"0.005": 7.0, "0.1": 15.0, "1.0": 15.0, "+Inf": 15.0}
+    assert (counts.requests, counts.errors) == (8.0, 1.0)

@@ -36,6 +36,8 @@ def canaried(
     ratio: float | None = 3.0,
     seconds: float | None = None,
     errors: float | None = None,
+    itl_ratio: float | None = None,
+    itl_seconds: float | None = None,
 ) -> ModelDeployment:
     md = spec(replicas, image=image, max_error_percent=100)
     md.spec.strategy.canary = CanaryStrategy(
@@ -45,6 +47,8 @@ def canaried(
             ttft_p95_ratio=ratio,
             ttft_p95_seconds=seconds,
             max_error_percent=errors,
+            itl_p95_ratio=itl_ratio,
+            itl_p95_seconds=itl_seconds,
         ),
     )
     return md
@@ -86,6 +90,7 @@ def test_a_good_image_passes_each_step_and_reaches_every_replica() -> None:
     assert revision.analyses[0].startswith("canary step 25% (1 of 4 replicas) passed: new 1")
     assert "TTFT p95" in revision.analyses[0]
     assert "over 100 requests" in revision.analyses[0]
+    assert "ITL p95 0.001 s" in revision.analyses[0], revision.analyses[0]
     assert driver.state.canary is None
     assert not driver.state.held
     assert rollout.template_hash(driver.state.last_good) == rollout.template_hash(new)  # type: ignore[arg-type]
@@ -124,6 +129,28 @@ def test_an_absolute_ttft_threshold_and_the_error_rate_fail_a_step() -> None:
     assert "20 of 100 requests with 5xx (20.0%, above maxErrorPercent 5%)" in (
         driver.state.held_reason
     )
+
+
+def test_a_slow_decoding_image_is_rolled_back_on_its_inter_token_latency() -> None:
+    # Its first tokens are as quick as the stable replicas'; the tokens after them are not.
+    new = canaried(SLOW, ratio=3, itl_ratio=3)
+    driver = _roll(new, vllm_slow=canary_counts(100, itl=0.02))
+    assert driver.run() == "rest"
+    reason = driver.state.held_reason
+    assert "canary step 25% (1 of 4 replicas) failed" in reason
+    assert "inter-token latency p95" in reason, reason
+    assert "x the stable replicas' 0.001 s (itlP95Ratio 3)" in reason, reason
+    assert set(serving(driver.state).values()) == {rollout.template_hash(canaried(GOOD))}
+    absolute = canaried(SLOW, ratio=None, itl_seconds=0.01)
+    driver = _roll(absolute, vllm_slow=canary_counts(100, itl=0.02))
+    assert driver.run() == "rest"
+    assert "above itlP95Seconds 0.01 s" in driver.state.held_reason
+    # Within both (as quick as the stable replicas): the roll reaches every replica.
+    quick = canaried(NEXT, ratio=None, itl_ratio=3, itl_seconds=0.01)
+    driver = _roll(quick, vllm_2=canary_counts(100, itl=0.001))
+    assert driver.run() == "rest"
+    assert set(serving(driver.state).values()) == {rollout.template_hash(quick)}
+    assert not driver.state.held
 
 
 def test_too_few_requests_extends_the_window_then_waits_for_a_person() -> None:
@@ -199,8 +226,12 @@ def test_deltas_over_the_window_and_counter_resets() -> None:
     after = canary_counts(150, errors=10, ttft=0.003)
     d = delta(before, after)
     assert (d.requests, d.errors, d.ttft_buckets["+Inf"]) == (50, 10, 40)
+    assert d.itl_buckets["+Inf"] == 7 * 40
     restarted = canary_counts(5)
     assert delta(before, restarted) == restarted
+    # An inter-token histogram that went down is a restart too, whatever the other counters say.
+    decoded = before.model_copy(update={"requests": 200, "itl_buckets": {"+Inf": 3.0}})
+    assert delta(before, decoded) == decoded
     figures = window_figures({"a": before}, {"a": after, "b": after}, ["a"], ["b"])
     # b has no baseline: unread, left out.
     assert figures.unread == ["b"]
@@ -228,6 +259,27 @@ def test_the_verdict() -> None:
     # Errors fail even when TTFT has too few observations (5xx have no first token).
     broken = GroupFigures(replicas=1, requests=100, errors=90, ttft_count=10, ttft_p95=0.01)
     assert canary.verdict(_figures(broken, stable), analysis).outcome == "fail"
+    # Inter-token latency: judged like TTFT, on requests that had tokens after their first.
+    decode = CanaryAnalysis(itl_p95_ratio=2, itl_p95_seconds=0.05, min_requests=20)
+    fast = good.model_copy(update={"itl_count": 700, "itl_p95": 0.002})
+    steady = stable.model_copy(update={"itl_count": 700, "itl_p95": 0.002})
+    assert canary.verdict(_figures(fast, steady), decode).outcome == "pass"
+    dragging = fast.model_copy(update={"itl_p95": 0.01})
+    judged = canary.verdict(_figures(dragging, steady), decode)
+    assert (judged.outcome, "5.0x" in judged.reason) == ("fail", True), judged.reason
+    crawling = fast.model_copy(update={"itl_p95": 0.08})
+    judged = canary.verdict(_figures(crawling, steady), decode)
+    assert "inter-token latency p95 0.080 s is above itlP95Seconds 0.05 s" in judged.reason
+    # No inter-token observations (one-token answers) on either side: nothing to judge yet.
+    assert canary.verdict(_figures(good, steady), decode).outcome == "wait"
+    waiting = canary.verdict(_figures(fast, stable), decode)
+    assert waiting.outcome == "wait"
+    assert "0 requests with inter-token latencies on the stable replicas" in waiting.reason
+    # A slow decode fails the step even when TTFT lacks observations.
+    both = CanaryAnalysis(ttft_p95_ratio=2, itl_p95_ratio=2, min_requests=20)
+    unseen = dragging.model_copy(update={"ttft_count": 0, "ttft_p95": None})
+    assert canary.verdict(_figures(unseen, steady), both).outcome == "fail"
+    assert "ITL p95 0.010 s" in canary.figures_text(_figures(dragging, steady))
     assert canary.step_replicas(4, 25) == 1
     assert canary.step_replicas(3, 50) == 2
     assert canary.step_replicas(10, 5) == 1
@@ -239,6 +291,7 @@ def test_the_verdict() -> None:
         ([50, 25, 100], {"ttftP95Ratio": 2}, "steps must increase"),
         ([25, 50], {"ttftP95Ratio": 2}, "the last step must be 100"),
         ([50, 100], {"windowSeconds": 30}, "set at least one of ttftP95Seconds"),
+        ([50, 100], {"windowSeconds": 30}, "itlP95Seconds, itlP95Ratio"),
     ],
 )
 def test_a_bad_canary_is_refused_naming_the_field(
@@ -250,3 +303,10 @@ def test_a_bad_canary_is_refused_naming_the_field(
     errors = validate(ModelDeployment.model_validate(wire))
     assert any(message in e.reason for e in errors), errors
     assert all(e.path[:3] == ("spec", "strategy", "canary") for e in errors), errors
+
+
+@pytest.mark.parametrize("threshold", ["itlP95Seconds", "itlP95Ratio"])
+def test_an_inter_token_threshold_alone_is_enough(threshold: str) -> None:
+    wire = canaried(GOOD).to_wire()
+    wire["spec"]["strategy"]["canary"] = {"steps": [50, 100], "analysis": {threshold: 2}}
+    assert validate(ModelDeployment.model_validate(wire)) == []

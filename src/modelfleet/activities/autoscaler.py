@@ -228,11 +228,16 @@ class AutoscalerActivities:
             async with reader:
                 for name in names:
                     try:
-                        buckets, total, failed = await reader.replica_counts(namespace, name)
+                        read = await reader.replica_counts(namespace, name)
                     except MetricsError as exc:
                         errors[name] = str(exc)
                         continue
-                    counts[name] = EngineCounts(ttft_buckets=buckets, requests=total, errors=failed)
+                    counts[name] = EngineCounts(
+                        ttft_buckets=read.ttft,
+                        itl_buckets=read.itl,
+                        requests=read.requests,
+                        errors=read.errors,
+                    )
         figures = None
         if request.baseline is not None:
             figures = window_figures(request.baseline, counts, request.canary, request.stable)

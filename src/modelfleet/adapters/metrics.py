@@ -17,7 +17,7 @@ import math
 import os
 import ssl
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -30,9 +30,14 @@ from modelfleet.api.naming import LABEL_SERVING
 
 __all__ = [
     "INFERENCE_HANDLERS",
+    "ITL_HISTOGRAM",
+    "TTFT_HISTOGRAM",
     "KubeMetricsReader",
     "MetricsError",
     "PodTarget",
+    "ReplicaCounts",
+    "histogram_buckets",
+    "itl_buckets",
     "labelled_sum",
     "parse_samples",
     "prometheus_query",
@@ -143,6 +148,21 @@ def _tls(cfg: Any) -> ssl.SSLContext | bool:
     if cfg.cert_file and cfg.key_file:
         context.load_cert_chain(cfg.cert_file, cfg.key_file)
     return context
+
+
+@dataclass
+class ReplicaCounts:
+    """What one replica's engines had counted, summed over its pods (see ``replica_counts``)."""
+
+    ttft: dict[str, float] = field(default_factory=dict)
+    itl: dict[str, float] = field(default_factory=dict)
+    requests: float = 0.0
+    errors: float = 0.0
+
+
+def _add(into: dict[str, float], buckets: dict[str, float]) -> None:
+    for le, count in buckets.items():
+        into[le] = into.get(le, 0.0) + count
 
 
 class KubeMetricsReader:
@@ -271,22 +291,21 @@ class KubeMetricsReader:
         counts = [responses(text) for text in await self._scrape_all(namespace, pods)]
         return int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
 
-    async def replica_counts(
-        self, namespace: str, replica: str
-    ) -> tuple[dict[str, float], float, float]:
-        """(TTFT histogram buckets by ``le``, inference requests answered, of which 5xx), summed
-        over ``replica``'s serving pods. Raises MetricsError when none could be scraped."""
+    async def replica_counts(self, namespace: str, replica: str) -> ReplicaCounts:
+        """The TTFT and inter-token latency histograms' buckets by ``le``, the inference
+        requests answered and how many of them 5xx, summed over ``replica``'s serving pods.
+        Raises MetricsError when none could be scraped."""
         pods = await self.serving_pods(namespace, replica)
         if not pods:
             raise MetricsError(f"replica {replica} has no serving pod on {self.server}")
-        buckets: dict[str, float] = {}
-        total = failed = 0.0
+        counts = ReplicaCounts()
         for text in await self._scrape_all(namespace, pods):
-            for le, count in ttft_buckets(text).items():
-                buckets[le] = buckets.get(le, 0.0) + count
+            _add(counts.ttft, ttft_buckets(text))
+            _add(counts.itl, itl_buckets(text))
             answered, errors = responses(text)
-            total, failed = total + answered, failed + errors
-        return buckets, total, failed
+            counts.requests += answered
+            counts.errors += errors
+        return counts
 
     async def replica_load(
         self, namespace: str, replica: str, names: Iterable[str]
@@ -324,16 +343,29 @@ def responses(text: str) -> tuple[float, float]:
 
 # vLLM's time-to-first-token histogram (its ``_bucket`` samples, cumulative, by ``le``).
 TTFT_HISTOGRAM = "vllm:time_to_first_token_seconds_bucket"
+# vLLM's inter-token latency histogram: the time between a request's successive output tokens.
+ITL_HISTOGRAM = "vllm:time_per_output_token_seconds_bucket"
 
 
 def ttft_buckets(text: str) -> dict[str, float]:
-    """The TTFT histogram's cumulative counts by upper bound in one engine's metrics text,
-    summed over its other labels (served models); empty when it exports none."""
+    """The TTFT histogram's cumulative counts by upper bound (see ``histogram_buckets``)."""
+    return histogram_buckets(text, TTFT_HISTOGRAM)
+
+
+def itl_buckets(text: str) -> dict[str, float]:
+    """The inter-token latency histogram's cumulative counts by upper bound."""
+    return histogram_buckets(text, ITL_HISTOGRAM)
+
+
+def histogram_buckets(text: str, name: str) -> dict[str, float]:
+    """The cumulative counts by upper bound of histogram ``name`` (its ``_bucket`` samples) in
+    one engine's metrics text, summed over its other labels (served models); empty when it
+    exports none."""
     buckets: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name != TTFT_HISTOGRAM or math.isnan(sample.value):
+                if sample.name != name or math.isnan(sample.value):
                     continue
                 le = sample.labels.get("le")
                 if le is None:

@@ -132,8 +132,10 @@ RULES: dict[str, list[Rule]] = {
     ],
     "CanaryAnalysis": [
         _rule(
-            "has(self.ttftP95Seconds) || has(self.ttftP95Ratio) || has(self.maxErrorPercent)",
-            "set at least one of ttftP95Seconds, ttftP95Ratio, maxErrorPercent",
+            "has(self.ttftP95Seconds) || has(self.ttftP95Ratio) || has(self.itlP95Seconds) || "
+            "has(self.itlP95Ratio) || has(self.maxErrorPercent)",
+            "set at least one of ttftP95Seconds, ttftP95Ratio, itlP95Seconds, itlP95Ratio, "
+            "maxErrorPercent",
         )
     ],
     "DeploymentTemplateSpec": _ENGINES_FOR_MODE,

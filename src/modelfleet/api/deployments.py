@@ -203,15 +203,21 @@ class BorrowPolicy(StrEnum):
 
 class CanaryAnalysis(Model):
     """What a canary step must show over ``windowSeconds`` before the roll goes on: read from
-    the engines' own metrics (vLLM's ``time_to_first_token_seconds`` histogram and
-    ``http_requests_total``), the new template's replicas against the stable ones in the same
-    window. At least one threshold is set (``api.rules``)."""
+    the engines' own metrics (vLLM's ``time_to_first_token_seconds`` and
+    ``time_per_output_token_seconds`` histograms and ``http_requests_total``), the new
+    template's replicas against the stable ones in the same window. At least one threshold is
+    set (``api.rules``)."""
 
     window_seconds: int = Field(default=60, ge=10, le=3600)
     # The new replicas' TTFT p95 over the window must not exceed this (seconds).
     ttft_p95_seconds: float | None = Field(default=None, gt=0, le=600)
     # ... nor this many times the stable replicas' TTFT p95 in the same window.
     ttft_p95_ratio: float | None = Field(default=None, ge=1, le=100)
+    # The new replicas' inter-token latency p95 (the time between a request's successive output
+    # tokens) over the window must not exceed this (seconds) ...
+    itl_p95_seconds: float | None = Field(default=None, gt=0, le=60)
+    # ... nor this many times the stable replicas' in the same window.
+    itl_p95_ratio: float | None = Field(default=None, ge=1, le=100)
     # The share of the new replicas' inference requests answered 5xx in the window.
     max_error_percent: float | None = Field(default=None, ge=0, le=100)
     # Fewer requests than this on the new replicas (or, for the ratio, on the stable ones) in

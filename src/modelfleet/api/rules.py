@@ -436,10 +436,18 @@ def _canary(path: tuple[str | int, ...], canary: CanaryStrategy) -> Iterator[Fie
     if steps and steps[-1] != 100:
         yield FieldError((*path, "steps"), "the last step must be 100 (every replica)")
     a = canary.analysis
-    if a.ttft_p95_seconds is None and a.ttft_p95_ratio is None and a.max_error_percent is None:
+    thresholds = (
+        a.ttft_p95_seconds,
+        a.ttft_p95_ratio,
+        a.itl_p95_seconds,
+        a.itl_p95_ratio,
+        a.max_error_percent,
+    )
+    if all(t is None for t in thresholds):
         yield FieldError(
             (*path, "analysis"),
-            "set at least one of ttftP95Seconds, ttftP95Ratio, maxErrorPercent",
+            "set at least one of ttftP95Seconds, ttftP95Ratio, itlP95Seconds, itlP95Ratio, "
+            "maxErrorPercent",
         )
 
 

@@ -18,10 +18,11 @@ INF = "+Inf"
 
 class EngineCounts(WireModel):
     """What one replica's serving engines had counted at one moment, summed over its pods:
-    their TTFT histogram (cumulative counts by upper bound ``le``, as exported) and their
-    inference requests answered, of which 5xx."""
+    their TTFT and inter-token latency histograms (cumulative counts by upper bound ``le``, as
+    exported) and their inference requests answered, of which 5xx."""
 
     ttft_buckets: dict[str, float] = {}
+    itl_buckets: dict[str, float] = {}
     requests: float = 0.0
     errors: float = 0.0
 
@@ -39,13 +40,16 @@ class FiguresRequest(WireModel):
 
 class GroupFigures(WireModel):
     """One side of a canary analysis over a window: requests answered, of which 5xx, TTFT
-    observations and their p95 (None: no observation)."""
+    observations and their p95, inter-token latency observations (one per output token after
+    a request's first) and their p95 (None: no observation)."""
 
     replicas: int = 0
     requests: int = 0
     errors: int = 0
     ttft_count: int = 0
     ttft_p95: float | None = None
+    itl_count: int = 0
+    itl_p95: float | None = None
 
     @property
     def error_percent(self) -> float | None:
@@ -79,27 +83,41 @@ def delta(before: EngineCounts | None, after: EngineCounts) -> EngineCounts:
     restarted engine (Prometheus' counter reset): it counted ``after`` since."""
     if before is None:
         return after
-    reset = after.requests < before.requests or any(
-        after.ttft_buckets.get(le, 0.0) < count for le, count in before.ttft_buckets.items()
+    reset = (
+        after.requests < before.requests
+        or _went_down(before.ttft_buckets, after.ttft_buckets)
+        or _went_down(before.itl_buckets, after.itl_buckets)
     )
     if reset:
         return after
     return EngineCounts(
-        ttft_buckets={
-            le: count - before.ttft_buckets.get(le, 0.0) for le, count in after.ttft_buckets.items()
-        },
+        ttft_buckets=_minus(after.ttft_buckets, before.ttft_buckets),
+        itl_buckets=_minus(after.itl_buckets, before.itl_buckets),
         requests=after.requests - before.requests,
         errors=max(0.0, after.errors - before.errors),
     )
 
 
-def summed(counts: list[EngineCounts]) -> EngineCounts:
+def _went_down(before: dict[str, float], after: dict[str, float]) -> bool:
+    return any(after.get(le, 0.0) < count for le, count in before.items())
+
+
+def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {le: count - before.get(le, 0.0) for le, count in after.items()}
+
+
+def _bucket_sum(histograms: list[dict[str, float]]) -> dict[str, float]:
     buckets: dict[str, float] = {}
-    for c in counts:
-        for le, n in c.ttft_buckets.items():
+    for histogram in histograms:
+        for le, n in histogram.items():
             buckets[le] = buckets.get(le, 0.0) + n
+    return buckets
+
+
+def summed(counts: list[EngineCounts]) -> EngineCounts:
     return EngineCounts(
-        ttft_buckets=buckets,
+        ttft_buckets=_bucket_sum([c.ttft_buckets for c in counts]),
+        itl_buckets=_bucket_sum([c.itl_buckets for c in counts]),
         requests=sum(c.requests for c in counts),
         errors=sum(c.errors for c in counts),
     )
@@ -128,13 +146,14 @@ def quantile(q: float, buckets: dict[str, float]) -> float | None:
 
 def group(counts: list[EngineCounts]) -> GroupFigures:
     total = summed(counts)
-    observed = max(total.ttft_buckets.values(), default=0.0)
     return GroupFigures(
         replicas=len(counts),
         requests=int(total.requests),
         errors=int(total.errors),
-        ttft_count=int(observed),
+        ttft_count=int(max(total.ttft_buckets.values(), default=0.0)),
         ttft_p95=quantile(0.95, total.ttft_buckets),
+        itl_count=int(max(total.itl_buckets.values(), default=0.0)),
+        itl_p95=quantile(0.95, total.itl_buckets),
     )
 
 
