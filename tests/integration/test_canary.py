@@ -6,6 +6,8 @@ is given a new image:
 - a slow image (the simulator's ``ttft_factor`` fault: every first token 100 times later) is
   rolled back automatically at its first step, with the measured figures in the status, the
   decision log and ``rollout history``; no more than its step's share of requests fails;
+- a slow-decoding image (``tpot_factor``: every gap between output tokens 50 times longer, its
+  first tokens as quick as ever) is rolled back on the inter-token latency p95 (``itlP95Ratio``);
 - a good image passes its step's analysis and is promoted to every replica.
 
 The figures (requests, failures, requests the new image served and their latency as the client
@@ -42,6 +44,8 @@ OLD_IMAGE = "vllm/vllm-openai:v0.23.0"
 GOOD_IMAGE = "vllm/vllm-openai:v0.23.1"
 SLOW_IMAGE = "vllm/vllm-openai:v0.23.1-slowprefill"
 SLOWER = 100.0
+SLOW_DECODE_IMAGE = "vllm/vllm-openai:v0.23.1-slowdecode"
+SLOWER_DECODE = 50.0
 ERRORING_IMAGE = "vllm/vllm-openai:v0.23.1-errors"
 ERROR_RATE = 0.3
 MAX_ERRORS = 5.0
@@ -54,12 +58,15 @@ ROLLED_BACK = "rolled back to the last good template"
 PLOT_DIR = "MODELFLEET_CANARY_PLOT_DIR"
 
 
-def _canaried(ns: str) -> ModelDeployment:
+def _canaried(ns: str, itl_ratio: float | None = None) -> ModelDeployment:
     md = deployment("m", ns, replicas=2, image=OLD_IMAGE)
     md.spec.strategy.canary = CanaryStrategy(
         steps=[STEP, 100],
         analysis=CanaryAnalysis(
-            window_seconds=WINDOW_SECONDS, ttft_p95_ratio=RATIO, max_error_percent=MAX_ERRORS
+            window_seconds=WINDOW_SECONDS,
+            ttft_p95_ratio=RATIO,
+            max_error_percent=MAX_ERRORS,
+            itl_p95_ratio=itl_ratio,
         ),
     )
     # The canary judges the error rate here, not the replacement's own check while it proves
@@ -143,10 +150,12 @@ async def _images(stack: Stack, ns: str, seen: dict[str, str]) -> None:
             seen[pod["metadata"]["name"]] = pod["spec"]["containers"][0]["image"]
 
 
-async def _run(stack: Stack, case: str, image: str) -> tuple[Figures, DeploymentStatus]:
+async def _run(
+    stack: Stack, case: str, image: str, itl_ratio: float | None = None
+) -> tuple[Figures, DeploymentStatus]:
     ns = f"canary-{case}"
     figures = Figures(case)
-    md = _canaried(ns)
+    md = _canaried(ns, itl_ratio)
     load: Load | None = None
     try:
         await apply_resource(stack.client, md)
@@ -305,6 +314,27 @@ async def test_a_slow_image_is_rolled_back_at_its_first_canary_step(stack: Stack
     assert figures.served_new <= figures.served * STEP / 100 + 5
     # The client saw it too: the slow image's answers took longer than the others'.
     assert min(figures.latency_new) >= SLOWER * 0.002
+
+
+async def test_a_slow_decoding_image_is_rolled_back_on_its_inter_token_latency(
+    stack: Stack,
+) -> None:
+    for cluster in stack.fleet.cluster_names:
+        stack.fleet.update_faults(
+            cluster, {"image_faults": {SLOW_DECODE_IMAGE: {"tpot_factor": SLOWER_DECODE}}}
+        )
+    await _gateway(stack)
+    figures, status = await _run(stack, "slowdecode", SLOW_DECODE_IMAGE, itl_ratio=RATIO)
+    assert figures.done_after is not None, f"not rolled back: {figures.summary}"
+    assert f"canary step {STEP}% (1 of 2 replicas) failed" in status.summary
+    # Its first tokens pass the TTFT ratio; the gaps after them fail the inter-token one.
+    assert "inter-token latency p95" in status.summary, status.summary
+    assert f"(itlP95Ratio {RATIO:g})" in status.summary, status.summary
+    assert "ITL p95" in figures.history, figures.history
+    assert figures.served_new > 0, "the slow image never served: nothing was measured"
+    assert len(figures.failed) <= figures.requests * STEP / 100
+    # Each answer has one gap (two tokens at 2,000 tokens/s, 50 times slower): the client saw it.
+    assert min(figures.latency_new) >= SLOWER_DECODE * 0.0005
 
 
 async def test_an_erroring_image_is_rolled_back_at_its_first_canary_step(stack: Stack) -> None:
