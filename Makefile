@@ -33,7 +33,7 @@ contracts: $(STAMP)
 	$(BIN)/lint-imports
 
 # One test file at a time per process (--dist loadfile), the slowest files first
-# (tests/file_order.py): the integration tests share one dev server + simulated fleet per process.
+# (tests/file_order.py): each integration test file gets its own dev server + simulated fleet.
 # A hung test fails within 300 s with its stacks and the run goes on (tests/hang_guard.py).
 # The integration tests mostly wait (on timers, the dev server, the simulated fleet: a quarter of
 # a core each, measured): three processes ran the whole suite in 8:45 on this 2-core machine
