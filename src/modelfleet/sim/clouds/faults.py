@@ -10,7 +10,9 @@ the fakes consult it on every call.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from enum import StrEnum
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, Field, ValidationError
@@ -95,16 +97,28 @@ class CloudFaults:
 async def admin_faults(request: web.Request, faults: CloudFaults) -> web.Response:
     """``GET``: the pending faults; ``POST`` a CloudFault (or a list): add; ``DELETE``: clear.
     The admin endpoint both fakes serve at ``/_admin/faults``."""
+    return await _admin(request, CloudFault, faults.add, faults.clear, faults.pending)
+
+
+async def _admin(
+    request: web.Request,
+    model: type[BaseModel],
+    add: Callable[[Any], None],
+    clear: Callable[[], None],
+    listing: Callable[[], Sequence[BaseModel]],
+) -> web.Response:
+    """An admin collection: ``POST`` one item (or a list) to add, ``DELETE`` to clear; every
+    answer lists what is held."""
     if request.method == "POST":
         body = await request.json()
         try:
             for item in body if isinstance(body, list) else [body]:
-                faults.add(CloudFault.model_validate(item))
+                add(model.model_validate(item))
         except ValidationError as exc:
             return web.json_response({"error": str(exc)}, status=400)
     elif request.method == "DELETE":
-        faults.clear()
-    return web.json_response([f.model_dump(mode="json") for f in faults.pending()])
+        clear()
+    return web.json_response([item.model_dump(mode="json") for item in listing()])
 
 
 class Stockout(BaseModel):
@@ -149,13 +163,4 @@ class Stockouts:
 async def admin_stockouts(request: web.Request, stockouts: Stockouts) -> web.Response:
     """``GET``: the stocked-out zones; ``POST`` a Stockout (or a list): add; ``DELETE``: clear.
     Served at ``/_admin/stockouts`` by every cloud fake."""
-    if request.method == "POST":
-        body = await request.json()
-        try:
-            for item in body if isinstance(body, list) else [body]:
-                stockouts.add(Stockout.model_validate(item))
-        except ValidationError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-    elif request.method == "DELETE":
-        stockouts.clear()
-    return web.json_response([s.model_dump(mode="json") for s in stockouts.current()])
+    return await _admin(request, Stockout, stockouts.add, stockouts.clear, stockouts.current)
