@@ -346,8 +346,10 @@ class Provisioner:
                     self.state.chosen[plan.name] = chosen
             return
 
-    async def _delete_pool(self, cloud: CloudCluster, name: str, *, log: bool) -> None:
-        what = f"delete {self.steps.pool_word} {name} (stocked out)"
+    async def _delete_pool(
+        self, cloud: CloudCluster, name: str, *, log: bool, why: str = " (stocked out)"
+    ) -> None:
+        what = f"delete {self.steps.pool_word} {name}{why}"
         if log:
             cluster_steps.begin(self.state.steps, what)
         await workflow.execute_activity(
@@ -395,19 +397,7 @@ class Provisioner:
                 f"resize {self.steps.pool_word} {plan.name}",
             )
         for name in changes.delete:
-            await workflow.execute_activity(
-                self.steps.delete_pool,
-                PoolRef(cluster=cloud, pool=name),
-                result_type=DeleteOutcome,
-                start_to_close_timeout=STEP_TIMEOUT,
-                schedule_to_close_timeout=self.deadline,
-                heartbeat_timeout=self.heartbeat,
-                retry_policy=CLOUD_RETRY,
-                summary=f"delete {self.steps.pool_word} {name}",
-            )
-            self.state.created = [
-                r for r in self.state.created if not (r.kind == "pool" and r.name == name)
-            ]
+            await self._delete_pool(cloud, name, log=False, why="")
             self.state.chosen.pop(name, None)
 
     async def deprovision(self) -> list[str]:
