@@ -142,8 +142,11 @@ def test_door_book_applies_only_what_changed_and_forgets_a_door() -> None:
     wider = plan_route(DOOR, SVC, {"ml/s0": 1, "ml/s1": 1}, ENDPOINTS)
     assert not book.current("east", wider)
     assert book.stale("east", wider) == []
-    assert book.stale("east", plan_route(DOOR, SVC, {}, ENDPOINTS)) == [
-        r for r in plan.refs if r not in plan_route(DOOR, SVC, {}, ENDPOINTS).refs
+    # Narrowed back: the backend objects of the endpoint that left the route go.
+    book.record("east", wider)
+    assert [(r.kind, "-s1-" in r.name) for r in book.stale("east", plan)] == [
+        ("Service", True),
+        ("EndpointSlice", True),
     ]
     book.error["east"] = "boom"
     book.forget("east")
