@@ -32,7 +32,7 @@ from modelfleet.contracts.fleet_state import (
 from modelfleet.contracts.kube_payloads import PoolObservation
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.fleet.book import FleetBook
-from modelfleet.scheduling.fill import LedgerCache
+from modelfleet.scheduling.charging import LedgerCache
 from modelfleet.scheduling.placement import place
 
 

@@ -1,6 +1,6 @@
 """The free-room check of the fill (``fill.fill(skip_full=True)``): a cluster whose charged pools
 are already known and have no room is stepped over, not tried; and the charged-pool cache kept
-up to date with each placement (``fill.book_into_cache``). The answers (placements, rejections,
+up to date with each placement (``charging.book_into_cache``). The answers (placements, rejections,
 summaries, conditions) are the plain walk's without any cache, on random fleets and
 deployments."""
 
@@ -25,7 +25,7 @@ from placement_builders import (
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.scheduling import fill as fill_module
-from modelfleet.scheduling.fill import LedgerCache, build_ledger
+from modelfleet.scheduling.charging import LedgerCache, build_ledger
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.ledger import PodGroup, PoolLedger
 from modelfleet.scheduling.placement import Placement, place
@@ -64,7 +64,7 @@ def _run(
             skip_full=indexed,
         )
         answers.append(_answer(result))
-        # Booked: ``place`` already brought the cache up to date (``fill.book_into_cache``).
+        # Booked: ``place`` already brought the cache up to date (``charging.book_into_cache``).
         existing += result.placed
     return answers
 

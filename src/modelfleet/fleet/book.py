@@ -159,7 +159,7 @@ class FleetBook:
 
     def charged_form(self, key: str) -> tuple[ModelReplica, tuple[str, ...]]:
         """What the replica charges, without building it: its template's shape (one object per
-        shape) and its pool per member (see ``scheduling.fill.shape_groups``)."""
+        shape) and its pool per member (see ``scheduling.charging.shape_groups``)."""
         row = self._rows[key]
         shape = self._shape_replicas.get(row[2])
         if shape is None:

@@ -30,7 +30,7 @@ from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.fleet.placing import PlacingView, Templates, explained_rejections, fleet_place
-from modelfleet.scheduling.fill import LedgerCache
+from modelfleet.scheduling.charging import LedgerCache
 from modelfleet.scheduling.fleet_placement import live_snapshot
 from modelfleet.scheduling.snapshot import FleetSnapshot
 

@@ -24,7 +24,7 @@ from modelfleet.contracts.status import ClusterRecord, Decision
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.rendering.cluster_settings import cluster_facts, has_own_settings
-from modelfleet.scheduling.fill import LedgerCache
+from modelfleet.scheduling.charging import LedgerCache
 from modelfleet.scheduling.fleet_placement import place_in_fleet
 from modelfleet.scheduling.selector_errors import selector_errors
 from modelfleet.scheduling.snapshot import FleetSnapshot

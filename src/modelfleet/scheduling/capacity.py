@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.scheduling.fill import build_ledger
+from modelfleet.scheduling.charging import build_ledger
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
 from modelfleet.scheduling.index import fleet_index
 

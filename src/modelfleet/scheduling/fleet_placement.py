@@ -26,8 +26,8 @@ from modelfleet.api.classes import InferenceClass
 from modelfleet.api.clusters import InferenceCluster, Taint, TaintEffect
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.charging import LedgerCache
 from modelfleet.scheduling.explain import UNREACHABLE, avoided_reason
-from modelfleet.scheduling.fill import LedgerCache
 from modelfleet.scheduling.observed_devices import DeviceReport, published_devices
 from modelfleet.scheduling.placement import Placement, Standing, place
 from modelfleet.scheduling.snapshot import (

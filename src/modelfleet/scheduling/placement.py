@@ -26,14 +26,9 @@ from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.api.meta import Condition, Model
 from modelfleet.api.naming import replica_name
 from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.scheduling.charging import LedgerCache, book_into_cache, build_ledger
 from modelfleet.scheduling.explain import summarize
-from modelfleet.scheduling.fill import (
-    LedgerCache,
-    NewReplica,
-    book_into_cache,
-    build_ledger,
-    fill,
-)
+from modelfleet.scheduling.fill import NewReplica, fill
 from modelfleet.scheduling.index import fleet_index
 from modelfleet.scheduling.matching import Matcher, engine_plan, selector_problem
 from modelfleet.scheduling.retain import (
@@ -131,8 +126,8 @@ def place(
     ``indexed`` replaces ``existing`` for a caller that keeps the fleet's replicas indexed (the
     Fleet workflow): (this deployment's replicas, every replica by cluster). It saves the pass
     over every replica in the fleet that ``existing`` costs. ``ledger_cache`` keeps charged
-    pools between calls (see ``fill.build_ledger``) and is left describing the fleet with the
-    placed replicas booked (``fill.book_into_cache``): the caller books every one of them, or
+    pools between calls (see ``charging.build_ledger``) and is left describing the fleet with the
+    placed replicas booked (``charging.book_into_cache``): the caller books every one of them, or
     drops their clusters' entries; with it, clusters whose cached pools have
     no room are stepped over cheaply (``skip_full``, see ``fill.fill``; same answer either way).
     ``retired`` names replicas of this deployment that left lately: no new replica gets one.

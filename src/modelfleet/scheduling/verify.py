@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.scheduling.fill import replica_groups, shape_groups
+from modelfleet.scheduling.charging import replica_groups, shape_groups
 from modelfleet.scheduling.index import FleetIndex
 from modelfleet.scheduling.ledger import Ledger
 
@@ -25,7 +25,7 @@ def shortfall(
     evaluator: SelectorEvaluator,
 ) -> str | None:
     """Why ``new`` replicas do not all fit on ``cluster`` beside ``running`` ones (everything
-    that stays there, each as its template's shape and its pools: see ``fill.shape_groups``),
+    that stays there, each as its template's shape and its pools: see ``charging.shape_groups``),
     or None when they do."""
     indexed = index.by_name.get(cluster)
     if indexed is None:

@@ -1,0 +1,203 @@
+"""A ModelService's pure decisions and views: weights in rotation, the conditions it reports,
+its address, whether the global address moved, the route's plan and door bookkeeping, and the
+status it shows for endpoints and front doors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelfleet.api.services import GlobalAddress, ModelService
+from modelfleet.contracts.serving_payloads import (
+    EndpointHealth,
+    FrontDoorHealth,
+    GlobalAddressResult,
+)
+from modelfleet.rendering.front_door import EndpointRecord, FrontDoor, select_endpoints
+from modelfleet.service.decide import (
+    global_address_condition,
+    global_moved,
+    resolved_condition,
+    rotation_weights,
+    routed_endpoints,
+    routing_ready,
+    service_address,
+)
+from modelfleet.service.report import endpoint_statuses, front_door_statuses, served_model_lists
+from modelfleet.service.route import DoorBook, plan_route
+
+DOOR = FrontDoor(cluster="east", gateway_name="gw", gateway_namespace="gw-ns")
+
+
+def service(*entries: tuple[dict[str, str], int], auth: bool = False) -> ModelService:
+    spec: dict[str, Any] = {
+        "endpoints": [{"selector": {"matchLabels": s}, "weight": w} for s, w in entries]
+    }
+    if auth:
+        spec["auth"] = {"apiKeysSecretRef": {"name": "keys"}}
+    return ModelService.model_validate(
+        {
+            "apiVersion": "modelfleet.dev/v1alpha1",
+            "kind": "ModelService",
+            "metadata": {"name": "svc", "namespace": "ml"},
+            "spec": spec,
+        }
+    )
+
+
+def endpoint(name: str, **labels: str) -> EndpointRecord:
+    return EndpointRecord(namespace="ml", name=name, labels=labels, url=f"http://{name}:8000")
+
+
+def healthy(*keys: str, models: list[str] | None = None) -> dict[str, EndpointHealth]:
+    return {k: EndpointHealth(key=k, healthy=True, models=models or []) for k in keys}
+
+
+def settings(zone: str = "example.com", account: str = "a" * 32) -> GlobalAddress:
+    return GlobalAddress.model_validate(
+        {
+            "accountId": account,
+            "zoneId": "b" * 32,
+            "zone": zone,
+            "apiTokenSecretRef": {"name": "cf"},
+        }
+    )
+
+
+SVC = service(({"v": "stable"}, 9), ({"v": "canary"}, 1))
+ENDPOINTS = [endpoint("s0", v="stable"), endpoint("s1", v="stable"), endpoint("c0", v="canary")]
+GROUPS = select_endpoints(SVC.spec.endpoints, ENDPOINTS)
+
+
+def test_only_healthy_endpoints_take_their_entrys_share() -> None:
+    weights = rotation_weights(SVC.spec.endpoints, GROUPS, healthy("ml/s0", "ml/s1", "ml/c0"))
+    assert weights["ml/s0"] + weights["ml/s1"] == 9 * weights["ml/c0"]
+    # Unprobed and unhealthy endpoints are out; an entry with none left gives its share away.
+    health = {**healthy("ml/s0"), "ml/c0": EndpointHealth(key="ml/c0", healthy=False)}
+    assert set(rotation_weights(SVC.spec.endpoints, GROUPS, health)) == {"ml/s0"}
+    assert rotation_weights(SVC.spec.endpoints, GROUPS, {}) == {}
+
+
+def test_routed_endpoints_are_those_with_weight_with_their_entry() -> None:
+    routed = routed_endpoints(GROUPS, {"ml/s1": 3, "ml/c0": 1, "ml/s0": 0})
+    assert {k: i for k, (i, _) in routed.items()} == {"ml/s1": 0, "ml/c0": 1}
+
+
+def test_conditions() -> None:
+    assert resolved_condition(GROUPS).message == "3 endpoint(s) selected"
+    assert resolved_condition([[], []]).reason == "NoEndpoints"
+    assert routing_ready(2, 1, 1).message == "2 endpoint(s) in rotation"
+    assert routing_ready(2, 1, 3).message == "2 endpoint(s) in rotation on 1 of 3 front doors"
+    result = GlobalAddressResult(
+        address="svc.ml.example.com",
+        doors=[FrontDoorHealth(cluster="east", healthy=True), FrontDoorHealth(cluster="west")],
+    )
+    ok = global_address_condition(result, "", 2)
+    assert (ok.status, ok.message) == ("True", "1 of 2 front doors in the address")
+    down = global_address_condition(result, "API down", 2)
+    assert (down.status, down.reason, down.message) == ("False", "Unavailable", "API down")
+    assert global_address_condition(None, "", 2).status == "False"
+
+
+def test_address_is_the_global_one_else_the_first_applied_doors() -> None:
+    doors = {"east": "http://e/ml/svc", "west": "http://w/ml/svc"}
+    assert service_address(None, doors, ["west", "east"]) == "http://w/ml/svc"
+    assert service_address(None, doors, []) is None
+    result = GlobalAddressResult(address="https://svc.ml.example.com")
+    assert service_address(result, doors, ["east"]) == "https://svc.ml.example.com"
+
+
+def test_global_address_moves_when_dropped_or_on_another_zone_or_account() -> None:
+    assert not global_moved(None, settings())
+    assert not global_moved(settings(), settings())
+    assert global_moved(settings(), None)
+    assert global_moved(settings(), settings(zone="example.org"))
+    assert global_moved(settings(), settings(account="c" * 32))
+
+
+def test_route_plan_owns_secrets_first_and_digests_weights() -> None:
+    weights = {"ml/s0": 1, "ml/c0": 1}
+    plan = plan_route(DOOR, service(({"v": "stable"}, 1), auth=True), weights, ENDPOINTS)
+    kinds = [r.kind for r in plan.refs]
+    assert kinds[0] == "Secret"
+    assert "HTTPRoute" in kinds
+    assert "Namespace" not in kinds
+    assert sum(plan.backends().values()) == 2
+    other = plan_route(
+        DOOR, service(({"v": "stable"}, 1), auth=True), {"ml/s0": 3, "ml/c0": 1}, ENDPOINTS
+    )
+    # Same objects, new weights: only the digest tells them apart.
+    assert other.refs == plan.refs
+    assert other.digest != plan.digest
+
+
+def test_door_book_applies_only_what_changed_and_forgets_a_door() -> None:
+    book = DoorBook()
+    plan = plan_route(DOOR, SVC, {"ml/s0": 1}, ENDPOINTS)
+    assert not book.current("east", plan)
+    book.record("east", plan)
+    # Not current until the door's address is known: the apply is what asks for it.
+    assert not book.current("east", plan)
+    book.address["east"] = "http://e"
+    assert book.current("east", plan)
+    wider = plan_route(DOOR, SVC, {"ml/s0": 1, "ml/s1": 1}, ENDPOINTS)
+    assert not book.current("east", wider)
+    assert book.stale("east", wider) == []
+    # Narrowed back: the backend objects of the endpoint that left the route go.
+    book.record("east", wider)
+    assert [(r.kind, "-s1-" in r.name) for r in book.stale("east", plan)] == [
+        ("Service", True),
+        ("EndpointSlice", True),
+    ]
+    book.error["east"] = "boom"
+    book.forget("east")
+    assert (book.applied, book.digests, book.address, book.error) == ({}, {}, {}, {})
+
+
+def test_endpoint_statuses_list_withdrawn_routed_endpoints() -> None:
+    health = healthy("ml/s0", models=["qwen"])
+    routed = {"ml/gone": (0, endpoint("gone", v="stable"))}
+    out = endpoint_statuses(GROUPS, health, {"ml/s0": 2, "ml/gone": 1}, routed)
+    by_name = {e.name: e for e in out}
+    assert by_name["s0"].healthy
+    assert by_name["s0"].weight == 2
+    assert by_name["s0"].models == ["qwen"]
+    assert by_name["s1"].reason == "not probed yet"
+    assert by_name["gone"].reason.startswith("withdrawn")
+    assert by_name["gone"].weight == 1
+    assert [e.name for e in out][-1] == "gone"
+
+
+def test_front_door_states() -> None:
+    health = {
+        "b": FrontDoorHealth(cluster="b", healthy=False, reason="503"),
+        "c": FrontDoorHealth(cluster="c", enabled=False, reason="NotReady"),
+        "d": FrontDoorHealth(cluster="d", healthy=True, reason="ok"),
+    }
+    out = front_door_statuses(
+        ["a", "b", "c", "d", "e", "f"],
+        ["b", "c", "d", "e", "f"],
+        {"f": "apply failed"},
+        {"d": "http://d"},
+        health,
+    )
+    states = [(d.cluster, d.state, d.reason) for d in out]
+    assert states == [
+        ("a", "Configuring", "route not applied yet"),
+        ("b", "Out", "503"),
+        ("c", "Disabled", "NotReady"),
+        ("d", "Serving", "ok"),
+        ("e", "Serving", "route applied"),
+        ("f", "Configuring", "apply failed"),
+    ]
+    assert out[3].address == "http://d"
+
+
+def test_served_model_lists_are_distinct_and_from_healthy_endpoints_only() -> None:
+    health = {
+        **healthy("ml/s0", "ml/s1", models=["qwen"]),
+        **healthy("ml/c0", models=["qwen", "lora"]),
+    }
+    assert served_model_lists(GROUPS, [0], health) == [["qwen"]]
+    assert served_model_lists(GROUPS, [0, 1, 7, -1], health) == [["qwen"], ["qwen", "lora"]]
+    health["ml/c0"] = EndpointHealth(key="ml/c0", healthy=False, models=["x"])
+    assert served_model_lists(GROUPS, [1], health) == []
