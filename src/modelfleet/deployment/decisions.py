@@ -77,7 +77,7 @@ from modelfleet.deployment.failures import (
     failed_after_roll,
     failed_replacement,
 )
-from modelfleet.deployment.report import report
+from modelfleet.deployment.report import details, held_back, report
 from modelfleet.deployment.roll import WAITING_FOR_HEALTH, in_place_allowed, proven
 from modelfleet.deployment.state import (
     DeploymentState,
@@ -120,6 +120,7 @@ __all__ = [
     "carried",
     "crash_looping",
     "deleted",
+    "details",
     "dry_place_request",
     "dry_placed",
     "effective_spec",
@@ -129,6 +130,7 @@ __all__ = [
     "figures_read",
     "fleet_failed",
     "forgotten",
+    "held_back",
     "in_place_allowed",
     "next_action",
     "paused",
