@@ -21,7 +21,7 @@ from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaSt
 from modelfleet.deployment.actions import DryPlace, Place
 from modelfleet.deployment.analysis import canary_rolling
 from modelfleet.deployment.decide import NO_OTHER_CLUSTER
-from modelfleet.deployment.failures import failed_after_roll, roll_back_now
+from modelfleet.deployment.failures import fail_replacement, failed_after_roll
 from modelfleet.deployment.roll import WAITING_FOR_HEALTH, blocked, replace_in_place
 from modelfleet.deployment.state import (
     Analyse,
@@ -196,7 +196,7 @@ def aborted_canary(state: DeploymentState, at: datetime) -> DeploymentState:
     assert s.canary is not None
     step = s.canary.passed
     note(s, at, "canary aborted by `rollout abort`")
-    roll_back_now(s, f"canary aborted by `rollout abort` after {step} step(s) passed")
+    fail_replacement(s, f"canary aborted by `rollout abort` after {step} step(s) passed")
     return s
 
 

@@ -141,14 +141,9 @@ def avoid_after_failure(
     note(s, now, f"removed failed {name} on {status.cluster} (avoided for a while)")
 
 
-def roll_back_now(s: DeploymentState, why: str) -> None:
-    """End the pass and roll back to the last good template (in place: ``rollout abort``)."""
-    fail_replacement(s, why)
-
-
 def fail_replacement(s: DeploymentState, why: str) -> None:
-    """A replacement failed: the pass stops with the old replicas still serving and the
-    deployment rolls back to its last good template."""
+    """A replacement failed (or ``rollout abort`` said so): the pass stops with the old
+    replicas still serving and the deployment rolls back to its last good template."""
     s.summary = why
     s.ops.clear()
     _roll_back(s, why)
