@@ -43,7 +43,7 @@ def test_leaving_ready_starts_the_grace_from_the_first_failed_probe() -> None:
         name="east", ready=False, reason="probe failed", unreachable_since=silent
     )
     assert take_report(r, report, T0) == silent
-    assert (r.ready, r.reason, r.not_ready_since) == (False, "down", silent)
+    assert (r.ready, r.reason, r.not_ready_since) == (False, "probe failed", silent)
 
 
 def test_staying_not_ready_keeps_the_grace_already_running() -> None:
