@@ -15,8 +15,8 @@ from modelfleet.api.deployments import BorrowPolicy, ClusterSelector, ModelDeplo
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
-from modelfleet.deployment.decide import BLOCKED
 from modelfleet.deployment.decisions import LogEntry
+from modelfleet.deployment.roll import BLOCKED
 from modelfleet.deployment.workflow import DeploymentWorkflow
 
 HOME, AWAY = "l4-dev", "h100-east"

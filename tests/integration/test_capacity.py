@@ -16,7 +16,7 @@ from integration_support import Stack, delete_deployment, h200_deployment, wait_
 
 from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
-from modelfleet.deployment.decide import WAITING_FOR_ROOM
+from modelfleet.deployment.roll import WAITING_FOR_ROOM
 
 CLUSTER, POOL = "h200-west", "gpu-h200"
 NODES, GPUS_PER_NODE = 4, 8

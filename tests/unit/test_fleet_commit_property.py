@@ -29,15 +29,10 @@ from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.fleet.changes import ChangeLog
-from modelfleet.fleet.commit import (
-    CommitView,
-    book_proposal,
-    changes_since,
-    compact_clusters,
-    conflict,
-)
+from modelfleet.fleet.commit import CommitView, book_proposal, conflict
 from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.placing import EVALUATOR
+from modelfleet.fleet.reading import changes_since, compact_clusters
 from modelfleet.fleet.versions import Versions
 from modelfleet.scheduling.fleet_placement import live_snapshot
 from modelfleet.scheduling.index import fleet_index

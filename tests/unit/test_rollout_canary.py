@@ -21,7 +21,7 @@ from modelfleet.contracts.canary_payloads import (
 )
 from modelfleet.deployment import canary
 from modelfleet.deployment import decisions as rollout
-from modelfleet.deployment.decide import INCONCLUSIVE, MAX_EXTENSIONS
+from modelfleet.deployment.analysis import INCONCLUSIVE, MAX_EXTENSIONS
 
 GOOD = "vllm:1"
 NEXT = "vllm:2"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from rollout_builders import Driver, fleet_with, serving, spec, state_with, status
 
 from modelfleet.deployment import decisions as rollout
-from modelfleet.deployment.decide import ERROR_SAMPLE
 from modelfleet.deployment.decisions import DeploymentState
+from modelfleet.deployment.failures import ERROR_SAMPLE
 
 OLD = spec(2, image="vllm:1")
 NEW = spec(2, image="vllm:2")

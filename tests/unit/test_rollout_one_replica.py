@@ -10,8 +10,8 @@ from rollout_builders import Driver, ToyFleet, serving, spec
 from modelfleet.api.deployments import ModelDeployment, Strategy
 from modelfleet.api.rules import validate
 from modelfleet.deployment import decisions as rollout
-from modelfleet.deployment.decide import WAITING_FOR_ROOM
 from modelfleet.deployment.decisions import DeploymentState, template_hash
+from modelfleet.deployment.roll import WAITING_FOR_ROOM
 
 
 def _one(image: str = "vllm:1", **strategy: int) -> ModelDeployment:

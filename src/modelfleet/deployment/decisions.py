@@ -5,11 +5,16 @@ action out (an activity, a child workflow, a signal, a wait), and feeds what hap
 through the functions in ``events``. Everything here is pure: no I/O, no clock, no Temporal,
 so every decision is unit-tested without a server (tests/unit/test_rollout_*.py).
 
-May import: ``api``, the workflow/activity contract models (``activities.contracts``,
-``workflows.status``), the standard library and pydantic. Nothing else.
+This module only gathers them, for the workflow and the tests: ``decide`` drives a pass,
+``roll`` chooses how replicas are replaced, ``analysis`` runs a canary's steps, ``failures``
+says what has failed and rolls back, ``events`` folds in what happened, ``report`` words the
+status.
+
+May import: ``api``, the ``contracts`` models, the ``deployment`` decision modules, the
+standard library and pydantic. Nothing else.
 
 Extending it: a new step of a pass is a new op in ``state`` (what is left to do, as data) with
-its branch in ``decide``; a new kind of outcome is a function in ``events``; a new thing for
+its branch in ``decide._step``; a new kind of outcome is a function in ``events``; a new thing for
 the workflow to do is an action in ``actions`` and one branch in the workflow's loop. So a
 placement that only checks whether the new template fits, ahead of a roll, is an op before
 ``Roll`` (``DryPlace``); a bounded teardown is a deadline on ``Wait``; cancelling a replica's
@@ -33,17 +38,9 @@ from modelfleet.deployment.actions import (
     Wait,
 )
 from modelfleet.deployment.decide import (
-    AVOID_AFTER_FAILURE,
     MAX_CLUSTER_RETRIES,
     RESYNC_INTERVAL,
-    WAITING_FOR_HEALTH,
-    after_ready,
-    crash_looping,
-    failed_after_roll,
-    failed_replacement,
-    in_place_allowed,
     next_action,
-    proven,
     rest_over,
     wait_over,
     woke,
@@ -73,7 +70,15 @@ from modelfleet.deployment.events import (
     standing,
     started,
 )
-from modelfleet.deployment.report import report
+from modelfleet.deployment.failures import (
+    AVOID_AFTER_FAILURE,
+    after_ready,
+    crash_looping,
+    failed_after_roll,
+    failed_replacement,
+)
+from modelfleet.deployment.report import details, held_back, report
+from modelfleet.deployment.roll import WAITING_FOR_HEALTH, in_place_allowed, proven
 from modelfleet.deployment.state import (
     DeploymentState,
     LogEntry,
@@ -115,6 +120,7 @@ __all__ = [
     "carried",
     "crash_looping",
     "deleted",
+    "details",
     "dry_place_request",
     "dry_placed",
     "effective_spec",
@@ -124,6 +130,7 @@ __all__ = [
     "figures_read",
     "fleet_failed",
     "forgotten",
+    "held_back",
     "in_place_allowed",
     "next_action",
     "paused",

@@ -19,15 +19,10 @@ from modelfleet.contracts.fleet_payloads import (
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
 from modelfleet.deployment.actions import DryPlace, Place
-from modelfleet.deployment.decide import (
-    NO_OTHER_CLUSTER,
-    WAITING_FOR_HEALTH,
-    blocked,
-    canary_rolling,
-    failed_after_roll,
-    replace_in_place,
-    roll_back_now,
-)
+from modelfleet.deployment.analysis import canary_rolling
+from modelfleet.deployment.decide import NO_OTHER_CLUSTER
+from modelfleet.deployment.failures import fail_replacement, failed_after_roll
+from modelfleet.deployment.roll import WAITING_FOR_HEALTH, blocked, replace_in_place
 from modelfleet.deployment.state import (
     Analyse,
     AwaitReady,
@@ -139,7 +134,7 @@ def errors_counted(
 ) -> DeploymentState:
     """What the proven replacement ``name``'s engines answered meanwhile (0 and 0 when they
     could not be read: ``unread`` says why); the next decision judges it
-    (``decide.error_verdict``). The decision log keeps the figure."""
+    (``failures.error_verdict``). The decision log keeps the figure."""
     s = state.model_copy(deep=True)
     for op in s.ops:
         if isinstance(op, AwaitReady) and op.name == name:
@@ -201,7 +196,7 @@ def aborted_canary(state: DeploymentState, at: datetime) -> DeploymentState:
     assert s.canary is not None
     step = s.canary.passed
     note(s, at, "canary aborted by `rollout abort`")
-    roll_back_now(s, f"canary aborted by `rollout abort` after {step} step(s) passed")
+    fail_replacement(s, f"canary aborted by `rollout abort` after {step} step(s) passed")
     return s
 
 
@@ -229,7 +224,7 @@ def progressed(state: DeploymentState, progress: ReplicaProgress) -> DeploymentS
     ):
         # A replica of the spec's template serves: that template is now the one to return to.
         # Not while a replacement proves itself: a roll makes its template the last good one
-        # when it is over (``decide._roll``), so a crash loop during it can still roll back.
+        # when it is over (``roll.roll_next``), so a crash loop during it can still roll back.
         promote(s, progress.at)
     if progress.at is not None and failed_after_roll(s, progress.at) is not None:
         # A slow crasher of the template that just rolled: the next pass rolls it back, now

@@ -1,5 +1,6 @@
 """The deployment's status as users see it (``status`` query, ``get``, the UI), computed from
-its state. Pure."""
+its state, and what the workflow publishes of it (the memo's held-back reason, the UI's current
+details). Pure: may import ``api``, the ``contracts`` models and ``deployment.state``."""
 
 from __future__ import annotations
 
@@ -99,4 +100,18 @@ def report(state: DeploymentState) -> DeploymentStatus:
         paused=state.paused,
         created=state.created,
         observed_generation=state.observed,
+    )
+
+
+def held_back(state: DeploymentState) -> str:
+    """Why the deployment runs its last good template instead of the spec's ("": it does not),
+    with the figures: the memo's ``heldBack``."""
+    held = state.held and state.held == template_hash(state.spec)
+    return state.held_reason if held else ""
+
+
+def details(status: DeploymentStatus) -> str:
+    """The workflow's current details in the Temporal UI: phase, ready count, summary."""
+    return f"**{status.phase}** · {status.ready}/{status.desired} ready" + (
+        f"\n\n{status.summary}" if status.summary else ""
     )

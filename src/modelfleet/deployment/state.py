@@ -263,7 +263,7 @@ class DeploymentState(WireModel):
     last_good: ModelDeployment | None = None
     # The last good spec before ``last_good`` took over, and when that roll finished: while
     # its rollback window is open (``rollback_window_end``), a crash loop of ``last_good``'s
-    # template rolls back to it (``decide.failed_after_roll``).
+    # template rolls back to it (``failures.failed_after_roll``).
     previous_good: ModelDeployment | None = None
     rolled_out_at: datetime | None = None
     # The template hash of a spec held back (blocked at the dry placement, or rolled back after

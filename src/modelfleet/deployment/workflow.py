@@ -4,8 +4,9 @@ deployment's replicas against it.
 Every decision (what to place, what to tear down, surge or replace in place, when to pause, which
 clusters to avoid) is made by the pure ``deployment.decisions`` from the workflow's one
 state object. This workflow only asks it for the next action and carries that out: the Fleet's
-``fleet.place`` and ``fleet.release`` activities, a ModelReplica child per replica, the
-``teardown`` signal to a replica, and durable waits.
+``fleet.place`` and ``fleet.release`` activities and the engines' readings (scheduled by the
+functions of ``deployment.calls``), a ModelReplica child per replica, the ``teardown`` signal to
+a replica, and durable waits.
 
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
 name), ``pause`` and ``resume`` (Updates), ``promote`` and ``abort`` (Updates, refused when no
@@ -22,7 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, VersioningBehavior
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -31,27 +32,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.contracts import search
-    from modelfleet.contracts.activity_names import (
-        ENGINE_ERRORS,
-        ENGINE_FIGURES,
-        FLEET_DRY_PLACE,
-        FLEET_PLACE,
-        FLEET_PLACEMENT_CURRENT,
-        FLEET_RELEASE,
-    )
-    from modelfleet.contracts.autoscaler_payloads import EngineErrors, EngineErrorsRequest
-    from modelfleet.contracts.canary_payloads import (
-        FiguresReading,
-        FiguresRequest,
-        WindowFigures,
-    )
-    from modelfleet.contracts.fleet_payloads import (
-        PlacementCheck,
-        PlaceRequest,
-        PlaceResponse,
-        ReleaseRequest,
-        template_key,
-    )
     from modelfleet.contracts.ids import replica_id
     from modelfleet.contracts.status import (
         DeploymentStatus,
@@ -62,28 +42,18 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.wire import WireModel
     from modelfleet.contracts.workflow_inputs import ReplicaInput
+    from modelfleet.deployment import calls
     from modelfleet.deployment import decisions as rollout
     from modelfleet.deployment.decisions import DeploymentState
     from modelfleet.deployment.signals import scale_replicas
     from modelfleet.rendering.facts import ClusterFacts
     from modelfleet.replica.workflow import ReplicaWorkflow
 
-FLEET_TIMEOUT = timedelta(seconds=30)
-# A replacement's engines' metrics: a few quick reads at most, then the roll goes on without.
-ENGINE_ERRORS_TIMEOUT = timedelta(seconds=15)
-ENGINE_ERRORS_TOTAL = timedelta(seconds=40)
-FLEET_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
-# A placement that has not been answered in this long fails with the last error, instead of
-# retrying forever; the pass ends saying why and the next resync asks again.
-FLEET_TOTAL = timedelta(minutes=3)
 # A replica told to tear down gets this long to finish; then its workflow is cancelled (which
 # cancels its current activity and compensates), and after as long again it is given up on.
 TEARDOWN_GRACE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
-# Template keys this run's Fleet answers kept (memory only: a new run sends the first whole).
-MAX_KNOWN_TEMPLATES = 8
-
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
 
@@ -277,7 +247,7 @@ class DeploymentWorkflow:
                 await self._signal_teardown(action.name)
             elif isinstance(action, rollout.Forget):
                 # Release first: a replica leaves the status only once its capacity is free.
-                await self._release([action.name])
+                await calls.release(self._state.spec.namespace, [action.name])
                 self._state = rollout.forgotten(self._state, action.name, workflow.now())
             elif isinstance(action, rollout.Wait):
                 await self._wait(action)
@@ -384,62 +354,16 @@ class DeploymentWorkflow:
             request_id=f"{info.workflow_id}/{info.run_id}/{action.sequence}",
             now=workflow.now(),
         )
-        assert request.deployment is not None
-        key = template_key(request.deployment)
         try:
-            response: PlaceResponse | None = None
-            if key in self._fleet_templates:
-                # A worker was sent the template: send only its key; an ``unknown_template``
-                # answer (a worker that does not hold it) sends it whole again.
-                named = request.model_copy(update={"deployment": None, "template": key})
-                response = await self._fleet_place(named, action.desired)
-                if response.unknown_template:
-                    del self._fleet_templates[key]
-                    response = None
-                    # A new update ID: the server answers a repeated one from the first.
-                    request = request.model_copy(update={"request_id": f"{request.request_id}/w"})
-            if response is None:
-                response = await self._fleet_place(request, action.desired)
-                self._fleet_templates[key] = None
-                while len(self._fleet_templates) > MAX_KNOWN_TEMPLATES:
-                    del self._fleet_templates[next(iter(self._fleet_templates))]
+            response = await calls.place(request, action.desired, self._fleet_templates)
         except ActivityError as exc:
-            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            self._state = rollout.fleet_failed(self._state, calls.cause(exc))
             return
         self._facts.update(response.facts)
         self._state = rollout.placed(self._state, response)
 
-    async def _fleet_place(self, request: PlaceRequest, desired: int) -> PlaceResponse:
-        response: PlaceResponse = await workflow.execute_activity(
-            FLEET_PLACE,
-            request,
-            result_type=PlaceResponse,
-            summary=f"place {desired} replica(s)",
-            start_to_close_timeout=FLEET_TIMEOUT,
-            schedule_to_close_timeout=FLEET_TOTAL,
-            retry_policy=FLEET_RETRY,
-        )
-        return response
-
     async def _check_errors(self, action: rollout.CheckErrors) -> None:
-        """One read of the replacement's engines' answers; unreadable is no verdict."""
-        try:
-            answered: EngineErrors = await workflow.execute_activity(
-                ENGINE_ERRORS,
-                EngineErrorsRequest(
-                    cluster=action.cluster,
-                    namespace=self._state.spec.namespace,
-                    replica=action.name,
-                ),
-                result_type=EngineErrors,
-                summary=f"read what {action.name}'s engines answered while proving itself",
-                start_to_close_timeout=ENGINE_ERRORS_TIMEOUT,
-                schedule_to_close_timeout=ENGINE_ERRORS_TOTAL,
-                retry_policy=FLEET_RETRY,
-            )
-        except ActivityError as exc:
-            workflow.logger.warning("errors of %s not read: %s", action.name, exc)
-            answered = EngineErrors(error=str(exc))
+        answered = await calls.read_errors(self._state.spec.namespace, action)
         self._state = rollout.errors_counted(
             self._state,
             action.name,
@@ -452,46 +376,12 @@ class DeploymentWorkflow:
         )
 
     async def _read_figures(self, action: rollout.ReadFigures) -> None:
-        """A canary step's reading; engines that cannot be read are data (``errors``), and an
-        activity that fails altogether reads as nothing read (the verdict waits)."""
-        what = "the window's figures" if action.baseline is not None else "the baseline"
-        try:
-            reading: FiguresReading = await workflow.execute_activity(
-                ENGINE_FIGURES,
-                FiguresRequest(
-                    namespace=self._state.spec.namespace,
-                    replicas=action.replicas,
-                    baseline=action.baseline,
-                    canary=action.canary,
-                    stable=action.stable,
-                ),
-                result_type=FiguresReading,
-                summary=f"canary: read {what} of {len(action.replicas)} replicas' engines",
-                start_to_close_timeout=ENGINE_ERRORS_TIMEOUT,
-                schedule_to_close_timeout=ENGINE_ERRORS_TOTAL,
-                retry_policy=FLEET_RETRY,
-            )
-        except ActivityError as exc:
-            reason = _cause(exc)
-            reading = FiguresReading(errors={n: reason for n in action.replicas})
-            if action.baseline is not None:
-                reading.figures = WindowFigures(unread=sorted(action.replicas))
+        reading = await calls.read_figures(self._state.spec.namespace, action)
         self._state = rollout.figures_read(self._state, reading, at=workflow.now())
 
     async def _check_placement(self, action: rollout.CheckPlacement) -> None:
         md = self._state.spec
-        try:
-            current: bool = await workflow.execute_activity(
-                FLEET_PLACEMENT_CURRENT,
-                PlacementCheck(namespace=md.namespace, deployment=md.name, version=action.version),
-                result_type=bool,
-                summary="is the placement current",
-                start_to_close_timeout=FLEET_TIMEOUT,
-                schedule_to_close_timeout=FLEET_TOTAL,
-                retry_policy=FLEET_RETRY,
-            )
-        except ActivityError:
-            current = False  # unknown: place as before
+        current = await calls.placement_current(md.namespace, md.name, action.version)
         self._state = rollout.placement_checked(self._state, current)
 
     async def _dry_place(self, action: rollout.DryPlace) -> None:
@@ -499,30 +389,12 @@ class DeploymentWorkflow:
             self._state, action, request_id="dry", now=workflow.now()
         )
         try:
-            response: PlaceResponse = await workflow.execute_activity(
-                FLEET_DRY_PLACE,
-                request,
-                result_type=PlaceResponse,
-                summary=f"check where {action.desired} replica(s) of the new template would go",
-                start_to_close_timeout=FLEET_TIMEOUT,
-                schedule_to_close_timeout=FLEET_TOTAL,
-                retry_policy=FLEET_RETRY,
-            )
+            response = await calls.dry_place(request, action.desired)
         except ActivityError as exc:
             # Unknown is not "fits": nothing serving is touched until the Fleet answers.
-            self._state = rollout.fleet_failed(self._state, _cause(exc))
+            self._state = rollout.fleet_failed(self._state, calls.cause(exc))
             return
         self._state = rollout.dry_placed(self._state, response)
-
-    async def _release(self, names: list[str]) -> None:
-        await workflow.execute_activity(
-            FLEET_RELEASE,
-            ReleaseRequest(namespace=self._state.spec.namespace, replicas=names),
-            result_type=int,
-            summary=f"release {', '.join(names)}",
-            start_to_close_timeout=FLEET_TIMEOUT,
-            retry_policy=FLEET_RETRY,
-        )
 
     # --- children --------------------------------------------------------------------------
 
@@ -572,8 +444,7 @@ class DeploymentWorkflow:
 
     def _publish(self) -> None:
         status = self._status()
-        held = self._state.held and self._state.held == rollout.template_hash(self._state.spec)
-        rolled_back = self._state.held_reason if held else ""
+        rolled_back = rollout.held_back(self._state)
         if rolled_back != self._rolled_back:
             # In the history (a properties-modified event), with the figures: why the
             # deployment runs its last good template instead of the spec's.
@@ -585,12 +456,4 @@ class DeploymentWorkflow:
                 [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
             )
             self._upserted = values
-        workflow.set_current_details(
-            f"**{status.phase}** · {status.ready}/{status.desired} ready"
-            + (f"\n\n{status.summary}" if status.summary else "")
-        )
-
-
-def _cause(exc: ActivityError) -> str:
-    cause = exc.__cause__ or exc
-    return str(cause) or type(cause).__name__
+        workflow.set_current_details(rollout.details(status))

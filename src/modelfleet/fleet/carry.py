@@ -1,5 +1,6 @@
-"""What the Fleet carries across continue-as-new: its compact state, bounded. Pure: the Fleet
-workflow passes in what it holds.
+"""What the Fleet carries across continue-as-new: its compact state, bounded; and the placement
+answers it remembers (compact) so that a retried ``fleet.place`` books nothing twice. Pure: the
+Fleet workflow passes in what it holds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import (
     ClusterEntry,
     CompactAnswer,
+    answer_from_compact,
     cluster_record,
     compact_answer,
 )
@@ -28,6 +30,10 @@ CARRIED_DECISIONS = 50
 CARRIED_REJECTIONS = 20
 CARRIED_ANSWERS = 32
 RETRY_WINDOW = timedelta(minutes=15)
+# Answers kept in memory within a run (the newest; continue-as-new carries fewer).
+MAX_REMEMBERED_REQUESTS = 200
+
+Answered = dict[str, tuple[datetime, PlaceResponse | CompactAnswer]]
 
 
 def carried_state(
@@ -63,6 +69,26 @@ def carried_state(
         },
         version=version,
     )
+
+
+def remember(answered: Answered, request_id: str, response: PlaceResponse, now: datetime) -> None:
+    """Keep the answer to ``request_id``, compacted now, a placement at a time, rather than all
+    in continue-as-new's task; the oldest go past ``MAX_REMEMBERED_REQUESTS``."""
+    answered[request_id] = (now, compact_answer(response, now, rejections=CARRIED_REJECTIONS))
+    while len(answered) > MAX_REMEMBERED_REQUESTS:
+        answered.pop(next(iter(answered)))
+
+
+def recall(answered: Answered, request_id: str) -> PlaceResponse | None:
+    """The answer given to ``request_id`` before, if it is still remembered (expanded once,
+    then kept expanded: a retry may ask again)."""
+    if request_id not in answered:
+        return None
+    at, answer = answered[request_id]
+    if isinstance(answer, CompactAnswer):
+        answer = answer_from_compact(answer)
+        answered[request_id] = (at, answer)
+    return answer
 
 
 def trimmed(decision: Decision) -> Decision:

@@ -19,27 +19,19 @@ Pure: no I/O, no Temporal calls; the Fleet workflow passes its state in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
 from modelfleet.contracts.fleet_copy import (
-    MAX_CHANGES_PER_ANSWER,
-    ChangesRequest,
-    CompactClusters,
-    FleetChanges,
     Proposal,
 )
 from modelfleet.contracts.fleet_payloads import (
     PlaceResponse,
 )
-from modelfleet.contracts.fleet_state import ClusterEntry
 from modelfleet.contracts.status import ClusterRecord
-from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
 from modelfleet.fleet.changes import ChangeLog
 from modelfleet.fleet.versions import Versions
@@ -152,56 +144,3 @@ def book_proposal(
         )
     versions.placed(owner, short=bool(response.summary))
     return response.model_copy(update={"version": versions.version})
-
-
-def changes_since(
-    request: ChangesRequest,
-    *,
-    epoch: str,
-    now: datetime,
-    limits: FleetLimits,
-    version: int,
-    log: ChangeLog,
-    classes: Mapping[str, InferenceClass],
-    clusters: Mapping[str, ClusterRecord],
-    entry_of: Callable[[str], tuple[ClusterEntry, str, list[Any]]],
-    book: FleetBook,
-) -> FleetChanges:
-    """The ``changes`` query's answer: what changed since ``request.since``, as it stands now,
-    costing what changed; ``too_old`` when the log cannot say (the asker reads it whole)."""
-    answer = FleetChanges(
-        epoch=epoch,
-        version=version,
-        now=now,
-        grace_seconds=limits.not_ready_grace_seconds,
-        max_replicas=limits.max_replicas,
-        too_old=True,
-    )
-    if request.epoch != epoch:
-        return answer
-    since = log.since(request.since, now=version, limit=MAX_CHANGES_PER_ANSWER)
-    if since.too_old:
-        return answer
-    return answer.model_copy(
-        update={
-            "too_old": False,
-            "classes": [classes[k] for k in sorted(classes)] if since.catalog else None,
-            "clusters": compact_clusters([n for n in since.clusters if n in clusters], entry_of),
-            "removed_clusters": [n for n in since.clusters if n not in clusters],
-            "replicas": book.compact(since.replicas),
-            "removed_replicas": [k for k in since.replicas if k not in book],
-        }
-    )
-
-
-def compact_clusters(
-    names: Iterable[str], entry_of: Callable[[str], tuple[ClusterEntry, str, list[Any]]]
-) -> CompactClusters:
-    """The named clusters in the form the Fleet keeps them (``Fleet._entry``)."""
-    out = CompactClusters()
-    for name in names:
-        entry, key, layout = entry_of(name)
-        out.entries[name] = entry
-        if key:
-            out.layouts[key] = layout
-    return out

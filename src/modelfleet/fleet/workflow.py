@@ -20,8 +20,10 @@ cached on it) is kept by the workers' copies, not here. It runs on its own task 
 docs/fleet.md.
 
 The pure parts live beside it: the book (:mod:`modelfleet.fleet.book`), what continue-as-new
-carries (:mod:`modelfleet.fleet.carry`, :mod:`modelfleet.contracts.fleet_state`) and placement
-(:mod:`modelfleet.fleet.placing`, :mod:`modelfleet.scheduling.fleet_placement`).
+carries and the remembered answers (:mod:`modelfleet.fleet.carry`,
+:mod:`modelfleet.contracts.fleet_state`), how reports change cluster records
+(:mod:`modelfleet.fleet.records`), what the workers' copies read (:mod:`modelfleet.fleet.reading`)
+and placement (:mod:`modelfleet.fleet.placing`, :mod:`modelfleet.scheduling.fleet_placement`).
 
 Deterministic orchestration only: no I/O, clocks or randomness outside ``workflow.*``; the
 checks it runs are pure functions.
@@ -47,8 +49,6 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts import search
     from modelfleet.contracts.cache_payloads import CacheReport
     from modelfleet.contracts.fleet_copy import (
-        SNAPSHOT_CLUSTER_PAGE,
-        SNAPSHOT_REPLICA_PAGE,
         ChangesRequest,
         CommitAnswer,
         FleetChanges,
@@ -60,33 +60,25 @@ with workflow.unsafe.imports_passed_through():
         ClusterReport,
         FleetStats,
         PlacementCheck,
-        PlaceResponse,
         ReleaseRequest,
         ReplicaPage,
         ReplicaPageRequest,
     )
     from modelfleet.contracts.fleet_state import (
         ClusterEntry,
-        CompactAnswer,
-        answer_from_compact,
         cluster_entry,
-        compact_answer,
     )
     from modelfleet.contracts.ids import deployment_id
     from modelfleet.contracts.status import ClusterRecord, Decision, DecisionQuery, FleetView
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
     from modelfleet.fleet.book import FleetBook, replica_key
-    from modelfleet.fleet.carry import CARRIED_REJECTIONS, LazyRecords, carried_state
+    from modelfleet.fleet.carry import Answered, LazyRecords, carried_state, recall, remember
     from modelfleet.fleet.changes import ChangeLog
-    from modelfleet.fleet.commit import (
-        CommitView,
-        book_proposal,
-        changes_since,
-        compact_clusters,
-        conflict,
-    )
+    from modelfleet.fleet.commit import CommitView, book_proposal, conflict
     from modelfleet.fleet.placing import EVALUATOR, decision_of
+    from modelfleet.fleet.reading import changes_since, snapshot_page
+    from modelfleet.fleet.records import class_users, take_cache_report, take_report
     from modelfleet.fleet.versions import Versions
     from modelfleet.scheduling.fleet_placement import live_snapshot
     from modelfleet.scheduling.index import FleetIndex, fleet_index
@@ -94,7 +86,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Bounded memory: a long-lived workflow must not grow without limit.
 MAX_DECISIONS = 500
-MAX_REMEMBERED_REQUESTS = 200
 # A cluster NotReady for longer than this loses its replicas to re-placement (the default of
 # ``FleetLimits.not_ready_grace_seconds``; each Fleet uses its own limits').
 NOT_READY_GRACE = timedelta(seconds=FleetLimits().not_ready_grace_seconds)
@@ -128,9 +119,7 @@ class FleetWorkflow:
         # request ID -> (when answered, the answer). Carried answers stay compact until a retry
         # asks for one: expanding 32 answers of 100 replicas each at start-up costs seconds,
         # past the workflow task's deadlock timeout.
-        self._answered: dict[str, tuple[datetime, PlaceResponse | CompactAnswer]] = {
-            rid: (a.at, a) for rid, a in state.remembered.items()
-        }
+        self._answered: Answered = {rid: (a.at, a) for rid, a in state.remembered.items()}
         # One cluster's scheduler index, what a commit's capacity check charges; dropped when
         # the cluster or the catalog changes. Bounded by the clusters.
         self._indexes: dict[str, tuple[FleetSnapshot, FleetIndex]] = {}
@@ -228,11 +217,7 @@ class FleetWorkflow:
 
     @workflow.update
     def remove_class(self, name: str) -> None:
-        users = sorted(
-            c.spec.name
-            for c in self._clusters.values()
-            if any(p.class_name == name for p in c.spec.spec.node_pools)
-        )
+        users = class_users(self._clusters.values(), name)
         if users:
             raise ApplicationError(
                 f"InferenceClass {name} is used by clusters: {', '.join(users)}",
@@ -270,20 +255,9 @@ class FleetWorkflow:
             self._cluster_changed(report.name)
             await self._nudge_deployments_on(report.name)
         self._entries.pop(report.name, None)
-        was_ready = record.ready
-        record.ready = report.ready
-        record.reason = report.reason
-        record.gateway_address = report.gateway_address
-        record.observed_pools = report.observed_pools
-        record.queue = report.queue
-        record.unreachable_since = report.unreachable_since
-        if report.ready:
-            record.not_ready_since = None
-        elif was_ready or record.not_ready_since is None:
-            # An unreachable cluster's grace counts from its first failed probe: failover then
-            # has a bound from when it went silent, however many probes NotReady takes.
-            record.not_ready_since = min(workflow.now(), report.unreachable_since or workflow.now())
-            self._start_grace_timer(report.name, record.not_ready_since)
+        grace_from = take_report(record, report, workflow.now())
+        if grace_from is not None:
+            self._start_grace_timer(report.name, grace_from)
         if record.observed() != before:
             self._cluster_changed(report.name)
 
@@ -322,17 +296,8 @@ class FleetWorkflow:
             await self._report_cache(report)
 
     async def _report_cache(self, report: CacheReport) -> None:
-        key = f"{report.namespace}/{report.name}"
-        changed = False
-        for name, record in self._clusters.items():
-            state = report.clusters.get(name)
-            if record.caches.get(key) == state:
-                continue
-            if state is None:
-                del record.caches[key]
-            else:
-                record.caches[key] = state
-            changed = True
+        changed = take_cache_report(self._clusters, report)
+        for name in changed:
             self._cluster_changed(name)
         if changed:
             for namespace, deployment in sorted(self._versions.short):
@@ -370,11 +335,8 @@ class FleetWorkflow:
         nothing it touches changed since the copy's version and its pools have room; else say
         what changed (the worker recomputes on a newer copy). A request ID booked before is
         answered from memory, so a retried activity places nothing twice."""
-        if proposal.request_id in self._answered:
-            at, answer = self._answered[proposal.request_id]
-            if isinstance(answer, CompactAnswer):
-                answer = answer_from_compact(answer)
-                self._answered[proposal.request_id] = (at, answer)
+        answer = recall(self._answered, proposal.request_id)
+        if answer is not None:
             return CommitAnswer(committed=True, version=answer.version, response=answer)
         now = workflow.now()
         why = conflict(
@@ -395,21 +357,11 @@ class FleetWorkflow:
         if why is not None:
             return CommitAnswer(committed=False, version=self._versions.version, conflict=why)
         response = book_proposal(self._book, self._versions, self._log, proposal)
-        self._remember(proposal.request_id, response)
+        remember(self._answered, proposal.request_id, response, now)
         self._decisions.append(
             decision_of(now, proposal.namespace, proposal.deployment, proposal.desired, response)
         )
         return CommitAnswer(committed=True, version=self._versions.version)
-
-    def _remember(self, request_id: str, response: PlaceResponse) -> None:
-        # Compacted now, a placement at a time, rather than all in continue-as-new's task.
-        now = workflow.now()
-        self._answered[request_id] = (
-            now,
-            compact_answer(response, now, rejections=CARRIED_REJECTIONS),
-        )
-        while len(self._answered) > MAX_REMEMBERED_REQUESTS:
-            self._answered.pop(next(iter(self._answered)))
 
     @workflow.query
     def changes(self, request: ChangesRequest) -> FleetChanges:
@@ -433,26 +385,16 @@ class FleetWorkflow:
     def snapshot_page(self, request: SnapshotPageRequest) -> SnapshotPage:
         """The whole fleet a bounded page at a time: clusters by name (the first page with the
         catalog), then replicas by key. Each page says the version it was read at."""
-        page = SnapshotPage(
+        return snapshot_page(
+            request,
             epoch=self._epoch(),
-            version=self._versions.version,
             now=workflow.now(),
-            grace_seconds=self._limits.not_ready_grace_seconds,
-            max_replicas=self._limits.max_replicas,
-        )
-        if request.part == "replicas":
-            rows, after = self._book.rows_page(request.after, SNAPSHOT_REPLICA_PAGE)
-            return page.model_copy(update={"replicas": rows, "next_after": after})
-        names = sorted(n for n in self._clusters if n > request.after)
-        chosen = names[:SNAPSHOT_CLUSTER_PAGE]
-        return page.model_copy(
-            update={
-                "classes": [self._classes[k] for k in sorted(self._classes)]
-                if not request.after
-                else [],
-                "clusters": compact_clusters(chosen, self._entry),
-                "next_after": chosen[-1] if len(names) > len(chosen) else "",
-            }
+            limits=self._limits,
+            version=self._versions.version,
+            classes=self._classes,
+            clusters=self._clusters,
+            entry_of=self._entry,
+            book=self._book,
         )
 
     @workflow.update

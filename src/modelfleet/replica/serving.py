@@ -14,7 +14,8 @@ health check every interval judged over time, and a drift comparison on a failed
 slow resync. Both are the one serving loop (``_serve``); only how it learns its health differs.
 A watched replica that hears it is no longer healthy (a new verdict) runs one health check of
 its own, which reads the pods: the deployment hears why in the pods' words and how many times
-its engines restarted (a crash loop after Ready fails a replacement, ``deployment.decide``).
+its engines restarted (a crash loop after Ready fails a replacement,
+``deployment.failures``).
 
 Reporting (``_set``): the parent deployment is signalled only when what it decides or reports
 changes (Ready, Degraded, Failed, Done; the steps in between are read by the ``progress``
