@@ -101,6 +101,7 @@ POLL_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=15),
     non_retryable_error_types=[PERMANENT_KUBE_ERROR, READINESS_DEADLINE_EXCEEDED],
 )
+POLL_ATTEMPT = timedelta(seconds=10)
 # A replica whose deployment references a ModelCache waits (a step of its own, with the
 # cache's progress) until the cache is Ready on its cluster before creating anything.
 CACHE_POLL_FIRST = timedelta(seconds=2)
@@ -354,7 +355,10 @@ class ReplicaWorkflow(ServingReplica):
                 crash_loop_restarts=self._input.crash_loop_restarts,
             ),
             result_type=ReadyResult,
-            start_to_close_timeout=timedelta(seconds=60),
+            # One check is a few reads (milliseconds); an attempt lost with its worker (a
+            # SIGKILL) is retried only once this runs out, and that delay adds to the time a
+            # failed replacement takes to be rolled back.
+            start_to_close_timeout=POLL_ATTEMPT,
             schedule_to_close_timeout=remaining + timedelta(seconds=90),
             retry_policy=POLL_RETRY,
             summary=f"wait for {what}",
