@@ -1,5 +1,5 @@
 """Routes confirmed before teardown, and models checked before a replica joins (issue 29, items
-4 and 5), measured the way ``test_bad_engine_figures`` measures a change under load (its
+4 and 5), measured the way ``bad_engines`` measures a change under load (its
 environment, load, cases and checks, reused): the official ``openai`` client sends 5 chat
 completions/s for model ``qwen`` through a ModelService over a Ready 2-replica deployment while
 a change rolls, and the run prints requests, failed requests, serving replicas and the
@@ -17,16 +17,21 @@ rollback.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+import pytest_asyncio
+from bad_engines import Case, check_figures, figures_env, run_change
 from crash_env import CrashEnv
-from test_bad_engine_figures import (
-    Case,
-    _change,
-    _check,
-    env,  # noqa: F401 (the module's environment fixture, reused)
-)
 
 pytestmark = pytest.mark.timeout(480)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[CrashEnv]:
+    async with figures_env(tmp_path_factory.mktemp("route-gate")) as e:
+        yield e
+
 
 NEW_IMAGE = "vllm/vllm-openai:v0.23.1"
 # The front door's API answers route writes 3 s late, so the SIGKILL lands between the old
@@ -55,16 +60,16 @@ TYPO_CASE = Case(
 
 
 async def test_a_roll_with_the_worker_killed_after_a_withdraw_fails_no_request(
-    env: CrashEnv,  # noqa: F811
+    env: CrashEnv,
 ) -> None:
-    figures = _check(await _change(env, KILL_CASE), KILL_CASE)
+    figures = check_figures(await run_change(env, KILL_CASE), KILL_CASE)
     assert "SIGKILLed" in figures.note, figures.note
 
 
 async def test_a_served_model_name_typo_is_rolled_back_and_never_served(
-    env: CrashEnv,  # noqa: F811
+    env: CrashEnv,
 ) -> None:
-    figures = _check(await _change(env, TYPO_CASE), TYPO_CASE)
+    figures = check_figures(await run_change(env, TYPO_CASE), TYPO_CASE)
     assert "qwen3" in figures.rollback_reason, figures.rollback_reason
     print(f"rollback reason: {figures.rollback_reason}\nhistory: {figures.history}")
     # ``rollout history`` says the same of the revision it held back.
