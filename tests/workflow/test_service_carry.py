@@ -13,9 +13,10 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from test_service import (
     Doubles,
     _endpoint,
@@ -149,7 +150,10 @@ async def test_a_continued_service_keeps_its_doors_and_does_not_apply_them_again
         want = len(runs) + 1
         await _until(continued, "one more continue-as-new")
         await service.execute_update(ServiceWorkflow.delete)
-        final = await client.get_workflow_handle_for(ServiceWorkflow.run, wid).result()
+        ending: WorkflowHandle[Any, ServiceStatus] = client.get_workflow_handle(
+            wid, result_type=ServiceStatus
+        )
+        final = await ending.result()
         assert final.phase == "Deleted"
         assert doubles.deleted[0].kind == "HTTPRoute"
         assert {r.kind for r in doubles.deleted} >= {"HTTPRoute", "Service", "EndpointSlice"}
