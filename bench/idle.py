@@ -47,7 +47,7 @@ import rollout as rb
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.cluster.state import ClusterInput
-from modelfleet.contracts.workflow_inputs import ReplicaInput
+from modelfleet.replica.state import ReplicaInput
 
 HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
 DRIFT_RESYNC = ReplicaInput.model_fields["drift_resync_seconds"].default

@@ -31,9 +31,10 @@ from modelfleet.cli.apply import apply_resource
 from modelfleet.contracts.activity_names import KUBE_SCAN_REPLICAS, TASK_QUEUE
 from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
 from modelfleet.rendering.facts import ClusterFacts
 from modelfleet.rendering.replica_manifests import render_replica
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.sim.faults import FaultConfig
 

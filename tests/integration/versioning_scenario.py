@@ -60,7 +60,8 @@ from modelfleet.contracts.serving_payloads import (
     RoutesRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.devserver import start_dev_server
 from modelfleet.worker.versioning import ENV_BUILD_ID, ENV_DEPLOYMENT, deployment_config

@@ -26,7 +26,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.worker.runner import WORKFLOWS
 

@@ -26,7 +26,7 @@ from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, Pla
 from modelfleet.contracts.kube_payloads import WaitReadyRequest
 from modelfleet.contracts.status import ClusterRecord, FleetView
 from modelfleet.contracts.wire import WireModel
-from modelfleet.contracts.workflow_inputs import ReplicaInput
+from modelfleet.replica.state import ReplicaInput
 
 T = TypeVar("T")
 CONVERTER = pydantic_data_converter.payload_converter

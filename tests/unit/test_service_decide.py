@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from modelfleet.api.services import GlobalAddress, ModelService
 from modelfleet.contracts.serving_payloads import (
     EndpointHealth,
@@ -24,6 +26,7 @@ from modelfleet.service.decide import (
 )
 from modelfleet.service.report import endpoint_statuses, front_door_statuses, served_model_lists
 from modelfleet.service.route import DoorBook, plan_route
+from modelfleet.service.state import ServiceInput, ServiceState
 
 DOOR = FrontDoor(cluster="east", gateway_name="gw", gateway_namespace="gw-ns")
 
@@ -151,6 +154,35 @@ def test_door_book_applies_only_what_changed_and_forgets_a_door() -> None:
     book.error["east"] = "boom"
     book.forget("east")
     assert (book.applied, book.digests, book.address, book.error) == ({}, {}, {}, {})
+
+
+def test_the_service_state_survives_the_continue_as_new_payload_whole() -> None:
+    """What a run hands the next (through Temporal's pydantic converter) is what it held: the
+    doors (so an unchanged route is not applied again), the routed endpoints and the flags."""
+    plan = plan_route(DOOR, SVC, {"ml/s0": 1}, ENDPOINTS)
+    book = DoorBook()
+    book.record("east", plan)
+    book.address["east"] = "http://e"
+    book.error["west"] = "unreachable"
+    state = ServiceState(
+        spec=SVC,
+        revision=7,
+        endpoints=ENDPOINTS,
+        doors=book,
+        routed={"ml/s0": (0, ENDPOINTS[0])},
+        weights={"ml/s0": 1},
+        health=healthy("ml/s0", models=["qwen"]),
+        deleting=True,
+        spec_changed=True,
+        address="http://e",
+        phase="Ready",
+    )
+    arg = ServiceInput(state=state, probe_interval_seconds=2.5, reconciles_per_run=4)
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([arg])
+    (back,) = pydantic_data_converter.payload_converter.from_payloads([payload], [ServiceInput])
+    assert back == arg
+    assert back.state.doors.current("east", plan)
+    assert ServiceInput.of(SVC).state == ServiceState(spec=SVC)
 
 
 def test_endpoint_statuses_list_withdrawn_routed_endpoints() -> None:

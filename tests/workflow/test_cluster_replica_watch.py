@@ -62,7 +62,8 @@ from modelfleet.contracts.serving_payloads import (
 )
 from modelfleet.contracts.status import ClusterStatus, ReplicaPhase
 from modelfleet.contracts.watch_payloads import ScanRequest, ScanResult
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 
 PROBE_SECONDS = 120

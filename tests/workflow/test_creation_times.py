@@ -45,7 +45,8 @@ from modelfleet.endpoints.state import EndpointsInput, EndpointsState
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
+from modelfleet.service.state import ServiceInput, ServiceState
+from modelfleet.service.workflow import ServiceWorkflow
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -254,7 +255,7 @@ async def test_a_service_keeps_its_creation_time(time_skipping_env: WorkflowEnvi
         )
         fresh = await env.client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(spec=spec),
+            ServiceInput.of(spec),
             id=f"service/ml/fresh-{uuid.uuid4()}",
             task_queue=queue,
         )
@@ -264,7 +265,7 @@ async def test_a_service_keeps_its_creation_time(time_skipping_env: WorkflowEnvi
         assert abs(status.created - started) < START_SLACK
         carried = await env.client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(spec=spec, created=CREATED),
+            ServiceInput(state=ServiceState(spec=spec, created=CREATED)),
             id=f"service/ml/carried-{uuid.uuid4()}",
             task_queue=queue,
         )

@@ -54,7 +54,8 @@ from modelfleet.contracts.serving_payloads import (
     RoutesRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 
 READY = ReadyResult(ready=True, reason="all ready")
@@ -143,6 +144,9 @@ class Outcome:
     failure: BaseException | None
     seen: list[ReplicaProgress]
     summaries: list[str]
+    # The workflow and its first run (a run may have continued-as-new since).
+    workflow_id: str = ""
+    first_run: str = ""
 
 
 async def _serve(
@@ -175,7 +179,9 @@ async def _serve(
             **({"progress_deadline_seconds": 600} | knobs),
         )
         workflow_id = f"replica-{uuid.uuid4()}"
-        await env.client.start_workflow(ReplicaWorkflow.run, arg, id=workflow_id, task_queue=queue)
+        first = await env.client.start_workflow(
+            ReplicaWorkflow.run, arg, id=workflow_id, task_queue=queue
+        )
         handle: WorkflowHandle[Any, ReplicaResult] = env.client.get_workflow_handle(
             workflow_id, result_type=ReplicaResult
         )
@@ -194,7 +200,9 @@ async def _serve(
         summaries = await _activity_summaries(env, handle)
         await sink.signal(ProgressSink.finish)
         seen = await sink.result()
-    return Outcome(result, failure, seen, summaries)
+    return Outcome(
+        result, failure, seen, summaries, workflow_id, first.first_execution_run_id or ""
+    )
 
 
 async def _activity_summaries(

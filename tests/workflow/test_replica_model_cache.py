@@ -20,7 +20,8 @@ from modelfleet.contracts.cache_payloads import (
     CacheReadinessRequest,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 
 

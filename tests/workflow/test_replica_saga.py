@@ -46,7 +46,8 @@ from modelfleet.contracts.serving_payloads import (
     ServiceModels,
 )
 from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
-from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+from modelfleet.contracts.workflow_inputs import ReplicaResult
+from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
 
 REPLICA = ModelReplica.model_validate(

@@ -51,7 +51,8 @@ from modelfleet.contracts.serving_payloads import (
 from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
+from modelfleet.service.state import ServiceInput
+from modelfleet.service.workflow import ServiceWorkflow
 
 
 @dataclass
@@ -218,7 +219,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
         )
         service = await client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(spec=spec, probe_interval_seconds=5),
+            ServiceInput.of(spec, probe_interval_seconds=5),
             id=service_wf,
             task_queue=queue,
         )
@@ -351,8 +352,8 @@ async def two_in_rotation(env: WorkflowEnvironment) -> AsyncIterator[TwoInRotati
             await directory.execute_update(EndpointDirectoryWorkflow.put, record)
         service = await client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(
-                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}, "weight": 100}]),
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}, "weight": 100}]),
                 probe_interval_seconds=5,
             ),
             id=f"service/ml/svc-{uuid.uuid4()}",
@@ -471,8 +472,8 @@ async def test_a_change_signalled_while_the_watch_is_in_flight_is_not_lost(
         await directory.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-1", dep="a"))
         service = await client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(
-                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
                 probe_interval_seconds=5,
             ),
             id=f"service/ml/svc-{uuid.uuid4()}",
@@ -551,8 +552,8 @@ async def test_a_service_on_two_front_doors_behind_one_address(
             await directory.execute_update(EndpointDirectoryWorkflow.put, record)
         service = await client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(
-                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
                 probe_interval_seconds=5,
             ),
             id=f"service/ml/svc-{uuid.uuid4()}",
@@ -648,8 +649,8 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
         await directory.execute_update(EndpointDirectoryWorkflow.put, _endpoint("a-1", dep="a"))
         service = await client.start_workflow(
             ServiceWorkflow.run,
-            ServiceInput(
-                spec=_service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
                 probe_interval_seconds=5,
             ),
             id=f"service/ml/svc-{uuid.uuid4()}",

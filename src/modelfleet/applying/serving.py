@@ -18,7 +18,8 @@ from modelfleet.applying.entities import delete_entity, update_with_start
 from modelfleet.contracts.ids import service_id
 from modelfleet.contracts.serving_payloads import ENDPOINTS_ID, EndpointKey
 from modelfleet.rendering.front_door import EndpointRecord
-from modelfleet.service.workflow import ServiceInput, ServiceWorkflow
+from modelfleet.service.state import ServiceInput
+from modelfleet.service.workflow import ServiceWorkflow
 
 
 async def directory_update(
@@ -65,7 +66,7 @@ async def apply_serving(
         )
         return ENDPOINTS_ID
     if isinstance(resource, ModelService):
-        arg = ServiceInput(spec=resource)
+        arg = ServiceInput.of(resource)
         if probe_interval_seconds is not None:
             arg.probe_interval_seconds = probe_interval_seconds
         return await update_with_start(

@@ -4,7 +4,8 @@ it carries across continue-as-new, and what a replica workflow ends with.
 A workflow's input is read back from history on replay and after continue-as-new, possibly by a
 worker of another version. Every model is a :class:`~modelfleet.contracts.wire.WireModel` (see
 there); every field added later needs a default. The ModelDeployment and InferenceCluster
-workflows' inputs live with their state (``deployment.state``, ``cluster.state``).
+workflows' inputs live with their state (``deployment.state``, ``cluster.state``,
+``replica.state``, ``service.state``, ...).
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ from typing import Any
 from pydantic import Field
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.api.deployments import ModelReplica
 from modelfleet.contracts.fleet_state import ClusterEntry, CompactAnswer, CompactLedger
-from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.status import Decision, ReplicaPhase
 from modelfleet.contracts.wire import WireModel
-from modelfleet.rendering.facts import ClusterFacts
 
 
 class FleetLimits(WireModel):
@@ -58,34 +56,6 @@ class FleetState(WireModel):
 class FleetInput(WireModel):
     state: FleetState | None = None
     limits: FleetLimits = FleetLimits()
-
-
-class ReplicaInput(WireModel):
-    replica: ModelReplica
-    parent_id: str
-    progress_deadline_seconds: int = 1800
-    # Restarts in CrashLoopBackOff before Ready that fail the rollout at once (0: never).
-    crash_loop_restarts: int = 0
-    facts: ClusterFacts = ClusterFacts()
-    # Carried across continue-as-new while serving.
-    serving_since: datetime | None = None
-    health_interval_seconds: int = 30
-    # What the rollout applied (references only), carried across continue-as-new so teardown
-    # deletes what is really there even if the renderer has changed since.
-    applied: list[ObjectRef] = []
-    # Drift repair: how often the replica compares what it applied with what the cluster holds
-    # when nothing else prompts it (a failed health check does at once).
-    drift_resync_seconds: int = Field(default=300, ge=1)
-    # Health over time: consecutive failed health checks before the replica is Degraded (the
-    # cluster reporting its readiness condition False counts at once; API errors never count).
-    degraded_after_checks: int = Field(default=3, ge=1)
-    # When a repair started and the replica is not Ready again yet: by when it must be, carried
-    # across continue-as-new (else it fails and is re-placed).
-    repair_deadline: datetime | None = None
-    # The longest a replica that served waits, between withdrawing its endpoint and deleting
-    # its objects, for the front-door clusters to report that no route carries it any more
-    # (``replica.drain``); past it the objects go anyway, and the replica says so. 0: no wait.
-    drain_seconds: int = Field(default=60, ge=0, le=600)
 
 
 class ReplicaResult(WireModel):

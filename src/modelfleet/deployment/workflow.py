@@ -41,12 +41,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.wire import WireModel
-    from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.deployment import calls
     from modelfleet.deployment import decisions as rollout
     from modelfleet.deployment.decisions import DeploymentState
     from modelfleet.deployment.signals import scale_replicas
     from modelfleet.rendering.facts import ClusterFacts
+    from modelfleet.replica.state import ReplicaInput
     from modelfleet.replica.workflow import ReplicaWorkflow
 
 # A replica told to tear down gets this long to finish; then its workflow is cancelled (which

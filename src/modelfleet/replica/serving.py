@@ -1,7 +1,8 @@
-"""The ModelReplica workflow's state, its reporting and its serving half (``replica.workflow``
-holds the rollout saga and extends this class): after Ready, its health is watched and drift
-repaired (what the replica applied compared with what the cluster holds; what is missing or
-changed is re-applied by server-side apply, a step in the history whose summary says why).
+"""The ModelReplica workflow's reporting and its serving half (``replica.workflow`` holds the
+rollout saga and extends this class; what outlives a run is ``replica.state.ReplicaState``):
+after Ready, its health is watched and drift repaired (what the replica applied compared with
+what the cluster holds; what is missing or changed is re-applied by server-side apply, a step in
+the history whose summary says why).
 
 Who watches: the replica registers with its InferenceCluster workflow, whose probe loop scans
 every registered replica of the cluster with one activity and signals only those whose health
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -62,12 +63,12 @@ with workflow.unsafe.imports_passed_through():
         NewsKind,
         WatchedReplica,
     )
-    from modelfleet.contracts.workflow_inputs import ReplicaInput
     from modelfleet.rendering.replica_manifests import SHARED_KINDS, RenderedReplica
     from modelfleet.replica import health as replica_health
     from modelfleet.replica.failure import RolloutFailedError, reason_of
     from modelfleet.replica.progress import parent_needs
     from modelfleet.replica.retries import API_RETRY, CHECK_RETRY, ENDPOINT_RETRY
+    from modelfleet.replica.state import ReplicaInput, ReplicaState
 
 
 # While a repair is in progress a polling replica checks its health this often (when its
@@ -87,41 +88,24 @@ class ServingReplica:
     def __init__(self, arg: ReplicaInput) -> None:
         self._input = arg
         self._replica = arg.replica
-        self._phase = ReplicaPhase.PENDING
-        self._step = ReplicaStep.PLACED
-        self._reason = ""
-        # Container restarts shown when it last left Ready (the evidence of a crash loop), and
-        # the cluster's reason that left it so (the replica's own reason is the pods' story).
-        self._restarts = 0
+        # Everything that outlives a run (``replica.state``); the next run gets it whole.
+        self._state: ReplicaState = arg.state
         # The rollout failed because its cluster could not be reached (``replica.failure``).
         self._infrastructure = False
-        self._health_reason = ""
-        self._teardown = False
-        self._published = False
-        # Published at some time (a run continued while serving was): a route may still carry
-        # it after a withdrawal made while Degraded, so its teardown drains too.
-        self._ever_published = arg.serving_since is not None
-        # What the parent and the visibility store were last told.
-        self._told: ReplicaProgress | None = None
+        # The phase upserted to the visibility store by this run.
         self._phase_upserted: ReplicaPhase | None = None
-        # References of every object a step applied (from kube.apply's answer), in order.
-        self._applied: list[ObjectRef] = list(arg.applied)
-        self._failed_checks = 0
-        self._repair_deadline = arg.repair_deadline
-        # What the cluster's replica watch said since the serving loop last looked.
-        self._news: list[HealthNews] = []
         # Registered, and the cluster's baseline not yet compared with what was applied.
         self._unverified = False
 
     # --- the serving loop ----------------------------------------------------------------
 
-    async def _serve(self, rendered: RenderedReplica, serving_since: datetime) -> None:
+    async def _serve(self, rendered: RenderedReplica) -> None:
         """Serve until torn down: watched by the cluster when it answers a registration, else
         polling. A repair not followed by Ready within the progress deadline fails the replica
         (``RolloutFailedError``)."""
         watched = await self._watched()
         try:
-            await self._serving_loop(rendered, serving_since, watched)
+            await self._serving_loop(rendered, watched)
         except (RolloutFailedError, asyncio.CancelledError):
             if watched:
                 await self._unregister()
@@ -130,31 +114,32 @@ class ServingReplica:
         if watched:
             await self._unregister()
 
-    async def _serving_loop(
-        self, rendered: RenderedReplica, serving_since: datetime, watched: bool
-    ) -> None:
+    async def _serving_loop(self, rendered: RenderedReplica, watched: bool) -> None:
         interval = timedelta(seconds=self._input.health_interval_seconds)
         resync = timedelta(seconds=self._input.drift_resync_seconds)
         next_resync = workflow.now() + resync
-        while not self._teardown:
-            if workflow.info().is_continue_as_new_suggested():
-                await self._continue_serving(serving_since)
+        turns = 0
+        while not self._state.teardown:
+            per_run = self._input.turns_per_run
+            if (per_run and turns >= per_run) or workflow.info().is_continue_as_new_suggested():
+                await self._continue_serving()
+            turns += 1
             with contextlib.suppress(TimeoutError):
                 if watched:
                     # No timer while healthy: the cluster's news, a repair deadline or teardown.
                     await workflow.wait_condition(
-                        lambda: self._teardown or bool(self._news),
+                        lambda: self._state.teardown or bool(self._state.news),
                         timeout=self._watched_timeout(interval),
                         timeout_summary="repair deadline or endpoint retry",
                     )
                 else:
                     await workflow.wait_condition(
-                        lambda: self._teardown,
+                        lambda: self._state.teardown,
                         timeout=interval
-                        if self._repair_deadline is None
+                        if self._state.repair_deadline is None
                         else min(interval, REPAIR_POLL),
                     )
-            if self._teardown:
+            if self._state.teardown:
                 return
             healthy: bool | None
             if watched:
@@ -166,54 +151,46 @@ class ServingReplica:
                     if await self._repair_drift(rendered):
                         self._start_repair_deadline()
             if healthy:
-                self._repair_deadline = None
+                self._state.repair_deadline = None
             elif (
                 healthy is False
-                and self._repair_deadline is not None
-                and workflow.now() >= self._repair_deadline
+                and self._state.repair_deadline is not None
+                and workflow.now() >= self._state.repair_deadline
             ):
-                raise RolloutFailedError(
-                    f"not repaired within the progress deadline: {self._reason or 'not ready'}"
-                )
+                why = self._state.reason or "not ready"
+                raise RolloutFailedError(f"not repaired within the progress deadline: {why}")
 
     def _watched_timeout(self, interval: timedelta) -> timedelta | None:
-        if self._repair_deadline is not None:
-            return max(self._repair_deadline - workflow.now(), timedelta(seconds=1))
-        if self._phase is ReplicaPhase.READY and not self._published:
+        if self._state.repair_deadline is not None:
+            return max(self._state.repair_deadline - workflow.now(), timedelta(seconds=1))
+        if self._state.phase is ReplicaPhase.READY and not self._state.published:
             # The publication at Ready failed (directory or Fleet unreachable): try again.
             return interval
         return None
 
     def _start_repair_deadline(self) -> None:
-        if self._repair_deadline is None:
-            self._repair_deadline = workflow.now() + timedelta(
+        if self._state.repair_deadline is None:
+            self._state.repair_deadline = workflow.now() + timedelta(
                 seconds=self._input.progress_deadline_seconds
             )
 
-    async def _continue_serving(self, serving_since: datetime) -> None:
-        """Continue-as-new while serving: the next run starts in the serving loop."""
+    async def _continue_serving(self) -> None:
+        """Continue-as-new while serving: the next run starts in the serving loop, with the
+        state whole (``replica.state``)."""
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(
-            self._input.model_copy(
-                update={
-                    "serving_since": serving_since,
-                    "applied": self._applied,
-                    "repair_deadline": self._repair_deadline,
-                }
-            )
-        )
+        workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
 
     # --- watched by the cluster ------------------------------------------------------------
 
     async def _take_news(self, rendered: RenderedReplica) -> bool:
         """Act on what the cluster said since the loop last looked; whether it is Ready."""
-        news, self._news = self._news, []
+        news, self._state.news = self._state.news, []
         for item in news:
             await self._on_news(rendered, item)
-        if self._phase is not ReplicaPhase.READY:
+        if self._state.phase is not ReplicaPhase.READY:
             return False
-        if not self._published:
-            await self._sync_endpoint(self._phase)
+        if not self._state.published:
+            await self._sync_endpoint(self._state.phase)
         return True
 
     async def _on_news(self, rendered: RenderedReplica, news: HealthNews) -> None:
@@ -246,13 +223,16 @@ class ServingReplica:
         if news.kind is NewsKind.WATCHING:
             pass  # the acknowledgement of a registration
         elif news.kind is NewsKind.HEALTHY:
-            if self._phase is not ReplicaPhase.READY:
+            if self._state.phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-        elif self._phase is not ReplicaPhase.DEGRADED or self._health_reason != news.reason:
+        elif (
+            self._state.phase is not ReplicaPhase.DEGRADED
+            or self._state.health_reason != news.reason
+        ):
             # The cluster's scan reads the workloads only ("not Available"); once per new
             # verdict, one check reads their pods too, so that the deployment hears the
             # pods' story and their restarts (a crash loop is a failed replacement).
-            self._health_reason = news.reason
+            self._state.health_reason = news.reason
             explained = await self._check(rendered)
             if explained is not None and not explained.ready:
                 await self._set(
@@ -271,11 +251,11 @@ class ServingReplica:
             return False
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: self._teardown or bool(self._news),
+                lambda: self._state.teardown or bool(self._state.news),
                 timeout=ACK_WAIT,
                 timeout_summary="the cluster's first scan",
             )
-        if self._teardown or self._news:
+        if self._state.teardown or self._state.news:
             return True
         await self._unregister()
         workflow.logger.warning("no scan of %s by its cluster: polling", self._replica.name)
@@ -287,9 +267,9 @@ class ServingReplica:
         entry = WatchedReplica(
             key=f"{r.namespace}/{r.name}",
             workflow_id=workflow.info().workflow_id,
-            objects=len(self._applied),
+            objects=len(self._state.applied),
             threshold=self._input.degraded_after_checks,
-            healthy=self._phase is ReplicaPhase.READY,
+            healthy=self._state.phase is ReplicaPhase.READY,
         )
         cluster = workflow.get_external_workflow_handle(cluster_id(r.spec.cluster_name))
         try:
@@ -328,11 +308,13 @@ class ServingReplica:
             )
         except ActivityError as exc:
             workflow.set_current_details(
-                f"**{self._phase.value}** · health unknown: {reason_of(exc)}"
+                f"**{self._state.phase.value}** · health unknown: {reason_of(exc)}"
             )
             return None
         # (Not a command: the UI's details only, back from "health unknown".)
-        workflow.set_current_details(details(self._phase, ReplicaStep.SERVING, self._reason))
+        workflow.set_current_details(
+            details(self._state.phase, ReplicaStep.SERVING, self._state.reason)
+        )
         return result
 
     async def _judge_health(self, rendered: RenderedReplica) -> bool | None:
@@ -340,17 +322,17 @@ class ServingReplica:
         not, None when the check could not be made."""
         result = await self._check(rendered)
         verdict = replica_health.after_check(
-            result, self._failed_checks, self._input.degraded_after_checks
+            result, self._state.failed_checks, self._input.degraded_after_checks
         )
-        self._failed_checks = verdict.failed_checks
+        self._state.failed_checks = verdict.failed_checks
         if verdict.phase is ReplicaPhase.READY:
-            if self._phase is not ReplicaPhase.READY:
+            if self._state.phase is not ReplicaPhase.READY:
                 await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
-            elif not self._published:
+            elif not self._state.published:
                 # The publication at Ready failed (directory or Fleet unreachable): try again.
-                await self._sync_endpoint(self._phase)
+                await self._sync_endpoint(self._state.phase)
         elif verdict.phase is ReplicaPhase.DEGRADED and (
-            self._phase is not ReplicaPhase.DEGRADED or self._reason != verdict.reason
+            self._state.phase is not ReplicaPhase.DEGRADED or self._state.reason != verdict.reason
         ):
             await self._set(
                 ReplicaPhase.DEGRADED,
@@ -404,11 +386,11 @@ class ServingReplica:
                 f"repair failed ({why}): {reason_of(exc)}",
             )
             return True
-        known = {applied_key(r) for r in self._applied}
-        self._applied += [
+        known = {applied_key(r) for r in self._state.applied}
+        self._state.applied += [
             r for r in result.applied if r.kind not in SHARED_KINDS and applied_key(r) not in known
         ]
-        phase = replica_health.repair_phase(self._phase, todo)
+        phase = replica_health.repair_phase(self._state.phase, todo)
         await self._set(phase, ReplicaStep.SERVING, why)
         return True
 
@@ -417,30 +399,30 @@ class ServingReplica:
     def _progress(self) -> ReplicaProgress:
         return ReplicaProgress(
             name=self._replica.name,
-            phase=self._phase,
-            step=self._step,
-            reason=self._reason,
+            phase=self._state.phase,
+            step=self._state.step,
+            reason=self._state.reason,
             at=workflow.now(),
-            restarts=self._restarts,
+            restarts=self._state.restarts,
             infrastructure=self._infrastructure,
         )
 
     async def _set(
         self, phase: ReplicaPhase, step: ReplicaStep, reason: str, *, restarts: int = 0
     ) -> None:
-        self._phase, self._step, self._reason = phase, step, reason
-        self._restarts = restarts
+        self._state.phase, self._state.step, self._state.reason = phase, step, reason
+        self._state.restarts = restarts
         if phase is not self._phase_upserted:
             workflow.upsert_search_attributes([search.PHASE.value_set(phase.value)])
             self._phase_upserted = phase
         workflow.set_current_details(details(phase, step, reason))
         progress = self._progress()
-        if parent_needs(progress, self._told):
+        if parent_needs(progress, self._state.told):
             parent = workflow.get_external_workflow_handle(self._input.parent_id)
             # The deployment may be gone; then there is nobody to tell.
             with contextlib.suppress(ApplicationError):
                 await parent.signal("replica_progress", progress)
-            self._told = progress
+            self._state.told = progress
         await self._sync_endpoint(phase)
 
     async def _sync_endpoint(self, phase: ReplicaPhase) -> None:
@@ -450,7 +432,7 @@ class ServingReplica:
         serving = phase is ReplicaPhase.READY
         # Unknown (its cluster's API is silent) leaves routing as it is: an API outage does not
         # stop a data plane, and the gateways' own health checks eject a backend that is down.
-        if serving == self._published or phase is ReplicaPhase.UNKNOWN:
+        if serving == self._state.published or phase is ReplicaPhase.UNKNOWN:
             return
         try:
             if serving:
@@ -481,8 +463,8 @@ class ServingReplica:
             # Serving goes on; the next phase change tries again. Say why meanwhile.
             workflow.logger.warning("endpoint of %s not updated: %s", r.name, reason_of(exc))
             return
-        self._published = serving
-        self._ever_published = self._ever_published or serving
+        self._state.published = serving
+        self._state.ever_published = self._state.ever_published or serving
 
 
 def details(phase: ReplicaPhase, step: ReplicaStep, reason: str) -> str:

@@ -1,18 +1,18 @@
 """The ModelReplica workflow (ID ``replica/<ns>/<replica>``): the rollout saga of one placed replica
 on one cluster, then its health watch until it is torn down.
 
-Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace ->
-stage ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing ->
-wait for the endpoint picker -> Ready. Then it serves: ``replica.serving`` (which this workflow
-extends; it holds the state, the reporting and the serving loop) is watched by its
-InferenceCluster, which scans it with the cluster's other replicas and signals a change of
-health or objects missing or edited, which it repairs (re-applied, a step in the history that
-says why); without a cluster workflow it polls its own health. Each step is an activity;
-retryable Kubernetes errors are retried by Temporal, permanent ones fail the step. A teardown
-during the rollout cancels the step in progress. On failure, deadline or cancellation the steps
-already taken are undone in reverse order, the parent deployment is told why, and the workflow
-fails (``ReplicaFailed``). The parent is signalled when the replica becomes Ready, Degraded or
-Failed and when it is done; the step in progress is read by the ``progress`` query.
+Steps: (wait for the ModelCache, when the deployment references one) -> ensure namespace -> stage
+ResourceClaimTemplates -> create gangs -> wait for leader readiness -> wire routing -> wait for the
+endpoint picker -> Ready. Then it serves: ``replica.serving`` (which this workflow extends; it holds
+the reporting and the serving loop; what outlives a run is ``replica.state``) is watched by its
+InferenceCluster, which scans it with the cluster's other replicas and signals a change of health or
+objects missing or edited, which it repairs (re-applied, a step in the history that says why);
+without a cluster workflow it polls its own health. Each step is an activity; retryable Kubernetes
+errors are retried by Temporal, permanent ones fail the step. A teardown during the rollout cancels
+the step in progress. On failure, deadline or cancellation the steps already taken are undone in
+reverse order, the parent deployment is told why, and the workflow fails (``ReplicaFailed``). The
+parent is signalled when the replica becomes Ready, Degraded or Failed and when it is done; the step
+in progress is read by the ``progress`` query.
 
 Deterministic orchestration only: rendering is a pure function, all I/O is in activities.
 """
@@ -69,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress, ReplicaStep
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.watch_payloads import REPLICA_HEALTH, HealthNews
-    from modelfleet.contracts.workflow_inputs import ReplicaInput, ReplicaResult
+    from modelfleet.contracts.workflow_inputs import ReplicaResult
     from modelfleet.rendering.replica_manifests import (
         SHARED_KINDS,
         ReadinessRule,
@@ -82,7 +82,8 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.replica.failure import RolloutFailedError, reason_of, rollout_failure
     from modelfleet.replica.models import model_mismatch
     from modelfleet.replica.retries import API_RETRY
-    from modelfleet.replica.serving import ServingReplica, applied_key
+    from modelfleet.replica.serving import ServingReplica, applied_key, details
+    from modelfleet.replica.state import ReplicaInput
 
 CLEANUP_TIMEOUT = timedelta(minutes=10)
 # A check that could not list the engine's models (the route just applied, a gateway busy) is
@@ -135,13 +136,13 @@ class ReplicaWorkflow(ServingReplica):
 
     @workflow.signal
     def teardown(self) -> None:
-        self._teardown = True
+        self._state.teardown = True
 
     @workflow.signal(name=REPLICA_HEALTH)
     def replica_health(self, news: HealthNews) -> None:
         # Bounded: the serving loop takes them all at once; a replica tearing down stops
         # looking, and the cluster tells each finding once.
-        self._news = [*self._news[-7:], news]
+        self._state.news = [*self._state.news[-7:], news]
 
     @workflow.query
     def progress(self) -> ReplicaProgress:
@@ -174,13 +175,13 @@ class ReplicaWorkflow(ServingReplica):
             if s.step is not Step.NAMESPACE
             for m in s.manifests
         ]
-        if arg.serving_since is None:
+        if self._state.serving_since is None:
             try:
                 await self._roll_out_unless_torn_down(rendered)
             except (RolloutFailedError, ActivityError, asyncio.CancelledError) as exc:
                 failure = rollout_failure(
                     exc,
-                    self._step,
+                    self._state.step,
                     r.spec.cluster_name,
                     reason=exc.reason if isinstance(exc, RolloutFailedError) else None,
                 )
@@ -190,18 +191,21 @@ class ReplicaWorkflow(ServingReplica):
                     # Cancelled is not failed: clean up, then end as Cancelled.
                     await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
                     raise
-                if self._teardown and isinstance(exc, RolloutFailedError):
+                if self._state.teardown and isinstance(exc, RolloutFailedError):
                     await self._compensate(owned, reason, ReplicaPhase.TERMINATED)
                     return ReplicaResult(name=r.name, phase=ReplicaPhase.TERMINATED)
                 await self._compensate(owned, reason)
                 # Failed, so Temporal's own failure views count it.
                 raise ApplicationError(reason, type=REPLICA_FAILED, non_retryable=True) from None
-            serving_since = workflow.now()
+            self._state.serving_since = workflow.now()
         else:
-            serving_since = arg.serving_since
-            await self._set(ReplicaPhase.READY, ReplicaStep.SERVING, "")
+            # Continued while serving: the phase, the endpoint and what the deployment was told
+            # are carried (``replica.state``), so nothing is published or told again.
+            workflow.set_current_details(
+                details(self._state.phase, self._state.step, self._state.reason)
+            )
         try:
-            await self._serve(rendered, serving_since)
+            await self._serve(rendered)
         except asyncio.CancelledError:
             # Cancelled while serving: remove what it runs, then end as Cancelled.
             await self._leave(ReplicaPhase.TERMINATING, ReplicaStep.TEARDOWN, "cancelled")
@@ -226,7 +230,7 @@ class ReplicaWorkflow(ServingReplica):
         """The rollout, cancelled (its current activity with it) as soon as a teardown comes."""
         task = asyncio.ensure_future(self._roll_out(rendered))
         try:
-            await workflow.wait_condition(lambda: task.done() or self._teardown)
+            await workflow.wait_condition(lambda: task.done() or self._state.teardown)
         except asyncio.CancelledError:
             await _cancelled(task)
             raise
@@ -243,7 +247,7 @@ class ReplicaWorkflow(ServingReplica):
         for rule in rendered.readiness:
             rules.setdefault(rule.role, []).append(rule)
         for step in rendered.steps:
-            if self._teardown:
+            if self._state.teardown:
                 raise RolloutFailedError("torn down before it became ready")
             await self._set(ReplicaPhase.PROGRESSING, _STEP_NAMES[step.step], "")
             await self._apply(step.step.value, step.manifests, deadline)
@@ -312,7 +316,7 @@ class ReplicaWorkflow(ServingReplica):
             if result.ready:
                 return
             reason = f"model cache {cache}: {result.summary}"
-            if reason != self._reason:
+            if reason != self._state.reason:
                 await self._set(ReplicaPhase.PROGRESSING, ReplicaStep.MODEL_CACHE, reason)
             await workflow.sleep(interval)
             interval = min(interval * 2, CACHE_POLL_MAX)
@@ -333,9 +337,9 @@ class ReplicaWorkflow(ServingReplica):
             retry_policy=API_RETRY,
             summary=f"{step}: apply {len(manifests)} object(s)",
         )
-        known = {applied_key(r) for r in self._applied}
+        known = {applied_key(r) for r in self._state.applied}
         # The workload namespace is shared by the deployment's replicas: never this one's.
-        self._applied += [
+        self._state.applied += [
             r for r in result.applied if r.kind not in SHARED_KINDS and applied_key(r) not in known
         ]
 
@@ -372,7 +376,7 @@ class ReplicaWorkflow(ServingReplica):
         it (``replica.drain``), or ``drain_seconds`` have passed. Reads and timers are in the
         history, so a worker killed mid-drain resumes the wait where it was."""
         await self._set(phase, step, reason)
-        if self._ever_published and not self._published and self._input.drain_seconds:
+        if self._state.ever_published and not self._state.published and self._input.drain_seconds:
             await self._drain(phase, step, reason)
 
     async def _drain(self, phase: ReplicaPhase, step: ReplicaStep, reason: str) -> None:
@@ -418,7 +422,7 @@ class ReplicaWorkflow(ServingReplica):
         # Reverse apply order: routing first, the gangs next, claims last; objects applied that
         # the render no longer names go first; then a sweep by the replica's label.
         rendered = {applied_key(r) for r in owned}
-        stray = [r for r in reversed(self._applied) if applied_key(r) not in rendered]
+        stray = [r for r in reversed(self._state.applied) if applied_key(r) not in rendered]
         refs = stray + list(reversed(owned))
         cluster = self._replica.spec.cluster_name
         request = DeleteRequest(
@@ -442,10 +446,10 @@ class ReplicaWorkflow(ServingReplica):
                 # The cluster may be gone for good; say so rather than hang the deployment.
                 failure = f"cleanup incomplete on {cluster}: {reason_of(exc)}"
             if workflow.now() + timedelta(seconds=1) >= deadline:
-                self._reason = failure
+                self._state.reason = failure
                 return
             if await self._swept_on_return(cluster):
-                self._reason = f"{failure}; what is left is swept when the cluster is back"
+                self._state.reason = f"{failure}; what is left is swept when the cluster is back"
                 return
 
     async def _swept_on_return(self, cluster: str) -> bool:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from modelfleet.api.naming import workload_namespace
 from modelfleet.api.services import ModelService
 from modelfleet.contracts.kube_payloads import ObjectRef
+from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.front_door import (
     EndpointRecord,
     FrontDoor,
@@ -71,15 +72,17 @@ def plan_route(
     return RoutePlan(manifests=manifests, tokens=tokens, refs=refs, digest=digest)
 
 
-@dataclass
-class DoorBook:
+class DoorBook(WireModel):
     """Per front-door cluster: the objects applied there, their content digest, the door's own
-    address, and why its last apply failed (absent: it did not)."""
+    address, and why its last apply failed (absent: it did not). Part of the service's state
+    (``service.state``), carried across continue-as-new: a door that already carries a route
+    is not written to again, and a delete after a continue-as-new still finds every door.
+    Bounded by the gateway's front-door clusters."""
 
-    applied: dict[str, list[ObjectRef]] = field(default_factory=dict)
-    digests: dict[str, str] = field(default_factory=dict)
-    address: dict[str, str] = field(default_factory=dict)
-    error: dict[str, str] = field(default_factory=dict)
+    applied: dict[str, list[ObjectRef]] = {}
+    digests: dict[str, str] = {}
+    address: dict[str, str] = {}
+    error: dict[str, str] = {}
 
     def current(self, cluster: str, plan: RoutePlan) -> bool:
         """The door already carries exactly ``plan`` (and its address is known)."""

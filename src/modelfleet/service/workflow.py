@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -23,24 +23,19 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
-    from modelfleet.api.meta import Condition
     from modelfleet.api.naming import workload_namespace
     from modelfleet.api.rules import validate
-    from modelfleet.api.services import GlobalAddress, InferenceGateway, ModelService
+    from modelfleet.api.services import InferenceGateway, ModelService
     from modelfleet.contracts import search
     from modelfleet.contracts.serving_payloads import (
         SERVICE_WORKFLOW,
-        EndpointHealth,
         EndpointsChanged,
         FrontDoorHealth,
-        GlobalAddressResult,
         ServiceModels,
         ServiceStatus,
     )
     from modelfleet.contracts.versioning import declared
-    from modelfleet.contracts.wire import WireModel
     from modelfleet.rendering.front_door import (
-        EndpointRecord,
         FrontDoor,
         containment_summary,
         select_endpoints,
@@ -63,77 +58,52 @@ with workflow.unsafe.imports_passed_through():
         front_door_statuses,
         served_model_lists,
     )
-    from modelfleet.service.route import DoorBook, plan_route
-
-
-class ServiceInput(WireModel):
-    spec: ModelService
-    probe_interval_seconds: float = 10.0
-    probe_timeout_seconds: float = 3.0
-    # When the resource was created: the first run's start, carried across continue-as-new
-    # (None in payloads from before it was carried: then this run's start stands in).
-    created: datetime | None = None
+    from modelfleet.service.route import plan_route
+    from modelfleet.service.state import ServiceInput, ServiceState
 
 
 @workflow.defn(name=SERVICE_WORKFLOW, versioning_behavior=declared(VersioningBehavior.AUTO_UPGRADE))
 class ServiceWorkflow:
     @workflow.init
     def __init__(self, arg: ServiceInput) -> None:
-        self._spec = arg.spec
-        self._created = arg.created or workflow.info().start_time
-        self._endpoints: list[EndpointRecord] = []
-        self._gateway: InferenceGateway | None = None
-        self._health: dict[str, EndpointHealth] = {}
-        self._weights: dict[str, int] = {}
-        # The endpoints the applied route carries (entry index and record), so the status
-        # still lists one the directory withdrew until a route without it is applied.
-        self._routed: dict[str, tuple[int, EndpointRecord]] = {}
-        self._backends: dict[str, int] = {}
-        self._address: str | None = None
-        self._conditions: list[Condition] = []
-        self._doors = DoorBook()
-        # The global load balancer's answer (address, each door's health), when there is one.
-        self._global: GlobalAddressResult | None = None
-        # The settings the address was last put in place with: what to remove it with when the
-        # gateway drops or moves it, or the service goes.
-        self._global_settings: GlobalAddress | None = None
-        self._global_error = ""
-        self._spec_changed = False
+        # Everything that outlives a run is in ``_state`` (``service.state``); the next run gets
+        # it whole.
+        self._state: ServiceState = arg.state
+        if self._state.created is None:
+            self._state.created = workflow.info().start_time
+        # A change was signalled since the loop last looked (the loop probes and reconciles
+        # at once when a run starts, so this is not carried).
         self._endpoints_changed = False
-        # The directory revision of ``_endpoints`` (-1: none yet this run).
-        self._revision = -1
-        self._deleting = False
-        self._phase = "Pending"
 
     # --- handlers ----------------------------------------------------------------------------
 
     @workflow.update
     def apply(self, spec: ModelService) -> ServiceStatus:
-        if spec.to_wire() != self._spec.to_wire():
-            self._spec = spec
-            self._spec_changed = True
+        if spec.to_wire() != self._state.spec.to_wire():
+            self._state.spec = spec
+            self._state.spec_changed = True
         return self._status()
 
     @apply.validator
     def _check_apply(self, spec: ModelService) -> None:
-        if (spec.namespace, spec.name) != (self._spec.namespace, self._spec.name):
-            raise ValueError(f"this workflow holds {self._spec.ref}, not {spec.ref}")
+        if (spec.namespace, spec.name) != (self._state.spec.namespace, self._state.spec.name):
+            raise ValueError(f"this workflow holds {self._state.spec.ref}, not {spec.ref}")
         errors = validate(spec)
         if errors:
             raise InvalidResourceError(spec.ref, errors)
 
     @workflow.update
     def delete(self) -> ServiceStatus:
-        self._deleting = True
+        self._state.deleting = True
         return self._status()
 
     @workflow.signal
     def endpoints_changed(self, change: EndpointsChanged) -> None:
-        if change.revision < self._revision:
+        if change.revision < self._state.revision:
             return  # older than what this run already has (its watch's answer)
-        self._revision = change.revision
-        self._endpoints = change.endpoints
-        self._gateway = change.gateway
+        self._state.revision = change.revision
+        self._state.endpoints = change.endpoints
+        self._state.gateway = change.gateway
         self._endpoints_changed = True
 
     @workflow.query
@@ -144,14 +114,14 @@ class ServiceWorkflow:
     def served_models(self, entries: list[int]) -> ServiceModels:
         """The distinct model lists of its healthy endpoints in ``entries``: what a replica
         those entries select is held to before it joins (``replica.models``)."""
-        groups = select_endpoints(self._spec.spec.endpoints, self._endpoints)
-        served = served_model_lists(groups, entries, self._health)
-        return ServiceModels(service=self._spec.name, served=served)
+        groups = select_endpoints(self._state.spec.spec.endpoints, self._state.endpoints)
+        served = served_model_lists(groups, entries, self._state.health)
+        return ServiceModels(service=self._state.spec.name, served=served)
 
     @workflow.query
     def spec(self) -> ModelService:
         """The manifest as last applied (``get -o yaml`` prints it; queries are not history)."""
-        return self._spec
+        return self._state.spec
 
     # --- run -------------------------------------------------------------------------------
 
@@ -160,65 +130,74 @@ class ServiceWorkflow:
         workflow.upsert_search_attributes(
             [
                 search.KIND.value_set("ModelService"),
-                search.NAMESPACE.value_set(self._spec.namespace),
-                search.NAME.value_set(self._spec.name),
+                search.NAMESPACE.value_set(self._state.spec.namespace),
+                search.NAME.value_set(self._state.spec.name),
             ]
         )
         interval = timedelta(seconds=arg.probe_interval_seconds)
-        await self._watch()
-        while not self._deleting:
-            if self._spec_changed:
-                self._spec_changed = False
+        state = self._state
+        # A run continued from another has the directory's answer already (it signals this
+        # workflow ID, whichever run holds it): only a first run, one whose watch failed, or a
+        # changed spec asks again.
+        if state.revision < 0 or state.spec_changed:
+            state.spec_changed = False
+            await self._watch()
+        reconciles = 0
+        while not state.deleting:
+            if state.spec_changed:
+                state.spec_changed = False
                 await self._watch()
             self._endpoints_changed = False
             await self._probe(arg.probe_timeout_seconds)
             await self._reconcile()
-            if workflow.info().is_continue_as_new_suggested():
+            reconciles += 1
+            per_run = arg.reconciles_per_run
+            if (
+                per_run and reconciles >= per_run
+            ) or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    arg.model_copy(update={"spec": self._spec, "created": self._created})
-                )
+                workflow.continue_as_new(arg.model_copy(update={"state": state}))
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: self._deleting or self._spec_changed or self._endpoints_changed,
+                    lambda: state.deleting or state.spec_changed or self._endpoints_changed,
                     timeout=interval,
                 )
-        self._phase = "Deleting"
+        self._state.phase = "Deleting"
         # The directory forgets a watcher it cannot signal anyway.
         with contextlib.suppress(ActivityError):
             await calls.unwatch()
         await self._remove_route()
-        self._phase = "Deleted"
+        self._state.phase = "Deleted"
         return self._status()
 
     async def _watch(self) -> None:
         try:
-            result = await calls.watch(self._spec)
+            result = await calls.watch(self._state.spec)
         except ActivityError as exc:
             reason = str(exc.cause or exc)
-            self._conditions = [
+            self._state.conditions = [
                 condition("EndpointsResolved", False, "DirectoryUnavailable", reason)
             ]
             return
-        if result.revision < self._revision:
+        if result.revision < self._state.revision:
             # A change was signalled while the watch was in flight: that signal is newer.
             return
-        self._revision = result.revision
-        self._endpoints, self._gateway = result.endpoints, result.gateway
+        self._state.revision = result.revision
+        self._state.endpoints, self._state.gateway = result.endpoints, result.gateway
 
     async def _probe(self, probe_timeout: float) -> None:
-        if not self._endpoints:
-            self._health = {}
+        if not self._state.endpoints:
+            self._state.health = {}
             return
-        results = await calls.probe(self._endpoints, probe_timeout)
-        self._health = {h.key: h for h in results}
+        results = await calls.probe(self._state.endpoints, probe_timeout)
+        self._state.health = {h.key: h for h in results}
 
     async def _reconcile(self) -> None:
-        spec = self._spec
-        groups = select_endpoints(spec.spec.endpoints, self._endpoints)
-        weights = rotation_weights(spec.spec.endpoints, groups, self._health)
+        spec = self._state.spec
+        groups = select_endpoints(spec.spec.endpoints, self._state.endpoints)
+        weights = rotation_weights(spec.spec.endpoints, groups, self._state.health)
         conditions = [resolved_condition(groups)]
-        gateway = self._gateway
+        gateway = self._state.gateway
         if gateway is None:
             conditions.append(
                 condition(
@@ -228,12 +207,12 @@ class ServiceWorkflow:
                     "no InferenceGateway 'default' is applied",
                 )
             )
-            self._weights = weights
-            self._routed = {}
-            self._conditions, self._phase = conditions, "Pending"
+            self._state.weights = weights
+            self._state.routed = {}
+            self._state.conditions, self._state.phase = conditions, "Pending"
             return
         clusters = gateway.front_door_clusters
-        doors = self._doors
+        doors = self._state.doors
         for gone in [c for c in doors.applied if c not in clusters]:
             # A cluster that stopped being a front door: its route goes (best effort; it is
             # tried again on the next reconcile while it fails).
@@ -252,29 +231,35 @@ class ServiceWorkflow:
         )
         failed = {c: doors.error[c] for c in clusters if c in doors.error}
         applied = [c for c in clusters if c in doors.applied and c not in failed]
-        self._address = service_address(self._global, doors.address, applied)
+        self._state.address = service_address(self._state.global_result, doors.address, applied)
         if not applied:
             reasons = "; ".join(f"{c}: {r}" for c, r in failed.items())
             conditions.append(condition("RoutingReady", False, "Configuring", reasons))
-            self._conditions, self._phase = conditions, "Degraded"
+            self._state.conditions, self._state.phase = conditions, "Degraded"
             return
         # The status shows the new weights only once the route carries them: set before the
         # apply, a status query during it said an endpoint was out of rotation while the
         # gateway still sent it traffic (seen as 503s right after "canary out").
-        self._weights = weights
-        self._routed = routed_endpoints(groups, weights)
-        in_rotation = len(self._weights)
+        self._state.weights = weights
+        self._state.routed = routed_endpoints(groups, weights)
+        in_rotation = len(self._state.weights)
         conditions.append(routing_ready(in_rotation, len(applied), len(clusters)))
         if gateway.spec.global_address is not None:
             conditions.append(
-                global_address_condition(self._global, self._global_error, len(clusters))
+                global_address_condition(
+                    self._state.global_result, self._state.global_error, len(clusters)
+                )
             )
-        self._conditions = conditions
-        self._phase = "Ready" if in_rotation else "NoHealthyEndpoints"
+        self._state.conditions = conditions
+        self._state.phase = "Ready" if in_rotation else "NoHealthyEndpoints"
 
     def _door_health(self) -> dict[str, FrontDoorHealth]:
         """Each door's health as the global load balancer last reported it (none without one)."""
-        return {d.cluster: d for d in self._global.doors} if self._global else {}
+        return (
+            {d.cluster: d for d in self._state.global_result.doors}
+            if self._state.global_result
+            else {}
+        )
 
     async def _apply_door(
         self, cluster: str, gateway: InferenceGateway, weights: dict[str, int]
@@ -287,9 +272,9 @@ class ServiceWorkflow:
         try:
             await self._apply_route(door, gateway, weights)
         except ActivityError as exc:
-            self._doors.error[cluster] = str(exc.cause or exc)
+            self._state.doors.error[cluster] = str(exc.cause or exc)
         else:
-            self._doors.error.pop(cluster, None)
+            self._state.doors.error.pop(cluster, None)
 
     async def _sync_global(self, gateway: InferenceGateway) -> None:
         """The one address in front of the doors, and each door's health as the global load
@@ -297,28 +282,28 @@ class ServiceWorkflow:
         checks move traffic between doors; this only keeps its origins and the status current."""
         settings = gateway.spec.global_address
         # Dropped, or moved to another account or zone: the old address goes first.
-        if global_moved(self._global_settings, settings) and not await self._remove_global():
+        if global_moved(self._state.global_settings, settings) and not await self._remove_global():
             return
         if settings is None:
-            self._global, self._global_error = None, ""
+            self._state.global_result, self._state.global_error = None, ""
             return
         try:
-            self._global_settings = settings
-            self._global = await calls.sync_global(
-                self._spec, gateway.front_door_clusters, settings
+            self._state.global_settings = settings
+            self._state.global_result = await calls.sync_global(
+                self._state.spec, gateway.front_door_clusters, settings
             )
-            self._global_error = ""
+            self._state.global_error = ""
         except ActivityError as exc:
-            self._global_error = str(exc.cause or exc)
+            self._state.global_error = str(exc.cause or exc)
 
     async def _apply_route(
         self, door: FrontDoor, gateway: InferenceGateway, weights: dict[str, int]
     ) -> None:
         """Apply the route with ``weights`` and what it needs, only when any of it changed (a
         steady service costs one probe per interval and nothing else)."""
-        spec = self._spec
-        plan = plan_route(door, spec, weights, self._endpoints)
-        if self._doors.current(door.cluster, plan):
+        spec = self._state.spec
+        plan = plan_route(door, spec, weights, self._state.endpoints)
+        if self._state.doors.current(door.cluster, plan):
             return
         if spec.spec.auth is not None:
             await calls.sync_keys(door.cluster, spec, spec.spec.auth.api_keys_secret_ref.name)
@@ -326,15 +311,15 @@ class ServiceWorkflow:
             namespace = workload_namespace(spec.namespace)
             await calls.sync_provider_tokens(door.cluster, namespace, spec.name, plan.tokens)
         await calls.apply_door(door.cluster, plan.manifests, len(weights))
-        gone = self._doors.stale(door.cluster, plan)
+        gone = self._state.doors.stale(door.cluster, plan)
         if gone:
             await calls.delete_objects(door.cluster, gone)
-        self._doors.record(door.cluster, plan)
-        self._backends = plan.backends()
-        self._doors.address[door.cluster] = await self._front_address(gateway, door.cluster)
+        self._state.doors.record(door.cluster, plan)
+        self._state.backends = plan.backends()
+        self._state.doors.address[door.cluster] = await self._front_address(gateway, door.cluster)
 
     async def _front_address(self, gateway: InferenceGateway, cluster: str) -> str:
-        path = service_path(self._spec.namespace, self._spec.name).rstrip("/")
+        path = service_path(self._state.spec.namespace, self._state.spec.name).rstrip("/")
         if gateway.spec.addresses and cluster == gateway.spec.cluster:
             port = gateway.spec.listeners[0].port
             host = gateway.spec.addresses[0]
@@ -344,61 +329,63 @@ class ServiceWorkflow:
     async def _remove_global(self) -> bool:
         """Remove the address put in place with ``_global_settings``; False (and the reason in
         ``_global_error``) when that failed."""
-        settings = self._global_settings
+        settings = self._state.global_settings
         if settings is None:
             return True
         try:
-            await calls.remove_global(self._spec, settings)
+            await calls.remove_global(self._state.spec, settings)
         except ActivityError as exc:
-            self._global_error = f"removing the old address: {exc.cause or exc}"
+            self._state.global_error = f"removing the old address: {exc.cause or exc}"
             return False
-        self._global, self._global_settings = None, None
+        self._state.global_result, self._state.global_settings = None, None
         return True
 
     async def _remove_route(self) -> None:
         problems: list[str] = []
         # The address first: no caller is sent to a door whose route is going.
         if not await self._remove_global():
-            problems.append(f"global address: {self._global_error}")
-        for cluster in list(self._doors.applied):
+            problems.append(f"global address: {self._state.global_error}")
+        for cluster in list(self._state.doors.applied):
             try:
-                await calls.delete_objects(cluster, self._doors.applied[cluster])
+                await calls.delete_objects(cluster, self._state.doors.applied[cluster])
             except ActivityError as exc:
                 problems.append(f"{cluster}: {exc.cause or exc}")
                 continue
-            self._doors.forget(cluster)
+            self._state.doors.forget(cluster)
         if problems:
-            self._conditions = [
+            self._state.conditions = [
                 condition("RoutingReady", False, "CleanupIncomplete", "; ".join(problems))
             ]
             return
-        self._backends = {}
+        self._state.backends = {}
 
     # --- status ----------------------------------------------------------------------------
 
     def _status(self) -> ServiceStatus:
-        groups = select_endpoints(self._spec.spec.endpoints, self._endpoints)
-        doors = self._doors
+        groups = select_endpoints(self._state.spec.spec.endpoints, self._state.endpoints)
+        doors = self._state.doors
         return ServiceStatus(
-            name=self._spec.name,
-            namespace=self._spec.namespace,
-            phase=self._phase,
-            address=self._address,
-            gateway_cluster=self._gateway.spec.cluster if self._gateway else None,
-            endpoints=endpoint_statuses(groups, self._health, self._weights, self._routed),
-            backends=dict(self._backends),
-            conditions=list(self._conditions),
-            auth=self._spec.spec.auth is not None,
-            created=self._created,
+            name=self._state.spec.name,
+            namespace=self._state.spec.namespace,
+            phase=self._state.phase,
+            address=self._state.address,
+            gateway_cluster=self._state.gateway.spec.cluster if self._state.gateway else None,
+            endpoints=endpoint_statuses(
+                groups, self._state.health, self._state.weights, self._state.routed
+            ),
+            backends=dict(self._state.backends),
+            conditions=list(self._state.conditions),
+            auth=self._state.spec.spec.auth is not None,
+            created=self._state.created,
             containment=containment_summary(
-                self._spec.spec.outlier_detection, self._spec.spec.retries
+                self._state.spec.spec.outlier_detection, self._state.spec.spec.retries
             ),
             front_doors=front_door_statuses(
-                self._gateway.front_door_clusters if self._gateway else [],
+                self._state.gateway.front_door_clusters if self._state.gateway else [],
                 doors.applied,
                 doors.error,
                 doors.address,
                 self._door_health(),
             ),
-            global_address=self._global.address if self._global else None,
+            global_address=self._state.global_result.address if self._state.global_result else None,
         )
