@@ -107,17 +107,10 @@ def build_ledger(
 def replica_groups(
     replica: ModelReplica, cluster: IndexedCluster, evaluator: SelectorEvaluator
 ) -> Iterator[tuple[str, PodGroup]]:
-    """What ``replica`` (placed on ``cluster``) charges, per pool, in charge order."""
-    for engine in replica.spec.engines:
-        for member in engine.members:
-            if not member.device_requests:
-                continue
-            pool = cluster.pools_by_name.get(member.node_pool_name)
-            if pool is None:
-                continue
-            demand = stamped_demand(member.device_requests, pool.shape, evaluator)
-            pods = member.pods * engine.copies
-            yield pool.name, PodGroup(demand, pods, member.role is not Role.STANDALONE)
+    """What ``replica`` (placed on ``cluster``) charges, per pool, in charge order: its own
+    template as the shape, with the pools its members were placed on."""
+    pools = [m.node_pool_name for e in replica.spec.engines for m in e.members]
+    return shape_groups(replica, pools, cluster, evaluator)
 
 
 def shape_groups(
