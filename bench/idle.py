@@ -18,7 +18,10 @@ is shared, so read the figures with it.
 ``--worker-processes N`` runs N more ``modelfleet worker`` processes beside the in-process one,
 polling the same task queues, as a real deployment runs its workers: at 1,000 replicas one
 process holding the simulated fleet, the bench and every worker slot starves its own workflow
-tasks past the SDK's 2 s deadlock detector.
+tasks past the SDK's 2 s deadlock detector. With more than one process the Updates the server
+refused for its in-flight limit on one workflow (10) are counted in every process's log (issue
+22 item 7: each process keeps to its share, so none should be), with the shares the processes
+took.
 
     .venv/bin/python bench/idle.py [--clusters 50] [--deployments 500] [--replicas 2]
         [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800] [--worker-processes 0]
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -118,6 +122,38 @@ def worker_processes(env: DevEnvironment, count: int, logs: Path) -> Iterator[No
                 proc.wait()
 
 
+REFUSED = "refused by the server (in-flight limit)"
+SHARE = "worker process(es) poll"
+
+
+class Refusals(logging.Handler):
+    """The in-process worker's refused Updates and share changes (its log records)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.refused = 0
+        self.shares: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(REFUSED):
+            self.refused += 1
+        elif SHARE in message:
+            self.shares.append(message)
+
+
+def logged_refusals(logs: Path) -> tuple[int, list[str]]:
+    """Refused Updates and share changes in the extra worker processes' logs."""
+    refused, shares = 0, []
+    for path in sorted(logs.glob("worker-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if REFUSED in line:
+                refused += 1
+            elif SHARE in line:
+                shares.append(f"{path.name}: {line[line.index(SHARE) - 2 :][:100]}")
+    return refused, shares
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
@@ -130,6 +166,10 @@ async def run(args: argparse.Namespace) -> int:
     names = [rb.deployment_name(i) for i in range(args.deployments)]
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"machine: {rb.machine()}")
+    refusals = Refusals()
+    worker_log = logging.getLogger("modelfleet.worker")
+    worker_log.addHandler(refusals)
+    worker_log.setLevel(logging.INFO)
     with tempfile.TemporaryDirectory(prefix="modelfleet-bench-idle-") as tmp:
         state = Path(tmp)
         paths = rb.write_fleet(state / "manifests", args.clusters, nodes)
@@ -169,6 +209,7 @@ async def run(args: argparse.Namespace) -> int:
                 still = set(await ready_replicas(client))
                 steady = [w for w in ready if w in still]
                 own = await events_within(client, steady, t0, t1, args.concurrency)
+            logged, shares = logged_refusals(state)
 
     print()
     print(f"== idle fleet: {total} Ready replicas on {args.clusters} clusters, {window:.1f} s ==")
@@ -186,6 +227,11 @@ async def run(args: argparse.Namespace) -> int:
         f" events in their own histories ({sum(own.values()) / max(1, len(steady)):.3f} per"
         f" replica; by type: {dict(own)})"
     )
+    print()
+    print(f"== Updates refused for the in-flight limit, {1 + args.worker_processes} process(es) ==")
+    print(f"  in-process worker: {refusals.refused}; other processes: {logged}")
+    for line in [*refusals.shares, *shares]:
+        print(f"    {line}")
     print()
     print("== the per-replica polling it replaces (implied by its intervals) ==")
     old_activities = total / HEALTH_INTERVAL + total / DRIFT_RESYNC

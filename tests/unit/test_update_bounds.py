@@ -8,8 +8,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
 from modelfleet.activities.fleet_updates import MAX_FLEET_UPDATES_IN_FLIGHT, FleetActivities
 from modelfleet.activities.serving import MAX_DIRECTORY_UPDATES_IN_FLIGHT, ServingActivities
+from modelfleet.adapters.temporal_updates import ProcessCount, UpdateShare, share_of_limit
 from modelfleet.contracts.serving_payloads import EndpointKey
 
 SERVER_CAP = 10  # history.maxInFlightUpdates, the server's default
@@ -70,4 +74,75 @@ async def test_fleet_updates_queue_in_the_worker() -> None:
     client = CountingClient()
     fleet = FleetActivities(client)  # type: ignore[arg-type]
     await burst(client, [fleet._update("release", i) for i in range(40)])
+    assert client.most == MAX_FLEET_UPDATES_IN_FLIGHT
+
+
+@pytest.mark.parametrize("processes", range(1, 10))
+def test_processes_together_stay_under_the_server_cap_with_one_to_spare(processes: int) -> None:
+    share = share_of_limit(processes)
+    assert 1 <= share <= MAX_FLEET_UPDATES_IN_FLIGHT
+    assert processes * share + 1 <= SERVER_CAP  # + a process that joined and has not counted
+    assert share_of_limit(processes + 1) <= share
+
+
+def test_a_process_alone_keeps_the_bound_it_had() -> None:
+    assert share_of_limit(1) == MAX_FLEET_UPDATES_IN_FLIGHT
+    assert share_of_limit(4) == 2
+    assert share_of_limit(0) == MAX_FLEET_UPDATES_IN_FLIGHT  # nobody polls yet: this one
+
+
+class Counter:
+    """The server's answer to "how many worker processes poll", set by the test."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self.asked = 0
+        self.fail = False
+
+    async def __call__(self) -> int:
+        self.asked += 1
+        if self.fail:
+            raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+        return self.processes
+
+
+async def test_four_processes_hold_two_each_and_one_alone_six() -> None:
+    now = [0.0]
+    counter = Counter(4)
+    share = UpdateShare(count=ProcessCount(counter, every=15, clock=lambda: now[0]))
+    client = CountingClient()
+    fleet = FleetActivities(client, share=share)  # type: ignore[arg-type]
+    await burst(client, [fleet._update("release", i) for i in range(20)])
+    assert client.most == 2
+    # The others went away; the next count, once the last one is old enough, says so.
+    counter.processes = 1
+    now[0] = 10.0
+    client = CountingClient()
+    fleet._client = client  # type: ignore[assignment]
+    await burst(client, [fleet._update("release", i) for i in range(20)])
+    assert client.most == 2
+    assert counter.asked == 1  # not asked again within 15 s
+    now[0] = 16.0
+    client = CountingClient()
+    fleet._client = client  # type: ignore[assignment]
+    await burst(client, [fleet._update("release", i) for i in range(20)])
+    assert client.most == MAX_FLEET_UPDATES_IN_FLIGHT
+    assert counter.asked == 2
+
+
+async def test_until_the_processes_are_counted_a_process_sends_one_at_a_time() -> None:
+    counter = Counter(1)
+    counter.fail = True
+    now = [0.0]
+    share = UpdateShare(count=ProcessCount(counter, every=15, clock=lambda: now[0]))
+    client = CountingClient()
+    fleet = FleetActivities(client, share=share)  # type: ignore[arg-type]
+    await burst(client, [fleet._update("release", i) for i in range(10)])
+    assert client.most == 1
+    # The count comes back: the share grows and the waiting Updates go in together.
+    counter.fail = False
+    now[0] = 15.0
+    client = CountingClient()
+    fleet._client = client  # type: ignore[assignment]
+    await burst(client, [fleet._update("release", i) for i in range(10)])
     assert client.most == MAX_FLEET_UPDATES_IN_FLIGHT

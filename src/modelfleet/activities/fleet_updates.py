@@ -10,9 +10,9 @@ makes a retried activity answered from the first booking instead of placing twic
 ``fleet.dry_place`` only computes. One placement at a time per process: two computed on one
 copy would mostly want the same free pools, and one of them would be refused.
 
-An Update the server refuses for its in-flight limit is asked again after a pause
-(``adapters.temporal_updates``): the per-process bound below keeps one worker under the limit,
-several workers together are not.
+Each process keeps its Updates to the Fleet under its share of the server's in-flight limit
+(``adapters.temporal_updates.UpdateShare``: divided among the worker processes polling); one
+the server refuses all the same is asked again after a pause.
 
 Side effects: Temporal client calls only. No Kubernetes, no cloud SDKs.
 """
@@ -26,7 +26,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from modelfleet.adapters.temporal_updates import asked_again_when_refused
+from modelfleet.adapters.temporal_updates import UpdateShare, asked_again_when_refused
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.rules import validate
@@ -61,7 +61,8 @@ from modelfleet.contracts.status import ClusterStatus
 FLEET_WORKFLOW_ID = "fleet"
 # The server admits a bounded number of in-flight Updates per workflow (10 by default); past it,
 # Updates are aborted and the Fleet's workflow tasks rejected, so a burst of placements collapses
-# instead of queueing. Each worker keeps its own Updates to the Fleet under that bound.
+# instead of queueing. A process alone keeps its Updates to the Fleet under this; several share
+# the limit (``UpdateShare`` with a process count, as ``run_worker`` sets up).
 MAX_FLEET_UPDATES_IN_FLIGHT = 6
 # Proposals refused in a row before the activity gives up this attempt (its retry policy then
 # tries again): each refusal means another placement was booked on a touched cluster meanwhile.
@@ -89,10 +90,11 @@ class FleetActivities:
         *,
         copy: FleetCopy | None = None,
         max_in_flight: int = MAX_FLEET_UPDATES_IN_FLIGHT,
+        share: UpdateShare | None = None,
         fleet_id: str = FLEET_WORKFLOW_ID,
     ) -> None:
         self._client = client
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._share = share or UpdateShare(max_in_flight)
         self._copy = copy
         self._fleet_id = fleet_id
         self._placing = asyncio.Lock()
@@ -104,7 +106,7 @@ class FleetActivities:
     async def _update(
         self, name: str, arg: Any, *, result_type: type | None = None, update_id: str | None = None
     ) -> Any:
-        async with self._slots:
+        async with self._share.slot():
             return await asked_again_when_refused(
                 lambda: self._fleet().execute_update(
                     name, arg, id=update_id, result_type=result_type

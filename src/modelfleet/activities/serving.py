@@ -30,7 +30,11 @@ from modelfleet.adapters.endpoint_probe import probe_models
 from modelfleet.adapters.global_lb import CloudflareLoadBalancing, GlobalLBError
 from modelfleet.adapters.kube_client import KubeCluster
 from modelfleet.adapters.kube_errors import KubeError
-from modelfleet.adapters.temporal_updates import asked_again_when_refused, update_with_start
+from modelfleet.adapters.temporal_updates import (
+    UpdateShare,
+    asked_again_when_refused,
+    update_with_start,
+)
 from modelfleet.api.naming import (
     LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
@@ -97,8 +101,8 @@ UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"
 # The endpoint directory is one workflow, and the server admits 10 in-flight Updates per
 # workflow; past that it aborts them and rejects the directory's workflow tasks, so a burst of
 # Ready replicas publishing at once collapsed into retries (62 aborted, 45 refused in the first
-# 100 s of a 1,000-replica rollout). Each worker keeps its own directory Updates under the cap,
-# as it does for the Fleet's (``fleet_updates.MAX_FLEET_UPDATES_IN_FLIGHT``).
+# 100 s of a 1,000-replica rollout). A process alone keeps its directory Updates under this;
+# several share the cap (``UpdateShare``), as for the Fleet's.
 MAX_DIRECTORY_UPDATES_IN_FLIGHT = 6
 
 
@@ -160,14 +164,15 @@ class ServingActivities:
         credentials_dir: Path,
         *,
         max_in_flight: int = MAX_DIRECTORY_UPDATES_IN_FLIGHT,
+        share: UpdateShare | None = None,
     ) -> None:
         self._client = client
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._share = share or UpdateShare(max_in_flight)
         self._kubeconfigs = KubeconfigStore(credentials_dir)
         self._secrets = SecretStore(credentials_dir)
 
     async def _directory(self, update: str, arg: Any, result_type: type) -> Any:
-        async with self._slots:
+        async with self._share.slot():
             return await directory_update(self._client, update, arg, result_type)
 
     async def _cluster_record(self, cluster: str) -> ClusterRecord | None:

@@ -34,6 +34,7 @@ from modelfleet.activities.kube_ops import KubeActivities, KubeconfigStore
 from modelfleet.activities.serving import ServingActivities
 from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
+from modelfleet.adapters.temporal_updates import ProcessCount, UpdateShare, polling_processes
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.ids import FLEET_ID
 from modelfleet.fleet.mirror import FleetMirror
@@ -79,12 +80,13 @@ def build_worker(
     max_concurrent_activities: int = 32,
     executor: ThreadPoolExecutor | None = None,
     fleet: FleetActivities | None = None,
+    serving: ServingActivities | None = None,
     versioning: WorkerDeploymentConfig | None = None,
 ) -> tuple[Worker, KubeActivities]:
     kube = KubeActivities(KubeconfigStore(credentials_dir))
     fleet = fleet or FleetActivities(client, copy=FleetMirror())
     scaler = AutoscalerActivities(client, KubeconfigStore(credentials_dir))
-    serving = ServingActivities(client, credentials_dir)
+    serving = serving or ServingActivities(client, credentials_dir)
     # Cloud endpoints and credentials come from the worker's environment (adapters.cloud_config).
     cloud = CloudActivities(CloudSettings.from_env(credentials_dir))
     catalog = CatalogActivities(client)
@@ -190,14 +192,19 @@ async def run_worker(
     """Run until ``stop`` is set, then shut down gracefully. ``versioning``: the worker
     deployment version both workers run as (``worker.versioning``); None, unversioned."""
     await ensure_fleet(client, task_queue, tuning=tuning)
-    # One FleetActivities for both workers: one bound on this process's Updates to the Fleet.
-    fleet = FleetActivities(client, copy=FleetMirror())
+    # One FleetActivities for both workers: one bound on this process's Updates to the Fleet,
+    # and with the directory's, a share of the server's limit that follows how many worker
+    # processes poll the Fleet's queue (issue 22 item 7: 4 processes stay under it together).
+    processes = ProcessCount(lambda: polling_processes(client, fleet_task_queue(task_queue)))
+    fleet = FleetActivities(client, copy=FleetMirror(), share=UpdateShare(count=processes))
+    serving = ServingActivities(client, credentials_dir, share=UpdateShare(count=processes))
     worker, kube = build_worker(
         client,
         credentials_dir,
         task_queue=task_queue,
         max_concurrent_activities=max_concurrent_activities,
         fleet=fleet,
+        serving=serving,
         versioning=versioning,
     )
     fields = {
