@@ -22,6 +22,14 @@ from temporalio.worker import Worker
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
+from modelfleet.contracts.health_watch import (
+    SERVING_WATCH_HEALTH,
+    HealthWatchRequest,
+    HealthWatchResult,
+    doors_changed,
+    endpoints_changed,
+    watch_task_queue,
+)
 from modelfleet.contracts.kube_payloads import (
     ApplyRequest,
     ApplyResult,
@@ -33,9 +41,7 @@ from modelfleet.contracts.serving_payloads import (
     ENDPOINTS_UNWATCH,
     ENDPOINTS_WATCH,
     SERVING_GATEWAY_ADDRESS,
-    SERVING_PROBE,
     SERVING_REMOVE_GLOBAL_ADDRESS,
-    SERVING_SYNC_GLOBAL_ADDRESS,
     EndpointHealth,
     EndpointKey,
     FrontDoorHealth,
@@ -43,7 +49,6 @@ from modelfleet.contracts.serving_payloads import (
     GlobalAddressRemoval,
     GlobalAddressRequest,
     GlobalAddressResult,
-    ProbeEndpointsRequest,
     ServiceStatus,
     WatchRequest,
     WatchResult,
@@ -53,6 +58,9 @@ from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
 from modelfleet.rendering.front_door import EndpointRecord
 from modelfleet.service.state import ServiceInput
 from modelfleet.service.workflow import ServiceWorkflow
+
+# A health watch's round in real time: the doubles' probes answer at once.
+ROUND = 0.05
 
 
 @dataclass
@@ -76,17 +84,54 @@ class Doubles:
         handle = self.client.get_workflow_handle(self.directory)
         await handle.execute_update(EndpointDirectoryWorkflow.unwatch, watcher)
 
-    @activity.defn(name=SERVING_PROBE)
-    async def probe(self, request: ProbeEndpointsRequest) -> list[EndpointHealth]:
-        return [
-            EndpointHealth(
-                key=t.key,
-                healthy=t.key not in self.unhealthy,
-                reason=self.unhealthy.get(t.key, "serves qwen"),
-                models=[] if t.key in self.unhealthy else self.models.get(t.key, ["qwen"]),
+    # The health watches' answers (why each returned, after how many rounds).
+    health_watches: list[HealthWatchResult] = field(default_factory=list)
+
+    def door_view(self, request: GlobalAddressRequest) -> GlobalAddressResult:
+        """The global address's view of the doors (every door healthy unless said)."""
+        host = f"{request.service}.{request.namespace}.{request.settings.zone}"
+        return GlobalAddressResult(
+            address=f"http://{host}/{request.namespace}/{request.service}",
+            doors=[
+                FrontDoorHealth(cluster=c, healthy=True, reason="No failures")
+                for c in request.clusters
+            ],
+        )
+
+    @activity.defn(name=SERVING_WATCH_HEALTH)
+    async def watch_health(self, request: HealthWatchRequest) -> HealthWatchResult:
+        """The watch's contract on a fast clock: a round every ``ROUND`` of real time (the
+        time-skipping server does not skip an activity's own sleeps), ``max_seconds /
+        interval_seconds`` rounds before it answers unchanged."""
+        limit = max(1, int(request.max_seconds / request.interval_seconds))
+        for rounds in range(1, limit + 1):
+            health = {
+                t.key: EndpointHealth(
+                    key=t.key,
+                    healthy=t.key not in self.unhealthy,
+                    reason=self.unhealthy.get(t.key, "serves qwen"),
+                    models=[] if t.key in self.unhealthy else self.models.get(t.key, ["qwen"]),
+                )
+                for t in request.targets
+            }
+            view = self.door_view(request.global_address) if request.global_address else None
+            changed = endpoints_changed(request.known, health) or (
+                request.global_address is not None
+                and doors_changed(request.known_doors, request.known_global_failed, view, False)
             )
-            for t in request.targets
-        ]
+            why = "changed" if changed else "asked" if request.answer_first else ""
+            if why or rounds == limit:
+                result = HealthWatchResult(
+                    health=list(health.values()),
+                    global_result=view,
+                    why=why or "bounded",
+                    rounds=rounds,
+                )
+                self.health_watches.append(result)
+                return result
+            activity.heartbeat(rounds)
+            await asyncio.sleep(ROUND)
+        raise AssertionError("unreachable")
 
     @activity.defn(name=SERVING_GATEWAY_ADDRESS)
     async def gateway_address(self, request: GatewayAddressRequest) -> str:
@@ -126,23 +171,30 @@ def _service(entries: list[dict[str, Any]]) -> ModelService:
     return resource
 
 
-def serving_worker(doubles: Doubles, queue: str, *extra: Callable[..., Any]) -> Worker:
-    """A worker for the directory and the service, with ``doubles`` for their activities (and
-    ``extra`` ones)."""
-    return Worker(
+@asynccontextmanager
+async def serving_worker(
+    doubles: Doubles, queue: str, *extra: Callable[..., Any]
+) -> AsyncIterator[None]:
+    """Workers for the directory and the service, with ``doubles`` for their activities (and
+    ``extra`` ones), and for the health watches' own queue, as the worker process runs them."""
+    main = Worker(
         doubles.client,
         task_queue=queue,
         workflows=[EndpointDirectoryWorkflow, ServiceWorkflow],
         activities=[
             doubles.watch,
             doubles.unwatch,
-            doubles.probe,
             doubles.gateway_address,
             doubles.apply,
             doubles.delete,
             *extra,
         ],
     )
+    watches = Worker(
+        doubles.client, task_queue=watch_task_queue(queue), activities=[doubles.watch_health]
+    )
+    async with main, watches:
+        yield
 
 
 def _gateway(spec: dict[str, Any] | None = None) -> InferenceGateway:
@@ -515,16 +567,10 @@ class Doors(Doubles):
         self.by_cluster.setdefault(request.cluster, []).append(route)
         return await super().apply(request)
 
-    @activity.defn(name=SERVING_SYNC_GLOBAL_ADDRESS)
-    async def sync_global(self, request: GlobalAddressRequest) -> GlobalAddressResult:
-        doors = [
-            self.door_health.get(c, FrontDoorHealth(cluster=c, healthy=True, reason="No failures"))
-            for c in request.clusters
-        ]
-        host = f"{request.service}.{request.namespace}.{request.settings.zone}"
-        return GlobalAddressResult(
-            address=f"http://{host}/{request.namespace}/{request.service}", doors=doors
-        )
+    def door_view(self, request: GlobalAddressRequest) -> GlobalAddressResult:
+        view = super().door_view(request)
+        view.doors = [self.door_health.get(d.cluster, d) for d in view.doors]
+        return view
 
     @activity.defn(name=SERVING_REMOVE_GLOBAL_ADDRESS)
     async def remove_global(self, request: GlobalAddressRemoval) -> int:
@@ -543,7 +589,7 @@ async def test_a_service_on_two_front_doors_behind_one_address(
     gateway = _gateway(
         {"cluster": "front", "additionalClusters": ["back"], "globalAddress": _GLOBAL_ADDRESS}
     )
-    async with serving_worker(doubles, queue, doubles.sync_global, doubles.remove_global):
+    async with serving_worker(doubles, queue, doubles.remove_global):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )
@@ -638,7 +684,7 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
     queue = f"tq-{uuid.uuid4()}"
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doors(client, directory_id)
-    async with serving_worker(doubles, queue, doubles.sync_global, doubles.remove_global):
+    async with serving_worker(doubles, queue, doubles.remove_global):
         directory = await client.start_workflow(
             EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
         )

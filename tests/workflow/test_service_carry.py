@@ -5,7 +5,7 @@ removes the route the first run applied (the doors are carried).
 
 On the real dev server (the time-skipping one never answers an Update that arrives while a run
 continues-as-new), with ``reconciles_per_run`` set so that a run continues-as-new every second
-reconcile, half a second apart."""
+reconcile, and health watches bounded at two rounds so that an idle service reconciles."""
 
 from __future__ import annotations
 
@@ -91,6 +91,9 @@ async def test_a_continued_service_keeps_its_doors_and_does_not_apply_them_again
             ServiceInput.of(
                 _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
                 probe_interval_seconds=0.5,
+                # A health watch answers unchanged after two rounds: the service reconciles
+                # (and so continues-as-new) without a change.
+                watch_bound_seconds=1.0,
                 reconciles_per_run=2,
             ),
             id=wid,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,13 @@ from modelfleet.api.naming import (
 )
 from modelfleet.api.services import GlobalAddress, InferenceGateway
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.health_watch import (
+    SERVING_WATCH_HEALTH,
+    HealthWatchRequest,
+    HealthWatchResult,
+    doors_changed,
+    endpoints_changed,
+)
 from modelfleet.contracts.serving_payloads import (
     ENDPOINT_DIRECTORY_WORKFLOW,
     ENDPOINTS_ID,
@@ -53,10 +62,8 @@ from modelfleet.contracts.serving_payloads import (
     LABEL_REGION,
     SERVING_CHECK_MODELS,
     SERVING_GATEWAY_ADDRESS,
-    SERVING_PROBE,
     SERVING_REMOVE_GLOBAL_ADDRESS,
     SERVING_ROUTES_CARRYING,
-    SERVING_SYNC_GLOBAL_ADDRESS,
     SERVING_SYNC_KEYS,
     SERVING_SYNC_PROVIDER_TOKENS,
     DirectoryStart,
@@ -69,7 +76,7 @@ from modelfleet.contracts.serving_payloads import (
     GlobalAddressResult,
     ModelCheck,
     ModelCheckRequest,
-    ProbeEndpointsRequest,
+    ProbeTarget,
     ProviderTokensRequest,
     ReplicaEndpointRequest,
     RoutesCarrying,
@@ -104,6 +111,10 @@ UPSTREAM_TOKEN_TYPE = "modelfleet.dev/upstream-token"
 # 100 s of a 1,000-replica rollout). A process alone keeps its directory Updates under this;
 # several share the cap (``UpdateShare``), as for the Fleet's.
 MAX_DIRECTORY_UPDATES_IN_FLIGHT = 6
+# Probes the health watches of one worker run at once (each a blocking httpx GET in a thread).
+PROBE_THREADS = 16
+# How often a health watch heartbeats (the SDK sends at most one per 0.8 x the timeout).
+BEAT_SECONDS = 1.0
 
 
 class SecretStore:
@@ -170,6 +181,7 @@ class ServingActivities:
         self._share = share or UpdateShare(max_in_flight)
         self._kubeconfigs = KubeconfigStore(credentials_dir)
         self._secrets = SecretStore(credentials_dir)
+        self._probes = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="probe")
 
     async def _directory(self, update: str, arg: Any, result_type: type) -> Any:
         async with self._share.slot():
@@ -319,11 +331,11 @@ class ServingActivities:
         address, _ = await self._cluster_facts(request.cluster)
         return address
 
-    @activity.defn(name=SERVING_SYNC_GLOBAL_ADDRESS)
-    async def sync_global_address(self, request: GlobalAddressRequest) -> GlobalAddressResult:
+    async def _sync_global(self, request: GlobalAddressRequest) -> GlobalAddressResult:
         """The service's load balancer over its front doors, as the fleet sees their clusters
         now (a cluster that is not Ready, or has no gateway address, is withdrawn), and each
-        front door's health as the balancer's monitor last saw it."""
+        front door's health as the balancer's monitor last saw it (every round of a health
+        watch)."""
         origins: list[GlobalOrigin] = []
         withdrawn: dict[str, str] = {}
         for cluster in request.clusters:
@@ -365,10 +377,7 @@ class ServingActivities:
                     )
                 return doors
 
-        try:
-            doors = await asyncio.to_thread(sync)
-        except GlobalLBError as exc:
-            raise to_temporal(exc) from None
+        doors = await asyncio.to_thread(sync)
         doors += [
             FrontDoorHealth(cluster=c, enabled=False, healthy=False, reason=r)
             for c, r in withdrawn.items()
@@ -396,39 +405,103 @@ class ServingActivities:
             raise missing_secret(f"secret {settings.api_token_secret_ref.name!r} is empty")
         return CloudflareLoadBalancing(lines[0], settings.account_id, settings.zone_id)
 
-    @activity.defn(name=SERVING_PROBE)
-    def probe_endpoints(self, request: ProbeEndpointsRequest) -> list[EndpointHealth]:
-        out: list[EndpointHealth] = []
-        for target in request.targets:
-            key = None
-            if target.auth_secret:
-                try:
-                    key = self._secrets.lines(target.auth_secret)[0]
-                except (ApplicationError, IndexError):
-                    out.append(
-                        EndpointHealth(
-                            key=target.key,
-                            healthy=False,
-                            reason=f"provider key secret {target.auth_secret!r} not found",
-                        )
-                    )
-                    continue
-            outcome = probe_models(
-                target.url,
-                timeout=request.timeout_seconds,
-                attempts=request.attempts,
-                api_key=key,
-            )
-            out.append(
-                EndpointHealth(
+    def _probe_one(self, target: ProbeTarget, timeout: float, attempts: int) -> EndpointHealth:
+        key = None
+        if target.auth_secret:
+            try:
+                key = self._secrets.lines(target.auth_secret)[0]
+            except (ApplicationError, IndexError):
+                return EndpointHealth(
                     key=target.key,
-                    healthy=outcome.healthy,
-                    reason=outcome.reason,
-                    models=list(outcome.models),
+                    healthy=False,
+                    reason=f"provider key secret {target.auth_secret!r} not found",
                 )
+        outcome = probe_models(target.url, timeout=timeout, attempts=attempts, api_key=key)
+        return EndpointHealth(
+            key=target.key,
+            healthy=outcome.healthy,
+            reason=outcome.reason,
+            models=list(outcome.models),
+        )
+
+    async def _probe_round(
+        self, request: HealthWatchRequest, began: float
+    ) -> dict[str, EndpointHealth]:
+        """Every target probed once, ``PROBE_THREADS`` at a time, heartbeating while they run."""
+        loop = asyncio.get_running_loop()
+        pending = {
+            loop.run_in_executor(
+                self._probes, self._probe_one, t, request.timeout_seconds, request.attempts
             )
-            activity.heartbeat(len(out))
+            for t in request.targets
+        }
+        out: dict[str, EndpointHealth] = {}
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=BEAT_SECONDS)
+            for future in done:
+                health = future.result()
+                out[health.key] = health
+            activity.heartbeat(began)
         return out
+
+    async def _global_round(
+        self, request: GlobalAddressRequest
+    ) -> tuple[GlobalAddressResult | None, str]:
+        try:
+            return await self._sync_global(request), ""
+        except GlobalLBError as exc:
+            return None, str(exc)
+        except (ApplicationError, RPCError, OSError) as exc:
+            return None, str(exc.message if isinstance(exc, RPCError) else exc)
+
+    @activity.defn(name=SERVING_WATCH_HEALTH)
+    async def watch_health(self, request: HealthWatchRequest) -> HealthWatchResult:
+        """Probe the service's endpoints (and sync its global address) every
+        ``interval_seconds`` until a verdict differs from ``request.known`` (or the doors' from
+        ``known_doors``), or after the first round with ``answer_first``, or once
+        ``max_seconds`` have passed since the watch began; heartbeats all along. A retried
+        attempt (its worker died) keeps the first attempt's start from the heartbeat details,
+        so the bound holds, and probes at once: it compares against what the workflow holds,
+        so a change the dead attempt saw is seen again."""
+        resumed = activity.info().heartbeat_details
+        began = float(resumed[0]) if resumed else time.time()
+        activity.heartbeat(began)
+        rounds = 0
+        while True:
+            rounds += 1
+            health = await self._probe_round(request, began)
+            result, error = (
+                await self._global_round(request.global_address)
+                if request.global_address is not None
+                else (None, "")
+            )
+            changed = endpoints_changed(request.known, health) or doors_changed(
+                request.known_doors, request.known_global_failed, result, bool(error)
+            )
+            elapsed = time.time() - began
+            why = (
+                "changed"
+                if changed
+                else "asked"
+                if request.answer_first
+                else "bounded"
+                if elapsed + request.interval_seconds > request.max_seconds
+                else ""
+            )
+            if why:
+                return HealthWatchResult(
+                    health=[health[t.key] for t in request.targets],
+                    global_result=result,
+                    global_error=error,
+                    why=why,
+                    rounds=rounds,
+                )
+            # Short sleeps, each followed by a heartbeat: how a cancellation (the endpoint set
+            # changed) reaches the activity, and how a dead worker is noticed.
+            wake = time.monotonic() + request.interval_seconds
+            while (left := wake - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, BEAT_SECONDS))
+                activity.heartbeat(began)
 
     @activity.defn(name=SERVING_SYNC_KEYS)
     def sync_api_keys(self, request: SyncKeysRequest) -> int:

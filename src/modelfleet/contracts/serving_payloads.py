@@ -25,11 +25,9 @@ ENDPOINTS_PUBLISH_REPLICA = "endpoints.publish_replica"
 ENDPOINTS_WITHDRAW = "endpoints.withdraw"
 ENDPOINTS_WATCH = "endpoints.watch"
 ENDPOINTS_UNWATCH = "endpoints.unwatch"
-SERVING_PROBE = "serving.probe_endpoints"
 SERVING_GATEWAY_ADDRESS = "serving.gateway_address"
 SERVING_SYNC_KEYS = "serving.sync_api_keys"
 SERVING_SYNC_PROVIDER_TOKENS = "serving.sync_provider_tokens"
-SERVING_SYNC_GLOBAL_ADDRESS = "serving.sync_global_address"
 SERVING_REMOVE_GLOBAL_ADDRESS = "serving.remove_global_address"
 SERVING_ROUTES_CARRYING = "serving.routes_carrying"
 SERVING_CHECK_MODELS = "serving.check_models"
@@ -130,12 +128,6 @@ class ProbeTarget(WireModel):
     key: str
     url: str
     auth_secret: str | None = None
-
-
-class ProbeEndpointsRequest(WireModel):
-    targets: list[ProbeTarget]
-    timeout_seconds: float = Field(default=3.0, gt=0, le=60)
-    attempts: int = Field(default=2, ge=1, le=5)
 
 
 class EndpointHealth(WireModel):

@@ -1,20 +1,19 @@
 """The activities a ModelService workflow runs, one function each: watching the endpoint
-directory, probing endpoints, syncing keys and provider tokens, applying and deleting a front
-door's objects, asking a gateway for its address, and putting in place or removing the global
-address. Workflow code (it runs inside the ServiceWorkflow's sandbox): it may touch
-``temporalio.workflow`` and the contracts' payloads and activity names; it decides nothing and
-holds no state (the workflow does both).
+directory, watching its endpoints' health (a long-running activity on a queue of its own),
+syncing keys and provider tokens, applying and deleting a front door's objects, asking a gateway
+for its address, and removing the global address. Workflow code (it runs inside the
+ServiceWorkflow's sandbox): it may touch ``temporalio.workflow`` and the contracts' payloads and
+activity names; it decides nothing and holds no state (the workflow does both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.naming import workload_namespace
@@ -24,6 +23,12 @@ with workflow.unsafe.imports_passed_through():
         MISSING_CREDENTIALS,
         MISSING_SECRET,
         PERMANENT_KUBE_ERROR,
+    )
+    from modelfleet.contracts.health_watch import (
+        SERVING_WATCH_HEALTH,
+        HealthWatchRequest,
+        HealthWatchResult,
+        watch_task_queue,
     )
     from modelfleet.contracts.kube_payloads import (
         ApplyRequest,
@@ -36,37 +41,29 @@ with workflow.unsafe.imports_passed_through():
         ENDPOINTS_UNWATCH,
         ENDPOINTS_WATCH,
         SERVING_GATEWAY_ADDRESS,
-        SERVING_PROBE,
         SERVING_REMOVE_GLOBAL_ADDRESS,
-        SERVING_SYNC_GLOBAL_ADDRESS,
         SERVING_SYNC_KEYS,
         SERVING_SYNC_PROVIDER_TOKENS,
-        EndpointHealth,
         GatewayAddressRequest,
         GlobalAddressRemoval,
-        GlobalAddressRequest,
-        GlobalAddressResult,
-        ProbeEndpointsRequest,
-        ProbeTarget,
         ProviderTokensRequest,
         SyncKeysRequest,
         WatchRequest,
         WatchResult,
     )
-    from modelfleet.rendering.front_door import EndpointRecord, api_keys_secret_name
+    from modelfleet.rendering.front_door import api_keys_secret_name
 
 __all__ = [
     "RETRY",
     "apply_door",
     "delete_objects",
     "gateway_authority",
-    "probe",
     "remove_global",
-    "sync_global",
     "sync_keys",
     "sync_provider_tokens",
     "unwatch",
     "watch",
+    "watch_health",
 ]
 
 RETRY = RetryPolicy(
@@ -103,23 +100,30 @@ async def unwatch() -> None:
     )
 
 
-async def probe(endpoints: Sequence[EndpointRecord], probe_timeout: float) -> list[EndpointHealth]:
-    """Each endpoint's health; all unhealthy, with the reason, when the probe itself failed."""
-    targets = [ProbeTarget(key=e.key, url=e.url, auth_secret=e.auth_secret) for e in endpoints]
-    try:
-        results: list[EndpointHealth] = await workflow.execute_activity(
-            SERVING_PROBE,
-            ProbeEndpointsRequest(targets=targets, timeout_seconds=probe_timeout),
-            result_type=list[EndpointHealth],
-            start_to_close_timeout=timedelta(seconds=30 + 2 * probe_timeout * len(targets)),
-            heartbeat_timeout=timedelta(seconds=10 + 2 * probe_timeout),
-            retry_policy=RetryPolicy(maximum_attempts=2),
-            summary=f"probe {len(targets)} endpoint(s)",
-        )
-    except ActivityError as exc:
-        reason = f"probe failed: {exc.cause or exc}"
-        results = [EndpointHealth(key=t.key, healthy=False, reason=reason) for t in targets]
-    return results
+def watch_health(request: HealthWatchRequest) -> ActivityHandle[HealthWatchResult]:
+    """The service's health watch (``contracts.health_watch``), on the watches' own queue.
+    Retried without limit: it is level-triggered (a retry probes at once and compares against
+    what the workflow holds), so a worker killed mid-watch costs a heartbeat timeout, never a
+    change. Cancelled without waiting for the activity to notice (the endpoint set changed: the
+    workflow starts the next watch at once)."""
+    targets = len(request.targets)
+    # A round probes every target (two attempts each at worst); the bound comes on top.
+    round_seconds = 2 * request.timeout_seconds * request.attempts * max(1, targets)
+    return workflow.start_activity(
+        SERVING_WATCH_HEALTH,
+        request,
+        result_type=HealthWatchResult,
+        task_queue=watch_task_queue(workflow.info().task_queue),
+        start_to_close_timeout=timedelta(
+            seconds=request.max_seconds + request.interval_seconds + round_seconds + 60
+        ),
+        heartbeat_timeout=timedelta(seconds=10 + 2 * request.timeout_seconds),
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+        ),
+        cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        summary=f"watch {targets} endpoint(s)",
+    )
 
 
 async def sync_keys(cluster: str, spec: ModelService, source: str) -> None:
@@ -191,29 +195,6 @@ async def gateway_authority(cluster: str) -> str:
         summary="front door address",
     )
     return authority
-
-
-async def sync_global(
-    spec: ModelService, clusters: list[str], settings: GlobalAddress
-) -> GlobalAddressResult:
-    result: GlobalAddressResult = await workflow.execute_activity(
-        SERVING_SYNC_GLOBAL_ADDRESS,
-        GlobalAddressRequest(
-            namespace=spec.namespace,
-            service=spec.name,
-            clusters=clusters,
-            settings=settings,
-            auth=spec.spec.auth is not None,
-        ),
-        result_type=GlobalAddressResult,
-        # Short: it runs every round, before the doors' applies, and an API outage must
-        # not hold them up (the balancer keeps serving with what it has meanwhile).
-        start_to_close_timeout=timedelta(seconds=15),
-        schedule_to_close_timeout=timedelta(seconds=20),
-        retry_policy=RetryPolicy(maximum_attempts=2),
-        summary="global address",
-    )
-    return result
 
 
 async def remove_global(spec: ModelService, settings: GlobalAddress) -> None:

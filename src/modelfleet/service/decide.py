@@ -6,7 +6,7 @@ conditions the status reports. Pure: it may touch the resource API, the contract
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from modelfleet.api.meta import Condition
 from modelfleet.api.services import GlobalAddress, ServiceEndpoint
@@ -22,6 +22,7 @@ __all__ = [
     "routed_endpoints",
     "routing_ready",
     "service_address",
+    "watch_seconds",
 ]
 
 
@@ -103,3 +104,22 @@ def service_address(
     if result is not None:
         return result.address
     return door_address.get(applied[0]) if applied else None
+
+
+def watch_seconds(
+    interval: float,
+    bound: float,
+    *,
+    door_errors: Iterable[str],
+    applied: Iterable[str],
+    clusters: Iterable[str],
+    global_moving: bool,
+) -> float:
+    """How long the next health watch may run when nothing changes: ``bound`` while the route
+    is where it should be, one probe ``interval`` while something the reconcile does is still
+    to be retried (a door whose apply failed, a door that stopped being one whose objects are
+    still there, a global address still to be removed from where it was), as the reconcile on
+    every probe used to retry them."""
+    front = set(clusters)
+    retry = any(True for _ in door_errors) or any(c not in front for c in applied)
+    return interval if retry or global_moving else max(bound, interval)

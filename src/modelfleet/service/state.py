@@ -68,6 +68,10 @@ class ServiceInput(WireModel):
     # Settings, passed on unchanged to the next run.
     probe_interval_seconds: float = 10.0
     probe_timeout_seconds: float = 3.0
+    # The longest a health watch runs when nothing changes (then the workflow reconciles with
+    # its answer and starts the next): what an idle service costs, about six history events
+    # per bound.
+    watch_bound_seconds: float = Field(default=600.0, gt=0)
     # Continue-as-new after this many reconciles in a run even if the server does not suggest
     # it (0: only when it does). Tests set it to exercise what a continue-as-new carries.
     reconciles_per_run: int = Field(default=0, ge=0)

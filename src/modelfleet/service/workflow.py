@@ -1,8 +1,16 @@
 """The ModelService workflow (ID ``service/<ns>/<name>``): one front door over the endpoints its
 selectors match. It watches its endpoints in the endpoint directory (pushed on every change),
-probes them on a durable timer, keeps the healthy ones in rotation with Modelplane's weights,
-applies the front-door route on the InferenceGateway's cluster, and reports address, endpoints
-(weight, health, reason) and conditions. Delete removes the route and its backends.
+keeps the healthy ones in rotation with Modelplane's weights, applies the front-door route on the
+InferenceGateway's cluster, and reports address, endpoints (weight, health, reason) and
+conditions. Delete removes the route and its backends.
+
+Health is watched by one long-running activity at a time (``serving.watch_health``,
+``contracts.health_watch``): it probes every probe interval on its own clock and returns only
+when a verdict or a door's health changed, or after ``watch_bound_seconds`` (one probe interval
+while a door's apply is to be retried). The workflow then reconciles and starts the next watch;
+a signalled change cancels the watch and starts one that answers after its first round. An
+idle service writes about six events per bound (an activity and a workflow task), not a probe,
+a timer and two workflow tasks every probe interval.
 
 Deterministic orchestration only: selection, weights, conditions and the route are pure functions
 (``service.decide``, ``service.route``, ``service.report``, ``service.doors``,
@@ -15,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -27,10 +34,14 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.api.services import InferenceGateway, ModelService
     from modelfleet.contracts import search
+    from modelfleet.contracts.health_watch import HealthWatchRequest
     from modelfleet.contracts.serving_payloads import (
         SERVICE_WORKFLOW,
+        EndpointHealth,
         EndpointsChanged,
         FrontDoorHealth,
+        GlobalAddressRequest,
+        ProbeTarget,
         ServiceModels,
         ServiceStatus,
     )
@@ -51,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         routed_endpoints,
         routing_ready,
         service_address,
+        watch_seconds,
     )
     from modelfleet.service.doors import doors_to_apply
     from modelfleet.service.report import (
@@ -134,7 +146,6 @@ class ServiceWorkflow:
                 search.NAME.value_set(self._state.spec.name),
             ]
         )
-        interval = timedelta(seconds=arg.probe_interval_seconds)
         state = self._state
         # A run continued from another has the directory's answer already (it signals this
         # workflow ID, whichever run holds it): only a first run, one whose watch failed, or a
@@ -143,12 +154,22 @@ class ServiceWorkflow:
             state.spec_changed = False
             await self._watch()
         reconciles = 0
+        # Something to reconcile that the health watch has not answered for yet: a run's
+        # start, a changed spec, endpoint set or gateway. The watch then answers after its
+        # first round; otherwise only when a verdict changes or its bound runs out.
+        pending = True
         while not state.deleting:
             if state.spec_changed:
                 state.spec_changed = False
                 await self._watch()
-            self._endpoints_changed = False
-            await self._probe(arg.probe_timeout_seconds)
+                pending = True
+            if self._endpoints_changed:
+                self._endpoints_changed = False
+                pending = True
+            if not await self._watch_health(arg, answer_first=pending):
+                pending = True  # interrupted by a change: watch again at once
+                continue
+            pending = False
             await self._reconcile()
             reconciles += 1
             per_run = arg.reconciles_per_run
@@ -157,11 +178,6 @@ class ServiceWorkflow:
             ) or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(arg.model_copy(update={"state": state}))
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: state.deleting or state.spec_changed or self._endpoints_changed,
-                    timeout=interval,
-                )
         self._state.phase = "Deleting"
         # The directory forgets a watcher it cannot signal anyway.
         with contextlib.suppress(ActivityError):
@@ -169,6 +185,10 @@ class ServiceWorkflow:
         await self._remove_route()
         self._state.phase = "Deleted"
         return self._status()
+
+    def _interrupted(self) -> bool:
+        state = self._state
+        return state.deleting or state.spec_changed or self._endpoints_changed
 
     async def _watch(self) -> None:
         try:
@@ -185,12 +205,88 @@ class ServiceWorkflow:
         self._state.revision = result.revision
         self._state.endpoints, self._state.gateway = result.endpoints, result.gateway
 
-    async def _probe(self, probe_timeout: float) -> None:
-        if not self._state.endpoints:
-            self._state.health = {}
-            return
-        results = await calls.probe(self._state.endpoints, probe_timeout)
-        self._state.health = {h.key: h for h in results}
+    async def _watch_health(self, arg: ServiceInput, *, answer_first: bool) -> bool:
+        """Run one health watch until it answers (its verdicts, and the global address's view
+        of the doors, taken into the state: True) or a change interrupts it (cancelled: False).
+
+        The probes and the global address's sync run in the activity on their own clock; only
+        what changed comes back, so an idle service writes one activity and one workflow task
+        per ``watch_bound_seconds`` instead of a probe, a timer and two tasks per probe
+        interval."""
+        state = self._state
+        if self._interrupted():
+            return False
+        global_request = await self._global_request()
+        gateway = state.gateway
+        bound = watch_seconds(
+            arg.probe_interval_seconds,
+            arg.watch_bound_seconds,
+            door_errors=state.doors.error,
+            applied=state.doors.applied,
+            clusters=gateway.front_door_clusters if gateway else [],
+            global_moving=global_moved(
+                state.global_settings, gateway.spec.global_address if gateway else None
+            ),
+        )
+        handle = calls.watch_health(
+            HealthWatchRequest(
+                targets=[
+                    ProbeTarget(key=e.key, url=e.url, auth_secret=e.auth_secret)
+                    for e in state.endpoints
+                ],
+                known=list(state.health.values()),
+                global_address=global_request,
+                known_doors=state.global_result.doors if state.global_result else [],
+                known_global_failed=bool(state.global_error),
+                interval_seconds=arg.probe_interval_seconds,
+                timeout_seconds=arg.probe_timeout_seconds,
+                max_seconds=bound,
+                answer_first=answer_first,
+            )
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._interrupted())
+        if not handle.done():
+            handle.cancel()
+            return False
+        try:
+            result = handle.result()
+        except (ActivityError, asyncio.CancelledError) as exc:
+            # Retried without limit, it fails only when its start-to-close runs out: every
+            # endpoint is then unhealthy, with the reason (as a failed probe made them).
+            reason = f"probe failed: {getattr(exc, 'cause', None) or exc}"
+            state.health = {
+                e.key: EndpointHealth(key=e.key, healthy=False, reason=reason)
+                for e in state.endpoints
+            }
+            return True
+        state.health = {h.key: h for h in result.health}
+        if global_request is not None:
+            if result.global_error:
+                state.global_error = result.global_error
+            else:
+                state.global_result, state.global_error = result.global_result, ""
+        return True
+
+    async def _global_request(self) -> GlobalAddressRequest | None:
+        """The global address the next watch keeps in place, once one the gateway dropped or
+        moved is removed (None: there is none, or the old one could not be removed yet)."""
+        gateway = self._state.gateway
+        if gateway is None:
+            return None  # no gateway, no doors to put an address in front of (nor to remove)
+        settings = gateway.spec.global_address
+        if global_moved(self._state.global_settings, settings) and not await self._remove_global():
+            return None
+        if settings is None:
+            self._state.global_result, self._state.global_error = None, ""
+            return None
+        self._state.global_settings = settings
+        return GlobalAddressRequest(
+            namespace=self._state.spec.namespace,
+            service=self._state.spec.name,
+            clusters=gateway.front_door_clusters,
+            settings=settings,
+            auth=self._state.spec.spec.auth is not None,
+        )
 
     async def _reconcile(self) -> None:
         spec = self._state.spec
@@ -219,10 +315,9 @@ class ServiceWorkflow:
             with contextlib.suppress(ActivityError):
                 await calls.delete_objects(gone, doors.applied[gone])
                 doors.forget(gone)
-        # The global address first: its health says which doors are down. Then every door at
-        # once, less those known down (``service.doors``): a door whose cluster is dark would
-        # hold up the loop for as long as its apply is retried.
-        await self._sync_global(gateway)
+        # Every door at once, less those the global address (synced by the health watch just
+        # before) knows down (``service.doors``): a door whose cluster is dark would hold up
+        # the loop for as long as its apply is retried.
         await asyncio.gather(
             *(
                 self._apply_door(c, gateway, weights)
@@ -276,31 +371,10 @@ class ServiceWorkflow:
         else:
             self._state.doors.error.pop(cluster, None)
 
-    async def _sync_global(self, gateway: InferenceGateway) -> None:
-        """The one address in front of the doors, and each door's health as the global load
-        balancer sees it. Once per reconcile (every probe interval): the balancer's own health
-        checks move traffic between doors; this only keeps its origins and the status current."""
-        settings = gateway.spec.global_address
-        # Dropped, or moved to another account or zone: the old address goes first.
-        if global_moved(self._state.global_settings, settings) and not await self._remove_global():
-            return
-        if settings is None:
-            self._state.global_result, self._state.global_error = None, ""
-            return
-        try:
-            self._state.global_settings = settings
-            self._state.global_result = await calls.sync_global(
-                self._state.spec, gateway.front_door_clusters, settings
-            )
-            self._state.global_error = ""
-        except ActivityError as exc:
-            self._state.global_error = str(exc.cause or exc)
-
     async def _apply_route(
         self, door: FrontDoor, gateway: InferenceGateway, weights: dict[str, int]
     ) -> None:
-        """Apply the route with ``weights`` and what it needs, only when any of it changed (a
-        steady service costs one probe per interval and nothing else)."""
+        """Apply the route with ``weights`` and what it needs, only when any of it changed."""
         spec = self._state.spec
         plan = plan_route(door, spec, weights, self._state.endpoints)
         if self._state.doors.current(door.cluster, plan):

@@ -1,4 +1,4 @@
-"""The worker process: two task queues, the Kubernetes and Fleet activities built with their
+"""The worker process: three task queues, the Kubernetes and Fleet activities built with their
 adapters, bounded concurrency, structured activity logs (``worker.interceptor``) and a graceful
 shutdown.
 
@@ -7,6 +7,8 @@ Fleet's own queue (``fleet_task_queue``) runs only the Fleet workflow and the ``
 activities, with its own workflow-task and activity slots, so a rollout's hundreds of workflow
 tasks and Kubernetes calls never queue in front of a placement. The Fleet stays registered on the
 main queue too: a Fleet started before the split keeps running there until it is restarted.
+The health watches' queue (``watch_task_queue``) runs only ``serving.watch_health``, one
+long-running activity per ModelService, with slots of its own.
 Which activities may wait long and how they keep from holding slots: docs/fleet.md.
 
 The worker is where credentials live: kubeconfigs are read from its credentials directory by
@@ -36,6 +38,7 @@ from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.temporal_updates import ProcessCount, UpdateShare, polling_processes
 from modelfleet.contracts.activity_names import TASK_QUEUE
+from modelfleet.contracts.health_watch import watch_task_queue
 from modelfleet.contracts.ids import FLEET_ID
 from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
@@ -50,6 +53,8 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 # The Fleet processes one workflow task at a time anyway; a few slots cover its queries.
 FLEET_WORKFLOW_TASK_SLOTS = 4
 FLEET_ACTIVITY_SLOTS = 16
+# Health watches (one per ModelService, each running up to its bound: async, mostly asleep).
+WATCH_ACTIVITY_SLOTS = 1000
 
 
 def fleet_task_queue(task_queue: str = TASK_QUEUE) -> str:
@@ -122,12 +127,10 @@ def build_worker(
             serving.watch,
             serving.unwatch,
             serving.gateway_address,
-            serving.probe_endpoints,
             serving.check_models,
             serving.routes_carrying,
             serving.sync_api_keys,
             serving.sync_provider_tokens,
-            serving.sync_global_address,
             serving.remove_global_address,
             catalog.classes,
             stack.verify,
@@ -179,6 +182,27 @@ def build_fleet_worker(
     )
 
 
+def build_watch_worker(
+    client: Client,
+    serving: ServingActivities,
+    *,
+    task_queue: str = TASK_QUEUE,
+    versioning: WorkerDeploymentConfig | None = None,
+) -> Worker:
+    """The worker of the health watches' queue (``watch_task_queue``): only
+    ``serving.watch_health``, which holds its slot for as long as it watches (minutes), so it
+    has slots of its own and a thousand services never starve the main queue's activities."""
+    return Worker(
+        client,
+        task_queue=watch_task_queue(task_queue),
+        activities=[serving.watch_health],
+        max_concurrent_activities=WATCH_ACTIVITY_SLOTS,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=[ActivityLogInterceptor()],
+        deployment_config=versioning,
+    )
+
+
 async def run_worker(
     client: Client,
     credentials_dir: Path,
@@ -220,8 +244,10 @@ async def run_worker(
         client, task_queue=task_queue, fleet=fleet, versioning=versioning
     )
     fields["fleet_task_queue"] = fleet_task_queue(task_queue)
+    watch_worker = build_watch_worker(client, serving, task_queue=task_queue, versioning=versioning)
+    fields["watch_task_queue"] = watch_task_queue(task_queue)
     try:
-        async with worker, fleet_worker:
+        async with worker, fleet_worker, watch_worker:
             # The wording is relied on by tests/integration/crash_env.py (start detection).
             log.info("worker polling task queue %s", task_queue, extra={"fields": fields})
             await stop.wait()
