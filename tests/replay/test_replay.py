@@ -108,10 +108,10 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
     assert of_type(accepted, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     assert activities(accepted) == []
 
-    # (e) serving: the service watched, probed, routed, and removed its route.
+    # (e) serving: the service watched, watched its health, routed, and removed its route.
     service = activities(load("service.json"))
     assert service[0] == "endpoints.watch"
-    assert {"serving.probe_endpoints", "kube.apply", "serving.gateway_address"} <= set(service)
+    assert {"serving.watch_health", "kube.apply", "serving.gateway_address"} <= set(service)
     assert service[-2:] == ["endpoints.unwatch", "kube.delete"]
     directory = load("endpoints.json")
     assert {"put_gateway", "put", "watch"} <= updates(directory)
