@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -726,3 +727,60 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
         # Nothing left to remove at delete.
         assert doubles.removed_global == ["svc"]
         await _stop(client, directory_id)
+
+
+async def test_an_idle_service_writes_one_watch_per_bound_and_nothing_else(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Nothing changes: each health watch runs to its bound and the service writes its answer
+    (the activity's three events and one workflow task's three), applies nothing and starts
+    no timer. Before, every probe interval cost a probe, a timer and two workflow tasks."""
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = Doubles(client, directory_id)
+    async with serving_worker(doubles, queue):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
+        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+                probe_interval_seconds=5,
+                # Four rounds a watch (each ``ROUND`` of real time with the doubles).
+                watch_bound_seconds=20,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def ready() -> bool:
+            status: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return status.phase == "Ready"
+
+        await _until(env, ready, "routing")
+        first = len(doubles.health_watches)
+        start = len((await service.fetch_history()).events)
+
+        async def idle_watches() -> bool:
+            return len(doubles.health_watches) >= first + 5
+
+        await _until(env, idle_watches, "five idle watches", steps=200)
+        events = (await service.fetch_history()).events
+        # The watch that answered last may not be in the history yet: count what is.
+        kinds = [e.event_type for e in events[start:]]
+        watches = kinds.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+        assert watches >= 4
+        assert [w.why for w in doubles.health_watches[first : first + 4]] == ["bounded"] * 4
+        assert all(w.rounds == 4 for w in doubles.health_watches[first : first + 4])
+        assert EventType.EVENT_TYPE_TIMER_STARTED not in kinds
+        # Scheduled + started + completed, and the workflow task's three (which schedules the
+        # next watch), per watch; the last watch's may be half written.
+        assert len(kinds) <= 6 * watches + 6
+        assert len(doubles.routes) == 1
+        await _stop(client, service.id, directory_id)
