@@ -15,6 +15,13 @@ activity 3: ~11 events per check), on top of the clusters' probes, which both de
 machine's load average is printed at the start and the end of the window: this 2-core machine
 is shared, so read the figures with it.
 
+``--services N`` applies an InferenceGateway (front door on the first cluster) and N
+ModelServices, the i-th over the i-th deployment's replicas (``--services 0``: none), and reports
+what the services wrote in the window: events per service per minute, and the health watches
+(``serving.watch_health``) that answered in it. Before issue 22 item 5 a service probed in its
+own workflow every probe interval (a probe, a timer, two workflow tasks: ~80 events a minute
+measured); ``--probe-seconds`` sets the services' probe interval (default 10 s, as applied).
+
 ``--worker-processes N`` runs N more ``modelfleet worker`` processes beside the in-process one,
 polling the same task queues, as a real deployment runs its workers: at 1,000 replicas one
 process holding the simulated fleet, the bench and every worker slot starves its own workflow
@@ -25,6 +32,7 @@ took.
 
     .venv/bin/python bench/idle.py [--clusters 50] [--deployments 500] [--replicas 2]
         [--idle 60] [--settle 45] [--concurrency 10] [--timeout 1800] [--worker-processes 0]
+        [--services 0] [--probe-seconds 10]
 """
 
 from __future__ import annotations
@@ -48,9 +56,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 import rollout as rb
+from modelfleet.api.kinds import parse_resource
+from modelfleet.applying.serving import apply_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
 from modelfleet.cluster.state import ClusterInput
+from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.replica.state import ReplicaInput
 
 HEALTH_INTERVAL = ReplicaInput.model_fields["health_interval_seconds"].default
@@ -154,6 +165,44 @@ def logged_refusals(logs: Path) -> tuple[int, list[str]]:
     return refused, shares
 
 
+def gateway() -> dict[str, object]:
+    return {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "InferenceGateway",
+        "metadata": {"name": "default"},
+        "spec": {"cluster": "sim-000"},
+    }
+
+
+def service(index: int) -> dict[str, object]:
+    """A ModelService over the ``index``-th deployment's replicas."""
+    return {
+        "apiVersion": "modelfleet.dev/v1alpha1",
+        "kind": "ModelService",
+        "metadata": {"name": f"svc-{index:04d}", "namespace": rb.NAMESPACE},
+        "spec": {
+            "endpoints": [{"selector": {"matchLabels": {"model": rb.deployment_name(index)}}}]
+        },
+    }
+
+
+async def services_ready(client: Client, count: int, deadline: float) -> None:
+    """Until ``count`` services say Ready (each routes its deployment's replicas)."""
+    query = "ModelfleetKind='ModelService'"
+    while True:
+        ready = 0
+        async for wf in client.list_workflows(query):
+            status = await client.get_workflow_handle(wf.id).query(
+                "status", result_type=ServiceStatus
+            )
+            ready += status.phase == "Ready"
+        if ready >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{ready} of {count} services Ready")
+        await asyncio.sleep(2)
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
@@ -194,6 +243,16 @@ async def run(args: argparse.Namespace) -> int:
                     # A loaded machine may not place the last few in time: measure the Ready ones
                     # (their own histories below) and say how many were not.
                     print(f"not all Ready after {args.timeout:g} s ({exc}); measuring anyway")
+                if args.services:
+                    await apply_serving(client, parse_resource(gateway()))
+                    for i in range(args.services):
+                        await apply_serving(
+                            client,
+                            parse_resource(service(i)),
+                            probe_interval_seconds=args.probe_seconds,
+                        )
+                    await services_ready(client, args.services, time.monotonic() + 300)
+                    print(f"{args.services} services Ready")
                 print(f"settling {args.settle:g} s (registrations, first scans)")
                 await asyncio.sleep(args.settle)
 
@@ -227,6 +286,17 @@ async def run(args: argparse.Namespace) -> int:
         f" events in their own histories ({sum(own.values()) / max(1, len(steady)):.3f} per"
         f" replica; by type: {dict(own)})"
     )
+    if args.services:
+        events_of = stats.events.get("ModelService", 0)
+        per_minute = events_of / args.services / (window / 60)
+        watches = stats.activities.get("serving.watch_health")
+        print(
+            f"  the {args.services} ModelService(s) wrote {events_of} events:"
+            f" {per_minute:.2f} per service per minute (target <= 1; before: ~80 measured,"
+            f" {(3 + 2 + 6) * 60 / args.probe_seconds:.0f} implied by a probe, a timer and two"
+            f" workflow tasks every {args.probe_seconds:g} s); health watches answered in the"
+            f" window: {watches.count if watches else 0}"
+        )
     print()
     print(f"== Updates refused for the in-flight limit, {1 + args.worker_processes} process(es) ==")
     print(f"  in-process worker: {refusals.refused}; other processes: {logged}")
@@ -265,10 +335,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--worker-processes", type=int, default=0, help="more worker processes beside this one"
     )
+    parser.add_argument("--services", type=int, default=0, help="ModelServices, one a deployment")
+    parser.add_argument(
+        "--probe-seconds", type=float, default=10.0, help="services' probe interval"
+    )
     args = parser.parse_args(argv)
     for name in ("clusters", "deployments", "replicas", "concurrency"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if not 0 <= args.services <= args.deployments:
+        parser.error("--services must be between 0 and --deployments")
     if args.worker_processes < 0:
         parser.error("--worker-processes must be 0 or more")
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
