@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from modelfleet.api.services import GlobalAddress, ModelService
+from modelfleet.contracts.health_watch import ROUTE_DIGEST_ANNOTATION
 from modelfleet.contracts.serving_payloads import (
     EndpointHealth,
     FrontDoorHealth,
@@ -154,6 +155,29 @@ def test_door_book_applies_only_what_changed_and_forgets_a_door() -> None:
     book.error["east"] = "boom"
     book.forget("east")
     assert (book.applied, book.digests, book.address, book.error) == ({}, {}, {}, {})
+
+
+def test_a_door_book_names_the_routes_to_read_for_drift_and_reapplies_a_drifted_one() -> None:
+    book = DoorBook()
+    plan = plan_route(DOOR, SVC, {"ml/s0": 1}, ENDPOINTS)
+    # The route says which plan it carries (what a health watch compares at its bound).
+    route = next(m for m in plan.manifests if m["kind"] == "HTTPRoute")
+    assert route["metadata"]["annotations"][ROUTE_DIGEST_ANNOTATION] == plan.digest
+    assert book.checks(["east"]) == []  # nothing applied: nothing to read
+    book.record("east", plan)
+    book.address["east"] = "http://e"
+    (check,) = book.checks(["east", "west"])
+    assert (check.cluster, check.route.kind, check.digest) == ("east", "HTTPRoute", plan.digest)
+    # A door whose last apply failed is retried anyway; one no longer a door is not read.
+    book.error["east"] = "boom"
+    assert book.checks(["east"]) == []
+    del book.error["east"]
+    assert book.checks(["west"]) == []
+    # Drifted: the same plan is applied again, its objects and address kept meanwhile.
+    book.drifted("east")
+    assert not book.current("east", plan)
+    assert book.stale("east", plan) == []
+    assert book.address["east"] == "http://e"
 
 
 def test_the_service_state_survives_the_continue_as_new_payload_whole() -> None:

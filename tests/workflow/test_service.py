@@ -24,7 +24,9 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.api.services import InferenceGateway, ModelService
 from modelfleet.contracts.activity_names import KUBE_APPLY, KUBE_DELETE
 from modelfleet.contracts.health_watch import (
+    ROUTE_DIGEST_ANNOTATION,
     SERVING_WATCH_HEALTH,
+    DoorCheck,
     HealthWatchRequest,
     HealthWatchResult,
     doors_changed,
@@ -87,6 +89,10 @@ class Doubles:
 
     # The health watches' answers (why each returned, after how many rounds).
     health_watches: list[HealthWatchResult] = field(default_factory=list)
+    # Doors whose route the next watch to reach its bound finds edited (drift), and the doors
+    # each watch was asked to read.
+    drift: set[str] = field(default_factory=set)
+    door_checks: list[list[DoorCheck]] = field(default_factory=list)
 
     def door_view(self, request: GlobalAddressRequest) -> GlobalAddressResult:
         """The global address's view of the doors (every door healthy unless said)."""
@@ -122,11 +128,17 @@ class Doubles:
             )
             why = "changed" if changed else "asked" if request.answer_first else ""
             if why or rounds == limit:
+                drifted = (
+                    [] if why else [d.cluster for d in request.doors if d.cluster in self.drift]
+                )
+                self.drift -= set(drifted)
+                self.door_checks.append(request.doors)
                 result = HealthWatchResult(
                     health=list(health.values()),
                     global_result=view,
                     why=why or "bounded",
                     rounds=rounds,
+                    drifted=drifted,
                 )
                 self.health_watches.append(result)
                 return result
@@ -729,12 +741,13 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
         await _stop(client, directory_id)
 
 
-async def test_an_idle_service_writes_one_watch_per_bound_and_nothing_else(
+async def test_an_idle_service_writes_one_watch_per_bound_and_repairs_drift_at_it(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:
     """Nothing changes: each health watch runs to its bound and the service writes its answer
     (the activity's three events and one workflow task's three), applies nothing and starts
-    no timer. Before, every probe interval cost a probe, a timer and two workflow tasks."""
+    no timer. Before, every probe interval cost a probe, a timer and two workflow tasks. A
+    route edited on its door is found at a bound and applied again."""
     env = time_skipping_env
     client = env.client
     queue = f"tq-{uuid.uuid4()}"
@@ -783,4 +796,30 @@ async def test_an_idle_service_writes_one_watch_per_bound_and_nothing_else(
         # next watch), per watch; the last watch's may be half written.
         assert len(kinds) <= 6 * watches + 6
         assert len(doubles.routes) == 1
+
+        # Someone edits the route on the door: the next watch to reach its bound reads it and
+        # the service applies its own again, once.
+        route = doubles.routes[0]
+        (check,) = doubles.door_checks[-1]
+        assert (check.cluster, check.route.kind, check.route.name) == (
+            "front",
+            "HTTPRoute",
+            route["metadata"]["name"],
+        )
+        assert route["metadata"]["annotations"][ROUTE_DIGEST_ANNOTATION] == check.digest
+        doubles.drift.add("front")
+
+        async def reapplied() -> bool:
+            return len(doubles.routes) == 2
+
+        await _until(env, reapplied, "the route applied again", steps=200)
+        assert doubles.routes[1] == route
+        assert doubles.drift == set()
+        answered = len(doubles.health_watches)
+
+        async def two_more() -> bool:
+            return len(doubles.health_watches) >= answered + 2
+
+        await _until(env, two_more, "two more watches", steps=200)
+        assert len(doubles.routes) == 2  # repaired once, not on every bound
         await _stop(client, service.id, directory_id)

@@ -23,8 +23,16 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from modelfleet.activities.serving import ServingActivities
-from modelfleet.contracts.health_watch import HealthWatchRequest, HealthWatchResult
+from modelfleet.adapters.kube_client import KubeCluster
+from modelfleet.contracts.health_watch import (
+    ROUTE_DIGEST_ANNOTATION,
+    DoorCheck,
+    HealthWatchRequest,
+    HealthWatchResult,
+)
+from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.serving_payloads import EndpointHealth, ProbeTarget
+from modelfleet.sim.apiserver.server import serve_in_thread
 
 
 class Engines:
@@ -187,3 +195,55 @@ async def test_a_cancelled_watch_stops(engines: Engines, tmp_path: Path) -> None
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(watch, 10)
+
+
+async def test_at_its_bound_it_reports_a_door_whose_route_was_edited_or_deleted(
+    engines: Engines, tmp_path: Path
+) -> None:
+    """The route read from the door's cluster (the simulated API server, over HTTP with the
+    kubeconfig the worker would hold): the digest annotation the service applied, another
+    one (edited by hand), or no route at all. A door without credentials is not reported."""
+    route: dict[str, Any] = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {
+            "name": "ms-svc",
+            "namespace": "mf-ml",
+            "annotations": {ROUTE_DIGEST_ANNOTATION: "d1"},
+        },
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": []},
+    }
+    with serve_in_thread(clusters=["front"]) as server:
+        path = server.call(server.target.write_kubeconfig, "front", tmp_path / "front.kubeconfig")
+        cluster = KubeCluster(path)
+        cluster.ensure_namespace("mf-ml")
+        cluster.apply(route)
+        acts = activities(tmp_path)
+        door = DoorCheck(cluster="front", route=ObjectRef.of(route), digest="d1")
+        dark = DoorCheck(cluster="dark", route=ObjectRef.of(route), digest="d1")
+        request = HealthWatchRequest(
+            targets=[engines.target("a")],
+            known=[healthy("ml/a")],
+            interval_seconds=0.2,
+            max_seconds=0.5,
+            doors=[door, dark],
+        )
+
+        async def drifted() -> list[str]:
+            result = await asyncio.wait_for(run(ActivityEnvironment(), acts, request), 60)
+            assert result.why == "bounded"
+            return result.drifted
+
+        try:
+            assert await drifted() == []
+            route["metadata"]["annotations"] = {ROUTE_DIGEST_ANNOTATION: "edited"}
+            cluster.apply(route)
+            assert await drifted() == ["front"]
+            cluster.delete(route["apiVersion"], route["kind"], "ms-svc", "mf-ml")
+            assert await drifted() == ["front"]
+            # A change answered before the bound reads no door (it is not a bound).
+            engines.broken.add("a")
+            result = await asyncio.wait_for(run(ActivityEnvironment(), acts, request), 60)
+            assert (result.why, result.drifted) == ("changed", [])
+        finally:
+            cluster.close()

@@ -46,7 +46,9 @@ from modelfleet.api.naming import (
 from modelfleet.api.services import GlobalAddress, InferenceGateway
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.health_watch import (
+    ROUTE_DIGEST_ANNOTATION,
     SERVING_WATCH_HEALTH,
+    DoorCheck,
     HealthWatchRequest,
     HealthWatchResult,
     doors_changed,
@@ -454,6 +456,31 @@ class ServingActivities:
         except (ApplicationError, RPCError, OSError) as exc:
             return None, str(exc.message if isinstance(exc, RPCError) else exc)
 
+    async def _drifted(self, doors: list[DoorCheck]) -> list[str]:
+        """The doors whose route is gone or carries another plan's digest than the one the
+        service applied (someone edited or deleted it). A door that cannot be read is not
+        reported: its cluster may be dark, and the global address already says so."""
+
+        def read(door: DoorCheck) -> bool:
+            cluster = KubeCluster(self._kubeconfigs.path(door.cluster), request_timeout=5.0)
+            try:
+                route = cluster.get(
+                    door.route.api_version, door.route.kind, door.route.name, door.route.namespace
+                )
+            finally:
+                cluster.close()
+            held = ((route or {}).get("metadata") or {}).get("annotations") or {}
+            return route is None or held.get(ROUTE_DIGEST_ANNOTATION) != door.digest
+
+        drifted = []
+        for door in doors:
+            try:
+                if await asyncio.to_thread(read, door):
+                    drifted.append(door.cluster)
+            except (KubeError, OSError, ValueError, ApplicationError):
+                continue
+        return drifted
+
     @activity.defn(name=SERVING_WATCH_HEALTH)
     async def watch_health(self, request: HealthWatchRequest) -> HealthWatchResult:
         """Probe the service's endpoints (and sync its global address) every
@@ -495,6 +522,7 @@ class ServingActivities:
                     global_error=error,
                     why=why,
                     rounds=rounds,
+                    drifted=await self._drifted(request.doors) if why == "bounded" else [],
                 )
             # Short sleeps, each followed by a heartbeat: how a cancellation (the endpoint set
             # changed) reaches the activity, and how a dead worker is noticed.

@@ -1,7 +1,8 @@
 """The contract of a ModelService's health watch (``serving.watch_health``): one long-running
 activity that probes the service's endpoints (and syncs its global address) on its own clock and
 returns to the workflow only when something the workflow acts on changed, when asked to answer
-after its first round, or when its bound runs out. What "changed" means is decided here, pure, so
+after its first round, or when its bound runs out (then with the front doors whose route
+drifted from what the service applied). What "changed" means is decided here, pure, so
 that the activity and its tests share one definition.
 
 Level-triggered: the request carries what the workflow last saw (``known``), and every attempt
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import Field
 
+from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.serving_payloads import (
     EndpointHealth,
     FrontDoorHealth,
@@ -27,7 +29,9 @@ from modelfleet.contracts.serving_payloads import (
 from modelfleet.contracts.wire import WireModel
 
 __all__ = [
+    "ROUTE_DIGEST_ANNOTATION",
     "SERVING_WATCH_HEALTH",
+    "DoorCheck",
     "HealthWatchRequest",
     "HealthWatchResult",
     "doors_changed",
@@ -36,6 +40,9 @@ __all__ = [
 ]
 
 SERVING_WATCH_HEALTH = "serving.watch_health"
+# On a front door's HTTPRoute: the digest of the route plan it was applied from, so that what a
+# door holds can be compared with what the service applied there without carrying the plan.
+ROUTE_DIGEST_ANNOTATION = "modelfleet.dev/route-digest"
 
 
 def watch_task_queue(task_queue: str) -> str:
@@ -43,6 +50,15 @@ def watch_task_queue(task_queue: str) -> str:
     for as long as it runs (up to its bound), so watches have slots of their own and never
     take one a rollout's activity needs."""
     return f"{task_queue}-watch"
+
+
+class DoorCheck(WireModel):
+    """A front door whose route a watch reads at its bound (drift repair): the HTTPRoute and
+    the digest its annotation must carry."""
+
+    cluster: str
+    route: ObjectRef
+    digest: str
 
 
 class HealthWatchRequest(WireModel):
@@ -61,6 +77,9 @@ class HealthWatchRequest(WireModel):
     max_seconds: float = Field(default=600.0, gt=0)
     # Return after the first round whatever it saw (the workflow has something to reconcile).
     answer_first: bool = False
+    # The doors whose routes are read once, when the bound runs out: a route gone or carrying
+    # another digest is reported (``drifted``) and the workflow applies it again.
+    doors: list[DoorCheck] = Field(default_factory=list)
 
 
 class HealthWatchResult(WireModel):
@@ -71,6 +90,8 @@ class HealthWatchResult(WireModel):
     # ``changed``, ``asked`` (answer_first) or ``bounded`` (max_seconds ran out).
     why: str = "changed"
     rounds: int = 0
+    # At the bound: the doors (clusters) whose route is gone or not the one applied.
+    drifted: list[str] = Field(default_factory=list)
 
 
 def _verdict(h: EndpointHealth) -> tuple[bool, tuple[str, ...]]:

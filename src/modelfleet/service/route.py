@@ -15,6 +15,7 @@ from typing import Any
 
 from modelfleet.api.naming import workload_namespace
 from modelfleet.api.services import ModelService
+from modelfleet.contracts.health_watch import ROUTE_DIGEST_ANNOTATION, DoorCheck
 from modelfleet.contracts.kube_payloads import ObjectRef
 from modelfleet.contracts.wire import WireModel
 from modelfleet.rendering.front_door import (
@@ -69,6 +70,9 @@ def plan_route(
     ]
     refs = secrets + [ObjectRef.of(m) for m in manifests if m["kind"] != "Namespace"]
     digest = hashlib.sha256(json.dumps(manifests, sort_keys=True).encode()).hexdigest()
+    # The route says which plan it carries: a health watch compares it at its bound (drift).
+    route = next(m for m in manifests if m["kind"] == "HTTPRoute")
+    route["metadata"].setdefault("annotations", {})[ROUTE_DIGEST_ANNOTATION] = digest
     return RoutePlan(manifests=manifests, tokens=tokens, refs=refs, digest=digest)
 
 
@@ -100,6 +104,23 @@ class DoorBook(WireModel):
     def record(self, cluster: str, plan: RoutePlan) -> None:
         self.applied[cluster] = plan.refs
         self.digests[cluster] = plan.digest
+
+    def checks(self, clusters: Sequence[str]) -> list[DoorCheck]:
+        """What a health watch reads at its bound: the route of each door in ``clusters``
+        that carries an applied route (and did not fail its last apply)."""
+        out = []
+        for cluster in clusters:
+            routes = [r for r in self.applied.get(cluster, []) if r.kind == "HTTPRoute"]
+            if routes and cluster in self.digests and cluster not in self.error:
+                out.append(
+                    DoorCheck(cluster=cluster, route=routes[0], digest=self.digests[cluster])
+                )
+        return out
+
+    def drifted(self, cluster: str) -> None:
+        """The door no longer holds what was applied there: its next reconcile applies it
+        again (its objects and address are kept, so nothing is forgotten meanwhile)."""
+        self.digests.pop(cluster, None)
 
     def forget(self, cluster: str) -> None:
         for table in (self.applied, self.digests, self.address, self.error):

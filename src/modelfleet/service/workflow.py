@@ -10,7 +10,9 @@ when a verdict or a door's health changed, or after ``watch_bound_seconds`` (one
 while a door's apply is to be retried). The workflow then reconciles and starts the next watch;
 a signalled change cancels the watch and starts one that answers after its first round. An
 idle service writes about six events per bound (an activity and a workflow task), not a probe,
-a timer and two workflow tasks every probe interval.
+a timer and two workflow tasks every probe interval. At its bound the watch also reads each
+door's route: one gone or edited (its digest annotation differs) is applied again (drift
+repair within a bound).
 
 Deterministic orchestration only: selection, weights, conditions and the route are pure functions
 (``service.decide``, ``service.route``, ``service.report``, ``service.doors``,
@@ -242,6 +244,7 @@ class ServiceWorkflow:
                 timeout_seconds=arg.probe_timeout_seconds,
                 max_seconds=bound,
                 answer_first=answer_first,
+                doors=state.doors.checks(gateway.front_door_clusters if gateway else []),
             )
         )
         await workflow.wait_condition(lambda: handle.done() or self._interrupted())
@@ -260,6 +263,8 @@ class ServiceWorkflow:
             }
             return True
         state.health = {h.key: h for h in result.health}
+        for cluster in result.drifted:
+            state.doors.drifted(cluster)
         if global_request is not None:
             if result.global_error:
                 state.global_error = result.global_error
