@@ -17,8 +17,9 @@ Phases (all in one process, one server):
    counted (the Fleet and cluster workflows existed before, so only their in-window events count),
    with the activities scheduled, per type, and their queueing (schedule-to-start) and run times.
 3. **baseline**: a trivial workflow defined here runs the same number of no-op activities as the
-   rollout scheduled, split over one workflow per replica, on the same server, in the same
-   process, with a worker configured like modelfleet's (32 activity slots, a thread pool).
+   rollout scheduled (its local activities counted too: a step run as a local activity is
+   still a step of the rollout), split over one workflow per replica, on the same server, in
+   the same process, with a worker configured like modelfleet's (32 activity slots, a thread pool).
    modelfleet's background work (cluster probes, replica health checks) keeps running, as it did
    during the rollout; the events it wrote meanwhile are printed.
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import json
 import logging
 import math
 import os
@@ -122,6 +124,8 @@ WFT_FAILED = {
     EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
 }
 UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+MARKER = EventType.EVENT_TYPE_MARKER_RECORDED
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
 def root() -> Path:
@@ -600,7 +604,13 @@ class HistoryStats:
     events: Counter[str] = field(default_factory=Counter)  # per workflow type, in window
     event_types: dict[str, Counter[str]] = field(default_factory=dict)  # per workflow type
     bytes: int = 0
+    kind_bytes: Counter[str] = field(default_factory=Counter)  # per workflow type
+    # per workflow type, by event type: count and bytes (``--breakdown``)
+    event_bytes: dict[str, Counter[str]] = field(default_factory=dict)
+    # per activity type: bytes of its scheduled input and of its result, in window
+    activity_bytes: dict[str, Counter[str]] = field(default_factory=dict)
     activities: dict[str, ActivityStats] = field(default_factory=dict)
+    local: Counter[str] = field(default_factory=Counter)  # local activities run, by type
     updates: Counter[str] = field(default_factory=Counter)  # accepted Updates, by name
     wft_failed: int = 0  # workflow tasks failed or timed out
     wft_queued: list[float] = field(default_factory=list)
@@ -644,9 +654,33 @@ async def gather_histories(
         stats.runs[kind] += 1
         stats.events[kind] += len(inside)
         stats.bytes += sum(e.ByteSize() for e in inside)
+        stats.kind_bytes[kind] += sum(e.ByteSize() for e in inside)
         types = stats.event_types.setdefault(kind, Counter())
         types.update(_event_name(e) for e in inside)
+        sizes = stats.event_bytes.setdefault(kind, Counter())
+        for e in inside:
+            sizes[_event_name(e)] += e.ByteSize()
         by_id = {e.event_id: e for e in history.events}
+        names = {
+            e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.event_type == SCHEDULED
+        }
+        for e in inside:
+            if e.event_type == MARKER and e.marker_recorded_event_attributes.marker_name == (
+                LOCAL_ACTIVITY_MARKER
+            ):
+                name = _local_activity_type(e)
+                stats.local[name] += 1
+                stats.activity_bytes.setdefault(f"{name} (local)", Counter())["result"] += (
+                    e.ByteSize()
+                )
+            elif e.event_type == SCHEDULED:
+                sized = stats.activity_bytes.setdefault(names[e.event_id], Counter())
+                sized["input"] += e.ByteSize()
+            elif e.event_type in CLOSED:
+                name = names.get(_closed_scheduled_id(e), "?")
+                stats.activity_bytes.setdefault(name, Counter())["result"] += e.ByteSize()
         started_at: dict[int, datetime] = {}
         started: dict[int, HistoryEvent] = {}
         closed_at: dict[int, datetime] = {}
@@ -699,6 +733,17 @@ async def gather_histories(
 def _event_name(event: HistoryEvent) -> str:
     name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
     return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _local_activity_type(event: HistoryEvent) -> str:
+    """The activity type a local activity's marker records (the SDK core's JSON ``data``)."""
+    data = event.marker_recorded_event_attributes.details.get("data")
+    if data is None or not data.payloads:
+        return "?"
+    try:
+        return str(json.loads(data.payloads[0].data).get("activity_type", "?"))
+    except ValueError:
+        return "?"
 
 
 def _closed_scheduled_id(event: HistoryEvent) -> int:
@@ -881,11 +926,19 @@ def code_revision() -> str:
     return f"{head}" + (" (src/ has uncommitted changes)" if dirty else "")
 
 
-def print_history(title: str, stats: HistoryStats, per: int, wall: float) -> None:
+def print_history(
+    title: str, stats: HistoryStats, per: int, wall: float, breakdown: bool = False
+) -> None:
     print(f"{title}: {stats.total_events} events in window ({stats.bytes / 1024:.0f} KiB)")
     for kind, count in sorted(stats.events.items()):
-        print(f"    {kind:<17} {stats.runs[kind]:5d} run(s)  {count:7d} events")
+        print(
+            f"    {kind:<17} {stats.runs[kind]:5d} run(s)  {count:7d} events"
+            f"  {count / per:6.1f}/replica  {stats.kind_bytes[kind] / per:8.0f} B/replica"
+        )
     print(f"  events per replica: {stats.total_events / per:.1f}")
+    print(f"  history bytes per replica: {stats.bytes / per:.0f}")
+    if breakdown:
+        print_breakdown(stats, per)
     for kind, types in sorted(stats.event_types.items()):
         if stats.events[kind] >= 0.05 * stats.total_events:
             common = ", ".join(f"{name} {count}" for name, count in types.most_common(8))
@@ -901,6 +954,9 @@ def print_history(title: str, stats: HistoryStats, per: int, wall: float) -> Non
         accepted = ", ".join(f"{k} {v}" for k, v in stats.updates.most_common())
         print(f"  updates accepted: {accepted}")
     print(f"  activities scheduled: {stats.total_activities}")
+    if stats.local:
+        ran = ", ".join(f"{k} {v}" for k, v in stats.local.most_common())
+        print(f"  local activities run: {sum(stats.local.values())} ({ran})")
     print(
         "    type                   count  retries  open   to-start mean/p95 s"
         "   run mean/p95 s  avg slots"
@@ -915,6 +971,25 @@ def print_history(title: str, stats: HistoryStats, per: int, wall: float) -> Non
     for name, a in sorted(stats.activities.items()):
         for message, count in a.failures.most_common(3):
             print(f"    {name} retried after: {message!r} ({count}x as the last failure)")
+
+
+def print_breakdown(stats: HistoryStats, per: int) -> None:
+    """Events and bytes per replica by workflow type and event type, and activity payloads."""
+    for kind in sorted(stats.event_types):
+        print(f"    {kind}: events/replica  B/replica  by event type")
+        types, sizes = stats.event_types[kind], stats.event_bytes[kind]
+        for name, count in types.most_common():
+            print(f"      {count / per:7.2f}  {sizes[name] / per:8.0f}  {name}")
+    print("    activity payloads per replica: count  input B  result B  (B per call)")
+    ordered = sorted(stats.activity_bytes.items(), key=lambda kv: -sum(kv[1].values()))
+    for name, sized in ordered:
+        local = name.removesuffix(" (local)")
+        count = stats.activities[name].count if name in stats.activities else stats.local[local]
+        print(
+            f"      {name:<28} {count / per:5.2f}  {sized['input'] / per:7.0f}"
+            f"  {sized['result'] / per:7.0f}  ({sized['input'] / max(count, 1):.0f} /"
+            f" {sized['result'] / max(count, 1):.0f})"
+        )
 
 
 def print_cpu(title: str, cpu: CpuSnapshot, per: int) -> None:
@@ -951,6 +1026,8 @@ def command(args: argparse.Namespace) -> str:
     ]
     if args.profile:
         parts.append("--profile")
+    if args.breakdown:
+        parts.append("--breakdown")
     parts += [f"--server-arg={a}" for a in args.server_arg]
     return shlex.join(parts)
 
@@ -1100,7 +1177,7 @@ async def measure(
     real = await gather_histories(
         client, t0, t1, lambda kind: kind != BASELINE_TYPE, args.concurrency
     )
-    activities = real.total_activities
+    activities = real.total_activities + sum(real.local.values())
 
     # 3. baseline, same server and process
     b0 = datetime.now(UTC)
@@ -1130,7 +1207,7 @@ async def measure(
         " per replica"
     )
     print_cpu("CPU", rollout, replicas_total)
-    print_history("history", real, replicas_total, rollout.wall)
+    print_history("history", real, replicas_total, rollout.wall, args.breakdown)
     print(TALLY.report("SDK warnings during the rollout", logs0, logs1))
     print()
     print("== baseline: trivial workflow, same number of no-op activities ==")
@@ -1213,6 +1290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=10, help="applies in flight")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds, whole measurement")
     parser.add_argument("--profile", action="store_true", help="cProfile the main thread")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="print history events and bytes per replica by workflow and event type",
+    )
     parser.add_argument(
         "--server-arg",
         action="append",
