@@ -13,6 +13,8 @@ history it fetched against the current workflow code, and only then writes them 
   2 -> 1 by signal, then deleted; the replica is the first one placed: rolled out to Ready,
   its endpoint published, watched by its cluster (registered, the cluster's first scan), then
   replaced by the roll (told to tear down: endpoint withdrawn, objects deleted);
+* slots: the RolloutSlots workflow (``slots.json``) with its bound set to 1 and two
+  deployments applied at once, the second queued until the first is Ready;
 * accepted: a ServingStack applied, re-applied changed and deleted (AcceptedResource,
   ``accepted.json``);
 * serving: a replica that published its endpoint, a ModelService routing to it (one request
@@ -52,11 +54,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
+from modelfleet.admission.state import SlotSettings
+from modelfleet.admission.workflow import RolloutSlotsWorkflow
 from modelfleet.api.kinds import parse_resource
 from modelfleet.applying.serving import apply_serving, delete_serving
 from modelfleet.cli.apply import apply_resource
 from modelfleet.cli.devenv import DevEnvironment, dev_environment
-from modelfleet.contracts.ids import FLEET_ID, deployment_id, replica_id, service_id
+from modelfleet.contracts.ids import (
+    FLEET_ID,
+    ROLLOUT_SLOTS_ID,
+    deployment_id,
+    replica_id,
+    service_id,
+)
 from modelfleet.contracts.serving_payloads import ServiceStatus
 from modelfleet.contracts.status import DeploymentStatus, FleetView, ReplicaPhase
 from modelfleet.contracts.watch_payloads import REPLICA_HEALTH
@@ -225,8 +235,31 @@ async def serving(rec: Recorder) -> None:
     await rec.record("service.json", service_id(ns, "svc"), "ModelService", scenario)
 
 
+async def rollout_slots(rec: Recorder) -> None:
+    """The RolloutSlots golden: the bound set to 1, two deployments applied at once (the second
+    queued, granted when the first is Ready and gives its slot back), both deleted."""
+    gate = rec.client.get_workflow_handle(ROLLOUT_SLOTS_ID)
+    await gate.signal(RolloutSlotsWorkflow.configure, SlotSettings(slots=1))
+    spaces = ["replay-slots-a", "replay-slots-b"]
+    for ns in spaces:
+        await apply_resource(rec.client, deployment("m", ns, replicas=1))
+    for ns in spaces:
+        await rec.wait_status(ns, ready(1), "Ready")
+    for ns in spaces:
+        handle = rec.client.get_workflow_handle(deployment_id(ns, "m"))
+        await handle.execute_update(DeploymentWorkflow.delete)
+        await asyncio.wait_for(handle.result(), 60)
+    await gate.signal(RolloutSlotsWorkflow.configure, SlotSettings())
+    scenario = (
+        "bound set to 1; two deployments applied at once: one granted, one queued (0 ahead) "
+        "and granted once the first was Ready and gave its slot back; both deleted"
+    )
+    await rec.record("slots.json", ROLLOUT_SLOTS_ID, "RolloutSlots", scenario)
+
+
 SCENARIOS = {
     "deployment": deployment_and_replica,
+    "slots": rollout_slots,
     "accepted": accepted,
     "serving": serving,
 }
@@ -255,6 +288,7 @@ async def record_all(only: list[str] | None = None) -> Recorder:
                     await SCENARIOS[name](rec)
                 return await _replayed(rec)
             await deployment_and_replica(rec)
+            await rollout_slots(rec)
             await serving(rec)
             await accepted(rec)
     return await _replayed(rec)

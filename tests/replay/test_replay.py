@@ -99,6 +99,7 @@ def test_goldens_cover_every_workflow_type_and_scenario() -> None:
         "ModelService",
         "EndpointDirectory",
         "ModelAutoscaler",
+        "RolloutSlots",
     }
     assert {p.name for p in HISTORIES.glob("*.json")} - {"index.json"} == set(INDEX)
 
@@ -191,6 +192,23 @@ def test_the_deployment_golden_sends_its_template_whole_once_then_by_key() -> No
     named = [b for b in bodies if b["deployment"] is None]
     assert named
     assert all(len(b["template"]) == 32 for b in named)
+
+
+def test_the_slots_golden_queues_one_and_grants_it_when_a_slot_is_given_back() -> None:
+    slots = load("slots.json")
+    assert {"request", "release", "configure"} <= signals(slots)
+    sent = [
+        json.loads(
+            e.signal_external_workflow_execution_initiated_event_attributes.input.payloads[0].data
+        )
+        for e in of_type(slots, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
+    ]
+    assert {"granted": False, "ahead": 0} in sent
+    queued = sent.index({"granted": False, "ahead": 0})
+    assert {"granted": True, "ahead": 0} in sent[queued + 1 :]
+    # The deployment golden asked for a slot and gave it back.
+    deployment = load("deployment.json")
+    assert "rollout_slot" in signals(deployment)
 
 
 def test_the_replica_golden_rolls_out_serves_watched_and_tears_down_in_order() -> None:

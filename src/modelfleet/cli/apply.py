@@ -4,11 +4,25 @@ rejected (by the workflow's validator) without touching what runs."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from temporalio.client import (
     Client,
     WorkflowUpdateFailedError,
@@ -20,6 +34,7 @@ from modelfleet.api.meta import Resource
 from modelfleet.api.support import held_without_action, not_acted_upon
 from modelfleet.applying.kinds import apply_held
 from modelfleet.cli.changes import (
+    UNCHANGED,
     LiveFleet,
     consequences,
     live_plan,
@@ -51,6 +66,8 @@ from modelfleet.worker.tuning import Tuning
 ORDER = apply_order()
 # A worker that polls takes an apply in well under a second; this long means none is there.
 APPLY_TIMEOUT = timedelta(seconds=30)
+# Interrupted (Ctrl-C), as a shell reports SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 async def apply_resource(
@@ -70,38 +87,134 @@ async def apply_resource(
     return await spec.apply(client, resource, rpc_timeout, tuning)
 
 
-async def apply_all(client: Client, s: TemporalSettings, resources: list[Resource]) -> int:
+async def apply_all(
+    client: Client,
+    s: TemporalSettings,
+    resources: list[Resource],
+    *,
+    pace: Pace | None = None,
+    tally: Tally | None = None,
+) -> int:
     """Apply in dependency order, printing created/configured/unchanged per document; returns
-    how many were rejected."""
+    how many were rejected.
+
+    Documents of one rank (classes, then clusters, ...) are handed over ``pace.in_flight`` at a
+    time and at most ``pace.rate`` a second, with a progress bar past a few documents; an
+    unchanged deployment is not sent at all (its workflow would change nothing), so applying a
+    directory again after an interruption hands over only what is left. ``tally`` counts as it
+    goes (what an interrupted apply reports)."""
     # Imported here: worker.runner loads every activity and the cloud SDKs, which the other
     # verbs never need (each `modelfleet` command would start about a second slower).
     from modelfleet.worker.runner import ensure_fleet
 
+    pace = pace or Pace()
+    tally = tally if tally is not None else Tally()
     await ensure_fleet(client)
-    live = await read_live(client, resources)
-    failures = 0
+    live = await read_live(client, resources, rolling=False)
     order = apply_order()
-    for resource in sorted(resources, key=lambda r: order.get(r.KIND, 9)):
-        ref = resource_name(resource.KIND, resource.name)
-        why_not = read_only(live, resource) or not_applied(resource)
-        if why_not:
-            console.print(f"[yellow]skipped[/] {ref}: {why_not}")
-            continue
-        outcome = verdict(live, resource)
-        try:
-            wid = await apply_resource(client, resource, rpc_timeout=APPLY_TIMEOUT)
-        except WorkflowUpdateFailedError as exc:
-            failures += 1
-            err_console.print(f"[red]rejected[/] {ref}: {rejection_reason(exc)}")
-            continue
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            raise NoWorkerError(
-                f"no worker took {resource.ref} within {APPLY_TIMEOUT.seconds}s; the request "
-                f"is kept and runs when a worker polls; {START_WORKER}"
-            ) from None
-        console.print(f"{ref} {outcome}  [dim]{s.workflow_url(wid)}[/]")
-        _print_note(resource)
-    return failures
+    ranked = sorted(resources, key=lambda r: order.get(r.KIND, 9))
+    tally.total = len(ranked)
+    with _progress(len(ranked)) as bar:
+        task = bar.add_task("applying", total=len(ranked))
+        started = time.monotonic()
+        gate = asyncio.Semaphore(pace.in_flight)
+
+        async def one(index: int, resource: Resource) -> None:
+            if pace.rate:
+                # The n-th hand-over starts no sooner than n / rate seconds in.
+                await asyncio.sleep(max(0.0, started + index / pace.rate - time.monotonic()))
+            async with gate:
+                await _hand_over(client, s, live, resource, tally, bar.console)
+            bar.advance(task)
+
+        index = 0
+        for _, group in itertools.groupby(ranked, key=lambda r: order.get(r.KIND, 9)):
+            # A rank waits for the one before it (clusters name classes, deployments clusters).
+            batch = list(group)
+            await asyncio.gather(*(one(index + i, r) for i, r in enumerate(batch)))
+            index += len(batch)
+    if tally.total > PROGRESS_FROM:
+        console.print(tally.summary(time.monotonic() - started))
+    return tally.rejected
+
+
+@dataclass
+class Pace:
+    """How fast ``apply`` hands documents over: at most ``rate`` a second (0: as fast as the
+    workflows take them) and ``in_flight`` at a time."""
+
+    rate: float = 20.0
+    in_flight: int = 8
+
+
+@dataclass
+class Tally:
+    total: int = 0
+    handed: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    rejected: int = 0
+
+    def summary(self, seconds: float) -> str:
+        counts = ", ".join(f"{n} {what}" for what, n in sorted(self.outcomes.items()))
+        rate = f" ({self.handed / seconds:.1f}/s)" if seconds > 0 else ""
+        return f"{self.handed} of {self.total} documents in {seconds:.1f}s{rate}: {counts}"
+
+
+# Past this many documents, apply shows a progress bar and a summary line.
+PROGRESS_FROM = 10
+
+
+def _progress(total: int) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=total <= PROGRESS_FROM,
+    )
+
+
+async def _hand_over(
+    client: Client,
+    s: TemporalSettings,
+    live: LiveFleet,
+    resource: Resource,
+    tally: Tally,
+    out: Console,
+) -> None:
+    ref = resource_name(resource.KIND, resource.name)
+    why_not = read_only(live, resource) or not_applied(resource)
+    if why_not:
+        out.print(f"[yellow]skipped[/] {ref}: {why_not}")
+        tally.outcomes["skipped"] += 1
+        tally.handed += 1
+        return
+    outcome = verdict(live, resource)
+    if outcome == UNCHANGED and isinstance(resource, ModelDeployment):
+        # The same spec changes nothing in its workflow: not sent, so a busy one is not asked.
+        out.print(f"{ref} {outcome}")
+        tally.outcomes[outcome] += 1
+        tally.handed += 1
+        return
+    try:
+        wid = await apply_resource(client, resource, rpc_timeout=APPLY_TIMEOUT)
+    except WorkflowUpdateFailedError as exc:
+        tally.rejected += 1
+        tally.outcomes["rejected"] += 1
+        tally.handed += 1
+        err_console.print(f"[red]rejected[/] {ref}: {rejection_reason(exc)}")
+        return
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise NoWorkerError(
+            f"no worker took {resource.ref} within {APPLY_TIMEOUT.seconds}s; the request "
+            f"is kept and runs when a worker polls; {START_WORKER}"
+        ) from None
+    tally.outcomes[outcome] += 1
+    tally.handed += 1
+    out.print(f"{ref} {outcome}  [dim]{s.workflow_url(wid)}[/]")
+    _print_note(resource, out)
 
 
 def not_applied(resource: Resource) -> str | None:
@@ -112,11 +225,11 @@ def not_applied(resource: Resource) -> str | None:
     return (spec and spec.not_applied) or f"{kind} cannot be applied"
 
 
-def _print_note(resource: Resource) -> None:
+def _print_note(resource: Resource, out: Console = console) -> None:
     """Accepted but not (wholly) acted upon: said at once, with what to do instead."""
     note = not_acted_upon(resource)
     if note:
-        console.print(f"  [yellow]note:[/] {escape(note)}")
+        out.print(f"  [yellow]note:[/] {escape(note)}")
 
 
 def dry_run(live: LiveFleet, resources: list[Resource]) -> None:
@@ -149,11 +262,20 @@ def apply(
             help="Validate and plan against the live fleet; change nothing.",
         ),
     ] = False,
+    rate: Annotated[
+        float,
+        typer.Option(
+            "--rate",
+            min=0,
+            help="Hand over at most this many documents a second (0: no limit).",
+        ),
+    ] = Pace.rate,
     address: AddressOption = None,
     namespace: NamespaceOption = None,
 ) -> None:
     """Apply classes, clusters, gateways, deployments, endpoints, services and autoscalers:
-    validated first, then handed to their workflows durably."""
+    validated first, then handed to their workflows durably. Ctrl-C stops handing over (what
+    was handed over stays applied; the same apply again continues, unchanged ones skipped)."""
     result = load_or_exit(files, check_selectors=True)
     managed = management_kubeconfig()
     if managed is not None and not dry_run_flag:
@@ -163,13 +285,23 @@ def apply(
         return
     s = settings(address, namespace)
 
+    tally = Tally()
+
     async def go() -> int:
         client = await connect_with_worker(s)
         if dry_run_flag:
             dry_run(await read_live(client, result.resources), result.resources)
             return 0
-        return await apply_all(client, s, result.resources)
+        return await apply_all(client, s, result.resources, pace=Pace(rate=rate), tally=tally)
 
-    failures = run_async(go)
+    try:
+        failures = run_async(go)
+    except KeyboardInterrupt:
+        err_console.print(
+            f"interrupted: {tally.handed} of {tally.total or len(result.resources)} documents "
+            "handed over (they stay applied); run the same apply again to hand over the rest "
+            "(unchanged ones are skipped)"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if failures:
         raise typer.Exit(EXIT_INVALID)

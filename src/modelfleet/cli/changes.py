@@ -6,6 +6,7 @@ Used by ``apply`` (verdicts), ``apply --dry-run`` and ``diff``; reads only, chan
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,20 +62,34 @@ class LiveFleet:
     accepted: dict[tuple[str, str, str], Resource] = field(default_factory=dict)
 
 
-async def read_live(client: Client, resources: list[Resource]) -> LiveFleet:
+# Deployments read at once: a directory of thousands is read in parallel, never all at once.
+READ_AT_ONCE = 16
+
+
+async def read_live(
+    client: Client, resources: list[Resource], *, rolling: bool = True
+) -> LiveFleet:
+    """The live state of what ``resources`` name. ``rolling``: also which replicas each
+    deployment runs (``apply --dry-run`` and ``diff`` say which would roll; ``apply`` only
+    needs the specs)."""
     try:
         view, classes = await fleet_state(client)
     except NotFoundError:  # nothing was ever applied: the Fleet workflow does not exist yet
         view, classes = FleetView(classes=[], clusters=[], replicas=[]), {}
     live = LiveFleet(view, classes)
-    for r in resources:
-        if isinstance(r, ModelDeployment) and await is_running(
-            client, deployment_id(r.namespace, r.name)
-        ):
+    gate = asyncio.Semaphore(READ_AT_ONCE)
+
+    async def read(r: ModelDeployment) -> None:
+        async with gate:
+            if not await is_running(client, deployment_id(r.namespace, r.name)):
+                return
             key = (r.namespace, r.name)
             live.deployments[key] = await deployment_spec(client, r.namespace, r.name)
-            status = await deployment_status(client, r.namespace, r.name)
-            live.rolling[key] = [s.name for s in status.replicas]
+            if rolling:
+                status = await deployment_status(client, r.namespace, r.name)
+                live.rolling[key] = [s.name for s in status.replicas]
+
+    await asyncio.gather(*(read(r) for r in resources if isinstance(r, ModelDeployment)))
     await _read_others(client, live, resources)
     return live
 

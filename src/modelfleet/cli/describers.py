@@ -12,11 +12,15 @@ from typing import Any
 import yaml
 from rich.markup import escape
 from temporalio.client import Client
+from temporalio.service import RPCError
 
+from modelfleet.admission.state import SlotsView
+from modelfleet.admission.workflow import RolloutSlotsWorkflow
 from modelfleet.autoscaler.records import Decision as AutoscalerDecision
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.cluster_view import describe_cluster
 from modelfleet.cli.columns import cache_summary
+from modelfleet.cli.errors import CliError
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import autoscaler_status, deployment_status, query, service_status
@@ -29,7 +33,7 @@ from modelfleet.cli.serving_inspect import (
 )
 from modelfleet.cli.targets import Namespace
 from modelfleet.contracts.cache_payloads import cache_id
-from modelfleet.contracts.ids import cluster_id, deployment_id, replica_id
+from modelfleet.contracts.ids import ROLLOUT_SLOTS_ID, cluster_id, deployment_id, replica_id
 from modelfleet.deployment.decisions import LogEntry
 from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.worker.settings import TemporalSettings
@@ -57,6 +61,27 @@ async def deployment(d: Described) -> None:
         what=f"ModelDeployment {ns.name}/{name}",
     )
     _deployment(d.s, ns, name, status, decisions[-RECENT_DECISIONS:])
+    if status.phase == "Waiting":
+        await _slot_line(d.client, deployment_id(ns.name, name))
+
+
+async def _slot_line(client: Client, workflow_id: str) -> None:
+    """Where a waiting deployment stands in the rollout queue now (its condition says where it
+    stood when it queued)."""
+    try:
+        view: SlotsView = await query(
+            client.get_workflow_handle(ROLLOUT_SLOTS_ID),
+            RolloutSlotsWorkflow.view,
+            what="the RolloutSlots workflow",
+        )
+    except (CliError, RPCError):
+        return  # the condition above still says it waits
+    if workflow_id in view.queue:
+        ahead = view.queue.index(workflow_id)
+        console.print(
+            f"\n[bold]Waiting[/]: {ahead} rollout{'' if ahead == 1 else 's'} ahead "
+            f"({len(view.holders)} of {view.slots} rollout slots in use)"
+        )
 
 
 async def cluster(d: Described) -> None:

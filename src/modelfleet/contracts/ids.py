@@ -9,6 +9,7 @@ from modelfleet.contracts.cache_payloads import cache_id
 
 __all__ = [
     "FLEET_ID",
+    "ROLLOUT_SLOTS_ID",
     "accepted_id",
     "cache_id",
     "cluster_id",
@@ -18,6 +19,8 @@ __all__ = [
 ]
 
 FLEET_ID = "fleet"
+# The fleet-wide bound on concurrent rollouts (``admission.workflow``).
+ROLLOUT_SLOTS_ID = "rollout-slots"
 
 
 def deployment_id(namespace: str, name: str) -> str:

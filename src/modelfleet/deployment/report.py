@@ -1,11 +1,13 @@
 """The deployment's status as users see it (``status`` query, ``get``, the UI), computed from
 its state, and what the workflow publishes of it (the memo's held-back reason, the UI's current
-details). Pure: may import ``api``, the ``contracts`` models and ``deployment.state``."""
+details). Pure: may import ``api``, the ``contracts`` models, ``deployment.state`` and
+``deployment.slots``."""
 
 from __future__ import annotations
 
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
+from modelfleet.deployment.slots import waiting_message
 from modelfleet.deployment.state import DeploymentState, effective_spec, template_hash
 
 
@@ -61,6 +63,15 @@ def report(state: DeploymentState) -> DeploymentStatus:
                 message="rollout paused: no new template is rolled out until it is resumed",
             )
         )
+    waiting = waiting_message(state)
+    if waiting and not state.deleting:
+        # Admission control (issue 22): the pass waits for a rollout slot before it places.
+        conditions.append(
+            Condition(
+                type="Progressing", status="False", reason="WaitingForRolloutSlot", message=waiting
+            )
+        )
+        summary = f"{waiting} · {summary}" if summary else waiting
     unplaceable = len(replicas) < desired and any(
         c.type == "ReplicasScheduled" and c.status == "False" for c in state.conditions
     )
@@ -68,6 +79,8 @@ def report(state: DeploymentState) -> DeploymentStatus:
         phase = "Deleting"
     elif state.paused:
         phase = "Paused"
+    elif waiting:
+        phase = "Waiting"
     elif ready >= desired and all(r.template_hash == current for r in replicas):
         phase = "Ready"
     elif any(r.phase is ReplicaPhase.FAILED for r in replicas):

@@ -301,6 +301,10 @@ class DeploymentState(WireModel):
     retired: dict[str, datetime] = {}
     # The canary roll in progress (``strategy.canary``), None when none is.
     canary: CanaryProgress | None = None
+    # The rollout slot (``deployment.slots``): "" none, "waiting" asked, "held"; how many were
+    # ahead when last told (-1: not told yet).
+    slot: str = ""
+    slot_ahead: int = 0
 
 
 def still_retired(retired: dict[str, datetime], now: datetime) -> dict[str, datetime]:

@@ -10,8 +10,10 @@ a replica, and durable waits.
 
 Handlers: ``apply`` (Update, validated), ``scale`` (Update, validated, and a signal of the same
 name), ``pause`` and ``resume`` (Updates), ``promote`` and ``abort`` (Updates, refused when no
-canary roll is under way), ``delete`` (Update), ``resync`` and
-``replica_progress`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
+canary roll is under way), ``delete`` (Update), ``resync``, ``replica_progress`` and
+``rollout_slot`` (signals), ``status``, ``spec``, ``revisions`` and ``decisions`` (queries).
+A pass that may place or roll first waits for a slot of the RolloutSlots workflow
+(``deployment.slots``: admission control).
 Deterministic orchestration only: the handlers are methods of one class sharing its state, and
 every decision lives in ``deployment.decisions`` (imported as ``rollout``).
 """
@@ -28,11 +30,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from modelfleet.admission.state import SlotNotice
     from modelfleet.api.deployments import ModelDeployment
     from modelfleet.api.manifest_errors import FieldError, InvalidResourceError
     from modelfleet.api.rules import validate
     from modelfleet.contracts import search
-    from modelfleet.contracts.ids import replica_id
+    from modelfleet.contracts.ids import ROLLOUT_SLOTS_ID, replica_id
     from modelfleet.contracts.status import (
         DeploymentStatus,
         ReplicaPhase,
@@ -41,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from modelfleet.contracts.versioning import declared
     from modelfleet.contracts.wire import WireModel
-    from modelfleet.deployment import calls
+    from modelfleet.deployment import calls, slots
     from modelfleet.deployment import decisions as rollout
     from modelfleet.deployment.decisions import DeploymentState
     from modelfleet.deployment.signals import scale_replicas
@@ -54,6 +57,9 @@ with workflow.unsafe.imports_passed_through():
 TEARDOWN_GRACE = timedelta(minutes=10)
 MAX_REPLICAS = 10
 START_ATTEMPTS = 30
+# A deployment waiting for a rollout slot asks again this often (the RolloutSlots workflow
+# answers a repeated request, never counts it twice): a lost answer never wedges it.
+ASK_AGAIN = timedelta(minutes=5)
 # The continue-as-new input is the workflow's whole state.
 DeploymentInput = DeploymentState
 
@@ -199,6 +205,11 @@ class DeploymentWorkflow:
         # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
         self._publish()
 
+    @workflow.signal
+    def rollout_slot(self, notice: SlotNotice) -> None:
+        """The RolloutSlots workflow's answer to a request (``deployment.slots``)."""
+        self._state = slots.answered(self._state, notice, workflow.now())
+
     @workflow.query
     def status(self) -> DeploymentStatus:
         return self._status()
@@ -232,6 +243,8 @@ class DeploymentWorkflow:
             ]
         )
         while True:
+            if slots.release_due(self._state):
+                await self._release_slot()
             self._state, action = rollout.next_action(self._state, workflow.now())
             if isinstance(action, rollout.Rest):
                 await self._rest(action)
@@ -265,14 +278,58 @@ class DeploymentWorkflow:
                 return self._status()
 
     async def _rest(self, action: rollout.Rest) -> None:
-        # A timeout is the periodic resync: it starts a pass like any change does.
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: rollout.rest_over(self._state),
-                timeout=action.timeout,
-                timeout_summary="periodic resync",
-            )
+        # A timeout is the periodic resync: it starts a pass like any change does. The rest
+        # also ends early to give a rollout slot back once the replicas stopped starting.
+        until = workflow.now() + action.timeout
+        while True:
+            if slots.release_due(self._state):
+                await self._release_slot()
+            try:
+                await workflow.wait_condition(
+                    lambda: rollout.rest_over(self._state) or slots.release_due(self._state),
+                    timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
+                    timeout_summary="periodic resync",
+                )
+            except TimeoutError:
+                break
+            if rollout.rest_over(self._state):
+                break
         self._state = rollout.woke(self._state, workflow.now())
+        if slots.wants_slot(self._state):
+            await self._acquire_slot()
+
+    # --- rollout slots (admission control) -------------------------------------------------
+
+    async def _acquire_slot(self) -> None:
+        """Wait for a slot from the RolloutSlots workflow; without one answering, go on."""
+        gate = workflow.get_external_workflow_handle(ROLLOUT_SLOTS_ID)
+        # Waiting before the request leaves: its answer may arrive in the same task.
+        self._state = slots.asked(self._state)
+        self._publish()
+        while self._state.slot == slots.WAITING and not self._state.deleting:
+            try:
+                await gate.signal("request", workflow.info().workflow_id)
+            except ApplicationError:
+                self._state = slots.unbounded(self._state)
+                break
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._state.slot != slots.WAITING or self._state.deleting,
+                    timeout=ASK_AGAIN,
+                    timeout_summary="waiting for a rollout slot",
+                )
+        if self._state.deleting and self._state.slot == slots.WAITING:
+            # Deleted while waiting: leave the queue (a grant on its way is given back).
+            self._state = self._state.model_copy(update={"slot": slots.HELD})
+            await self._release_slot()
+        self._publish()
+
+    async def _release_slot(self) -> None:
+        self._state = slots.given_back(self._state)
+        with contextlib.suppress(ApplicationError):
+            await workflow.get_external_workflow_handle(ROLLOUT_SLOTS_ID).signal(
+                "release", workflow.info().workflow_id
+            )
 
     async def _wait(self, action: rollout.Wait) -> None:
         if action.deadline is not None:

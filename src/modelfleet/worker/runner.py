@@ -3,10 +3,11 @@ adapters, bounded concurrency, structured activity logs (``worker.interceptor``)
 shutdown.
 
 Slot layout: the main queue (``TASK_QUEUE``) runs every workflow type and all activities; the
-Fleet's own queue (``fleet_task_queue``) runs only the Fleet workflow and the ``fleet.*``
-activities, with its own workflow-task and activity slots, so a rollout's hundreds of workflow
-tasks and Kubernetes calls never queue in front of a placement. The Fleet stays registered on the
-main queue too: a Fleet started before the split keeps running there until it is restarted.
+Fleet's own queue (``fleet_task_queue``) runs only the Fleet and RolloutSlots workflows and the
+``fleet.*`` activities, with its own workflow-task and activity slots, so a rollout's hundreds of
+workflow tasks and Kubernetes calls never queue in front of a placement or a slot's grant. The
+Fleet stays registered on the main queue too: a Fleet started before the split keeps running
+there until it is restarted.
 The health watches' queue (``watch_task_queue``) runs only ``serving.watch_health``, one
 long-running activity per ModelService, with slots of its own.
 Which activities may wait long and how they keep from holding slots: docs/fleet.md.
@@ -37,9 +38,10 @@ from modelfleet.activities.serving import ServingActivities
 from modelfleet.activities.stack import StackActivities
 from modelfleet.adapters.cloud_config import CloudSettings
 from modelfleet.adapters.temporal_updates import ProcessCount, UpdateShare, polling_processes
+from modelfleet.admission.workflow import RolloutSlotsWorkflow
 from modelfleet.contracts.activity_names import TASK_QUEUE
 from modelfleet.contracts.health_watch import watch_task_queue
-from modelfleet.contracts.ids import FLEET_ID
+from modelfleet.contracts.ids import FLEET_ID, ROLLOUT_SLOTS_ID
 from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.worker.entities import entity_workflows
@@ -74,6 +76,27 @@ async def ensure_fleet(
         task_queue=fleet_task_queue(task_queue),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         static_summary="Fleet: class catalog, cluster capacity and the allocation ledger",
+    )
+    await ensure_rollout_slots(client, task_queue, tuning=tuning)
+
+
+async def ensure_rollout_slots(
+    client: Client, task_queue: str = TASK_QUEUE, *, tuning: Tuning | None = None
+) -> None:
+    """Start the RolloutSlots workflow (the fleet-wide rollout bound, on the Fleet's queue)
+    unless it runs; with the bound set in ``tuning`` (a worker's environment), a running one
+    takes it too. An ``apply`` with nothing set leaves a running one as it is."""
+    tuning = tuning or Tuning.from_env()
+    settings = tuning.slot_settings()
+    await client.start_workflow(
+        RolloutSlotsWorkflow.run,
+        tuning.slots_input(),
+        id=ROLLOUT_SLOTS_ID,
+        task_queue=fleet_task_queue(task_queue),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="RolloutSlots: how many deployments roll out at once",
+        start_signal="configure" if settings is not None else None,
+        start_signal_args=[settings] if settings is not None else [],
     )
 
 
@@ -164,7 +187,7 @@ def build_fleet_worker(
     return Worker(
         client,
         task_queue=fleet_task_queue(task_queue),
-        workflows=[FleetWorkflow],
+        workflows=[FleetWorkflow, RolloutSlotsWorkflow],
         activities=[
             fleet.place,
             fleet.dry_place,
