@@ -322,16 +322,21 @@ spec:
 
 @asynccontextmanager
 async def clusters_stack(
-    tmp_path: Path, names: list[str], tuning: Tuning | None = None, ready_within: float = 60
+    tmp_path: Path,
+    names: list[str],
+    tuning: Tuning | None = None,
+    ready_within: float = 60,
+    startup_seconds: float = 0.3,
 ) -> AsyncIterator[Stack]:
     """Its own environment (the real dev server, a simulated fleet of ``names``, each one
-    H100x8 node, an in-process worker) with ``tuning``'s knobs, once every cluster is Ready."""
+    H100x8 node, an in-process worker) with ``tuning``'s knobs, once every cluster is Ready;
+    every pod takes ``startup_seconds`` to start."""
     (tmp_path / "clusters.yaml").write_text(h100_clusters(*names))
     async with dev_environment(
         tmp_path / "state",
         [str(QUICKSTART / "classes.yaml"), str(tmp_path / "clusters.yaml")],
         ui=False,
-        startup_seconds=0.3,
+        startup_seconds=startup_seconds,
         tuning=tuning,
     ) as env:
         stack = Stack(env, tmp_path / "state")

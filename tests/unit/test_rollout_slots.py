@@ -180,6 +180,22 @@ def test_waiting_shows_in_the_phase_and_a_condition_with_how_many_are_ahead() ->
     assert not any(c.reason == "WaitingForRolloutSlot" for c in rollout.report(s).conditions)
 
 
+def test_a_pending_deployment_waiting_to_try_again_stays_pending() -> None:
+    pending = state_with(
+        MD,
+        conditions=[
+            {"type": "ReplicasScheduled", "status": "False", "reason": "NoFit", "message": "x"}
+        ],
+        summary="0/3 clusters fit",
+    )
+    assert rollout.report(pending).phase == "Pending"
+    waiting = dslots.answered(dslots.asked(pending), SlotNotice(granted=False, ahead=4), T0)
+    report = rollout.report(waiting)
+    assert report.phase == "Pending"
+    assert any(c.reason == "WaitingForRolloutSlot" for c in report.conditions)
+    assert report.summary.startswith("waiting for a rollout slot: 4 rollouts ahead")
+
+
 def test_a_slot_granted_at_once_is_not_logged() -> None:
     s = dslots.answered(dslots.asked(passing(state_with(MD))), SlotNotice(granted=True), T0)
     assert s.slot == dslots.HELD

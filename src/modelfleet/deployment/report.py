@@ -79,8 +79,6 @@ def report(state: DeploymentState) -> DeploymentStatus:
         phase = "Deleting"
     elif state.paused:
         phase = "Paused"
-    elif waiting:
-        phase = "Waiting"
     elif ready >= desired and all(r.template_hash == current for r in replicas):
         phase = "Ready"
     elif any(r.phase is ReplicaPhase.FAILED for r in replicas):
@@ -91,6 +89,10 @@ def report(state: DeploymentState) -> DeploymentStatus:
         phase = "Pending"
     elif unplaceable:
         phase = "Degraded"
+    elif waiting:
+        # Only what would be Progressing: a Pending one keeps the scheduler's word, a Degraded
+        # one its failure, while the condition says it also waits for a slot to try again.
+        phase = "Waiting"
     else:
         phase = "Progressing"
     return DeploymentStatus(
