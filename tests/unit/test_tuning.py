@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from modelfleet.admission.state import SlotSettings, SlotsState
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.cluster.state import ClusterInput
 from modelfleet.contracts.workflow_inputs import FleetInput
@@ -13,6 +14,8 @@ from modelfleet.worker.tuning import (
     ENV_FAILURE_THRESHOLD,
     ENV_NOT_READY_GRACE,
     ENV_PROBE_SECONDS,
+    ENV_ROLLOUT_SLOTS,
+    ENV_SLOT_LEASE,
     ENV_SWEEP_SECONDS,
     Tuning,
 )
@@ -54,3 +57,19 @@ def test_knobs_from_the_environment_reach_the_inputs() -> None:
 def test_a_bad_value_names_the_variable(var: str, raw: str) -> None:
     with pytest.raises(SettingsError, match=f"{var}='{raw}'"):
         Tuning.from_env({var: raw})
+
+
+def test_the_rollout_bound_is_set_only_when_a_knob_is() -> None:
+    unset = Tuning.from_env({})
+    assert unset.slot_settings() is None
+    assert unset.slots_input() == SlotsState()
+    bound = Tuning.from_env({ENV_ROLLOUT_SLOTS: "5"})
+    assert bound.slot_settings() == SlotSettings(slots=5)
+    assert bound.slots_input().settings == SlotSettings(slots=5, lease_seconds=600)
+    lease = Tuning.from_env({ENV_SLOT_LEASE: "30"})
+    assert lease.slot_settings() == SlotSettings(lease_seconds=30)
+
+
+def test_a_bad_rollout_bound_names_its_variable() -> None:
+    with pytest.raises(SettingsError, match="MODELFLEET_ROLLOUT_SLOTS='0'"):
+        Tuning.from_env({ENV_ROLLOUT_SLOTS: "0"})

@@ -290,8 +290,10 @@ async def fetch_deployments(
         _, ns, dname = w.id.split("/", 2)
         async with gate:
             try:
-                status = await deployment_status(client, ns, dname)
-                spec = await deployment_spec(client, ns, dname)
+                # Both at once: a row costs one round of queries, not two, on a busy worker.
+                status, spec = await asyncio.gather(
+                    deployment_status(client, ns, dname), deployment_spec(client, ns, dname)
+                )
             except NotFoundError:
                 return None  # deleted since it was listed
             except (CliError, RPCError, WorkflowQueryFailedError) as exc:

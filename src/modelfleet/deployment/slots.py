@@ -2,9 +2,9 @@
 of its state: when a pass must wait for a rollout slot, what the RolloutSlots workflow's answer
 means, and when the slot is given back.
 
-A pass that may place or roll (any pass but a quiet resync, which only asks whether its
-placement is current, and a delete) waits for a slot; the slot is held while the pass runs and
-while any replica it started is still starting, then given back. A deployment waits in the
+A pass with something to start (a new replica, a replacement, a roll) waits for a slot; the
+slot is held while the pass runs and while any replica it started is still starting, then given
+back. A deployment waits in the
 ``Waiting`` phase with a condition saying how many rollouts are ahead of it.
 
 May import: the ``contracts`` models, ``admission.state``, ``deployment.state``, the standard
@@ -17,19 +17,34 @@ from datetime import datetime
 
 from modelfleet.admission.state import SlotNotice
 from modelfleet.contracts.status import ReplicaPhase, ReplicaStep
-from modelfleet.deployment.state import CheckCurrent, DeploymentState, Stage, note
+from modelfleet.deployment.state import (
+    CheckCurrent,
+    DeploymentState,
+    Stage,
+    effective_spec,
+    note,
+    template_hash,
+)
 
 NONE, WAITING, HELD = "", "waiting", "held"
 # A replica in these phases (and not done) is still rolling out: its slot is kept.
 _STARTING = (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING)
+# Not counted as running: replaced by the pass.
+_GONE = (ReplicaPhase.FAILED, ReplicaPhase.TERMINATING, ReplicaPhase.TERMINATED)
 
 
 def wants_slot(state: DeploymentState) -> bool:
-    """Whether the pass just begun must wait for a slot before it goes on."""
+    """Whether the pass just begun must wait for a slot before it goes on: it has something
+    to start (fewer live replicas than wanted, a failed one to replace, one of another template
+    to roll). A scale-down, a change held by a pause and a quiet resync (a query whether the
+    placement is current) go on at once."""
     if state.deleting or state.stage is not Stage.PASS or state.slot == HELD:
         return False
-    # A quiet resync only asks the Fleet whether its placement is current (a query).
-    return not any(isinstance(op, CheckCurrent) for op in state.ops)
+    if any(isinstance(op, CheckCurrent) for op in state.ops):
+        return False
+    current = template_hash(effective_spec(state))
+    live = [r for r in state.replicas.values() if r.phase not in _GONE]
+    return len(live) < state.spec.spec.replicas or any(r.template_hash != current for r in live)
 
 
 def release_due(state: DeploymentState) -> bool:

@@ -20,6 +20,7 @@ every decision lives in ``deployment.decisions`` (imported as ``rollout``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import timedelta
 from typing import Any
@@ -88,6 +89,8 @@ class DeploymentWorkflow:
         self._upserted: tuple[str, list[str]] | None = None
         # The held-back reason last written to the memo ("": none).
         self._rolled_back = ""
+        # Releases of a rollout slot still being sent (awaited before the run ends).
+        self._releasing = 0
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class DeploymentWorkflow:
         if progress.name not in self._state.replicas:
             return
         self._state = rollout.progressed(self._state, progress)
+        self._release_if_due()
         # Keep ModelfleetPhase current for the UI and `get`, not only after a reconcile.
         self._publish()
 
@@ -209,6 +213,8 @@ class DeploymentWorkflow:
     def rollout_slot(self, notice: SlotNotice) -> None:
         """The RolloutSlots workflow's answer to a request (``deployment.slots``)."""
         self._state = slots.answered(self._state, notice, workflow.now())
+        if self._state.stage is rollout.Stage.REST:
+            self._release_if_due()  # a grant nobody waits for (while a pass runs: at its end)
 
     @workflow.query
     def status(self) -> DeploymentStatus:
@@ -243,8 +249,7 @@ class DeploymentWorkflow:
             ]
         )
         while True:
-            if slots.release_due(self._state):
-                await self._release_slot()
+            self._release_if_due()
             self._state, action = rollout.next_action(self._state, workflow.now())
             if isinstance(action, rollout.Rest):
                 await self._rest(action)
@@ -274,26 +279,19 @@ class DeploymentWorkflow:
             else:
                 assert isinstance(action, rollout.Finish)
                 self._publish()
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() and not self._releasing
+                )
                 return self._status()
 
     async def _rest(self, action: rollout.Rest) -> None:
-        # A timeout is the periodic resync: it starts a pass like any change does. The rest
-        # also ends early to give a rollout slot back once the replicas stopped starting.
-        until = workflow.now() + action.timeout
-        while True:
-            if slots.release_due(self._state):
-                await self._release_slot()
-            try:
-                await workflow.wait_condition(
-                    lambda: rollout.rest_over(self._state) or slots.release_due(self._state),
-                    timeout=max(until - workflow.now(), timedelta(milliseconds=1)),
-                    timeout_summary="periodic resync",
-                )
-            except TimeoutError:
-                break
-            if rollout.rest_over(self._state):
-                break
+        # A timeout is the periodic resync: it starts a pass like any change does.
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: rollout.rest_over(self._state),
+                timeout=action.timeout,
+                timeout_summary="periodic resync",
+            )
         self._state = rollout.woke(self._state, workflow.now())
         if slots.wants_slot(self._state):
             await self._acquire_slot()
@@ -305,7 +303,6 @@ class DeploymentWorkflow:
         gate = workflow.get_external_workflow_handle(ROLLOUT_SLOTS_ID)
         # Waiting before the request leaves: its answer may arrive in the same task.
         self._state = slots.asked(self._state)
-        self._publish()
         while self._state.slot == slots.WAITING and not self._state.deleting:
             try:
                 await gate.signal("request", workflow.info().workflow_id)
@@ -313,23 +310,46 @@ class DeploymentWorkflow:
                 self._state = slots.unbounded(self._state)
                 break
             with contextlib.suppress(TimeoutError):
+                # Published (phase Waiting) only once queued: most requests are granted at once.
                 await workflow.wait_condition(
-                    lambda: self._state.slot != slots.WAITING or self._state.deleting,
+                    lambda: (
+                        self._state.slot != slots.WAITING
+                        or self._state.deleting
+                        or self._state.slot_ahead >= 0
+                    ),
                     timeout=ASK_AGAIN,
                     timeout_summary="waiting for a rollout slot",
                 )
+                if self._state.slot == slots.WAITING and not self._state.deleting:
+                    self._publish()
+                    await workflow.wait_condition(
+                        lambda: self._state.slot != slots.WAITING or self._state.deleting,
+                        timeout=ASK_AGAIN,
+                        timeout_summary="waiting for a rollout slot",
+                    )
         if self._state.deleting and self._state.slot == slots.WAITING:
             # Deleted while waiting: leave the queue (a grant on its way is given back).
             self._state = self._state.model_copy(update={"slot": slots.HELD})
-            await self._release_slot()
+            self._release_if_due()
         self._publish()
 
-    async def _release_slot(self) -> None:
+    def _release_if_due(self) -> None:
+        """Give the slot back as soon as it is due, from whichever handler made it so (the
+        rest's timer is not disturbed for it); sent in a task of its own."""
+        if not slots.release_due(self._state):
+            return
         self._state = slots.given_back(self._state)
-        with contextlib.suppress(ApplicationError):
-            await workflow.get_external_workflow_handle(ROLLOUT_SLOTS_ID).signal(
-                "release", workflow.info().workflow_id
-            )
+        self._releasing += 1
+        asyncio.create_task(self._send_release())  # noqa: RUF006 (counted in _releasing)
+
+    async def _send_release(self) -> None:
+        try:
+            with contextlib.suppress(ApplicationError):
+                await workflow.get_external_workflow_handle(ROLLOUT_SLOTS_ID).signal(
+                    "release", workflow.info().workflow_id
+                )
+        finally:
+            self._releasing -= 1
 
     async def _wait(self, action: rollout.Wait) -> None:
         if action.deadline is not None:
@@ -398,7 +418,9 @@ class DeploymentWorkflow:
         if self._state.deleting:
             # The delete Update waits for the replicas to go: never continue-as-new under it.
             return
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and not self._releasing
+        )
         workflow.continue_as_new(rollout.carried(self._state))
 
     # --- fleet calls -----------------------------------------------------------------------

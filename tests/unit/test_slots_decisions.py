@@ -160,6 +160,24 @@ def test_a_pass_that_may_place_waits_for_a_slot_a_quiet_resync_does_not() -> Non
     assert not dslots.wants_slot(rollout.woke(rollout.deleted(new), T0))
 
 
+def test_only_a_pass_with_something_to_start_waits() -> None:
+    two = spec(2)
+    running = state_with(two, status(two, "a", "east"), status(two, "b", "west"), dirty=False)
+    assert not dslots.wants_slot(passing(running))  # nothing to start
+    assert not dslots.wants_slot(passing(rollout.scaled(running, 1)))  # a scale-down
+    assert dslots.wants_slot(passing(rollout.scaled(running, 3)))  # a scale-up
+    assert dslots.wants_slot(passing(rollout.applied(running, spec(2, image="vllm:2"))))
+    failed = state_with(
+        two,
+        status(two, "a", "east"),
+        status(two, "b", "west", ReplicaPhase.FAILED, ReplicaStep.DONE),
+        dirty=False,
+    )
+    assert dslots.wants_slot(passing(failed))  # its replacement
+    paused = rollout.paused(running, T0)
+    assert not dslots.wants_slot(passing(rollout.applied(paused, spec(2, image="vllm:2"))))
+
+
 def test_waiting_shows_in_the_phase_and_a_condition_with_how_many_are_ahead() -> None:
     s = dslots.asked(passing(state_with(MD)))
     report = rollout.report(s)
