@@ -13,7 +13,10 @@ subprocesses (separate Python processes, as users run them). The load average is
 start and the end: this 2-core machine is shared, so read the figures with it.
 
     .venv/bin/python bench/flood.py [--deployments 1000] [--slots 20] [--rate 20] [--every 5]
-        [--timeout 1800] [--startup 0.3]
+        [--timeout 1800] [--startup 0.3] [--hold 0]
+
+``--hold S`` keeps reading for S seconds once every deployment is Ready or Pending: the Pending
+ones keep trying to be placed (a pass a minute each), which is load too.
 """
 
 from __future__ import annotations
@@ -148,7 +151,7 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
     apply = asyncio.create_task(cli(address, "apply", "-f", str(folder), "--rate", str(args.rate)))
     applied_at: float | None = None
     deadline = t0 + args.timeout
-    settled = False
+    settled_at: float | None = None
     while time.monotonic() < deadline:
         for verb in (("get", "clusters"), ("get", "deployments", "-A")):
             start = time.monotonic()
@@ -170,8 +173,10 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
         found = await phases(client)
         run.phases.append((time.monotonic() - t0, found))
         print(f"  {time.monotonic() - t0:7.1f}s  phases {dict(sorted(found.items()))}", flush=True)
+        now = time.monotonic() - t0
         if applied_at is not None and found["Ready"] + found["Pending"] >= args.deployments:
-            settled = True
+            settled_at = settled_at if settled_at is not None else now
+        if settled_at is not None and now - settled_at >= args.hold:
             break
         await asyncio.sleep(args.every)
     end = time.monotonic() - t0
@@ -180,7 +185,9 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
     failed = await failed_tasks(client, [FLEET_ID, ROLLOUT_SLOTS_ID, *ids])
     final = run.phases[-1][1] if run.phases else Counter()
     print()
-    print(f"settled (every deployment Ready or Pending): {settled}, after {end:.0f}s")
+    settled = settled_at is not None
+    when = f"after {settled_at:.0f}s" if settled_at is not None else f"in {end:.0f}s"
+    print(f"settled (every deployment Ready or Pending): {settled} {when}; ended at {end:.0f}s")
     print(f"final phases: {dict(sorted(final.items()))}")
     print(f"failed or timed-out workflow tasks: {dict(failed) or 'none'}")
     for verb in ("get clusters", "get deployments -A"):
@@ -201,6 +208,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--every", type=float, default=5, help="seconds between read rounds")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--hold", type=float, default=0, help="seconds to keep reading once settled"
+    )
     parser.add_argument("--startup", type=float, default=0.3, help="pod start-up seconds")
     raise SystemExit(asyncio.run(bench(parser.parse_args())))
 
