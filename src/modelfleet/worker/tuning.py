@@ -17,8 +17,8 @@ They are read where the workflows start: the probe and sweep knobs when a cluste
 applied (its workflow carries them from then on, across continue-as-new), the grace when the
 Fleet workflow is first started (by the first worker, ``apply`` or ``modelfleet dev``; it
 carries its limits across continue-as-new), the rollout slots when the RolloutSlots workflow
-is first started, or by a worker started with either variable set (it signals the running one).
-Unset, the workflow inputs' own defaults stand.
+is first started or when a worker (or ``apply``) runs with either variable set (it signals the
+running one). Unset, the workflow inputs' own defaults stand.
 Tests pass a :class:`Tuning` explicitly instead of changing the environment.
 
 May touch: environment variables (read only).
