@@ -1,6 +1,8 @@
 """``modelfleet apply -f``: validate every document first, then hand each to its entity
 workflow with update-with-start, so applying twice is idempotent and an invalid change is
-rejected (by the workflow's validator) without touching what runs."""
+rejected (by the workflow's validator) without touching what runs. Thousands of documents are
+handed over paced (``Pace``: a rate and a bound on those in flight) behind a progress bar, and
+an interrupted apply says how far it got (issue 22, admission control)."""
 
 from __future__ import annotations
 
