@@ -208,6 +208,7 @@ async def test_planted_credentials_never_reach_histories_storage_or_logs(tmp_pat
             "ModelReplica",
             "EndpointDirectory",
             "ModelService",
+            "RolloutSlots",
         }
         planted = planted_values()
         for key, history in histories.items():

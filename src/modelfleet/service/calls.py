@@ -104,8 +104,10 @@ def watch_health(request: HealthWatchRequest) -> ActivityHandle[HealthWatchResul
     """The service's health watch (``contracts.health_watch``), on the watches' own queue.
     Retried without limit: it is level-triggered (a retry probes at once and compares against
     what the workflow holds), so a worker killed mid-watch costs a heartbeat timeout, never a
-    change. Cancelled without waiting for the activity to notice (the endpoint set changed: the
-    workflow starts the next watch at once)."""
+    change. A cancelled watch is left to notice on its own (the endpoint set changed: the
+    workflow starts the next watch at once), but its handle resolves only once it has stopped,
+    so the workflow can wait for that before it removes the global address the watch keeps in
+    place (``ServiceWorkflow._stopped_watch``)."""
     targets = len(request.targets)
     # A round probes every target (two attempts each at worst); the bound comes on top.
     round_seconds = 2 * request.timeout_seconds * request.attempts * max(1, targets)
@@ -121,7 +123,7 @@ def watch_health(request: HealthWatchRequest) -> ActivityHandle[HealthWatchResul
         retry_policy=RetryPolicy(
             initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
         ),
-        cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"watch {targets} endpoint(s)",
     )
 

@@ -29,6 +29,7 @@ import contextlib
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
     from modelfleet.api.manifest_errors import InvalidResourceError
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from modelfleet.api.rules import validate
     from modelfleet.api.services import InferenceGateway, ModelService
     from modelfleet.contracts import search
-    from modelfleet.contracts.health_watch import HealthWatchRequest
+    from modelfleet.contracts.health_watch import HealthWatchRequest, HealthWatchResult
     from modelfleet.contracts.serving_payloads import (
         SERVICE_WORKFLOW,
         EndpointHealth,
@@ -88,6 +89,8 @@ class ServiceWorkflow:
         # A change was signalled since the loop last looked (the loop probes and reconciles
         # at once when a run starts, so this is not carried).
         self._endpoints_changed = False
+        # The last health watch cancelled by a change, until it is known to have stopped.
+        self._cancelled_watch: ActivityHandle[HealthWatchResult] | None = None
 
     # --- handlers ----------------------------------------------------------------------------
 
@@ -250,6 +253,7 @@ class ServiceWorkflow:
         await workflow.wait_condition(lambda: handle.done() or self._interrupted())
         if not handle.done():
             handle.cancel()
+            self._cancelled_watch = handle
             return False
         try:
             result = handle.result()
@@ -405,12 +409,22 @@ class ServiceWorkflow:
             return f"http://{host}{'' if port == 80 else f':{port}'}{path}"
         return f"http://{await calls.gateway_authority(cluster)}{path}"
 
+    async def _stopped_watch(self) -> None:
+        """Wait until the last cancelled health watch has stopped: until it notices, a round of
+        it may still put the global address in place again after it was removed (seen: a
+        deleted service's hostname back within a second of its removal)."""
+        handle, self._cancelled_watch = self._cancelled_watch, None
+        if handle is not None:
+            with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                await handle
+
     async def _remove_global(self) -> bool:
         """Remove the address put in place with ``_global_settings``; False (and the reason in
         ``_global_error``) when that failed."""
         settings = self._state.global_settings
         if settings is None:
             return True
+        await self._stopped_watch()
         try:
             await calls.remove_global(self._state.spec, settings)
         except ActivityError as exc:
