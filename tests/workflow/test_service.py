@@ -402,6 +402,19 @@ class TwoInRotation:
         return {e.name: e.weight for e in status.endpoints}
 
 
+async def _directory_of_two(
+    client: Client, directory_id: str, queue: str
+) -> WorkflowHandle[Any, Any]:
+    """An endpoint directory with the gateway and deployment ``a``'s two endpoints."""
+    directory = await client.start_workflow(
+        EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+    )
+    await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
+    for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+        await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+    return directory
+
+
 @asynccontextmanager
 async def two_in_rotation(env: WorkflowEnvironment) -> AsyncIterator[TwoInRotation]:
     client = env.client
@@ -409,12 +422,7 @@ async def two_in_rotation(env: WorkflowEnvironment) -> AsyncIterator[TwoInRotati
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = HeldApply(client, directory_id)
     async with serving_worker(doubles, queue):
-        directory = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
-        )
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
-        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
-            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        directory = await _directory_of_two(client, directory_id, queue)
         service = await client.start_workflow(
             ServiceWorkflow.run,
             ServiceInput.of(
@@ -754,12 +762,7 @@ async def test_an_idle_service_writes_one_watch_per_bound_and_repairs_drift_at_i
     directory_id = f"endpoints-{uuid.uuid4()}"
     doubles = Doubles(client, directory_id)
     async with serving_worker(doubles, queue):
-        directory = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
-        )
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, _gateway())
-        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
-            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        await _directory_of_two(client, directory_id, queue)
         service = await client.start_workflow(
             ServiceWorkflow.run,
             ServiceInput.of(
