@@ -42,6 +42,10 @@ contracts: $(STAMP)
 # Six took 10:35-11:14, but in 1 of 4 runs a workflow test's task missed the SDK's 2 s deadlock
 # check with the cores saturated (load average 3.9) and hung until the hang guard failed it:
 # TEST_PROCESSES=6 on a quiet machine, 2 on one shared with other work.
+# Bytecode caches on even where the environment turns them off (PYTHONDONTWRITEBYTECODE, as on
+# this machine): every xdist process collects all test files (assertion rewriting: 14 CPU-s a
+# process uncached, 7.5 cached) and each CLI subprocess the tests start compiles src afresh.
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST := $(BIN)/pytest -q --dist loadfile
 TEST_PROCESSES ?= 4
 QUICK_TESTS := tests/unit tests/replay tests/workflow tests/harness
