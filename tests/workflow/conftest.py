@@ -38,6 +38,8 @@ TEMPORAL_TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
 }
 
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
@@ -22,39 +23,65 @@ from modelfleet.applying.deleting import still_runs
 from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, _with_server_fields
 from modelfleet.cli.output import console
-from modelfleet.cli.resources import cluster_status, fleet_state, placed_replicas, running
+from modelfleet.cli.resources import (
+    ROW_READS,
+    cluster_status,
+    fleet_state,
+    placed_replicas,
+    running,
+)
 from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts import search
 from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterRecord, ClusterStatus, StackPiece
 from modelfleet.scheduling.capacity import DeviceCount, free_devices
 from modelfleet.scheduling.observed_devices import device_differences, published_devices
 
 
-async def _status_or_none(client: Client, name: str) -> ClusterStatus | None:
-    """The workflow's status; None when it has just ended (deleted between list and query)."""
+async def _status_or_none(client: Client, name: str) -> ClusterStatus | str | None:
+    """The workflow's status; None when it has just ended (deleted between list and query);
+    why not, when it did not answer now (its row is then the Fleet's record alone)."""
     try:
         return await cluster_status(client, name)
     except NotFoundError:
         return None
+    except (CliError, RPCError, WorkflowQueryFailedError) as exc:
+        return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
 
 
 async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
-    """Every cluster the Fleet holds (or the ``wanted`` ones), with its workflow's status."""
+    """Every cluster the Fleet holds (or the ``wanted`` ones), with its workflow's status. A
+    cluster workflow that cannot answer now (busy worker, failing task) does not fail the
+    list: its row is the Fleet's record with the phase the workflow last published (search
+    attribute) and the reason, and ``get`` exits 1 after printing every row."""
     view, classes = await fleet_state(client)
     records = [r for r in view.clusters if not wanted or r.spec.name in wanted]
     if not records:
         return []
     runs = {w.id: w for w in await running(client, "InferenceCluster")}
-    statuses = await asyncio.gather(*(_status_or_none(client, r.spec.name) for r in records))
+    gate = asyncio.Semaphore(ROW_READS)
+
+    async def ask(name: str) -> ClusterStatus | str | None:
+        async with gate:
+            return await _status_or_none(client, name)
+
+    answers = await asyncio.gather(*(ask(r.spec.name) for r in records))
     free = _free(classes, view.clusters, view.replicas)
     out = []
-    for record, status in zip(records, statuses, strict=True):
+    for record, answer in zip(records, answers, strict=True):
         run = runs.get(cluster_id(record.spec.name))
+        status = answer if isinstance(answer, ClusterStatus) else None
         # The workflow keeps the cluster's creation time across continue-as-new.
         created = status.created if status is not None and status.created else None
         if created is None and run is not None:
             created = run.start_time
-        out.append(cluster_resource(record, status, free.get(record.spec.name), classes, created))
+        item = cluster_resource(record, status, free.get(record.spec.name), classes, created)
+        if isinstance(answer, str):
+            published = run.typed_search_attributes.get(search.PHASE) if run else None
+            if published:
+                item.status["phase"] = published
+            item.error = answer
+        out.append(item)
     return out
 
 
@@ -279,8 +306,8 @@ async def delete_cluster(client: Client, name: str, *, force: bool, wait: bool) 
         return
     last = ""
     while (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
-        status = await _status_or_none(client, name)
-        if status is not None and status.reason != last:
+        status = await _status_or_none(client, name)  # not answering now: asked again
+        if isinstance(status, ClusterStatus) and status.reason != last:
             last = status.reason
             console.print(f"  {name}: {last}", soft_wrap=True, markup=False)
         await asyncio.sleep(DELETE_POLL_SECONDS)

@@ -119,6 +119,13 @@ class Output:
     def is_custom(self) -> bool:
         return bool(self.custom)
 
+    @property
+    def brief(self) -> bool:
+        """Only names, phases, counts and ages are printed (the plain table, ``-o name``):
+        what kinds with a brief reader take from visibility without asking any workflow."""
+        plain = self.format in (OutputFormat.TABLE, OutputFormat.NAME)
+        return plain and not self.is_template and not self.is_custom and not self.show_labels
+
 
 FORMATS = "table, wide, json, yaml, name, jsonpath=TEMPLATE, custom-columns=SPEC"
 
@@ -202,14 +209,18 @@ async def read(
     ns: Namespace,
     all_namespaces: bool,
     selector: list[Requirement],
+    *,
+    brief: bool = False,
 ) -> tuple[list[Fetched], list[str]]:
-    """What the targets name, label-filtered, and a NotFound line per named resource absent."""
+    """What the targets name, label-filtered, and a NotFound line per named resource absent.
+    ``brief``: the output needs no spec (``Output.brief``), so visibility may serve the rows."""
     found: list[Fetched] = []
     errors: list[str] = []
     for kind, names in group_targets(targets):
         namespaced = is_namespaced(kind)
         scope = None if all_namespaces or not namespaced else ns.name
-        items = await fetch(client, kind, scope, names)
+        # A label selector needs the labels, which only the workflows' specs hold.
+        items = await fetch(client, kind, scope, names, brief=brief and not selector)
         items = [i for i in items if matches(selector, i.labels)]
         found.extend(items)
         where = ns.described() if namespaced and not all_namespaces else ""
@@ -247,16 +258,17 @@ def get(
     requirements = parse_selector(selector) if selector else []
     s = settings(address, temporal_namespace)
     single = len(targets) == 1 and targets[0].name is not None
+    brief = out.brief and not sort_by  # --sort-by may name any field of the manifest
 
     async def go() -> tuple[list[Fetched], list[str]]:
         client = await connect_with_worker(s)
-        found, errors = await read(client, targets, ns, all_namespaces, requirements)
+        found, errors = await read(client, targets, ns, all_namespaces, requirements, brief=brief)
         if sort_by:
             found = sort_items(found, sort_by)
         _print(found, errors, targets, ns, all_namespaces, out, single, ignore_not_found)
         if watch:
             await _watch(
-                lambda: read(client, targets, ns, all_namespaces, requirements),
+                lambda: read(client, targets, ns, all_namespaces, requirements, brief=brief),
                 found,
                 out,
                 all_namespaces,

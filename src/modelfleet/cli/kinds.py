@@ -92,6 +92,9 @@ class KindSpec:
     wide_columns: tuple[str, ...] = ()
     row: Row = accepted_row
     fetch: Fetch | None = None
+    # The rows of the plain table and ``-o name`` from visibility alone (no workflow query):
+    # None when the kind has no such reader (``fetch`` serves every output).
+    brief: Fetch | None = None
     describe: Describe = describers.accepted
     apply: Apply | None = None
     delete: Delete | None = None
@@ -227,6 +230,7 @@ _SPECS: tuple[KindSpec, ...] = (
         wide_columns=("CLUSTERS", "MESSAGE"),
         row=columns.deployment_row,
         fetch=resources.fetch_deployments,
+        brief=resources.brief_deployments,
         describe=describers.deployment,
         apply=applying_kinds.apply_deployment,
         delete=kind_actions.delete_deployment_kind,

@@ -99,6 +99,29 @@ def unanswered_resource(
     return Fetched(kind, name, namespace, manifest, created, {}, error=reason)
 
 
+def brief_deployment_resource(
+    namespace: str,
+    name: str,
+    created: datetime | None,
+    phase: str,
+    ready: int,
+    desired: int,
+    updated: int,
+) -> Fetched:
+    """A ModelDeployment as visibility knows it (its published search attributes): enough for
+    the plain table and ``-o name``, never printed as a manifest (no spec, no labels)."""
+    manifest = _with_server_fields(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "ModelDeployment",
+            "metadata": {"name": name, "namespace": namespace},
+        },
+        created,
+        {"phase": phase, "ready": ready, "desired": desired, "updated": updated},
+    )
+    return Fetched("ModelDeployment", name, namespace, manifest, created)
+
+
 def class_resource(
     cls: InferenceClass, used_by: list[str], created: datetime | None = None
 ) -> Fetched:

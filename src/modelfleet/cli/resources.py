@@ -38,6 +38,7 @@ from modelfleet.cli.errors import START_WORKER, CliError, NotFoundError, NoWorke
 from modelfleet.cli.manifests import (
     Fetched,
     autoscaler_resource,
+    brief_deployment_resource,
     cache_resource,
     class_resource,
     deployment_resource,
@@ -246,16 +247,23 @@ async def cluster_status(client: Client, name: str) -> ClusterStatus:
 
 
 async def fetch(
-    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
+    client: Client,
+    kind: str,
+    namespace: str | None,
+    names: Sequence[str] = (),
+    *,
+    brief: bool = False,
 ) -> list[Fetched]:
     """Every live resource of ``kind`` (in ``namespace``, or all when None), optionally only
-    the ``names`` given; sorted by namespace, then name."""
+    the ``names`` given; sorted by namespace, then name. ``brief``: only what the plain table
+    and ``-o name`` show, from visibility where the kind can (no workflow query)."""
     from modelfleet.cli.kinds import spec_of  # the registry names this module's readers
 
     spec = spec_of(kind)
     if spec.fetch is None:
         raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
-    items = await spec.fetch(client, namespace, set(names))
+    reader = spec.brief if brief and spec.brief is not None else spec.fetch
+    items = await reader(client, namespace, set(names))
     return sorted(items, key=lambda f: (f.namespace, f.name))
 
 
@@ -282,28 +290,70 @@ async def fetch_deployments(
 ) -> list[Fetched]:
     """Every deployment's spec and status, asked of its workflow, a few at a time. One that
     cannot answer now (its workflow task failing or stuck behind a busy worker) is a row of
-    what visibility knows (name, age, last published phase) carrying the reason, not the end of
-    the list: one busy workflow never takes ``get deployments -A`` down."""
+    what visibility knows (name, age, last published phase and counts) carrying the reason, not
+    the end of the list: one busy workflow never takes ``get deployments -A`` down."""
+    gate = asyncio.Semaphore(ROW_READS)
+    runs = await _runs(client, "ModelDeployment", namespace, wanted, deployment_id)
+    rows = await asyncio.gather(*(_asked_deployment(client, w, gate) for w in runs))
+    return [r for r in rows if r is not None]
+
+
+async def brief_deployments(
+    client: Client, namespace: str | None, wanted: set[str]
+) -> list[Fetched]:
+    """The rows of ``get deployments`` (plain table, ``-o name``) from visibility alone: the
+    phase, replica counts and creation time each deployment publishes as search attributes. No
+    workflow is queried, so a list of thousands answers while their worker is busy rolling
+    them out. Named ones are described (the workflow's own record: visibility may lag an
+    apply), which needs no workflow task either. A deployment that has not published its
+    counts (a worker older than this CLI) is asked, as ``fetch_deployments`` asks."""
     gate = asyncio.Semaphore(ROW_READS)
 
     async def row(w: WorkflowExecution) -> Fetched | None:
-        _, ns, dname = w.id.split("/", 2)
-        async with gate:
-            try:
-                # Both at once: a row costs one round of queries, not two, on a busy worker.
-                status, spec = await asyncio.gather(
-                    deployment_status(client, ns, dname), deployment_spec(client, ns, dname)
-                )
-            except NotFoundError:
-                return None  # deleted since it was listed
-            except (CliError, RPCError, WorkflowQueryFailedError) as exc:
-                return unanswered_resource("ModelDeployment", ns, dname, w, _phase(w), exc)
-        # The workflow keeps its creation time across continue-as-new; this run's start is
-        # only the creation time for a deployment that never continued.
-        return deployment_resource(spec, status, status.created or w.start_time)
+        found = brief_row(w)
+        return found if found is not None else await _asked_deployment(client, w, gate)
 
     runs = await _runs(client, "ModelDeployment", namespace, wanted, deployment_id)
-    return [r for r in await asyncio.gather(*(row(w) for w in runs)) if r is not None]
+    rows = await asyncio.gather(*(row(w) for w in runs))
+    return [r for r in rows if r is not None]
+
+
+def brief_row(w: WorkflowExecution) -> Fetched | None:
+    """A deployment's row from its search attributes; None when it has not published them."""
+    attrs = w.typed_search_attributes
+    ready, desired, updated = (attrs.get(k) for k in (search.READY, search.DESIRED, search.UPDATED))
+    phase = attrs.get(search.PHASE)
+    if ready is None or desired is None or updated is None or phase is None:
+        return None
+    _, ns, name = w.id.split("/", 2)
+    created = attrs.get(search.CREATED) or w.start_time
+    return brief_deployment_resource(ns, name, created, phase, ready, desired, updated)
+
+
+async def _asked_deployment(
+    client: Client, w: WorkflowExecution, gate: asyncio.Semaphore
+) -> Fetched | None:
+    """One deployment's spec and status from its workflow; a row of what visibility knows
+    with the reason when it cannot answer now; None when it was deleted since it was listed."""
+    _, ns, dname = w.id.split("/", 2)
+    async with gate:
+        try:
+            # Both at once: a row costs one round of queries, not two, on a busy worker.
+            status, spec = await asyncio.gather(
+                deployment_status(client, ns, dname), deployment_spec(client, ns, dname)
+            )
+        except NotFoundError:
+            return None
+        except (CliError, RPCError, WorkflowQueryFailedError) as exc:
+            unanswered = unanswered_resource("ModelDeployment", ns, dname, w, _phase(w), exc)
+            known = brief_row(w)  # the counts it last published, when it did
+            if known is not None:
+                for key in ("ready", "desired", "updated"):
+                    unanswered.status[key] = known.status[key]
+            return unanswered
+    # The workflow keeps its creation time across continue-as-new; this run's start is
+    # only the creation time for a deployment that never continued.
+    return deployment_resource(spec, status, status.created or w.start_time)
 
 
 async def fetch_classes(client: Client, namespace: str | None, wanted: set[str]) -> list[Fetched]:

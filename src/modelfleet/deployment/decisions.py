@@ -77,7 +77,7 @@ from modelfleet.deployment.failures import (
     failed_after_roll,
     failed_replacement,
 )
-from modelfleet.deployment.report import details, held_back, report
+from modelfleet.deployment.report import SearchValues, details, held_back, report, search_values
 from modelfleet.deployment.roll import WAITING_FOR_HEALTH, in_place_allowed, proven
 from modelfleet.deployment.state import (
     DeploymentState,
@@ -108,6 +108,7 @@ __all__ = [
     "ReadFigures",
     "Rest",
     "Revision",
+    "SearchValues",
     "SignalTeardown",
     "Stage",
     "StartReplica",
@@ -147,6 +148,7 @@ __all__ = [
     "resync",
     "rollback_window_end",
     "scaled",
+    "search_values",
     "standing",
     "started",
     "template_hash",

@@ -5,6 +5,8 @@ details). Pure: may import ``api``, the ``contracts`` models, ``deployment.state
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from modelfleet.api.meta import Condition
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.deployment.slots import waiting_message
@@ -129,4 +131,27 @@ def details(status: DeploymentStatus) -> str:
     """The workflow's current details in the Temporal UI: phase, ready count, summary."""
     return f"**{status.phase}** · {status.ready}/{status.desired} ready" + (
         f"\n\n{status.summary}" if status.summary else ""
+    )
+
+
+class SearchValues(NamedTuple):
+    """What a deployment publishes as search attributes: ``get deployments`` builds its rows
+    from them (visibility), so a list never waits on a busy deployment's workflow task."""
+
+    phase: str
+    clusters: tuple[str, ...]
+    ready: int
+    desired: int
+    updated: int
+
+
+def search_values(status: DeploymentStatus) -> SearchValues:
+    """The published values of ``status``; the workflow upserts them only when they change
+    (one history event per change, whichever of them changed)."""
+    return SearchValues(
+        phase=status.phase,
+        clusters=tuple(sorted({r.cluster for r in status.replicas})),
+        ready=status.ready,
+        desired=status.desired,
+        updated=status.updated,
     )

@@ -86,7 +86,7 @@ class DeploymentWorkflow:
         self._fleet_templates: dict[str, None] = {}
         self._passes = 0  # passes ended in this run
         # The search attribute values last upserted (upserted only when they change).
-        self._upserted: tuple[str, list[str]] | None = None
+        self._upserted: rollout.SearchValues | None = None
         # The held-back reason last written to the memo ("": none).
         self._rolled_back = ""
         # Releases of a rollout slot still being sent (awaited before the run ends).
@@ -97,7 +97,7 @@ class DeploymentWorkflow:
     @workflow.update
     def apply(self, spec: ModelDeployment) -> DeploymentStatus:
         self._state = rollout.applied(self._state, spec, workflow.now())
-        return self._status()
+        return self._published()
 
     @apply.validator
     def _check_apply(self, spec: ModelDeployment) -> None:
@@ -117,7 +117,7 @@ class DeploymentWorkflow:
         wanted = scale_replicas(request, MAX_REPLICAS)
         assert isinstance(wanted, int)  # the validator refused anything else
         self._state = rollout.scaled(self._state, wanted, workflow.now())
-        return self._status()
+        return self._published()
 
     @scale.validator
     def _check_scale(self, request: Any) -> None:
@@ -149,13 +149,13 @@ class DeploymentWorkflow:
     def pause(self) -> DeploymentStatus:
         """No new roll starts; replicas keep running and scaling still works."""
         self._state = rollout.paused(self._state, workflow.now())
-        return self._status()
+        return self._published()
 
     @workflow.update
     def resume(self) -> DeploymentStatus:
         """The next pass rolls to the spec's template."""
         self._state = rollout.resumed(self._state, workflow.now())
-        return self._status()
+        return self._published()
 
     @pause.validator
     def _check_pause(self) -> None:
@@ -170,13 +170,13 @@ class DeploymentWorkflow:
     def promote(self) -> DeploymentStatus:
         """``rollout promote``: the canary roll skips its remaining analyses, to 100%."""
         self._state = rollout.promoted_canary(self._state, workflow.now())
-        return self._status()
+        return self._published()
 
     @workflow.update
     def abort(self) -> DeploymentStatus:
         """``rollout abort``: the canary roll ends and the deployment rolls back now."""
         self._state = rollout.aborted_canary(self._state, workflow.now())
-        return self._status()
+        return self._published()
 
     @promote.validator
     def _check_promote(self) -> None:
@@ -246,6 +246,8 @@ class DeploymentWorkflow:
                 search.KIND.value_set("ModelDeployment"),
                 search.NAMESPACE.value_set(md.namespace),
                 search.NAME.value_set(md.name),
+                # In the run's first upsert: `get deployments` shows AGE from visibility.
+                *([search.CREATED.value_set(self._state.created)] if self._state.created else []),
             ]
         )
         while True:
@@ -521,6 +523,13 @@ class DeploymentWorkflow:
     def _status(self) -> DeploymentStatus:
         return rollout.report(self._state)
 
+    def _published(self) -> DeploymentStatus:
+        """The status an Update answers, its search attributes upserted in the same workflow
+        task: a ``get`` right after ``rollout pause`` reads Paused from the workflow's record
+        (describe) without waiting for the pass the change starts."""
+        self._publish()
+        return self._status()
+
     def _publish(self) -> None:
         status = self._status()
         rolled_back = rollout.held_back(self._state)
@@ -529,10 +538,17 @@ class DeploymentWorkflow:
             # deployment runs its last good template instead of the spec's.
             workflow.upsert_memo({"heldBack": rolled_back or None})
             self._rolled_back = rolled_back
-        values = (status.phase, sorted({r.cluster for r in status.replicas}))
+        values = rollout.search_values(status)
         if values != self._upserted:
+            # One upsert event whatever changed: `get deployments` reads its rows from these.
             workflow.upsert_search_attributes(
-                [search.PHASE.value_set(values[0]), search.CLUSTERS.value_set(values[1])]
+                [
+                    search.PHASE.value_set(values.phase),
+                    search.CLUSTERS.value_set(list(values.clusters)),
+                    search.READY.value_set(values.ready),
+                    search.DESIRED.value_set(values.desired),
+                    search.UPDATED.value_set(values.updated),
+                ]
             )
             self._upserted = values
         workflow.set_current_details(rollout.details(status))

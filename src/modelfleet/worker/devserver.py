@@ -30,6 +30,10 @@ SEARCH_ATTRIBUTES = {
     "ModelfleetName": "Keyword",
     "ModelfleetClusters": "KeywordList",
     "ModelfleetPhase": "Keyword",
+    "ModelfleetReady": "Int",
+    "ModelfleetDesired": "Int",
+    "ModelfleetUpdated": "Int",
+    "ModelfleetCreated": "Datetime",
 }
 
 

@@ -1,0 +1,148 @@
+"""Reads that survive overload (issue 22 item 4), without a server: which outputs ``get`` serves
+from visibility alone, a deployment's row built from its search attributes, what a deployment
+publishes (and so when it upserts), and ``get clusters`` when one cluster workflow does not
+answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rich.text import Text
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from modelfleet.api.clusters import InferenceCluster
+from modelfleet.api.loading import load_paths
+from modelfleet.cli import clusters, columns
+from modelfleet.cli.errors import NoWorkerError
+from modelfleet.cli.get import parse_output
+from modelfleet.cli.resources import brief_row
+from modelfleet.contracts import search
+from modelfleet.contracts.status import (
+    ClusterRecord,
+    ClusterStatus,
+    DeploymentStatus,
+    FleetView,
+    ReplicaPhase,
+    ReplicaStatus,
+    ReplicaStep,
+)
+from modelfleet.deployment.report import search_values
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("output", "show_labels", "brief"),
+    [
+        ("table", False, True),
+        ("name", False, True),
+        ("table", True, False),  # labels live in the spec
+        ("wide", False, False),  # MESSAGE is the workflow's
+        ("json", False, False),
+        ("yaml", False, False),
+        ("jsonpath={.items[*].metadata.name}", False, False),
+        ("custom-columns=N:.metadata.name", False, False),
+    ],
+)
+def test_only_the_plain_table_and_names_come_from_visibility_alone(
+    output: str, show_labels: bool, brief: bool
+) -> None:
+    assert parse_output(output, show_labels=show_labels).brief is brief
+
+
+def _run(wid: str, pairs: list[SearchAttributePair[Any]]) -> Any:
+    return SimpleNamespace(
+        id=wid, start_time=datetime(2026, 11, 28, 13, 0, tzinfo=UTC),
+        typed_search_attributes=TypedSearchAttributes(pairs),
+    )  # fmt: skip
+
+
+def _plain(cells: list[str]) -> list[str]:
+    return [Text.from_markup(c).plain for c in cells]
+
+
+def test_a_deployment_row_from_its_search_attributes() -> None:
+    run = _run(
+        "deployment/ml/qwen",
+        [
+            SearchAttributePair(search.PHASE, "Progressing"),
+            SearchAttributePair(search.READY, 1),
+            SearchAttributePair(search.DESIRED, 3),
+            SearchAttributePair(search.UPDATED, 2),
+            SearchAttributePair(search.CREATED, T0),
+        ],
+    )
+    item = brief_row(run)
+    assert item is not None
+    assert (item.namespace, item.name, item.created) == ("ml", "qwen", T0)  # not the run's start
+    row = _plain(columns.row(item, wide=False, all_namespaces=True, now=T0))
+    assert row == ["ml", "qwen", "1/3", "2", "Progressing", "0s"]
+
+
+def test_a_deployment_that_published_no_counts_is_asked() -> None:
+    """A workflow of an older worker publishes its phase only: its row needs a query."""
+    run = _run("deployment/ml/old", [SearchAttributePair(search.PHASE, "Ready")])
+    assert brief_row(run) is None
+
+
+def _status(ready: int, clusters: list[str], phase: str = "Progressing") -> DeploymentStatus:
+    return DeploymentStatus(
+        namespace="ml", name="qwen", generation=1, desired=2, scheduled=2, ready=ready,
+        updated=2, phase=phase,
+        replicas=[
+            ReplicaStatus(
+                name=f"qwen-{n}", cluster=c, index=n, phase=ReplicaPhase.READY,
+                step=ReplicaStep.DONE,
+            )
+            for n, c in enumerate(clusters)
+        ],
+    )  # fmt: skip
+
+
+def test_a_deployment_upserts_when_a_published_value_changes_only() -> None:
+    same = search_values(_status(1, ["b", "a"]))
+    assert search_values(_status(1, ["a", "b", "a"])) == same  # clusters as a sorted set
+    assert search_values(_status(2, ["a", "b"])) != same  # a replica became Ready
+    assert search_values(_status(1, ["a", "b"], "Ready")) != same
+    assert same.clusters == ("a", "b")
+
+
+async def test_get_clusters_lists_every_cluster_when_one_workflow_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded = load_paths([str(QUICKSTART)]).resources
+    specs = [r for r in loaded if isinstance(r, InferenceCluster)][:2]
+    assert len(specs) == 2
+    answers, silent = specs
+    classes = {r.name: r for r in loaded if r.KIND == "InferenceClass"}
+    view = FleetView(
+        classes=sorted(classes),
+        clusters=[ClusterRecord(spec=s, ready=True) for s in specs],
+        replicas=[],
+    )
+
+    async def fleet_state(client: Any) -> Any:
+        return view, classes
+
+    async def status(client: Any, name: str) -> ClusterStatus:
+        if name == silent.name:
+            raise NoWorkerError("no worker answered a query within 8s")
+        return ClusterStatus(name=name, phase="Ready", ready=True, created=T0)
+
+    async def running(client: Any, kind: str) -> list[Any]:
+        return [_run(f"cluster/{silent.name}", [SearchAttributePair(search.PHASE, "Provisioning")])]
+
+    monkeypatch.setattr(clusters, "fleet_state", fleet_state)
+    monkeypatch.setattr(clusters, "cluster_status", status)
+    monkeypatch.setattr(clusters, "running", running)
+    items = {i.name: i for i in await clusters.fetch_clusters(object(), set())}  # type: ignore[arg-type]
+
+    assert set(items) == {answers.name, silent.name}
+    assert (items[answers.name].error, items[answers.name].status["phase"]) == ("", "Ready")
+    assert items[silent.name].error == "no worker answered a query within 8s"
+    assert items[silent.name].status["phase"] == "Provisioning"  # as it last published
