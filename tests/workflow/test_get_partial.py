@@ -1,14 +1,18 @@
-"""``get deployments`` when one deployment's workflow cannot answer (issue 22 item 4): the list
-shows every row it could read, a row of what visibility knows (name, age, last published phase)
-for the one that did not answer, one error line naming it and why, and exits 1, as kubectl does
-after a partial list; ``-o yaml`` leaves the unanswered one out. Against the real dev server:
-the silent deployment is a workflow on a task queue nobody polls, so its queries time out."""
+"""``get deployments`` when deployments' workflows cannot answer (issue 22 item 4). The plain
+table and ``-o name`` come from visibility alone (the phase, counts and creation time each
+deployment publishes): every row prints and the command succeeds though no workflow answers a
+query. Outputs that need a workflow's answer (``-o wide|yaml|json``...) ask each, a few at a
+time: the list shows every row it could read, a row of what visibility knows for one that did
+not answer, one error line naming it and why, and exits 1, as kubectl does after a partial
+list; ``-o yaml`` leaves the unanswered one out. Against the real dev server: a silent
+deployment is a workflow on a task queue nobody polls, so its queries time out."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +45,37 @@ class Poller:
         return None
 
 
-async def _start(client: Client, name: str, phase: str) -> None:
-    """A deployment-kind workflow on a queue nobody polls: listed by visibility, never answers."""
+async def _start(
+    client: Client,
+    name: str,
+    phase: str,
+    counts: tuple[int, int, int] | None = None,
+    ns: str = "ml",
+) -> None:
+    """A deployment-kind workflow on a queue nobody polls: listed by visibility, never answers.
+    ``counts`` (ready, desired, updated): published as a deployment workflow publishes them."""
+    published: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(search.KIND, "ModelDeployment"),
+        SearchAttributePair(search.NAMESPACE, ns),
+        SearchAttributePair(search.NAME, name),
+        SearchAttributePair(search.PHASE, phase),
+    ]
+    if counts is not None:
+        published += [
+            SearchAttributePair(search.READY, counts[0]),
+            SearchAttributePair(search.DESIRED, counts[1]),
+            SearchAttributePair(search.UPDATED, counts[2]),
+            SearchAttributePair(search.CREATED, CREATED),
+        ]
     await client.start_workflow(
         "ModelDeployment",
-        id=deployment_id("ml", name),
+        id=deployment_id(ns, name),
         task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(search.KIND, "ModelDeployment"),
-                SearchAttributePair(search.NAMESPACE, "ml"),
-                SearchAttributePair(search.NAME, name),
-                SearchAttributePair(search.PHASE, phase),
-            ]
-        ),
+        search_attributes=TypedSearchAttributes(published),
     )
+
+
+CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 async def test_one_silent_deployment_does_not_take_the_list_down(
@@ -121,3 +141,74 @@ async def test_one_silent_deployment_does_not_take_the_list_down(
     assert "Traceback" not in result.output
     assert as_yaml.exit_code == 1
     assert [i["metadata"]["name"] for i in yaml.safe_load(as_yaml.stdout)["items"]] == ["answers"]
+
+
+async def test_the_plain_list_needs_no_workflow_to_answer(
+    dev_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deployments whose workflows never answer a query (nobody polls their queue): ``get
+    deployments`` and ``-o name`` list both from what they published, exit 0 and ask nothing;
+    ``-o wide`` (MESSAGE is the workflow's) asks, shows both rows from visibility with the
+    counts they published, an error line each, and exits 1. ``get md NAME`` reads the
+    workflow's own record (describe: no lag behind an apply, no workflow task)."""
+    address = dev_client.service_client.config.target_host
+    monkeypatch.setattr(resources, "QUERY_TIMEOUT", resources.timedelta(seconds=1))
+    asked: list[str] = []
+    real_status = resources.deployment_status
+
+    async def status(client: Client, ns: str, name: str) -> DeploymentStatus:
+        asked.append(name)
+        return await real_status(client, ns, name)
+
+    monkeypatch.setattr(resources, "deployment_status", status)
+    await _start(dev_client, "busy-a", "Progressing", (1, 2, 2), ns="ml-brief")
+    await _start(dev_client, "busy-b", "Waiting", (0, 1, 0), ns="ml-brief")
+
+    def get(*args: str) -> Any:
+        return CliRunner().invoke(
+            app,
+            ["--address", address, "get", *args],
+            env={"COLUMNS": "200"},
+        )
+
+    async with Worker(
+        dev_client,
+        task_queue=TASK_QUEUE,
+        workflows=[Poller],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
+        while True:
+            table = await asyncio.to_thread(get, "deployments", "-A")
+            rows = [line.split() for line in table.stdout.splitlines()[1:]]
+            rows = [r for r in rows if r[0] == "ml-brief"]
+            if len(rows) == 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        names = await asyncio.to_thread(get, "md", "-n", "ml-brief", "-o", "name")
+        one = await asyncio.to_thread(get, "md", "busy-b", "-n", "ml-brief")
+        assert asked == []  # not one query so far
+        wide = await asyncio.to_thread(get, "md", "-n", "ml-brief", "-o", "wide")
+
+    assert table.exit_code == 0, table.output
+    assert sorted(r[:5] for r in rows) == [
+        ["ml-brief", "busy-a", "1/2", "2", "Progressing"],
+        ["ml-brief", "busy-b", "0/1", "0", "Waiting"],
+    ], table.stdout
+    assert all(r[5].endswith("d") for r in rows), table.stdout  # AGE: days, as published
+    assert (names.exit_code, names.stdout.split()) == (
+        0,
+        ["modeldeployment.modelfleet.dev/busy-a", "modeldeployment.modelfleet.dev/busy-b"],
+    )
+    assert one.exit_code == 0, one.output
+    assert one.stdout.splitlines()[1].split()[:4] == ["busy-b", "0/1", "0", "Waiting"]
+    assert sorted(asked) == ["busy-a", "busy-b"]
+    assert wide.exit_code == 1, wide.output
+    wide_rows = sorted(line.split()[:4] for line in wide.stdout.splitlines()[1:])
+    assert wide_rows == [["busy-a", "1/2", "2", "Progressing"], ["busy-b", "0/1", "0", "Waiting"]]
+    errors = " ".join(wide.stderr.split())
+    for name in ("busy-a", "busy-b"):
+        assert f"modeldeployment.modelfleet.dev/{name} in namespace ml-brief did not answer" in (
+            errors
+        )
+    assert "Traceback" not in wide.output
