@@ -16,7 +16,9 @@ start and the end: this 2-core machine is shared, so read the figures with it.
         [--timeout 1800] [--startup 0.3] [--hold 0]
 
 ``--hold S`` keeps reading for S seconds once every deployment is Ready or Pending: the Pending
-ones keep trying to be placed (a pass a minute each), which is load too.
+ones keep trying to be placed (a pass a minute each), which is load too. ``--compare`` also
+times ``get deployments -A -o wide`` each round: the same list asking every deployment's
+workflow (the plain table reads visibility alone), a same-run comparison.
 """
 
 from __future__ import annotations
@@ -152,8 +154,11 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
     applied_at: float | None = None
     deadline = t0 + args.timeout
     settled_at: float | None = None
+    verbs: list[tuple[str, ...]] = [("get", "clusters"), ("get", "deployments", "-A")]
+    if args.compare:
+        verbs.append(("get", "deployments", "-A", "-o", "wide"))
     while time.monotonic() < deadline:
-        for verb in (("get", "clusters"), ("get", "deployments", "-A")):
+        for verb in verbs:
             start = time.monotonic()
             code, out = await cli(address, *verb)
             seconds = time.monotonic() - start
@@ -190,7 +195,7 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
     print(f"settled (every deployment Ready or Pending): {settled} {when}; ended at {end:.0f}s")
     print(f"final phases: {dict(sorted(final.items()))}")
     print(f"failed or timed-out workflow tasks: {dict(failed) or 'none'}")
-    for verb in ("get clusters", "get deployments -A"):
+    for verb in (" ".join(v) for v in verbs):
         times = [r.seconds for r in run.reads if r.verb == verb]
         failures = [r for r in run.reads if r.verb == verb and r.code != 0]
         over = sum(1 for t in times if t >= 10)
@@ -212,6 +217,9 @@ def main() -> None:
         "--hold", type=float, default=0, help="seconds to keep reading once settled"
     )
     parser.add_argument("--startup", type=float, default=0.3, help="pod start-up seconds")
+    parser.add_argument(
+        "--compare", action="store_true", help="also time get deployments -A -o wide (queries)"
+    )
     raise SystemExit(asyncio.run(bench(parser.parse_args())))
 
 
