@@ -22,10 +22,14 @@ The environment is ``crash_env``'s (its own dev server, the simulated quickstart
 worker process that can be SIGKILLed), with the front door on h100-east. The bad images are the
 simulator's per-image faults (the never-ready image cannot be pulled: the registry says it is
 not there).
-Deployments keep the product's defaults (``minReadySeconds`` 30 s, ``maxSurge`` 1,
-``maxUnavailable`` unset: 1 for two replicas) except ``progressDeadlineSeconds``: 30 s here
-(see ``PROGRESS_DEADLINE``) for the cases that do not need the default to make their point.
-Waits are on conditions, bounded; the load is paced.
+Deployments keep the product's defaults (``maxSurge`` 1, ``maxUnavailable`` unset: 1 for two
+replicas) except ``progressDeadlineSeconds``: 30 s here (see ``PROGRESS_DEADLINE``) for the
+cases that do not need the default to make their point, and what ``Knobs`` sets: the test
+modules run with ``TEST_KNOBS`` (``minReadySeconds`` 20 s, the slow crasher crashing 100 s after
+each start: the same behaviour in less time), ``bench/bad_engine_figures.py`` with
+``DEFAULT_KNOBS`` (the product's ``minReadySeconds`` 30 s, a crash 150 s after each start) and
+prints the figures ``docs/operations.md`` quotes. Waits are on conditions, bounded; the load is
+paced.
 """
 
 from __future__ import annotations
@@ -101,6 +105,47 @@ class Case:
     front_door_faults: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """What sets the pace of a run: the deployments' ``minReadySeconds`` and how long the slow
+    crasher serves after each start (it must outlive ``minReadySeconds`` and the roll, so that
+    only the rollback window can catch it)."""
+
+    min_ready_seconds: int = Strategy().min_ready_seconds  # the product's default, 30
+    slow_crash_after: float = 150.0
+
+    @property
+    def slow_crash_limit(self) -> float:
+        # The slow crasher's crash, then its crash loop and the rollback (180 s, as with 150).
+        return self.slow_crash_after + 180.0
+
+
+DEFAULT_KNOBS = Knobs()
+# The roll with minReadySeconds 20 s takes about 60 s on a loaded machine: 100 s of serving
+# after each start outlives it and minReadySeconds, as 150 s outlives the default's 80 s.
+# minReadySeconds is also the 5xx image's sample: at 5 requests/s over three endpoints, about
+# 33 answers, well above the 20 the error check needs (``ERROR_SAMPLE``).
+TEST_KNOBS = Knobs(min_ready_seconds=20, slow_crash_after=100.0)
+
+
+def cases(knobs: Knobs) -> list[Case]:
+    """``CASES`` with ``knobs``' slow crasher."""
+    return [
+        replace(
+            c,
+            fault={"crash_after_seconds": knobs.slow_crash_after},
+            limit=knobs.slow_crash_limit,
+        )
+        if c.name == "slow-crash"
+        else c
+        for c in CASES
+    ]
+
+
+def image_faults(knobs: Knobs) -> dict[str, dict[str, Any]]:
+    return {c.image: c.fault for c in cases(knobs) if c.fault}
+
+
 CASES = [
     # Ready, then crashes 5 s later, again after each restart: inside its minReadySeconds.
     Case("crash-loop", "vllm/vllm-openai:v0.23.0-crashloop", {"crash_after_seconds": 5}),
@@ -129,13 +174,14 @@ CASES = [
         visible="ready",
         because="requests with 5xx",
     ),
-    # Serves 150 s after each start: it outlives minReadySeconds and the roll (about 80 s),
-    # then crash-loops; the rollback window (600 s after the roll) catches it.
+    # Serves 150 s after each start (``Knobs.slow_crash_after``): it outlives minReadySeconds
+    # and the roll (about 80 s with the default 30 s), then crash-loops; the rollback window
+    # (600 s after the roll) catches it.
     Case(
         "slow-crash",
         "vllm/vllm-openai:v0.23.0-slowcrash",
-        {"crash_after_seconds": 150},
-        limit=330.0,
+        {"crash_after_seconds": DEFAULT_KNOBS.slow_crash_after},
+        limit=DEFAULT_KNOBS.slow_crash_limit,
         because="within its rollback window",
     ),
 ]
@@ -150,7 +196,6 @@ KILLED_CASES = [
     for c in [*CASES, GOOD_CASE]
     if c.name in ("crash-loop", "rejected-args", "never-ready", "errors-20pct", "good-image")
 ]
-IMAGE_FAULTS = {c.image: c.fault for c in CASES if c.fault}
 
 
 @dataclass
@@ -191,10 +236,12 @@ class Figures:
         )
 
 
-def _deployment(name: str, ns: str, image: str, region: str, replicas: int) -> ModelDeployment:
+def _deployment(
+    name: str, ns: str, image: str, region: str, replicas: int, knobs: Knobs
+) -> ModelDeployment:
     md = deployment(name, ns, replicas=replicas, image=image)
     md.spec.template.spec.cluster_selector = ClusterSelector(match_labels={"region": region})
-    md.spec.strategy.min_ready_seconds = 30  # the default (the helper shortens it)
+    md.spec.strategy.min_ready_seconds = knobs.min_ready_seconds  # (the helper shortens it)
     md.spec.strategy.progress_deadline_seconds = PROGRESS_DEADLINE
     return md
 
@@ -363,13 +410,15 @@ class OneKill:
             await self.env.start_worker()
 
 
-async def run_change(env: CrashEnv, case: Case, kill: OneKill | None = None) -> Figures:
+async def run_change(
+    env: CrashEnv, case: Case, kill: OneKill | None = None, knobs: Knobs = TEST_KNOBS
+) -> Figures:
     """Apply ``case``'s change to a Ready 2-replica deployment under load; its figures. With
     ``kill``, the change waits for the batch's other cases and the worker is SIGKILLed once
     every one of them is rolling."""
     ns = f"fig-{case.name}"
     figures = Figures(case.name)
-    md = _deployment("m", ns, OLD_IMAGE, "us-east", 2)
+    md = _deployment("m", ns, OLD_IMAGE, "us-east", 2, knobs)
     figures.floor = md.spec.replicas - md.spec.strategy.unavailable(md.spec.replicas)
     load: Load | None = None
     killer: asyncio.Task[str] | None = None
@@ -496,7 +545,7 @@ async def run_change(env: CrashEnv, case: Case, kill: OneKill | None = None) -> 
         await _delete(env, ns, ["m"])
 
 
-async def run_dark(env: CrashEnv) -> Figures:
+async def run_dark(env: CrashEnv, knobs: Knobs = TEST_KNOBS) -> Figures:
     """A service over one replica on h100-east and one on l4-dev; l4-dev goes dark (its API
     and its engines answer nothing: connections drop) under load."""
     ns = "fig-dark"
@@ -504,8 +553,8 @@ async def run_dark(env: CrashEnv) -> Figures:
     load: Load | None = None
     try:
         await asyncio.gather(
-            apply_resource(env.temporal, _deployment("near", ns, OLD_IMAGE, "us-east", 1)),
-            apply_resource(env.temporal, _deployment("far", ns, OLD_IMAGE, "us-central", 1)),
+            apply_resource(env.temporal, _deployment("near", ns, OLD_IMAGE, "us-east", 1, knobs)),
+            apply_resource(env.temporal, _deployment("far", ns, OLD_IMAGE, "us-central", 1, knobs)),
         )
         await asyncio.gather(
             env.wait_status(ns, "near", all_ready(1), 120, "Ready"),
@@ -567,12 +616,13 @@ async def _true(value: bool) -> bool | None:
 
 
 @contextlib.asynccontextmanager
-async def figures_env(state_dir: Path) -> AsyncIterator[CrashEnv]:
-    """crash_env's stack with the bad images' faults on every cluster and the front door on
-    GATEWAY_CLUSTER: each figures module has one of its own, so they can run side by side."""
+async def figures_env(state_dir: Path, knobs: Knobs = TEST_KNOBS) -> AsyncIterator[CrashEnv]:
+    """crash_env's stack with the bad images' faults (``knobs``' slow crasher) on every cluster
+    and the front door on GATEWAY_CLUSTER: each figures module has one of its own, so they can
+    run side by side."""
     async with crash_env(state_dir, startup_seconds=STARTUP_SECONDS) as e:
         for cluster in e.fleet.cluster_names:
-            e.fleet.update_faults(cluster, {"image_faults": IMAGE_FAULTS})
+            e.fleet.update_faults(cluster, {"image_faults": image_faults(knobs)})
         await apply_resource(
             e.temporal,
             parse_resource(
