@@ -22,9 +22,11 @@ from unreachable import bounds, hang_and_fail_over, two_clusters
 
 from modelfleet.worker.tuning import Tuning
 
-# Probe every 5 s (not 15), NotReady after 2 failed probes (not 3), re-placement 20 s after the
-# first failed probe (not 120): each step of the defaults' path, in under half the time.
-TUNING = Tuning(probe_interval_seconds=5, failure_threshold=2, not_ready_grace_seconds=20)
+# Probe every 5 s (not 15), NotReady at the first failed probe (not the third: a hanging probe
+# takes its whole 35 s budget, each one more costs 40 s here; ``test_dark_cluster`` shows a
+# threshold of 2), re-placement 30 s after the first failed probe (not 120), long enough to read
+# the Unknown replica with ``get replicas`` first: the defaults' path in about half the time.
+TUNING = Tuning(probe_interval_seconds=5, failure_threshold=1, not_ready_grace_seconds=30)
 BOUNDS = bounds(TUNING)
 
 
