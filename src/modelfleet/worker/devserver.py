@@ -185,8 +185,8 @@ async def _start_once(
     deadline = time.monotonic() + ready_timeout
     while True:
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise DevServerError(f"the Temporal dev server exited at start:\n{tail}")
+            report = exit_report(log_path.read_text(errors="replace"))
+            raise DevServerError(f"the Temporal dev server exited at start:\n{report}")
         try:
             client = await Client.connect(server.address)
             await client.workflow_service.get_system_info(GetSystemInfoRequest())
@@ -201,6 +201,14 @@ async def _start_once(
             continue
         _check_ours(server, port)
         return server
+
+
+def exit_report(log: str, tail: int = 2000) -> str:
+    """Why a server that exited at start did: its first error lines, then the log's tail. A
+    failed bind is logged first and the Go panic it causes fills the tail, so the tail alone
+    hides the "address already in use" that ``start_dev_server`` picks another port on."""
+    errors = [line for line in log.splitlines() if "level=ERROR" in line][:3]
+    return "\n".join([*errors, log[-tail:]])
 
 
 def _check_ours(server: DevServer, port: int) -> None:
