@@ -64,7 +64,9 @@ def fake_fleet(monkeypatch: pytest.MonkeyPatch) -> None:
     async def connect(_: object) -> object:
         return object()
 
-    async def fetch(_: object, kind: str, namespace: str | None, names: list[str]) -> list[Any]:
+    async def fetch(
+        _: object, kind: str, namespace: str | None, names: list[str], *, brief: bool = False
+    ) -> list[Any]:
         items = FLEET.get(kind, [])
         return [i for i in items if not names or i.name in names]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,31 @@ class Poller:
     @workflow.run
     async def run(self) -> None:
         return None
+
+
+def _get(address: str) -> Callable[..., Any]:
+    """``modelfleet get ARGS`` in process against ``address``, wide enough for every column."""
+
+    def get(*args: str) -> Any:
+        return CliRunner().invoke(app, ["--address", address, "get", *args], env={"COLUMNS": "200"})
+
+    return get
+
+
+async def _two_rows(
+    get: Callable[..., Any], *args: str, namespace: str | None = None
+) -> tuple[Any, list[list[str]]]:
+    """The first ``get ARGS`` listing two rows (of ``namespace`` when given, its first column),
+    or the last one tried after 60 s: visibility lags a start by well under a second."""
+    deadline = time.monotonic() + 60
+    while True:
+        result = await asyncio.to_thread(get, *args)
+        rows = [line.split() for line in result.stdout.splitlines()[1:]]
+        if namespace is not None:
+            rows = [r for r in rows if r[0] == namespace]
+        if len(rows) == 2 or time.monotonic() > deadline:
+            return result, rows
+        await asyncio.sleep(0.2)
 
 
 async def _start(
@@ -107,27 +133,15 @@ async def test_one_silent_deployment_does_not_take_the_list_down(
     await _start(dev_client, "answers", "Ready")
     await _start(dev_client, "silent", "Progressing")
 
-    def get(*args: str) -> Any:
-        return CliRunner().invoke(
-            app,
-            ["--address", address, "get", "deployments", "-n", "ml", *args],
-            env={"COLUMNS": "200"},
-        )
-
+    get = _get(address)
     async with Worker(
         dev_client,
         task_queue=TASK_QUEUE,
         workflows=[Poller],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
-        while True:
-            result = await asyncio.to_thread(get)
-            rows = [line.split() for line in result.stdout.splitlines()[1:]]
-            if len(rows) == 2 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.2)
-        as_yaml = await asyncio.to_thread(get, "-o", "yaml")
+        result, rows = await _two_rows(get, "deployments", "-n", "ml")
+        as_yaml = await asyncio.to_thread(get, "deployments", "-n", "ml", "-o", "yaml")
 
     assert result.exit_code == 1, result.output
     assert sorted(r[:4] for r in rows) == [
@@ -164,27 +178,14 @@ async def test_the_plain_list_needs_no_workflow_to_answer(
     await _start(dev_client, "busy-a", "Progressing", (1, 2, 2), ns="ml-brief")
     await _start(dev_client, "busy-b", "Waiting", (0, 1, 0), ns="ml-brief")
 
-    def get(*args: str) -> Any:
-        return CliRunner().invoke(
-            app,
-            ["--address", address, "get", *args],
-            env={"COLUMNS": "200"},
-        )
-
+    get = _get(address)
     async with Worker(
         dev_client,
         task_queue=TASK_QUEUE,
         workflows=[Poller],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
-        while True:
-            table = await asyncio.to_thread(get, "deployments", "-A")
-            rows = [line.split() for line in table.stdout.splitlines()[1:]]
-            rows = [r for r in rows if r[0] == "ml-brief"]
-            if len(rows) == 2 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.2)
+        table, rows = await _two_rows(get, "deployments", "-A", namespace="ml-brief")
         names = await asyncio.to_thread(get, "md", "-n", "ml-brief", "-o", "name")
         one = await asyncio.to_thread(get, "md", "busy-b", "-n", "ml-brief")
         assert asked == []  # not one query so far

@@ -35,7 +35,7 @@ from modelfleet.cli.output import (
     print_structured,
     print_table,
 )
-from modelfleet.cli.resources import BRIEF, connect_with_worker, fetch, missing
+from modelfleet.cli.resources import connect_with_worker, fetch, missing
 from modelfleet.cli.selectors import Requirement, matches, parse_selector
 from modelfleet.cli.targets import (
     Namespace,
@@ -220,11 +220,8 @@ async def read(
         namespaced = is_namespaced(kind)
         scope = None if all_namespaces or not namespaced else ns.name
         # A label selector needs the labels, which only the workflows' specs hold.
-        token = BRIEF.set(brief and not selector)
-        try:
-            items = await fetch(client, kind, scope, names)
-        finally:
-            BRIEF.reset(token)
+        # A label selector needs the labels, which only the workflows' specs hold.
+        items = await fetch(client, kind, scope, names, brief=brief and not selector)
         items = [i for i in items if matches(selector, i.labels)]
         found.extend(items)
         where = ns.described() if namespaced and not all_namespaces else ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -247,24 +246,23 @@ async def cluster_status(client: Client, name: str) -> ClusterStatus:
     return status
 
 
-# Set while a read needs only what the plain table and ``-o name`` show (``get`` sets it): kinds
-# with a brief reader then answer from visibility, asking no workflow. A context variable, not
-# a parameter, so ``fetch`` keeps the one signature every caller (and test double) knows.
-BRIEF: contextvars.ContextVar[bool] = contextvars.ContextVar("brief_reads", default=False)
-
-
 async def fetch(
-    client: Client, kind: str, namespace: str | None, names: Sequence[str] = ()
+    client: Client,
+    kind: str,
+    namespace: str | None,
+    names: Sequence[str] = (),
+    *,
+    brief: bool = False,
 ) -> list[Fetched]:
     """Every live resource of ``kind`` (in ``namespace``, or all when None), optionally only
-    the ``names`` given; sorted by namespace, then name. Under ``BRIEF``: only what the plain
-    table and ``-o name`` show, from visibility where the kind can (no workflow query)."""
+    the ``names`` given; sorted by namespace, then name. ``brief``: only what the plain table
+    and ``-o name`` show, from visibility where the kind can (no workflow query)."""
     from modelfleet.cli.kinds import spec_of  # the registry names this module's readers
 
     spec = spec_of(kind)
     if spec.fetch is None:
         raise UsageError(f"{kind} is not orchestrated yet: nothing of that kind runs")
-    reader = spec.brief if BRIEF.get() and spec.brief is not None else spec.fetch
+    reader = spec.brief if brief and spec.brief is not None else spec.fetch
     items = await reader(client, namespace, set(names))
     return sorted(items, key=lambda f: (f.namespace, f.name))
 
