@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from temporalio import workflow
@@ -315,7 +316,43 @@ def placers_in_process(
     return asyncio.run(go())
 
 
-async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -> None:
+async def placement_after_restart(
+    client: Client, fleet_id: str, restart: Callable[[], Awaitable[None]]
+) -> None:
+    """The worker-restart figure of item 2: the Fleet's worker is stopped and a new one started
+    (an empty workflow cache, so the Fleet's next task replays its current run), and a worker
+    copy that never read the fleet (as every copy after a restart) places one more deployment;
+    timed from the restart to the answer, with the new worker's tasks timed from the history."""
+    await restart()
+    restarted = time.time()
+    started = time.perf_counter()
+    placer = FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id)
+    response = await placer.place(
+        PlaceRequest(
+            request_id="after-restart",
+            deployment=one_gpu_deployment("after-restart", "team-0"),
+            desired=2,
+        )
+    )
+    took = time.perf_counter() - started
+    assert len(response.placed) == 2, response.summary
+    history = await client.get_workflow_handle(fleet_id).fetch_history()
+    after = [e for e in history.events if e.event_time.ToDatetime().timestamp() >= restarted]
+    times, failed = task_times(after)
+    shown = ", ".join(f"{t:.0f}" for t in times)
+    print(
+        f"after a worker restart: 2 more placed in {took:.2f} s (target 5 s; a fresh copy's "
+        f"whole reads: {placer.whole_reads}); the new worker's Fleet tasks: {shown} ms (the "
+        f"first replays the run); failed or timed out: {failed}"
+    )
+
+
+async def run_task_times(
+    client: Client,
+    queue: str,
+    args: argparse.Namespace,
+    restart: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     clusters, replicas = args.clusters, args.replicas
     nodes = nodes_per_pool(clusters, replicas, 0)
     hogs = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.stress)]
@@ -393,6 +430,8 @@ async def run_task_times(client: Client, queue: str, args: argparse.Namespace) -
         for ms, what in sorted(slow, reverse=True)[:5]:
             print(f"  slowest: {ms:.0f} ms, {what}")
         print(f"after: {load()}")
+        if restart is not None:
+            await placement_after_restart(client, fleet_id, restart)
         await handle.terminate()
     finally:
         for hog in hogs:
@@ -424,15 +463,33 @@ async def main() -> None:
             client = await Client.connect(server.address, data_converter=pydantic_data_converter)
             args.address = server.address
             queue = f"bench-fleet-{uuid.uuid4().hex[:6]}"
-            async with Worker(
-                client,
-                task_queue=queue,
-                workflows=[FleetWorkflow, EchoWorkflow],
-                max_concurrent_workflow_tasks=4,
-            ):
-                if args.task_times:
-                    await run_task_times(client, queue, args)
-                    return
+
+            def fleet_worker() -> Worker:
+                return Worker(
+                    client,
+                    task_queue=queue,
+                    workflows=[FleetWorkflow, EchoWorkflow],
+                    max_concurrent_workflow_tasks=4,
+                )
+
+            if args.task_times:
+                worker = fleet_worker()
+                running = asyncio.create_task(worker.run())
+
+                async def restart() -> None:
+                    nonlocal worker, running
+                    await worker.shutdown()
+                    await running
+                    worker = fleet_worker()
+                    running = asyncio.create_task(worker.run())
+
+                try:
+                    await run_task_times(client, queue, args, restart)
+                finally:
+                    await worker.shutdown()
+                    await running
+                return
+            async with fleet_worker():
                 for clusters, replicas in configs:
                     await run_config(client, queue, clusters, replicas, args.placements)
         finally:
