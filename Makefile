@@ -42,6 +42,9 @@ contracts: $(STAMP)
 # Six took 10:35-11:14, but in 1 of 4 runs a workflow test's task missed the SDK's 2 s deadlock
 # check with the cores saturated (load average 3.9) and hung until the hang guard failed it:
 # TEST_PROCESSES=6 on a quiet machine, 2 on one shared with other work.
+# Integration files also take one of MODELFLEET_TEST_SLOTS machine-wide slots (default two per
+# core, tests/machine_slots.py): a second test run beside this one waits for slots instead of
+# doubling the stacks the cores carry.
 # Bytecode caches on even where the environment turns them off (PYTHONDONTWRITEBYTECODE, as on
 # this machine): every xdist process collects all test files (assertion rewriting: 14 CPU-s a
 # process uncached, 7.5 cached) and each CLI subprocess the tests start compiles src afresh.

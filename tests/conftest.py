@@ -4,7 +4,9 @@ a rootdir conftest), registered here before the command line is parsed:
 - ``hang_guard``: a hang anywhere fails its test within the time limit (``timeout`` in
   pyproject.toml) with every thread's stack, and the run goes on; the harness tests load it into
   pytests of their own (``-p hang_guard``);
-- ``file_order``: test files slowest first, so that the xdist processes finish together.
+- ``file_order``: test files slowest first, so that the xdist processes finish together;
+- ``machine_slots``: integration files take one of a few machine-wide slots, so that two test
+  runs on one machine share it instead of overloading it.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import pytest
 
 import file_order
 import hang_guard
+import machine_slots
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    for plugin in (hang_guard, file_order):
+    for plugin in (hang_guard, file_order, machine_slots):
         if not pluginmanager.is_registered(plugin):
             pluginmanager.register(plugin)  # its own pytest_addoption runs now
 
