@@ -327,14 +327,25 @@ async def placement_after_restart(
     restarted = time.time()
     started = time.perf_counter()
     placer = FleetActivities(client, copy=FleetMirror(), fleet_id=fleet_id)
-    response = await placer.place(
-        PlaceRequest(
-            request_id="after-restart",
-            deployment=one_gpu_deployment("after-restart", "team-0"),
-            desired=2,
-        )
+    request = PlaceRequest(
+        request_id="after-restart",
+        deployment=one_gpu_deployment("after-restart", "team-0"),
+        desired=2,
     )
+    # Asked again after an error, as the activity's retries would (same request ID).
+    errors: list[str] = []
+    while True:
+        try:
+            response = await placer.place(request)
+            break
+        except Exception as err:
+            errors.append(f"{time.perf_counter() - started:.1f} s: {str(err)[:100]}")
+            if len(errors) >= 10:
+                raise
+            await asyncio.sleep(1)
     took = time.perf_counter() - started
+    for error in errors:
+        print(f"  after the restart, a failed try at {error}")
     assert len(response.placed) == 2, response.summary
     history = await client.get_workflow_handle(fleet_id).fetch_history()
     after = [e for e in history.events if e.event_time.ToDatetime().timestamp() >= restarted]
