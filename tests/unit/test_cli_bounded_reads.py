@@ -17,7 +17,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from modelfleet.api.clusters import InferenceCluster
 from modelfleet.api.loading import load_paths
 from modelfleet.cli import clusters, columns
-from modelfleet.cli.errors import NoWorkerError
+from modelfleet.cli.errors import CliError, NoWorkerError
 from modelfleet.cli.get import parse_output
 from modelfleet.cli.resources import brief_row
 from modelfleet.contracts import search
@@ -146,3 +146,59 @@ async def test_get_clusters_lists_every_cluster_when_one_workflow_does_not_answe
     assert (items[answers.name].error, items[answers.name].status["phase"]) == ("", "Ready")
     assert items[silent.name].error == "no worker answered a query within 8s"
     assert items[silent.name].status["phase"] == "Provisioning"  # as it last published
+
+
+def test_a_cluster_row_from_visibility_alone_shows_the_fleet_columns_unknown() -> None:
+    run = _run(
+        "cluster/east",
+        [
+            SearchAttributePair(search.NAME, "east"),
+            SearchAttributePair(search.PHASE, "Provisioning"),
+            SearchAttributePair(search.CREATED, T0),
+        ],
+    )
+    item = clusters.published_cluster(run, "the Fleet workflow did not answer: busy")
+    assert (item.name, item.created, item.source_error, item.error) == (
+        "east", T0, "the Fleet workflow did not answer: busy", "",
+    )  # fmt: skip
+    assert "spec" not in item.manifest  # nothing the Fleet holds is made up
+    assert item.manifest["metadata"]["creationTimestamp"] == "2026-11-28T12:00:00Z"
+    u = "<unknown>"
+    assert _plain(columns.row(item, wide=True, all_namespaces=False, now=T0)) == [
+        "east", u, "Provisioning", u, u, u, "0s", u, u,
+    ]  # fmt: skip
+    older = clusters.published_cluster(_run("cluster/west", []), "why")
+    assert (older.name, older.created) == ("west", run.start_time)  # no published creation
+    assert _plain(columns.row(older, wide=False, all_namespaces=False, now=T0))[2] == u
+
+
+def test_the_fleet_silent_line_names_the_missing_columns() -> None:
+    from modelfleet.cli.cluster_view import fleet_silent
+
+    line = fleet_silent("no worker answered a query within 8s")
+    assert line.startswith("the Fleet workflow did not answer: no worker answered")
+    assert line.endswith("SOURCE, STEP, POOLS, FREE, GATEWAY, REASON are <unknown>")
+
+
+async def test_get_clusters_falls_back_to_visibility_when_the_fleet_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def fleet_state(client: Any) -> Any:
+        raise NoWorkerError("no worker answered a query to the Fleet workflow within 8s")
+
+    async def running(client: Any, kind: str) -> list[Any]:
+        assert kind == "InferenceCluster"
+        return [_run("cluster/a", [SearchAttributePair(search.PHASE, "Ready")])]
+
+    monkeypatch.setattr(clusters, "fleet_state", fleet_state)
+    monkeypatch.setattr(clusters, "running", running)
+    (item,) = await clusters.fetch_clusters(object(), set())  # type: ignore[arg-type]
+    assert (item.name, item.status["phase"]) == ("a", "Ready")
+    assert "the Fleet workflow did not answer: no worker answered" in item.source_error
+
+    async def nothing(client: Any, kind: str) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(clusters, "running", nothing)
+    with pytest.raises(CliError, match=r"Fleet workflow did not answer.*no cluster workflow runs"):
+        await clusters.fetch_clusters(object(), set())  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ deployment is a workflow on a task queue nobody polls, so its queries time out."
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -27,11 +28,11 @@ from typer.testing import CliRunner
 
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.loading import load_paths
-from modelfleet.cli import resources
+from modelfleet.cli import clusters, resources
 from modelfleet.cli.main import app
 from modelfleet.contracts import search
 from modelfleet.contracts.activity_names import TASK_QUEUE
-from modelfleet.contracts.ids import deployment_id
+from modelfleet.contracts.ids import FLEET_ID, cluster_id, deployment_id
 from modelfleet.contracts.status import DeploymentStatus
 
 QWEN = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qwen3-8b.yaml"
@@ -213,3 +214,100 @@ async def test_the_plain_list_needs_no_workflow_to_answer(
             errors
         )
     assert "Traceback" not in wide.output
+
+
+async def _start_cluster(client: Client, name: str, phase: str, created: datetime | None) -> None:
+    """A cluster-kind workflow on a queue nobody polls, published as a cluster workflow does."""
+    published: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(search.KIND, "InferenceCluster"),
+        SearchAttributePair(search.NAME, name),
+        SearchAttributePair(search.CLUSTERS, [name]),
+        SearchAttributePair(search.PHASE, phase),
+    ]
+    if created is not None:
+        published.append(SearchAttributePair(search.CREATED, created))
+    await client.start_workflow(
+        "InferenceCluster",
+        id=cluster_id(name),
+        task_queue=f"nobody-{uuid.uuid4().hex[:6]}",
+        search_attributes=TypedSearchAttributes(published),
+    )
+
+
+async def test_get_clusters_when_the_fleet_does_not_answer(
+    dev_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Fleet (and every cluster workflow) on a queue nobody polls: ``get clusters`` lists
+    the running cluster workflows from visibility (NAME, the PHASE each published, AGE from
+    its published creation time), the Fleet-only columns ``<unknown>``, one error line saying
+    so, exit 1; no cluster workflow is asked. ``-o name`` prints the names, ``-o json`` leaves
+    the rows out rather than invent a spec, ``describe`` shows what is published and exits 1."""
+    address = dev_client.service_client.config.target_host
+    monkeypatch.setattr(resources, "QUERY_TIMEOUT", resources.timedelta(seconds=1))
+    asked: list[str] = []
+
+    async def status(client: Client, name: str) -> Any:
+        asked.append(name)
+        raise AssertionError("a cluster workflow was asked")
+
+    monkeypatch.setattr(clusters, "cluster_status", status)
+    await dev_client.start_workflow(
+        "FleetWorkflow", id=FLEET_ID, task_queue=f"nobody-{uuid.uuid4().hex[:6]}"
+    )
+    await _start_cluster(dev_client, "east", "Ready", CREATED)
+    await _start_cluster(dev_client, "west", "Provisioning", None)
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(app, ["--address", address, *args], env={"COLUMNS": "200"})
+
+    async with Worker(
+        dev_client,
+        task_queue=TASK_QUEUE,
+        workflows=[Poller],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
+        while True:
+            table = await asyncio.to_thread(cli, "get", "clusters")
+            rows = [line.split() for line in table.stdout.splitlines()[1:]]
+            if len(rows) == 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        wide = await asyncio.to_thread(cli, "get", "clusters", "-o", "wide")
+        one = await asyncio.to_thread(cli, "get", "cluster", "west")
+        names = await asyncio.to_thread(cli, "get", "clusters", "-o", "name")
+        as_json = await asyncio.to_thread(cli, "get", "clusters", "-o", "json")
+        described = await asyncio.to_thread(cli, "describe", "cluster", "east")
+
+    assert table.exit_code == 1, table.output
+    assert table.stdout.split()[:7] == ["NAME", "SOURCE", "PHASE", "STEP", "POOLS", "FREE", "AGE"]
+    unknown = "<unknown>"
+    assert [r[:6] for r in rows] == [
+        ["east", unknown, "Ready", unknown, unknown, unknown],
+        ["west", unknown, "Provisioning", unknown, unknown, unknown],
+    ], table.stdout
+    assert rows[0][6].endswith("d"), table.stdout  # AGE: days, from the published creation
+    errors = " ".join(table.stderr.split())
+    assert errors.count("Error from server (Unavailable)") == 1, table.stderr
+    assert "the Fleet workflow did not answer: no worker answered a query" in errors
+    assert "SOURCE, STEP, POOLS, FREE, GATEWAY, REASON are <unknown>" in errors
+    assert "Traceback" not in table.output
+    assert wide.exit_code == 1
+    assert [line.split()[7:] for line in wide.stdout.splitlines()[1:]] == [[unknown] * 2] * 2
+    assert (one.exit_code, one.stdout.splitlines()[1].split()[:3]) == (
+        1,
+        ["west", unknown, "Provisioning"],
+    )
+    assert (names.exit_code, names.stdout.split()) == (
+        1,
+        ["inferencecluster.modelfleet.dev/east", "inferencecluster.modelfleet.dev/west"],
+    )
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["items"] == []  # nothing made up
+    assert "the Fleet workflow did not answer" in " ".join(as_json.stderr.split())
+    assert described.exit_code == 1, described.output
+    assert "InferenceCluster east  Ready (as last published)" in described.stdout
+    assert "Created: 2026-11-01T00:00:00Z" in described.stdout
+    assert "the Fleet workflow did not answer" in " ".join(described.stderr.split())
+    assert "Traceback" not in described.output
+    assert asked == []

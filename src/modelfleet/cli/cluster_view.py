@@ -17,6 +17,10 @@ from modelfleet.cli.output import console, print_table
 
 HEADER = ("NAME", "SOURCE", "PHASE", "STEP", "POOLS", "FREE", "AGE")
 WIDE = ("GATEWAY", "REASON")
+# A cell nobody could read now, as kubectl prints one.
+UNKNOWN = "<unknown>"
+# The columns only the Fleet's record and the cluster workflow's answer hold.
+_FLEET_ONLY = ("SOURCE", "STEP", "POOLS", "FREE", *WIDE)
 PHASE_COLOURS = {
     "Ready": "green",
     "Failed": "red",
@@ -27,8 +31,22 @@ PHASE_COLOURS = {
 }
 
 
+def fleet_silent(reason: str) -> str:
+    """The one line ``get clusters`` prints when the Fleet did not answer: what the rows are
+    and which of their columns nobody could read."""
+    return (
+        f"the Fleet workflow did not answer: {reason}; each row is what its cluster workflow "
+        f"published (NAME, PHASE, AGE), and {', '.join(_FLEET_ONLY)} are {UNKNOWN}"
+    )
+
+
 def cells(item: Fetched, age: str, wide: bool) -> list[str]:
     status = item.status
+    if item.source_error:  # visibility alone: the name, the published phase and the age
+        phase = coloured(str(status.get("phase") or UNKNOWN))
+        return [item.name, UNKNOWN, phase, UNKNOWN, UNKNOWN, UNKNOWN, age] + (
+            [UNKNOWN, UNKNOWN] if wide else []
+        )
     out = [
         item.name,
         str(status.get("source", "")),
@@ -184,6 +202,16 @@ def describe_cluster(item: Fetched, workflow_url: str, now: datetime) -> None:
     console.print("\n[bold]Conditions[/]")
     for c in status.get("conditions", []):
         console.print(f"  {c['type']}={c['status']} ({c['reason']}) {escape(c['message'])}")
+
+
+def describe_published_cluster(item: Fetched, workflow_url: str) -> None:
+    """A cluster as visibility holds it (the Fleet did not answer): its published phase, its
+    creation time and where to look; the caller says why the rest is missing."""
+    phase = str(item.status.get("phase") or UNKNOWN)
+    console.print(f"[bold]InferenceCluster {item.name}[/]  {coloured(phase)} (as last published)")
+    created = item.manifest.get("metadata", {}).get("creationTimestamp") or UNKNOWN
+    console.print(f"Created: {created}")
+    console.print(f"Workflow: {workflow_url}", soft_wrap=True)
 
 
 def queue_line(queue: dict[str, Any]) -> str:

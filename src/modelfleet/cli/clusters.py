@@ -19,7 +19,9 @@ from temporalio.service import RPCError
 
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelReplica
+from modelfleet.api.meta import API_VERSION
 from modelfleet.applying.deleting import still_runs
+from modelfleet.cli.cluster_view import fleet_silent
 from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import Fetched, _with_server_fields
 from modelfleet.cli.output import console
@@ -27,6 +29,7 @@ from modelfleet.cli.resources import (
     ROW_READS,
     cluster_status,
     fleet_state,
+    is_running,
     placed_replicas,
     running,
 )
@@ -49,12 +52,23 @@ async def _status_or_none(client: Client, name: str) -> ClusterStatus | str | No
         return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
 
 
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+
+
 async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
     """Every cluster the Fleet holds (or the ``wanted`` ones), with its workflow's status. A
     cluster workflow that cannot answer now (busy worker, failing task) does not fail the
     list: its row is the Fleet's record with the phase the workflow last published (search
-    attribute) and the reason, and ``get`` exits 1 after printing every row."""
-    view, classes = await fleet_state(client)
+    attribute) and the reason, and ``get`` exits 1 after printing every row. The Fleet not
+    answering (each of its queries is bounded) does not fail it either: the rows are then
+    what visibility holds (``published_clusters``)."""
+    try:
+        view, classes = await fleet_state(client)
+    except NotFoundError:
+        raise
+    except (CliError, RPCError, WorkflowQueryFailedError) as exc:
+        return await published_clusters(client, wanted, _reason(exc))
     records = [r for r in view.clusters if not wanted or r.spec.name in wanted]
     if not records:
         return []
@@ -74,7 +88,7 @@ async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
         # The workflow keeps the cluster's creation time across continue-as-new.
         created = status.created if status is not None and status.created else None
         if created is None and run is not None:
-            created = run.start_time
+            created = run.typed_search_attributes.get(search.CREATED) or run.start_time
         item = cluster_resource(record, status, free.get(record.spec.name), classes, created)
         if isinstance(answer, str):
             published = run.typed_search_attributes.get(search.PHASE) if run else None
@@ -83,6 +97,39 @@ async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
             item.error = answer
         out.append(item)
     return out
+
+
+async def published_clusters(client: Client, wanted: set[str], reason: str) -> list[Fetched]:
+    """The running cluster workflows as visibility holds them (a named one: its own record,
+    which needs no workflow task either), each a row of its name, published phase and creation
+    time carrying why the Fleet did not answer. None running: the Fleet's silence is the
+    answer (an error), not an empty list."""
+    if wanted:
+        found = [await is_running(client, cluster_id(n)) for n in sorted(wanted)]
+        runs = [w for w in found if w is not None]
+    else:
+        runs = await running(client, "InferenceCluster")
+    if not runs:
+        raise CliError(
+            f"the Fleet workflow did not answer: {reason}; and no cluster workflow runs that "
+            "visibility could list instead"
+        )
+    return [published_cluster(w, fleet_silent(reason)) for w in runs]
+
+
+def published_cluster(run: Any, why: str) -> Fetched:
+    """One cluster from visibility alone: nothing the Fleet or the workflow would say is
+    guessed (no spec, no pools: ``-o json|yaml`` leave it out, the table shows them unknown)."""
+    attrs = run.typed_search_attributes
+    name = attrs.get(search.NAME) or run.id.split("/", 1)[1]
+    # Published at the run's start and kept across continue-as-new; older workers did not.
+    created = attrs.get(search.CREATED) or run.start_time
+    manifest = _with_server_fields(
+        {"apiVersion": API_VERSION, "kind": "InferenceCluster", "metadata": {"name": name}},
+        created,
+        {"phase": attrs.get(search.PHASE) or ""},
+    )
+    return Fetched("InferenceCluster", name, "", manifest, created, {}, source_error=why)
 
 
 def _free(

@@ -18,7 +18,7 @@ from modelfleet.admission.state import SlotsView
 from modelfleet.admission.workflow import RolloutSlotsWorkflow
 from modelfleet.autoscaler.records import Decision as AutoscalerDecision
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
-from modelfleet.cli.cluster_view import describe_cluster
+from modelfleet.cli.cluster_view import describe_cluster, describe_published_cluster
 from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.errors import CliError
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
@@ -85,7 +85,11 @@ async def _slot_line(client: Client, workflow_id: str) -> None:
 
 
 async def cluster(d: Described) -> None:
-    describe_cluster(d.item, d.s.workflow_url(cluster_id(d.name)), datetime.now(UTC))
+    url = d.s.workflow_url(cluster_id(d.name))
+    if d.item.source_error:  # the Fleet did not answer: what visibility holds, and why
+        describe_published_cluster(d.item, url)
+        raise CliError(d.item.source_error)
+    describe_cluster(d.item, url, datetime.now(UTC))
 
 
 async def inference_class(d: Described) -> None:

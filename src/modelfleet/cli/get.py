@@ -281,7 +281,7 @@ def get(
         found, errors = run_async(go)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
-    if (errors and not ignore_not_found) or any(i.error for i in found):
+    if (errors and not ignore_not_found) or any(i.error or i.source_error for i in found):
         raise typer.Exit(1)
 
 
@@ -306,9 +306,13 @@ def _print(
                 f"did not answer: {escape(item.error)}",
                 soft_wrap=True,
             )
+    for reason in dict.fromkeys(i.source_error for i in found if i.source_error):
+        err_console.print(f"Error from server (Unavailable): {escape(reason)}", soft_wrap=True)
     output = out.format
-    if output is not OutputFormat.TABLE and output is not OutputFormat.WIDE:
+    if output is OutputFormat.NAME:  # a name visibility holds is never made up
         found = [i for i in found if not i.error]
+    elif output is not OutputFormat.TABLE and output is not OutputFormat.WIDE:
+        found = [i for i in found if not i.error and not i.source_error]
     if out.is_template:
         if found or not single:
             print_template(out, as_document(found, single))

@@ -45,6 +45,9 @@ class Fetched:
     # Why the resource's workflow did not answer ("": it did): the row shows what visibility
     # knows, and the list says so (``get`` exits 1, as kubectl after a partial list).
     error: str = ""
+    # Why a source every row of the list shares did not answer (the Fleet, for clusters): the
+    # row holds only what visibility knows; ``get`` says so once for all such rows, exits 1.
+    source_error: str = ""
 
     @property
     def status(self) -> dict[str, Any]:

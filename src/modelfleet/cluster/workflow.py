@@ -163,6 +163,9 @@ class ClusterWorkflow:
                 search.KIND.value_set("InferenceCluster"),
                 search.NAME.value_set(self._state.spec.name),
                 search.CLUSTERS.value_set([self._state.spec.name]),
+                # Kept across continue-as-new: `get clusters` shows AGE from visibility when
+                # the Fleet does not answer.
+                *([search.CREATED.value_set(self._state.created)] if self._state.created else []),
             ]
         )
         if self._state.spec.spec.cluster.source is not ClusterSource.EXISTING:
