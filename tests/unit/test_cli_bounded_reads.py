@@ -202,3 +202,74 @@ async def test_get_clusters_falls_back_to_visibility_when_the_fleet_does_not_ans
     monkeypatch.setattr(clusters, "running", nothing)
     with pytest.raises(CliError, match=r"Fleet workflow did not answer.*no cluster workflow runs"):
         await clusters.fetch_clusters(object(), set())  # type: ignore[arg-type]
+
+
+def _pub(
+    phase: str, counts: tuple[int, int, int] | None, clusters: tuple[str, ...] = ("a",)
+) -> Any:
+    from modelfleet.cli.rollout import Published
+
+    ready, desired, updated = counts if counts is not None else (None, None, None)
+    return Published(phase, ready, desired, updated, clusters)
+
+
+def test_rollout_status_ends_on_what_a_deployment_publishes_only_where_that_is_enough() -> None:
+    from modelfleet.cli.rollout import judge_published
+
+    def verdict(pub: Any, running_now: bool = True) -> tuple[bool, str] | None:
+        v = judge_published("ml", "qwen", pub, running_now)
+        return None if v is None else (v.ok, v.message)
+
+    assert verdict(_pub("Ready", (2, 2, 2))) == (True, "every replica is Ready (2/2)")
+    assert verdict(_pub("Ready", (0, 0, 0), ())) == (True, "scaled to 0 replicas: nothing to run")
+    # Scaled to 0 with replicas still placed: as judge, Ready with its counts.
+    assert verdict(_pub("Ready", (0, 0, 0))) == (True, "every replica is Ready (0/0)")
+    paused = verdict(_pub("Paused", (1, 2, 1)))
+    assert paused == (
+        False,
+        "rollout paused (1/2 ready): resume it with "
+        "`modelfleet rollout resume deployment/qwen -n ml`",
+    )
+    gone = verdict(_pub("Progressing", (1, 2, 2)), running_now=False)
+    assert gone == (False, "the deployment's workflow is no longer running (was it deleted?)")
+    # Which replica failed, what the scheduler said: only the workflow's status holds that.
+    for phase in ("Progressing", "Waiting", "Degraded", "Pending", "Deleting"):
+        assert verdict(_pub(phase, (1, 2, 2))) is None
+    assert verdict(_pub("Ready", None)) is None  # an older worker published no counts
+
+
+def test_rollout_status_asks_the_workflow_on_a_change_or_now_and_then() -> None:
+    from modelfleet.cli.rollout import ASK_EVERY_SECONDS, published, should_ask
+
+    pub = published(
+        TypedSearchAttributes(
+            [
+                SearchAttributePair(search.PHASE, "Progressing"),
+                SearchAttributePair(search.READY, 1),
+                SearchAttributePair(search.DESIRED, 2),
+                SearchAttributePair(search.UPDATED, 2),
+                SearchAttributePair(search.CLUSTERS, ["a", "b"]),
+            ]
+        )
+    )
+    assert pub == _pub("Progressing", (1, 2, 2), ("a", "b"))
+    assert published(TypedSearchAttributes([])) == _pub("", None, ())
+    assert should_ask(pub, None, 0.0)  # never asked
+    assert not should_ask(pub, pub, 0.5)  # asked about this very state just now
+    assert should_ask(pub, pub, ASK_EVERY_SECONDS)
+    assert should_ask(_pub("Progressing", (2, 2, 2), ("a", "b")), pub, 0.0)  # it changed
+
+
+def test_describe_of_a_silent_deployment_prints_what_it_published() -> None:
+    from modelfleet.cli.describers import published_deployment
+    from modelfleet.cli.manifests import brief_deployment_resource
+
+    item = brief_deployment_resource("ml", "qwen", T0, "Waiting", 0, 3, 0, [])
+    assert published_deployment(item, "http://ui/x") == [
+        "ModelDeployment ml/qwen  phase Waiting, 0/3 ready, 0 up to date (as last published)",
+        "Workflow: http://ui/x",
+        "Clusters: -",
+        "Created: 2026-11-28T12:00:00Z",
+    ]
+    older = brief_deployment_resource("ml", "qwen", None, "Ready", 1, 1, 1)
+    assert published_deployment(older, "u")[2:] == ["Clusters: ?", "Created: ?"]

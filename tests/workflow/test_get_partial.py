@@ -78,6 +78,7 @@ async def _start(
     phase: str,
     counts: tuple[int, int, int] | None = None,
     ns: str = "ml",
+    clusters: list[str] | None = None,
 ) -> None:
     """A deployment-kind workflow on a queue nobody polls: listed by visibility, never answers.
     ``counts`` (ready, desired, updated): published as a deployment workflow publishes them."""
@@ -94,6 +95,8 @@ async def _start(
             SearchAttributePair(search.UPDATED, counts[2]),
             SearchAttributePair(search.CREATED, CREATED),
         ]
+    if clusters is not None:
+        published.append(SearchAttributePair(search.CLUSTERS, clusters))
     await client.start_workflow(
         "ModelDeployment",
         id=deployment_id(ns, name),
@@ -266,13 +269,7 @@ async def test_get_clusters_when_the_fleet_does_not_answer(
         workflows=[Poller],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        deadline = time.monotonic() + 60  # visibility lags a start by well under a second
-        while True:
-            table = await asyncio.to_thread(cli, "get", "clusters")
-            rows = [line.split() for line in table.stdout.splitlines()[1:]]
-            if len(rows) == 2 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.2)
+        table, rows = await _two_rows(_get(address), "clusters")
         wide = await asyncio.to_thread(cli, "get", "clusters", "-o", "wide")
         one = await asyncio.to_thread(cli, "get", "cluster", "west")
         names = await asyncio.to_thread(cli, "get", "clusters", "-o", "name")
@@ -311,3 +308,64 @@ async def test_get_clusters_when_the_fleet_does_not_answer(
     assert "the Fleet workflow did not answer" in " ".join(described.stderr.split())
     assert "Traceback" not in described.output
     assert asked == []
+
+
+async def test_describe_and_rollout_status_of_a_deployment_whose_workflow_does_not_answer(
+    dev_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deployments whose workflows never answer a query: ``describe`` prints what each
+    published (phase, counts, clusters, creation, the workflow link), says the workflow did not
+    answer and exits 1; ``rollout status`` follows what they publish: a Ready one ends 0 (its
+    replicas not shown, and it says why), a paused one ends 1 with kubectl's words, one still
+    Progressing is followed until ``--timeout`` instead of failing at its first query."""
+    address = dev_client.service_client.config.target_host
+    monkeypatch.setattr(resources, "QUERY_TIMEOUT", resources.timedelta(seconds=1))
+    await _start(dev_client, "steady", "Ready", (2, 2, 2), ns="ml-r", clusters=["east"])
+    await _start(dev_client, "held", "Paused", (1, 2, 1), ns="ml-r", clusters=["east"])
+    await _start(dev_client, "busy", "Progressing", (1, 2, 2), ns="ml-r", clusters=["a", "b"])
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(
+            app, ["--address", address, *args, "-n", "ml-r"], env={"COLUMNS": "200"}
+        )
+
+    async with Worker(
+        dev_client,
+        task_queue=TASK_QUEUE,
+        workflows=[Poller],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        # Until the server sees the worker poll (and visibility lists the three).
+        deadline = time.monotonic() + 60
+        while True:
+            listed = await asyncio.to_thread(cli, "get", "md")
+            if len(listed.stdout.splitlines()) == 4 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        described = await asyncio.to_thread(cli, "describe", "md", "busy")
+        steady = await asyncio.to_thread(cli, "rollout", "status", "md/steady", "--timeout", "30")
+        held = await asyncio.to_thread(cli, "rollout", "status", "held", "--timeout", "30")
+        busy = await asyncio.to_thread(cli, "rollout", "status", "busy", "--timeout", "3")
+
+    assert described.exit_code == 1, described.output
+    lines = described.stdout.splitlines()
+    assert lines[0] == (
+        "ModelDeployment ml-r/busy  phase Progressing, 1/2 ready, 2 up to date (as last published)"
+    )
+    assert lines[1].startswith("Workflow: http"), lines
+    assert lines[1].endswith("/workflows/deployment%2Fml-r%2Fbusy"), lines
+    assert lines[2:4] == ["Clusters: a, b", "Created: 2026-11-01T00:00:00Z"]
+    errors = " ".join(described.stderr.split())
+    assert "modeldeployment.modelfleet.dev/busy in namespace ml-r did not answer" in errors
+    assert "Traceback" not in described.output
+
+    assert steady.exit_code == 0, steady.output
+    assert "ml-r/steady Ready: 2/2 ready, 2 up to date" in steady.stdout
+    assert "did not answer: its replicas are not shown" in " ".join(steady.stdout.split())
+    assert steady.stdout.rstrip().endswith("every replica is Ready (2/2)")
+    assert held.exit_code == 1, held.output
+    assert "rollout paused (1/2 ready): resume it with" in " ".join(held.stdout.split())
+    assert busy.exit_code == 1, busy.output
+    assert "ml-r/busy Progressing: 1/2 ready, 2 up to date" in busy.stdout
+    assert busy.stdout.rstrip().endswith("gave up after 3s (--timeout)")
+    assert "Traceback" not in steady.output + held.output + busy.output

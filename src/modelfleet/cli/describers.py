@@ -5,13 +5,14 @@ cli/serving_inspect). The kind registry (cli/kinds) names one of these per kind.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 from rich.markup import escape
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from modelfleet.admission.state import SlotsView
@@ -20,7 +21,7 @@ from modelfleet.autoscaler.records import Decision as AutoscalerDecision
 from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.cluster_view import describe_cluster, describe_published_cluster
 from modelfleet.cli.columns import cache_summary
-from modelfleet.cli.errors import CliError
+from modelfleet.cli.errors import CliError, NotFoundError
 from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import autoscaler_status, deployment_status, query, service_status
@@ -54,12 +55,27 @@ class Described:
 
 async def deployment(d: Described) -> None:
     ns, name = d.ns, d.name
-    status = await deployment_status(d.client, ns.name, name)
-    decisions: list[LogEntry] = await query(
-        d.client.get_workflow_handle(deployment_id(ns.name, name)),
-        DeploymentWorkflow.decisions,
-        what=f"ModelDeployment {ns.name}/{name}",
-    )
+    try:
+        status, decisions = await asyncio.gather(
+            deployment_status(d.client, ns.name, name),
+            query(
+                d.client.get_workflow_handle(deployment_id(ns.name, name)),
+                DeploymentWorkflow.decisions,
+                what=f"ModelDeployment {ns.name}/{name}",
+            ),
+        )
+    except NotFoundError:
+        raise
+    except (CliError, RPCError, WorkflowQueryFailedError) as exc:
+        # Its workflow is busy or failing: what its own record holds, and why no more.
+        for line in published_deployment(d.item, d.s.workflow_url(deployment_id(ns.name, name))):
+            console.print(line, soft_wrap=True, markup=False)
+        reason = " ".join(str(getattr(exc, "message", "") or exc).split())
+        raise CliError(
+            f"modeldeployment.modelfleet.dev/{name} in namespace {ns.name} did not answer: "
+            f"{reason or type(exc).__name__}; shown above is what it last published (no "
+            "conditions, replicas or decisions)"
+        ) from None
     _deployment(d.s, ns, name, status, decisions[-RECENT_DECISIONS:])
     if status.phase == "Waiting":
         await _slot_line(d.client, deployment_id(ns.name, name))
@@ -128,6 +144,22 @@ async def replica(d: Described) -> None:
 
 async def accepted(d: Described) -> None:
     describe_accepted(d.item)
+
+
+def published_deployment(item: Fetched, workflow_url: str) -> list[str]:
+    """A deployment's describe page from what it publishes (visibility, its own record):
+    phase, counts, clusters and creation time; ``?`` for what it never published."""
+    status = item.status
+    clusters = status.get("clusters")
+    created = item.manifest.get("metadata", {}).get("creationTimestamp")
+    return [
+        f"ModelDeployment {item.namespace}/{item.name}  phase {status.get('phase') or 'Unknown'}, "
+        f"{status.get('ready', '?')}/{status.get('desired', '?')} ready, "
+        f"{status.get('updated', '?')} up to date (as last published)",
+        f"Workflow: {workflow_url}",
+        f"Clusters: {', '.join(clusters) if clusters else ('-' if clusters == [] else '?')}",
+        f"Created: {created or '?'}",
+    ]
 
 
 def _deployment(

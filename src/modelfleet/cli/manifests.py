@@ -110,9 +110,15 @@ def brief_deployment_resource(
     ready: int,
     desired: int,
     updated: int,
+    clusters: list[str] | None = None,
 ) -> Fetched:
     """A ModelDeployment as visibility knows it (its published search attributes): enough for
-    the plain table and ``-o name``, never printed as a manifest (no spec, no labels)."""
+    the plain table, ``-o name`` and ``describe`` when its workflow does not answer, never
+    printed as a manifest (no spec, no labels)."""
+    status: dict[str, Any] = {"phase": phase, "ready": ready, "desired": desired}
+    status["updated"] = updated
+    if clusters is not None:
+        status["clusters"] = clusters
     manifest = _with_server_fields(
         {
             "apiVersion": API_VERSION,
@@ -120,7 +126,7 @@ def brief_deployment_resource(
             "metadata": {"name": name, "namespace": namespace},
         },
         created,
-        {"phase": phase, "ready": ready, "desired": desired, "updated": updated},
+        status,
     )
     return Fetched("ModelDeployment", name, namespace, manifest, created)
 

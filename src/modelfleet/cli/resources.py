@@ -327,7 +327,8 @@ def brief_row(w: WorkflowExecution) -> Fetched | None:
         return None
     _, ns, name = w.id.split("/", 2)
     created = attrs.get(search.CREATED) or w.start_time
-    return brief_deployment_resource(ns, name, created, phase, ready, desired, updated)
+    clusters = list(attrs.get(search.CLUSTERS) or [])
+    return brief_deployment_resource(ns, name, created, phase, ready, desired, updated, clusters)
 
 
 async def _asked_deployment(

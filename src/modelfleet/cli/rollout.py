@@ -14,6 +14,7 @@ names (refused with the workflow's reason when no canary roll is under way).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,9 +24,17 @@ import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import TypedSearchAttributes
+from temporalio.service import RPCError
 
 from modelfleet.api.deployments import ModelDeployment
+from modelfleet.cli import resources
 from modelfleet.cli.cluster_rollout import cluster_rollout, cluster_target, restart_cluster
 from modelfleet.cli.connection import AddressOption, NamespaceOption, run_async, settings
 from modelfleet.cli.errors import CliError, NotFoundError, UsageError
@@ -45,6 +54,7 @@ from modelfleet.cli.resources import (
 )
 from modelfleet.cli.revisions import restart_spec, undo_spec
 from modelfleet.cli.targets import Namespace, NsOption, resolve_namespace, single_target
+from modelfleet.contracts import search
 from modelfleet.contracts.ids import deployment_id
 from modelfleet.contracts.status import DeploymentStatus, ReplicaPhase
 from modelfleet.deployment.decisions import Revision
@@ -151,50 +161,200 @@ def _headline(namespace: str, name: str, status: DeploymentStatus) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a deployment publishes as search attributes (``deployment.report.search_values``),
+    read by describing its workflow: needs no workflow task, so a busy worker cannot stall it.
+    Counts are None from a worker older than this CLI (it published its phase only)."""
+
+    phase: str
+    ready: int | None
+    desired: int | None
+    updated: int | None
+    clusters: tuple[str, ...]
+
+    @property
+    def counted(self) -> bool:
+        return self.ready is not None and self.desired is not None and self.updated is not None
+
+
+def published(attrs: TypedSearchAttributes) -> Published:
+    return Published(
+        phase=attrs.get(search.PHASE) or "",
+        ready=attrs.get(search.READY),
+        desired=attrs.get(search.DESIRED),
+        updated=attrs.get(search.UPDATED),
+        clusters=tuple(attrs.get(search.CLUSTERS) or ()),
+    )
+
+
+def judge_published(namespace: str, name: str, pub: Published, running_now: bool) -> Verdict | None:
+    """``judge``'s verdicts that what the deployment publishes is enough for (gone, scaled to
+    0, paused, Ready), in its words; None for the rest, which need the workflow's own status
+    (which replica failed and why, what the scheduler said)."""
+    if not running_now:
+        return Verdict(False, "the deployment's workflow is no longer running (was it deleted?)")
+    if not pub.counted:
+        return None
+    if pub.desired == 0 and not pub.clusters:  # a placed replica is on some cluster
+        return Verdict(True, "scaled to 0 replicas: nothing to run")
+    if pub.phase == "Paused":
+        return Verdict(
+            False,
+            f"rollout paused ({pub.ready}/{pub.desired} ready): resume it with "
+            f"`modelfleet rollout resume deployment/{name} -n {namespace}`",
+        )
+    if pub.phase == "Ready":
+        return Verdict(True, f"every replica is Ready ({pub.ready}/{pub.desired})")
+    return None
+
+
+# How often ``rollout status`` asks the workflow for its status while what it publishes stays
+# the same (a change asks at once): the verdicts only its status holds (a failed replica, an
+# unplaceable one) come within this, and a busy worker gets one query at a time, not two a second.
+ASK_EVERY_SECONDS = 2.0
+
+
+def should_ask(pub: Published, asked_for: Published | None, since_asked: float) -> bool:
+    """Whether to ask the workflow now (no question being in flight)."""
+    return asked_for != pub or since_asked >= ASK_EVERY_SECONDS
+
+
+class _Asker:
+    """The workflow's status, asked in the background (one question at a time, each bounded):
+    ``rollout status`` never waits on it to follow what the deployment publishes."""
+
+    def __init__(self, client: Client, namespace: str, name: str) -> None:
+        self._client, self._namespace, self._name = client, namespace, name
+        self._task: asyncio.Task[DeploymentStatus] | None = None
+        self._asked_for: Published | None = None
+        self._asked_at = -float("inf")
+        self.status: DeploymentStatus | None = None  # the last answer
+        self.answered_for: Published | None = None  # what was published when it was asked
+
+    def collect(self) -> None:
+        task = self._task
+        if task is None or not task.done():
+            return
+        self._task = None
+        with contextlib.suppress(CliError, RPCError, WorkflowQueryFailedError):
+            self.status = task.result()
+            self.answered_for = self._asked_for
+
+    def maybe_ask(self, pub: Published) -> None:
+        self.collect()
+        if self._task is None and should_ask(
+            pub, self._asked_for, time.monotonic() - self._asked_at
+        ):
+            self._asked_for, self._asked_at = pub, time.monotonic()
+            self._task = asyncio.create_task(
+                deployment_status(self._client, self._namespace, self._name)
+            )
+
+    async def answer_for(self, pub: Published) -> DeploymentStatus | None:
+        """An answer about ``pub`` (asked now if needed, bounded by the query's timeout), or
+        None when the workflow does not give one."""
+        self.collect()
+        if self.answered_for != pub:
+            if self._task is None or self._asked_for != pub:
+                self.cancel()
+                self._asked_for, self._asked_at = pub, time.monotonic()
+                self._task = asyncio.create_task(
+                    deployment_status(self._client, self._namespace, self._name)
+                )
+            with contextlib.suppress(CliError, RPCError, WorkflowQueryFailedError):
+                await asyncio.shield(self._task)
+            self.collect()
+        return self.status if self.answered_for == pub else None
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+
 async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds: float) -> bool:
     """Follow until every replica is Ready (True) or the rollout cannot finish (False), then
-    print why. Live on a terminal; one line per change elsewhere (logs, CI)."""
+    print why. Live on a terminal; one line per change elsewhere (logs, CI).
+
+    Each round reads what the deployment publishes (phase and counts: a describe of its
+    workflow, no workflow task); its status (replicas, reasons) is asked in the background
+    when that changes, or every ``ASK_EVERY_SECONDS``, so a busy worker neither stalls nor
+    fails the watch: without an answer it follows the published facts and ends on those that
+    are enough (Ready, scaled to 0, paused, gone), or at ``--timeout``."""
     handle = client.get_workflow_handle(deployment_id(namespace, name))
+    asker = _Asker(client, namespace, name)
     started = time.monotonic()
     last_line = ""
     live = Live(console=console, refresh_per_second=4) if stdout_is_terminal() else None
     status: DeploymentStatus | None = None
     verdict: Verdict | None = None
+    unanswered = False
     try:
         if live is not None:
             live.start()
         while verdict is None:
-            status = await deployment_status(client, namespace, name)
-            desc = await handle.describe()
+            desc = await handle.describe(rpc_timeout=resources.QUERY_TIMEOUT)
+            pub = published(desc.typed_search_attributes)
+            running_now = desc.status is WorkflowExecutionStatus.RUNNING
+            asker.maybe_ask(pub)
             elapsed = time.monotonic() - started
-            verdict = judge(status, desc.status is WorkflowExecutionStatus.RUNNING, elapsed)
+            if asker.answered_for == pub and asker.status is not None:
+                status = asker.status
+                verdict = judge(status, running_now, elapsed)
+            else:
+                verdict = judge_published(namespace, name, pub, running_now)
+                if verdict is not None and running_now:
+                    # Over by what it publishes: its own status, for the replica table.
+                    answer = await asker.answer_for(pub)
+                    if answer is not None:
+                        status = answer
+                        verdict = judge(answer, running_now, time.monotonic() - started)
+                    else:
+                        unanswered = True
             if verdict is None and elapsed > limit_seconds:
                 verdict = Verdict(False, f"gave up after {limit_seconds:g}s (--timeout)")
-            line = _headline(namespace, name, status)
+            line = (
+                _published_headline(namespace, name, pub)
+                if pub.counted
+                else (_headline(namespace, name, status) if status is not None else "")
+            )
             if live is not None:
                 grid = Table.grid()
-                summary = f"\n[dim]{escape(status.summary)}[/]" if status.summary else ""
+                summary = f"\n[dim]{escape(status.summary)}[/]" if status and status.summary else ""
                 grid.add_row(line + summary)
                 table = Table(box=None, header_style="bold")
                 for h in REPLICA_HEADER:
                     table.add_column(h)
-                for row in replica_rows(status):
+                for row in replica_rows(status) if status is not None else []:
                     table.add_row(*row)
                 grid.add_row(table)
                 live.update(grid)
-            elif line != last_line:
+            elif line and line != last_line:
                 console.print(line)
                 last_line = line
             if verdict is None:
                 await asyncio.sleep(0.5)
     finally:
+        asker.cancel()
         if live is not None:
             live.stop()
-    if live is None and status is not None and status.replicas:
+    if live is None and status is not None and status.replicas and not unanswered:
         print_table(REPLICA_HEADER, replica_rows(status), flexible=("REASON",))
+    if unanswered:
+        console.print(
+            "[yellow]the deployment's workflow did not answer: its replicas are not shown "
+            "(the verdict is what it published)[/]"
+        )
     colour = "green" if verdict.ok else "red"
     console.print(f"[{colour}]{escape(verdict.message)}[/]")
     return verdict.ok
+
+
+def _published_headline(namespace: str, name: str, pub: Published) -> str:
+    return (
+        f"{namespace}/{name} {pub.phase}: {pub.ready}/{pub.desired} ready, {pub.updated} up to date"
+    )
 
 
 def _target(
