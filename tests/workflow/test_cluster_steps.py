@@ -4,10 +4,17 @@ the recording cloud doubles of test_cluster_provisioning."""
 
 from __future__ import annotations
 
+import uuid
+
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 from test_cluster_provisioning import FakeCloud, _run, _two_pools
 
+from modelfleet.cluster.state import ClusterInput
+from modelfleet.cluster.workflow import ClusterWorkflow
+from modelfleet.contracts import search
 from modelfleet.contracts.stack_payloads import DEFAULT_STACK
+from modelfleet.contracts.status import ClusterStatus
 
 
 async def test_a_provisioned_cluster_reports_each_step_with_its_times(
@@ -60,3 +67,31 @@ async def test_a_failed_step_keeps_its_error_and_the_compensation_follows(
     assert all(s.finished is not None for s in settled.steps)
     # The stack was never checked: the cluster never became reachable.
     assert all(p.served is None for p in settled.stack)
+
+
+async def test_a_cluster_publishes_its_creation_time_for_reads_without_the_fleet(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """``get clusters`` shows AGE from visibility when the Fleet does not answer: the workflow
+    publishes the creation time its status reports, with its phase."""
+    env, cloud = time_skipping_env, FakeCloud()
+    spec = _two_pools("gke-central")
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ClusterWorkflow], activities=cloud.activities()
+    ):
+        handle = await env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput.of(spec),
+            id=f"cluster/{spec.name}-{uuid.uuid4()}",
+            task_queue=queue,
+            result_type=ClusterStatus,
+        )
+        await cloud.settle()
+        settled = await handle.query(ClusterWorkflow.status)
+        published = (await handle.describe()).typed_search_attributes
+        await handle.execute_update(ClusterWorkflow.delete)
+        await handle.result()
+    assert settled.created is not None
+    assert published.get(search.CREATED) == settled.created
+    assert published.get(search.PHASE) == settled.phase == "Ready"
