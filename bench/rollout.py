@@ -615,6 +615,8 @@ class HistoryStats:
     wft_failed: int = 0  # workflow tasks failed or timed out
     wft_queued: list[float] = field(default_factory=list)
     wft_running: list[float] = field(default_factory=list)
+    # per workflow type: how long each of its workflow tasks ran (``--breakdown``)
+    wft_running_by_kind: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def total_events(self) -> int:
@@ -698,7 +700,9 @@ async def gather_histories(
             elif e.event_type == WFT_COMPLETED:
                 begun = by_id.get(e.workflow_task_completed_event_attributes.started_event_id)
                 if begun is not None and start <= _time(begun) <= end:
-                    stats.wft_running.append((_time(e) - _time(begun)).total_seconds())
+                    ran = (_time(e) - _time(begun)).total_seconds()
+                    stats.wft_running.append(ran)
+                    stats.wft_running_by_kind.setdefault(kind, []).append(ran)
         for e in inside:
             if e.event_type == UPDATE_ACCEPTED:
                 request = e.workflow_execution_update_accepted_event_attributes.accepted_request
@@ -950,6 +954,12 @@ def print_history(
         f" run mean {mean(stats.wft_running) * 1000:.0f} ms"
         f" p95 {pct(stats.wft_running, 0.95) * 1000:.0f} ms"
     )
+    if breakdown:
+        for kind, ran in sorted(stats.wft_running_by_kind.items()):
+            print(
+                f"    {kind:<17} {len(ran):5d} task(s)  run p50 {pct(ran, 0.5) * 1000:.0f} ms"
+                f"  p95 {pct(ran, 0.95) * 1000:.0f} ms  max {max(ran) * 1000:.0f} ms"
+            )
     if stats.updates:
         accepted = ", ".join(f"{k} {v}" for k, v in stats.updates.most_common())
         print(f"  updates accepted: {accepted}")
