@@ -11,10 +11,10 @@ of an integration file until that file's last test ends (its module fixtures tor
 process that finds every slot taken waits for one. The wait comes before the test's protocol
 starts, so it is not counted in the test's time limit (the hang guard's phases begin after it).
 
-A slot is an ``flock`` on a file in ``MODELFLEET_TEST_SLOT_DIR`` (default: a directory in the
-system's temporary directory): the kernel lets it go when the process that holds it dies, so a
-crashed or killed run frees its slot. One run of ``make test`` (four processes, four slots on
-two cores) never waits. A process that waited says so in its first test's report (section
+A slot is an ``flock`` on a file in ``MODELFLEET_TEST_SLOT_DIR`` (default: a directory per user
+in the system's temporary directory): the kernel lets it go when the process that holds it dies,
+so a crashed or killed run frees its slot. One run of ``make test`` (four processes, four slots
+on two cores) never waits. A process that waited says so in its first test's report (section
 "machine slot"), as does the summary of a run that waited at all.
 """
 
@@ -54,7 +54,9 @@ def slot_count() -> int:
 
 def slot_dir() -> Path:
     raw = os.environ.get(DIR_ENV, "")
-    return Path(raw) if raw else Path(tempfile.gettempdir()) / "modelfleet-test-slots"
+    # Per user: another user's slot files could not be opened for writing.
+    default = Path(tempfile.gettempdir()) / f"modelfleet-test-slots-{os.getuid()}"
+    return Path(raw) if raw else default
 
 
 def _try_slots(directory: Path, count: int) -> IO[bytes] | None:
