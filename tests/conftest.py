@@ -6,7 +6,9 @@ a rootdir conftest), registered here before the command line is parsed:
   pytests of their own (``-p hang_guard``);
 - ``file_order``: test files slowest first, so that the xdist processes finish together;
 - ``machine_slots``: integration files take one of a few machine-wide slots, so that two test
-  runs on one machine share it instead of overloading it.
+  runs on one machine share it instead of overloading it;
+- ``deadlock_limit``: the workers the tests start allow a workflow activation 30 s, not the
+  SDK's 2 s, before calling it a deadlock (a starved CPU is not a deadlock).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import gc
 
 import pytest
 
+import deadlock_limit
 import file_order
 import hang_guard
 import machine_slots
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    for plugin in (hang_guard, file_order, machine_slots):
+    for plugin in (hang_guard, file_order, machine_slots, deadlock_limit):
         if not pluginmanager.is_registered(plugin):
             pluginmanager.register(plugin)  # its own pytest_addoption runs now
 
