@@ -46,6 +46,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
@@ -262,6 +263,23 @@ def task_times(
     return times, bad
 
 
+def update_sizes(runs: list[list[Any]]) -> tuple[list[int], list[int]]:
+    """Bytes of every ``commit`` Update's argument and of every Update's result, as recorded."""
+    args: list[int] = []
+    results: list[int] = []
+    for events in runs:
+        for e in events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                request = e.workflow_execution_update_accepted_event_attributes.accepted_request
+                if request.input.name == "commit":
+                    args.append(request.input.args.ByteSize())
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                outcome = e.workflow_execution_update_completed_event_attributes.outcome
+                if outcome.HasField("success"):
+                    results.append(outcome.success.ByteSize())
+    return args, results
+
+
 async def place_all(
     client: Client, fleet_id: str, replicas: int, batch: int, placers: int
 ) -> tuple[int, int, int, int]:
@@ -433,6 +451,18 @@ async def run_task_times(
             f"p95 {pct(every, 0.95):.0f} ms, max {max(every):.0f} ms; "
             f"failed or timed out: {bad}"
         )
+        # Each run's history in bytes (the events' protobuf sizes, as the server counts
+        # ``workflow_history_size``); the last run is cut short by the bench, so left out.
+        sizes = [sum(e.ByteSize() for e in events) for events in runs[:-1]]  # type: ignore[attr-defined]
+        commits, results = update_sizes(runs)
+        if sizes:
+            print(
+                f"Fleet run history (complete runs, n={len(sizes)}): median "
+                f"{statistics.median(sizes) / 1024:.0f} KiB, max {max(sizes) / 1024:.0f} KiB; "
+                f"commit argument median {statistics.median(commits or [0]) / 1024:.1f} KiB, "
+                f"max {max(commits or [0]) / 1024:.1f} KiB; Update result median "
+                f"{statistics.median(results or [0]):.0f} B, max {max(results or [0])} B"
+            )
         if firsts:
             print(
                 f"first task after a continue-as-new: n={len(firsts)}, "

@@ -20,6 +20,7 @@ from modelfleet.contracts.fleet_copy import (
     ChangesRequest,
     Proposal,
     SnapshotPage,
+    proposal_of,
 )
 from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
@@ -139,13 +140,13 @@ class Ledger:
         )
         why = conflict(view, proposal)
         if why is None:
-            for replica in proposal.response.placed:
-                key = replica_key("ns", replica.name)
+            for name in proposal.placed_names():
+                key = replica_key("ns", name)
                 assert key not in self.live, f"{key} placed twice"
                 self.live.add(key)
-            book_proposal(self.book, self.versions, self.log, proposal)
+            book_proposal(self.book, self.versions, self.log, proposal, NOW)
             # Victims leave as the deployment releases them.
-            self.release([v.replica.name for v in proposal.response.victims])
+            self.release([name for name, _ in proposal.victims])
         return why
 
     def release(self, names: list[str]) -> None:
@@ -238,14 +239,14 @@ def test_concurrent_proposals_never_overcommit_or_place_twice(steps: list[Any]) 
             have = len(copy.book.replicas_of(("ns", b)))
             request = PlaceRequest(request_id=f"r{n}", deployment=deployment, desired=have + 2)
             pending.append(
-                Proposal(
+                proposal_of(
+                    copy.propose(request, deployment),
                     request_id=request.request_id,
                     epoch=copy.epoch,
                     base=copy.version,
                     namespace="ns",
                     deployment=b,
                     desired=request.desired,
-                    response=copy.propose(request, deployment),
                 )
             )
         elif kind == "commit" and pending:
@@ -262,8 +263,14 @@ def test_concurrent_proposals_never_overcommit_or_place_twice(steps: list[Any]) 
                 request = PlaceRequest(
                     request_id=proposal.request_id, deployment=deployment, desired=proposal.desired
                 )
-                again = proposal.model_copy(
-                    update={"base": copy.version, "response": copy.propose(request, deployment)}
+                again = proposal_of(
+                    copy.propose(request, deployment),
+                    request_id=proposal.request_id,
+                    epoch=copy.epoch,
+                    base=copy.version,
+                    namespace="ns",
+                    deployment=proposal.deployment,
+                    desired=proposal.desired,
                 )
                 assert ledger.commit(again) is None
         elif kind == "sync":
@@ -282,14 +289,14 @@ def test_concurrent_proposals_never_overcommit_or_place_twice(steps: list[Any]) 
 def _proposal(copy: FleetMirror, name: str, gpus: int, desired: int) -> Proposal:
     deployment = _deployment(name, gpus)
     request = PlaceRequest(request_id=name, deployment=deployment, desired=desired)
-    return Proposal(
+    return proposal_of(
+        copy.propose(request, deployment),
         request_id=name,
         epoch=copy.epoch,
         base=copy.version,
         namespace="ns",
         deployment=name,
         desired=desired,
-        response=copy.propose(request, deployment),
     )
 
 
@@ -301,16 +308,16 @@ def test_a_proposal_whose_pools_were_taken_since_its_version_is_refused() -> Non
     # Six GPUs a replica: only the 8-GPU nodes take one, two per cluster.
     everything = _proposal(first, "big", 6, desired=6)
     one_more = _proposal(second, "other", 6, desired=1)
-    assert [r.spec.cluster_name for r in one_more.response.placed] == ["a"]
+    assert [row[0] for row in one_more.placed] == ["a"]
     assert ledger.commit(everything) is None
-    name = one_more.response.placed[0].name
+    name = one_more.placed_names()[0]
     assert ledger.commit(one_more) == f"pool a/large has no room left for {name}"
     ledger.check()
     # Recomputed on a current copy, it says why it cannot be placed, and books nothing.
     ledger.sync(second)
     again = _proposal(second, "other", 6, desired=1)
-    assert again.response.placed == []
-    assert again.response.summary.startswith("0/3 clusters fit")
+    assert again.placed == []
+    assert again.summary.startswith("0/3 clusters fit")
     assert ledger.commit(again) is None
 
 
@@ -321,7 +328,7 @@ def test_other_deployments_booked_on_a_cluster_since_are_no_conflict_while_it_ha
     ledger.sync(second)
     a = _proposal(first, "one", 1, desired=1)
     b = _proposal(second, "two", 2, desired=1)
-    assert [r.spec.cluster_name for r in b.response.placed] == ["a"]
+    assert [row[0] for row in b.placed] == ["a"]
     assert ledger.commit(a) is None
     assert ledger.commit(b) is None
     ledger.check()

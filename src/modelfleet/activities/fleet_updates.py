@@ -5,7 +5,10 @@ Placement runs here, not in the Fleet (issue 22): ``fleet.place`` brings this pr
 the fleet (``FleetCopy``, the Fleet's own placement function on a copy kept current through the
 Fleet's ``changes`` query) up to date, computes the placement on it and sends the proposal to the
 Fleet's ``commit`` Update, which books it only if nothing it touches changed since the copy's
-version; if something did, it is recomputed on the newer copy. The request's deterministic ID
+version; if something did, it is recomputed on the newer copy. The proposal is compact (the new
+replicas as the Fleet's rows, the others by name) and the Update answers a verdict and a
+version: the activity returns the answer it computed, so no replica travels through the Fleet's
+history whole. The request's deterministic ID
 makes a retried activity answered from the first booking instead of placing twice.
 ``fleet.dry_place`` only computes. One placement at a time per process: two computed on one
 copy would mostly want the same free pools, and one of them would be refused.
@@ -44,9 +47,9 @@ from modelfleet.contracts.fleet_copy import (
     ChangesRequest,
     CommitAnswer,
     FleetChanges,
-    Proposal,
     SnapshotPage,
     SnapshotPageRequest,
+    proposal_of,
 )
 from modelfleet.contracts.fleet_payloads import (
     DryPlaceRequest,
@@ -56,6 +59,7 @@ from modelfleet.contracts.fleet_payloads import (
     PublishRequest,
     ReleaseRequest,
 )
+from modelfleet.contracts.fleet_state import answer_from_compact
 from modelfleet.contracts.status import ClusterStatus
 
 FLEET_WORKFLOW_ID = "fleet"
@@ -194,22 +198,24 @@ class FleetActivities:
                     return PlaceResponse(unknown_template=True, version=copy.version)
                 base, epoch = copy.version, copy.epoch
                 response = await asyncio.to_thread(copy.propose, request, deployment)
-                proposal = Proposal(
+                proposal = proposal_of(
+                    response,
                     request_id=request.request_id,
                     epoch=epoch,
                     base=base,
                     namespace=deployment.namespace,
                     deployment=deployment.name,
                     desired=request.desired,
-                    response=response,
                 )
                 self.proposals += 1
                 answer: CommitAnswer = await self._update(
                     "commit", proposal, result_type=CommitAnswer
                 )
                 if answer.committed:
-                    if answer.response is not None:
-                        return answer.response  # booked before: that answer
+                    if answer.remembered is not None:
+                        # Booked before (a retried activity): that booking's answer.
+                        return answer_from_compact(answer.remembered)
+                    # The Fleet answers a verdict; the answer is what was proposed.
                     return response.model_copy(update={"version": answer.version})
                 self.refused += 1
                 last = answer.conflict

@@ -14,11 +14,18 @@ from typing import Any, Literal
 from pydantic import Field
 
 from modelfleet.api.classes import InferenceClass
+from modelfleet.api.meta import Condition
+from modelfleet.api.naming import replica_name
 from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import (
     ClusterEntry,
+    CompactAnswer,
     CompactLedger,
+    ReplicaRow,
     cluster_record,
+    replica_row,
+    replica_shape,
+    shape_key,
 )
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.wire import WireModel
@@ -96,9 +103,15 @@ class SnapshotPage(WireModel):
 
 class Proposal(WireModel):
     """A placement computed by a worker on its copy of the fleet at ``base`` (the Fleet's
-    ``commit`` Update): the Fleet books ``response.placed`` only if nothing the proposal
-    touches changed since ``base``, and answers a ``request_id`` it committed before from
-    memory (a retried activity places nothing twice)."""
+    ``commit`` Update): the Fleet books ``placed`` only if nothing the proposal touches changed
+    since ``base``, and answers a ``request_id`` it committed before from memory (a retried
+    activity places nothing twice).
+
+    Compact, as the Fleet's book keeps replicas (``contracts.fleet_state``): the new replicas as
+    rows of this deployment with the shapes they use, the kept and removed ones by name (the
+    Fleet holds them). A proposal of 50 new replicas is ~5 KB rather than ~44 KB of whole
+    ModelReplicas, and it is in the Fleet's history. The worker keeps its whole answer (see
+    ``proposal_of``); the Fleet's answer is a verdict and a version."""
 
     request_id: str
     epoch: str
@@ -106,15 +119,74 @@ class Proposal(WireModel):
     namespace: str
     deployment: str
     desired: int
-    response: PlaceResponse
+    # Shapes (by key) the placed rows use.
+    shapes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    placed: list[ReplicaRow] = Field(default_factory=list)
+    # Names of this deployment's replicas it keeps, and of those it removes with why.
+    kept: list[str] = Field(default_factory=list)
+    victims: list[tuple[str, str]] = Field(default_factory=list)
+    # What the Fleet's decision log and remembered answer keep of the scheduler's answer.
+    conditions: list[Condition] = Field(default_factory=list)
+    rejections: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+    # Why each borrowed placed replica is off its home clusters, by name.
+    borrowed: dict[str, str] = Field(default_factory=dict)
+
+    def placed_names(self) -> list[str]:
+        return [
+            row[4] or replica_name(self.namespace, self.deployment, row[0], row[1])
+            for row in self.placed
+        ]
+
+
+def proposal_of(
+    response: PlaceResponse,
+    *,
+    request_id: str,
+    epoch: str,
+    base: int,
+    namespace: str,
+    deployment: str,
+    desired: int,
+) -> Proposal:
+    """The compact proposal of the scheduler's ``response`` for ``namespace/deployment``.
+    Raises ValueError for a replica of another deployment (the scheduler never makes one)."""
+    shapes: dict[str, dict[str, Any]] = {}
+    placed: list[ReplicaRow] = []
+    for replica in [*response.kept, *response.placed, *(v.replica for v in response.victims)]:
+        if (replica.namespace or "", replica.spec.deployment) != (namespace, deployment):
+            raise ValueError(f"replica {replica.name} is not of {namespace}/{deployment}")
+    for replica in response.placed:
+        shape = replica_shape(replica)
+        key = shape_key(shape)
+        shapes.setdefault(key, shape)
+        placed.append(replica_row(replica, key))
+    new = {r.name for r in response.placed}
+    return Proposal(
+        request_id=request_id,
+        epoch=epoch,
+        base=base,
+        namespace=namespace,
+        deployment=deployment,
+        desired=desired,
+        shapes=shapes,
+        placed=placed,
+        kept=[r.name for r in response.kept],
+        victims=[(v.replica.name, v.reason) for v in response.victims],
+        conditions=response.conditions,
+        rejections=response.rejections,
+        summary=response.summary,
+        borrowed={name: why for name, why in response.borrowed.items() if name in new},
+    )
 
 
 class CommitAnswer(WireModel):
-    """``committed``: booked at ``version`` (``response`` is set when the request ID was
-    answered before: the answer then). Otherwise ``conflict`` says what changed since the
-    proposal's base: recompute on a newer copy."""
+    """The Fleet's verdict: ``committed`` at ``version``, or ``conflict`` says what changed
+    since the proposal's base (recompute on a newer copy). No replicas: the worker holds the
+    answer it proposed. ``remembered`` is set when the request ID was booked before (a retried
+    activity): that booking's answer, compact (``answer_from_compact`` rebuilds it)."""
 
     committed: bool
     version: int
     conflict: str = ""
-    response: PlaceResponse | None = None
+    remembered: CompactAnswer | None = None

@@ -166,6 +166,23 @@ class FleetBook:
             shape = self._shape_replicas[row[2]] = shape_replica(self._shapes[row[2]])
         return shape, tuple(row[3])
 
+    def row(self, key: str) -> ReplicaRow:
+        return self._rows[key]
+
+    def shape(self, skey: str) -> dict[str, Any] | None:
+        """The shape stored under ``skey``, if a booked replica uses it."""
+        return self._shapes.get(skey)
+
+    def shape_form(self, skey: str, shape: dict[str, Any]) -> ModelReplica:
+        """The replica standing for shape ``skey`` (``charged_form``'s), built from ``shape``
+        when no booked replica uses it yet; kept once one does."""
+        built = self._shape_replicas.get(skey)
+        if built is None:
+            built = shape_replica(self._shapes.get(skey, shape))
+            if skey in self._shapes:
+                self._shape_replicas[skey] = built
+        return built
+
     def count_of(self, owner: DeploymentKey) -> int:
         return len(self._by_deployment.get(owner, {}))
 
@@ -231,6 +248,21 @@ class FleetBook:
         self._shapes.setdefault(skey, shape)
         self._index(key, replica_row(replica, skey), owner)
         self._built[key] = replica
+
+    def add_rows(
+        self, owner: DeploymentKey, rows: Iterable[ReplicaRow], shapes: Mapping[str, dict[str, Any]]
+    ) -> list[str]:
+        """Book ``owner``'s replicas as rows (``shapes`` holds those the book does not); their
+        keys. No replica is built: the rows are what the book keeps."""
+        keys = []
+        for row in rows:
+            key = replica_key(owner[0], row[4] or _derived(owner, row))
+            if key in self._rows:
+                self.remove(key)
+            self._shapes.setdefault(row[2], shapes[row[2]])
+            self._index(key, row, owner)
+            keys.append(key)
+        return keys
 
     def remove(self, key: str) -> tuple[DeploymentKey, str] | None:
         """Forget a replica; returns its (owner, cluster) when it was in the book."""

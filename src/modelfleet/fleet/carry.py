@@ -10,13 +10,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from modelfleet.api.classes import InferenceClass
-from modelfleet.contracts.fleet_payloads import PlaceResponse
 from modelfleet.contracts.fleet_state import (
     ClusterEntry,
     CompactAnswer,
-    answer_from_compact,
     cluster_record,
-    compact_answer,
 )
 from modelfleet.contracts.status import ClusterRecord, Decision
 from modelfleet.contracts.workflow_inputs import FleetState
@@ -33,7 +30,7 @@ RETRY_WINDOW = timedelta(minutes=15)
 # Answers kept in memory within a run (the newest; continue-as-new carries fewer).
 MAX_REMEMBERED_REQUESTS = 200
 
-Answered = dict[str, tuple[datetime, PlaceResponse | CompactAnswer]]
+Answered = dict[str, tuple[datetime, CompactAnswer]]
 
 
 def carried_state(
@@ -43,7 +40,7 @@ def carried_state(
     entries: Mapping[str, tuple[ClusterEntry, str, list[Any]]],
     book: FleetBook,
     decisions: Iterable[Decision],
-    answered: Mapping[str, tuple[datetime, PlaceResponse | CompactAnswer]],
+    answered: Mapping[str, tuple[datetime, CompactAnswer]],
     version: int,
     now: datetime,
 ) -> FleetState:
@@ -51,7 +48,7 @@ def carried_state(
     ``contracts.fleet_state``): ``entries`` per cluster, in name order; the latest
     ``decisions``, trimmed; the ``answered`` placements still in their retry window."""
     recent = [
-        (rid, at, response) for rid, (at, response) in answered.items() if now - at <= RETRY_WINDOW
+        (rid, at, answer) for rid, (at, answer) in answered.items() if now - at <= RETRY_WINDOW
     ][-CARRIED_ANSWERS:]
     recent_decisions = list(decisions)[-CARRIED_DECISIONS:]
     return FleetState(
@@ -61,34 +58,24 @@ def carried_state(
         layouts={key: layout for _, key, layout in entries.values() if key},
         ledger=book.compact(),
         decisions=[trimmed(d) for d in recent_decisions],
-        remembered={
-            rid: response
-            if isinstance(response, CompactAnswer)
-            else compact_answer(response, at, rejections=CARRIED_REJECTIONS)
-            for rid, at, response in recent
-        },
+        remembered={rid: answer for rid, _, answer in recent},
         version=version,
     )
 
 
-def remember(answered: Answered, request_id: str, response: PlaceResponse, now: datetime) -> None:
-    """Keep the answer to ``request_id``, compacted now, a placement at a time, rather than all
-    in continue-as-new's task; the oldest go past ``MAX_REMEMBERED_REQUESTS``."""
-    answered[request_id] = (now, compact_answer(response, now, rejections=CARRIED_REJECTIONS))
+def remember(answered: Answered, request_id: str, answer: CompactAnswer, now: datetime) -> None:
+    """Keep the (compact) answer to ``request_id``; the oldest go past
+    ``MAX_REMEMBERED_REQUESTS``."""
+    answered[request_id] = (now, answer)
     while len(answered) > MAX_REMEMBERED_REQUESTS:
         answered.pop(next(iter(answered)))
 
 
-def recall(answered: Answered, request_id: str) -> PlaceResponse | None:
-    """The answer given to ``request_id`` before, if it is still remembered (expanded once,
-    then kept expanded: a retry may ask again)."""
-    if request_id not in answered:
-        return None
-    at, answer = answered[request_id]
-    if isinstance(answer, CompactAnswer):
-        answer = answer_from_compact(answer)
-        answered[request_id] = (at, answer)
-    return answer
+def recall(answered: Answered, request_id: str) -> CompactAnswer | None:
+    """The answer given to ``request_id`` before, if it is still remembered: compact, as the
+    ``commit`` Update answers a retry (the activity expands it)."""
+    remembered = answered.get(request_id)
+    return None if remembered is None else remembered[1]
 
 
 def trimmed(decision: Decision) -> Decision:

@@ -25,18 +25,15 @@ from datetime import datetime, timedelta
 
 from modelfleet.api.deployments import ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
-from modelfleet.contracts.fleet_copy import (
-    Proposal,
-)
-from modelfleet.contracts.fleet_payloads import (
-    PlaceResponse,
-)
+from modelfleet.contracts.fleet_copy import Proposal
+from modelfleet.contracts.fleet_state import CompactAnswer, shape_key
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.fleet.book import FleetBook, replica_key
+from modelfleet.fleet.carry import CARRIED_REJECTIONS
 from modelfleet.fleet.changes import ChangeLog
 from modelfleet.fleet.versions import Versions
 from modelfleet.scheduling.index import FleetIndex
-from modelfleet.scheduling.verify import shortfall
+from modelfleet.scheduling.verify import NewReplica, shortfall_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +54,19 @@ class CommitView:
 
 
 def touched_clusters(proposal: Proposal, book: FleetBook) -> set[str]:
-    response = proposal.response
+    """The clusters the proposal places a replica on, and those of the deployment's replicas
+    (the kept and removed ones are among them: ``conflict`` checks they are still booked)."""
     owner = (proposal.namespace, proposal.deployment)
+    named = [replica_key(proposal.namespace, n) for n in _named(proposal)]
     return (
-        {r.spec.cluster_name for r in [*response.kept, *response.placed]}
-        | {v.replica.spec.cluster_name for v in response.victims}
+        {row[0] for row in proposal.placed}
+        | {c for c in map(book.cluster_of, named) if c is not None}
         | book.clusters_of(owner)
     )
+
+
+def _named(proposal: Proposal) -> list[str]:
+    return [*proposal.kept, *(name for name, _ in proposal.victims)]
 
 
 def conflict(fleet: CommitView, proposal: Proposal) -> str | None:
@@ -79,32 +82,36 @@ def conflict(fleet: CommitView, proposal: Proposal) -> str | None:
     owner = (proposal.namespace, proposal.deployment)
     if fleet.versions.deployments.get(owner, 0) > base:
         return f"the replicas of {proposal.namespace}/{proposal.deployment} changed"
-    response = proposal.response
+    # Named by key, the kept and removed replicas must be the deployment's booked ones (they
+    # are, when its replicas did not change since ``base``: the copy read them from the book).
+    for name in _named(proposal):
+        key = replica_key(proposal.namespace, name)
+        if key not in fleet.book or fleet.book.owner(key) != owner:
+            return f"replica {key} is not booked for {proposal.namespace}/{proposal.deployment}"
     changed = log.changed_since(base, touched_clusters(proposal, fleet.book))
     if changed:
         return f"cluster {', '.join(changed[:5])} changed"
-    if response.placed:
+    if proposal.placed:
         room = fleet.max_replicas - len(fleet.book) + fleet.book.count_of(owner)
-        if len(response.kept) + len(response.placed) > room:
+        if len(proposal.kept) + len(proposal.placed) > room:
             return "the Fleet's replica limit was reached"
     return _placed_problem(fleet, proposal)
 
 
 def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
     """Whether every new replica is new, goes to a cluster that takes new replicas, and fits."""
-    response = proposal.response
-    kept = {r.name for r in response.kept}
-    new_by_cluster: dict[str, list[ModelReplica]] = {}
-    for replica in response.placed:
-        if (replica.namespace or "", replica.spec.deployment) != (
-            proposal.namespace,
-            proposal.deployment,
-        ):
-            return f"replica {replica.name} is not of {proposal.namespace}/{proposal.deployment}"
-        key = replica_key(proposal.namespace, replica.name)
-        if key in fleet.book or replica.name in kept:
+    kept = set(proposal.kept)
+    new_by_cluster: dict[str, list[NewReplica]] = {}
+    seen: set[str] = set()
+    for row, name in zip(proposal.placed, proposal.placed_names(), strict=True):
+        key = replica_key(proposal.namespace, name)
+        if key in fleet.book or name in kept or key in seen:
             return f"replica {key} is already placed"
-        new_by_cluster.setdefault(replica.spec.cluster_name, []).append(replica)
+        seen.add(key)
+        shape = _shape_of(fleet.book, proposal, row[2])
+        if isinstance(shape, str):
+            return shape
+        new_by_cluster.setdefault(row[0], []).append((name, shape, row[3]))
     owner = (proposal.namespace, proposal.deployment)
     # What the scheduler charged: everyone else's replicas here and this deployment's kept ones
     # (its others are removed by the proposal and free their room).
@@ -121,7 +128,7 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
             for k in fleet.book.keys_on(cluster)
             if fleet.book.owner(k) != owner or k in kept_keys
         ]
-        why = shortfall(
+        why = shortfall_of(
             fleet.index_of(cluster), cluster, running, new_by_cluster[cluster], fleet.evaluator
         )
         if why is not None:
@@ -129,18 +136,46 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
     return None
 
 
+def _shape_of(book: FleetBook, proposal: Proposal, skey: str) -> ModelReplica | str:
+    """The replica standing for a placed row's shape, or why the proposal's shape is unusable:
+    missing, not matching its key (the book stores shapes by content key) or invalid."""
+    if book.shape(skey) is not None:
+        return book.shape_form(skey, {})
+    shape = proposal.shapes.get(skey)
+    if shape is None:
+        return f"shape {skey} of a placed replica is not in the proposal"
+    if shape_key(shape) != skey:
+        return f"shape {skey} of the proposal is not its content's"
+    try:
+        return book.shape_form(skey, shape)
+    except ValueError as err:  # pydantic's ValidationError
+        return f"shape {skey} of the proposal is not a valid replica: {err}"
+
+
 def book_proposal(
-    book: FleetBook, versions: Versions, log: ChangeLog, proposal: Proposal
-) -> PlaceResponse:
-    """Book a proposal ``conflict`` found nothing against; the answer, at the new version."""
-    response = proposal.response
+    book: FleetBook, versions: Versions, log: ChangeLog, proposal: Proposal, at: datetime
+) -> CompactAnswer:
+    """Book a proposal ``conflict`` found nothing against, its rows as they are; the answer a
+    retry of its request gets (compact: rows of the book's and the proposal's shapes)."""
     owner = (proposal.namespace, proposal.deployment)
-    if response.placed:
+    if proposal.placed:
         versions.deployment_changed(owner)
-        for replica in response.placed:
-            book.add(replica)
-        log.replicas(
-            versions.version, [replica_key(proposal.namespace, r.name) for r in response.placed]
-        )
-    versions.placed(owner, short=bool(response.summary))
-    return response.model_copy(update={"version": versions.version})
+        keys = book.add_rows(owner, proposal.placed, proposal.shapes)
+        log.replicas(versions.version, keys)
+    versions.placed(owner, short=bool(proposal.summary))
+    kept = [book.row(replica_key(proposal.namespace, n)) for n in proposal.kept]
+    victims = [(book.row(replica_key(proposal.namespace, n)), why) for n, why in proposal.victims]
+    used = {row[2] for row in [*kept, *proposal.placed, *(v for v, _ in victims)]}
+    return CompactAnswer(
+        at=at,
+        namespace=proposal.namespace,
+        deployment=proposal.deployment,
+        shapes={k: proposal.shapes.get(k) or book.shape(k) or {} for k in sorted(used)},
+        kept=kept,
+        placed=list(proposal.placed),
+        victims=victims,
+        conditions=proposal.conditions,
+        rejections=dict(sorted(proposal.rejections.items())[:CARRIED_REJECTIONS]),
+        summary=proposal.summary,
+        version=versions.version,
+    )

@@ -14,6 +14,7 @@ from datetime import datetime
 from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment, ModelReplica
 from modelfleet.cel.evaluator import SelectorEvaluator
+from modelfleet.contracts.fleet_copy import Proposal
 from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
     PlaceResponse,
@@ -184,21 +185,19 @@ def explained_rejections(
     return rejections
 
 
-def decision_of(
-    at: datetime, namespace: str, deployment: str, desired: int, response: PlaceResponse
-) -> Decision:
-    """The decision log's entry for a placement booked ``at``."""
+def decision_of(at: datetime, proposal: Proposal) -> Decision:
+    """The decision log's entry for a proposal booked ``at``."""
+    borrowed = proposal.borrowed
     return Decision(
         at=at,
-        namespace=namespace,
-        deployment=deployment,
-        desired=desired,
+        namespace=proposal.namespace,
+        deployment=proposal.deployment,
+        desired=proposal.desired,
         placed=[
-            f"{r.name}@{r.spec.cluster_name}"
-            + (f" (borrowed: {response.borrowed[r.name]})" if r.name in response.borrowed else "")
-            for r in response.placed
+            f"{name}@{row[0]}" + (f" (borrowed: {borrowed[name]})" if name in borrowed else "")
+            for row, name in zip(proposal.placed, proposal.placed_names(), strict=True)
         ],
-        victims=[f"{v.replica.name}: {v.reason}" for v in response.victims],
-        summary=response.summary,
-        rejections=response.rejections,
+        victims=[f"{name}: {why}" for name, why in proposal.victims],
+        summary=proposal.summary,
+        rejections=proposal.rejections,
     )

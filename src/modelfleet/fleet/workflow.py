@@ -335,9 +335,9 @@ class FleetWorkflow:
         nothing it touches changed since the copy's version and its pools have room; else say
         what changed (the worker recomputes on a newer copy). A request ID booked before is
         answered from memory, so a retried activity places nothing twice."""
-        answer = recall(self._answered, proposal.request_id)
-        if answer is not None:
-            return CommitAnswer(committed=True, version=answer.version, response=answer)
+        remembered = recall(self._answered, proposal.request_id)
+        if remembered is not None:
+            return CommitAnswer(committed=True, version=remembered.version, remembered=remembered)
         now = workflow.now()
         why = conflict(
             CommitView(
@@ -356,11 +356,9 @@ class FleetWorkflow:
         )
         if why is not None:
             return CommitAnswer(committed=False, version=self._versions.version, conflict=why)
-        response = book_proposal(self._book, self._versions, self._log, proposal)
-        remember(self._answered, proposal.request_id, response, now)
-        self._decisions.append(
-            decision_of(now, proposal.namespace, proposal.deployment, proposal.desired, response)
-        )
+        answer = book_proposal(self._book, self._versions, self._log, proposal, now)
+        remember(self._answered, proposal.request_id, answer, now)
+        self._decisions.append(decision_of(now, proposal))
         return CommitAnswer(committed=True, version=self._versions.version)
 
     @workflow.query
