@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from modelfleet.contracts.fleet_copy import (
 from modelfleet.contracts.fleet_payloads import (
     PlaceRequest,
 )
-from modelfleet.contracts.fleet_state import cluster_entry
+from modelfleet.contracts.fleet_state import cluster_entry, shape_key
 from modelfleet.contracts.status import ClusterRecord
 from modelfleet.contracts.workflow_inputs import FleetLimits
 from modelfleet.fleet.book import FleetBook, replica_key
@@ -347,3 +348,68 @@ def test_stale_foreign_or_self_overtaken_proposals_are_refused() -> None:
     assert ledger.commit(again.model_copy(update={"base": -1})) is not None
     other = again.model_copy(update={"epoch": "another", "base": ledger.versions.version})
     assert ledger.commit(other) == "the proposal was made for another Fleet"
+
+
+def test_a_compact_proposal_is_checked_as_a_whole_one_was() -> None:
+    ledger = Ledger()
+    copy = FleetMirror()
+    ledger.sync(copy)
+    good = _proposal(copy, "two", 2, desired=2)
+    [skey] = good.shapes
+    row = good.placed[0]
+    # A shape missing, not its content's, or no replica: refused, nothing booked.
+    assert ledger.commit(good.model_copy(update={"shapes": {}})) == (
+        f"shape {skey} of a placed replica is not in the proposal"
+    )
+    other = {**good.shapes[skey], "spec": {**good.shapes[skey]["spec"], "x": 1}}
+    assert ledger.commit(good.model_copy(update={"shapes": {skey: other}})) == (
+        f"shape {skey} of the proposal is not its content's"
+    )
+    # A row naming fewer pools than its template has members would charge nothing.
+    short = (row[0], row[1], row[2], (), row[4])
+    why = ledger.commit(good.model_copy(update={"placed": [short]}))
+    assert why is not None
+    assert "names 0 pools" in why
+    garbage = {"spec": {"engines": "none"}}
+    bad = (row[0], row[1], shape_key(garbage), row[3], row[4])
+    why = ledger.commit(good.model_copy(update={"placed": [bad], "shapes": {bad[2]: garbage}}))
+    assert why is not None
+    assert why.startswith(f"shape {bad[2]} of the proposal is not a valid replica")
+    negative = (row[0], -1, row[2], row[3], "m-x")
+    assert ledger.commit(good.model_copy(update={"placed": [negative]})) == (
+        "replica ns/m-x has index -1"
+    )
+    # One replica named twice would be placed twice.
+    twice = good.model_copy(update={"placed": [row, row]})
+    assert ledger.commit(twice) == f"replica ns/{good.placed_names()[0]} is already placed"
+    # Kept or removed replicas must be the deployment's booked ones.
+    assert ledger.commit(good.model_copy(update={"kept": ["ghost"]})) == (
+        "replica ns/ghost is not booked for ns/two"
+    )
+    assert len(ledger.book) == 0
+    assert ledger.commit(good) is None
+    ledger.check()
+    # A proposal naming another deployment's replica as its own is refused.
+    ledger.sync(copy)
+    theirs = _proposal(copy, "one", 1, desired=1)
+    stolen = theirs.model_copy(update={"victims": [(good.placed_names()[0], "stolen")]})
+    assert ledger.commit(stolen) == f"replica ns/{good.placed_names()[0]} is not booked for ns/one"
+
+
+def test_a_proposal_is_made_only_of_its_own_deployment() -> None:
+    copy = FleetMirror()
+    Ledger().sync(copy)
+    deployment = _deployment("one", 1)
+    response = copy.propose(
+        PlaceRequest(request_id="r", deployment=deployment, desired=1), deployment
+    )
+    with pytest.raises(ValueError, match="is not of ns/two"):
+        proposal_of(
+            response,
+            request_id="r",
+            epoch=copy.epoch,
+            base=copy.version,
+            namespace="ns",
+            deployment="two",
+            desired=1,
+        )

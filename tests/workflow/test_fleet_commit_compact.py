@@ -75,5 +75,6 @@ async def test_commit_carries_rows_and_a_retry_is_answered_the_same(
         # booking's rows and shape.
         answered = [r.ByteSize() for r in results]
         assert len(answered) == 3, answered
-        assert answered[0] < 512 and answered[2] < 512, answered
+        assert answered[0] < 512, answered
+        assert answered[2] < 512, answered
         assert answered[1] < 4 * 1024, answered

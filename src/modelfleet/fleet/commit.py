@@ -108,6 +108,8 @@ def _placed_problem(fleet: CommitView, proposal: Proposal) -> str | None:
         if key in fleet.book or name in kept or key in seen:
             return f"replica {key} is already placed"
         seen.add(key)
+        if row[1] < 0:  # what ModelReplica's validation refused when proposals were whole
+            return f"replica {key} has index {row[1]}"
         shape = _shape_of(fleet.book, proposal, row[2])
         if isinstance(shape, str):
             return shape
@@ -146,10 +148,12 @@ def _shape_of(book: FleetBook, proposal: Proposal, skey: str) -> ModelReplica | 
         return f"shape {skey} of a placed replica is not in the proposal"
     if shape_key(shape) != skey:
         return f"shape {skey} of the proposal is not its content's"
+    # Anything a malformed shape raises is a refusal: raised out of the Update handler, it
+    # would fail the Fleet's workflow task instead.
     try:
         return book.shape_form(skey, shape)
-    except ValueError as err:  # pydantic's ValidationError
-        return f"shape {skey} of the proposal is not a valid replica: {err}"
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        return f"shape {skey} of the proposal is not a valid replica: {err!r}"[:500]
 
 
 def book_proposal(
