@@ -109,7 +109,7 @@ class Proposal(WireModel):
 
     Compact, as the Fleet's book keeps replicas (``contracts.fleet_state``): the new replicas as
     rows of this deployment with the shapes they use, the kept and removed ones by name (the
-    Fleet holds them). A proposal of 50 new replicas is ~5 KB rather than ~44 KB of whole
+    Fleet holds them). A proposal of 50 new replicas is ~2.6 KiB rather than ~44.6 KiB of whole
     ModelReplicas, and it is in the Fleet's history. The worker keeps its whole answer (see
     ``proposal_of``); the Fleet's answer is a verdict and a version."""
 
