@@ -697,6 +697,79 @@ async def test_a_service_on_two_front_doors_behind_one_address(
         await _stop(client, directory_id)
 
 
+@dataclass
+class HangingDoors(Doors):
+    """``Doors`` whose applies to the clusters in ``hanging`` never answer (a cluster gone dark
+    before the global load balancer noticed: its door is still reported healthy)."""
+
+    hanging: set[str] = field(default_factory=set)
+
+    @activity.defn(name=KUBE_APPLY)
+    async def apply(self, request: ApplyRequest) -> ApplyResult:
+        if request.cluster in self.hanging:
+            await asyncio.Event().wait()
+        return await super().apply(request)
+
+
+async def test_a_door_that_does_not_answer_holds_the_loop_for_its_bound_only(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    queue = f"tq-{uuid.uuid4()}"
+    directory_id = f"endpoints-{uuid.uuid4()}"
+    doubles = HangingDoors(client, directory_id)
+    gateway = _gateway(
+        {"cluster": "front", "additionalClusters": ["back"], "globalAddress": _GLOBAL_ADDRESS}
+    )
+    async with serving_worker(doubles, queue, doubles.remove_global):
+        directory = await client.start_workflow(
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+        )
+        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
+        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
+            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
+        service = await client.start_workflow(
+            ServiceWorkflow.run,
+            ServiceInput.of(
+                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
+                probe_interval_seconds=5,
+            ),
+            id=f"service/ml/svc-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+
+        async def status() -> ServiceStatus:
+            result: ServiceStatus = await service.query(ServiceWorkflow.status)
+            return result
+
+        async def both_serving() -> bool:
+            doors = {d.cluster: d.state for d in (await status()).front_doors}
+            return doors == {"front": "Serving", "back": "Serving"}
+
+        await _until(env, both_serving, "both doors serving")
+        # The front door's cluster stops answering before the balancer sees it, and a change
+        # needs a new route on both doors.
+        doubles.hanging.add("front")
+        doubles.unhealthy["ml/a-2"] = "connection refused"
+        started = await env.get_current_time()
+
+        async def front_failed_and_a2_out() -> bool:
+            s = await status()
+            front = next(d for d in s.front_doors if d.cluster == "front")
+            return (
+                front.state == "Configuring"
+                and front.reason.startswith("no answer within 20 s")
+                and _weights(doubles.by_cluster["back"][-1]) == {"/ml/a-1/": 1}
+                and not any(e.weight for e in s.endpoints if e.name == "a-2")
+            )
+
+        # Within the door's bound (20 s) and a probe interval, not its 3 minutes of retries.
+        await _until(env, front_failed_and_a2_out, "the front door failed, a-2 out", steps=60)
+        assert (await env.get_current_time()) - started < timedelta(seconds=60)
+        await _stop(client, service.id, directory_id)
+
+
 async def test_a_gateway_that_drops_its_global_address_removes_it(
     time_skipping_env: WorkflowEnvironment,
 ) -> None:

@@ -71,6 +71,13 @@ RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=10),
     non_retryable_error_types=[PERMANENT_KUBE_ERROR, MISSING_CREDENTIALS, MISSING_SECRET],
 )
+# How long a reconcile waits for one front door's calls (its route, keys, address), retries
+# included: about one try against a cluster that does not answer (the Kubernetes client's 15 s)
+# and a second that fails fast. The doors are applied together and the health watch waits for
+# them: a door whose cluster went dark before the global load balancer saw it kept the loop
+# (and so the door's own "Out") waiting for 3 minutes of retries. A door that runs out of it
+# is recorded failed and applied again on the next reconcile, one probe interval later.
+DOOR_CALL_BOUND = timedelta(seconds=20)
 
 
 async def watch(spec: ModelService) -> WatchResult:
@@ -140,7 +147,7 @@ async def sync_keys(cluster: str, spec: ModelService, source: str) -> None:
         ),
         result_type=int,
         start_to_close_timeout=timedelta(seconds=60),
-        schedule_to_close_timeout=timedelta(minutes=3),
+        schedule_to_close_timeout=DOOR_CALL_BOUND,
         retry_policy=RETRY,
         summary="sync API key hashes",
     )
@@ -154,7 +161,7 @@ async def sync_provider_tokens(
         ProviderTokensRequest(cluster=cluster, namespace=namespace, service=service, tokens=tokens),
         result_type=int,
         start_to_close_timeout=timedelta(seconds=60),
-        schedule_to_close_timeout=timedelta(minutes=3),
+        schedule_to_close_timeout=DOOR_CALL_BOUND,
         retry_policy=RETRY,
         summary=f"sync {len(tokens)} provider key(s)",
     )
@@ -167,7 +174,7 @@ async def apply_door(cluster: str, manifests: list[dict[str, Any]], backends: in
         result_type=ApplyResult,
         start_to_close_timeout=timedelta(seconds=60),
         heartbeat_timeout=timedelta(seconds=KUBE_HEARTBEAT_SECONDS),
-        schedule_to_close_timeout=timedelta(minutes=3),
+        schedule_to_close_timeout=DOOR_CALL_BOUND,
         retry_policy=RETRY,
         summary=f"front door: {backends} backend(s)",
     )
@@ -192,7 +199,7 @@ async def gateway_authority(cluster: str) -> str:
         GatewayAddressRequest(cluster=cluster),
         result_type=str,
         start_to_close_timeout=timedelta(seconds=30),
-        schedule_to_close_timeout=timedelta(minutes=2),
+        schedule_to_close_timeout=DOOR_CALL_BOUND,
         retry_policy=RETRY,
         summary="front door address",
     )

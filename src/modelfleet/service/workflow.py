@@ -29,6 +29,7 @@ import contextlib
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as CallTimeout
 from temporalio.workflow import ActivityHandle
 
 with workflow.unsafe.imports_passed_through():
@@ -376,7 +377,13 @@ class ServiceWorkflow:
         try:
             await self._apply_route(door, gateway, weights)
         except ActivityError as exc:
-            self._state.doors.error[cluster] = str(exc.cause or exc)
+            cause = exc.cause
+            if isinstance(cause, CallTimeout):  # out of ``calls.DOOR_CALL_BOUND``
+                last = f": {cause.cause}" if cause.cause else ""
+                bound = calls.DOOR_CALL_BOUND.total_seconds()
+                self._state.doors.error[cluster] = f"no answer within {bound:g} s{last}"
+            else:
+                self._state.doors.error[cluster] = str(cause or exc)
         else:
             self._state.doors.error.pop(cluster, None)
 
