@@ -98,13 +98,9 @@ def judge(status: DeploymentStatus, running_now: bool, elapsed: float) -> Verdic
         return Verdict(True, "scaled to 0 replicas: nothing to run")
     if status.paused:
         # Nothing more rolls until it is resumed: waiting would only run into --timeout.
-        return Verdict(
-            False,
-            f"rollout paused ({status.ready}/{status.desired} ready): resume it with "
-            f"`modelfleet rollout resume deployment/{status.name} -n {status.namespace}`",
-        )
+        return _paused(status.namespace, status.name, status.ready, status.desired)
     if status.phase == "Ready":
-        return Verdict(True, f"every replica is Ready ({status.ready}/{status.desired})")
+        return _all_ready(status.ready, status.desired)
     in_flight = any(
         r.phase in (ReplicaPhase.PENDING, ReplicaPhase.PROGRESSING, ReplicaPhase.TERMINATING)
         for r in status.replicas
@@ -154,11 +150,27 @@ def replica_rows(status: DeploymentStatus) -> list[list[str]]:
 REPLICA_HEADER = ["REPLICA", "CLUSTER", "POOLS", "PHASE", "STEP", "REASON"]
 
 
-def _headline(namespace: str, name: str, status: DeploymentStatus) -> str:
-    return (
-        f"{namespace}/{name} {status.phase}: {status.ready}/{status.desired} ready, "
-        f"{status.updated} up to date"
+def _paused(namespace: str, name: str, ready: int | None, desired: int | None) -> Verdict:
+    return Verdict(
+        False,
+        f"rollout paused ({ready}/{desired} ready): resume it with "
+        f"`modelfleet rollout resume deployment/{name} -n {namespace}`",
     )
+
+
+def _all_ready(ready: int | None, desired: int | None) -> Verdict:
+    return Verdict(True, f"every replica is Ready ({ready}/{desired})")
+
+
+def _headline(
+    namespace: str,
+    name: str,
+    phase: str,
+    ready: int | None,
+    desired: int | None,
+    updated: int | None,
+) -> str:
+    return f"{namespace}/{name} {phase}: {ready}/{desired} ready, {updated} up to date"
 
 
 @dataclass(frozen=True)
@@ -199,13 +211,9 @@ def judge_published(namespace: str, name: str, pub: Published, running_now: bool
     if pub.desired == 0 and not pub.clusters:  # a placed replica is on some cluster
         return Verdict(True, "scaled to 0 replicas: nothing to run")
     if pub.phase == "Paused":
-        return Verdict(
-            False,
-            f"rollout paused ({pub.ready}/{pub.desired} ready): resume it with "
-            f"`modelfleet rollout resume deployment/{name} -n {namespace}`",
-        )
+        return _paused(namespace, name, pub.ready, pub.desired)
     if pub.phase == "Ready":
-        return Verdict(True, f"every replica is Ready ({pub.ready}/{pub.desired})")
+        return _all_ready(pub.ready, pub.desired)
     return None
 
 
@@ -315,9 +323,15 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
             if verdict is None and elapsed > limit_seconds:
                 verdict = Verdict(False, f"gave up after {limit_seconds:g}s (--timeout)")
             line = (
-                _published_headline(namespace, name, pub)
+                _headline(namespace, name, pub.phase, pub.ready, pub.desired, pub.updated)
                 if pub.counted
-                else (_headline(namespace, name, status) if status is not None else "")
+                else (
+                    _headline(
+                        namespace, name, status.phase, status.ready, status.desired, status.updated
+                    )
+                    if status is not None
+                    else ""
+                )
             )
             if live is not None:
                 grid = Table.grid()
@@ -349,12 +363,6 @@ async def watch_rollout(client: Client, namespace: str, name: str, limit_seconds
     colour = "green" if verdict.ok else "red"
     console.print(f"[{colour}]{escape(verdict.message)}[/]")
     return verdict.ok
-
-
-def _published_headline(namespace: str, name: str, pub: Published) -> str:
-    return (
-        f"{namespace}/{name} {pub.phase}: {pub.ready}/{pub.desired} ready, {pub.updated} up to date"
-    )
 
 
 def _target(
