@@ -599,20 +599,18 @@ class Doors(Doubles):
         return 3
 
 
-async def test_a_service_on_two_front_doors_behind_one_address(
-    time_skipping_env: WorkflowEnvironment,
-) -> None:
-    env = time_skipping_env
-    client = env.client
-    queue = f"tq-{uuid.uuid4()}"
-    directory_id = f"endpoints-{uuid.uuid4()}"
-    doubles = Doors(client, directory_id)
+@asynccontextmanager
+async def _two_doors(doubles: Doors) -> AsyncIterator[tuple[str, WorkflowHandle[Any, Any]]]:
+    """A directory with a gateway on two front doors ("front", "back") behind a global address
+    and endpoints a-1 and a-2, and a service over them (probed every 5 s), on the workers of
+    ``doubles``: the directory's ID and the service's handle."""
+    client, queue = doubles.client, f"tq-{uuid.uuid4()}"
     gateway = _gateway(
         {"cluster": "front", "additionalClusters": ["back"], "globalAddress": _GLOBAL_ADDRESS}
     )
     async with serving_worker(doubles, queue, doubles.remove_global):
         directory = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
+            EndpointDirectoryWorkflow.run, EndpointsInput(), id=doubles.directory, task_queue=queue
         )
         await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
         for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
@@ -626,6 +624,16 @@ async def test_a_service_on_two_front_doors_behind_one_address(
             id=f"service/ml/svc-{uuid.uuid4()}",
             task_queue=queue,
         )
+        yield doubles.directory, service
+
+
+async def test_a_service_on_two_front_doors_behind_one_address(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    env = time_skipping_env
+    client = env.client
+    doubles = Doors(client, f"endpoints-{uuid.uuid4()}")
+    async with _two_doors(doubles) as (directory_id, service):
 
         async def status() -> ServiceStatus:
             result: ServiceStatus = await service.query(ServiceWorkflow.status)
@@ -716,28 +724,8 @@ async def test_a_door_that_does_not_answer_holds_the_loop_for_its_bound_only(
 ) -> None:
     env = time_skipping_env
     client = env.client
-    queue = f"tq-{uuid.uuid4()}"
-    directory_id = f"endpoints-{uuid.uuid4()}"
-    doubles = HangingDoors(client, directory_id)
-    gateway = _gateway(
-        {"cluster": "front", "additionalClusters": ["back"], "globalAddress": _GLOBAL_ADDRESS}
-    )
-    async with serving_worker(doubles, queue, doubles.remove_global):
-        directory = await client.start_workflow(
-            EndpointDirectoryWorkflow.run, EndpointsInput(), id=directory_id, task_queue=queue
-        )
-        await directory.execute_update(EndpointDirectoryWorkflow.put_gateway, gateway)
-        for record in (_endpoint("a-1", dep="a"), _endpoint("a-2", dep="a")):
-            await directory.execute_update(EndpointDirectoryWorkflow.put, record)
-        service = await client.start_workflow(
-            ServiceWorkflow.run,
-            ServiceInput.of(
-                _service([{"selector": {"matchLabels": {"dep": "a"}}}]),
-                probe_interval_seconds=5,
-            ),
-            id=f"service/ml/svc-{uuid.uuid4()}",
-            task_queue=queue,
-        )
+    doubles = HangingDoors(client, f"endpoints-{uuid.uuid4()}")
+    async with _two_doors(doubles) as (directory_id, service):
 
         async def status() -> ServiceStatus:
             result: ServiceStatus = await service.query(ServiceWorkflow.status)
