@@ -23,7 +23,7 @@ from modelfleet.api.meta import API_VERSION
 from modelfleet.applying.deleting import still_runs
 from modelfleet.cli.cluster_view import fleet_silent
 from modelfleet.cli.errors import CliError, NotFoundError
-from modelfleet.cli.manifests import Fetched, _with_server_fields
+from modelfleet.cli.manifests import Fetched, _with_server_fields, unanswered_reason
 from modelfleet.cli.output import console
 from modelfleet.cli.resources import (
     ROW_READS,
@@ -49,11 +49,7 @@ async def _status_or_none(client: Client, name: str) -> ClusterStatus | str | No
     except NotFoundError:
         return None
     except (CliError, RPCError, WorkflowQueryFailedError) as exc:
-        return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+        return unanswered_reason(exc)
 
 
 async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
@@ -68,7 +64,7 @@ async def fetch_clusters(client: Client, wanted: set[str]) -> list[Fetched]:
     except NotFoundError:
         raise
     except (CliError, RPCError, WorkflowQueryFailedError) as exc:
-        return await published_clusters(client, wanted, _reason(exc))
+        return await published_clusters(client, wanted, unanswered_reason(exc))
     records = [r for r in view.clusters if not wanted or r.spec.name in wanted]
     if not records:
         return []

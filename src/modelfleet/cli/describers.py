@@ -22,7 +22,7 @@ from modelfleet.autoscaler.workflow import AutoscalerWorkflow, autoscaler_id
 from modelfleet.cli.cluster_view import describe_cluster, describe_published_cluster
 from modelfleet.cli.columns import cache_summary
 from modelfleet.cli.errors import CliError, NotFoundError
-from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched
+from modelfleet.cli.manifests import NOT_ACTED_UPON, Fetched, unanswered_reason
 from modelfleet.cli.output import console, print_table
 from modelfleet.cli.resources import autoscaler_status, deployment_status, query, service_status
 from modelfleet.cli.rollout import REPLICA_HEADER, replica_rows
@@ -70,10 +70,9 @@ async def deployment(d: Described) -> None:
         # Its workflow is busy or failing: what its own record holds, and why no more.
         for line in published_deployment(d.item, d.s.workflow_url(deployment_id(ns.name, name))):
             console.print(line, soft_wrap=True, markup=False)
-        reason = " ".join(str(getattr(exc, "message", "") or exc).split())
         raise CliError(
             f"modeldeployment.modelfleet.dev/{name} in namespace {ns.name} did not answer: "
-            f"{reason or type(exc).__name__}; shown above is what it last published (no "
+            f"{unanswered_reason(exc)}; shown above is what it last published (no "
             "conditions, replicas or decisions)"
         ) from None
     _deployment(d.s, ns, name, status, decisions[-RECENT_DECISIONS:])

@@ -77,12 +77,18 @@ def _utc(at: datetime | None) -> str | None:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def unanswered_reason(exc: BaseException) -> str:
+    """Why a workflow did not answer, on one line: the RPC's or query's message, else the
+    exception's text, else its type."""
+    return " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+
+
 def unanswered_resource(
     kind: str, namespace: str, name: str, run: Any, phase: str | None, exc: BaseException
 ) -> Fetched:
     """A resource whose workflow could not answer now: its name and age from visibility, the
     phase it last published (search attribute), and why it did not answer."""
-    reason = " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+    reason = unanswered_reason(exc)
     created = getattr(run, "start_time", None)
     manifest = _with_server_fields(
         {
