@@ -18,8 +18,9 @@ gets ``hang_guard_grace`` seconds of its own):
 1. at the deadline: write every thread's stack and the pending asyncio tasks' stacks to the real
    stderr (and to the test's report), then cancel the asyncio task the main thread's
    ``run_until_complete`` is running (the test or fixture coroutine): it unwinds through its
-   ``finally`` and ``async with`` blocks and the test fails with ``CancelledError: hang guard...``;
-   with no event loop running (a synchronous hang), go straight to 2;
+   ``finally`` and ``async with`` blocks and the test fails with ``CancelledError: hang guard...``
+   (a phase that catches the cancellation and ends without an error fails all the same: it ran
+   past its timeout); with no event loop running (a synchronous hang), go straight to 2;
 2. ``grace`` later, if the phase is still running: the stacks again, and a signal to the main
    thread whose handler raises :class:`HangGuardTimeout`. It derives from ``SystemExit`` because
    asyncio re-raises ``SystemExit`` out of callbacks and task steps instead of swallowing it, so
@@ -451,6 +452,17 @@ class HangGuard:
         fired = self._sections.pop((item.nodeid, call.when), None)
         if fired:
             report.sections.append((f"hang guard ({call.when})", "\n".join(fired)))
+            if report.passed:
+                # The phase caught the guard's cancellation (a retry helper that catches too
+                # much, a clean-up that swallows CancelledError) and went on to finish: it ran
+                # past its timeout all the same, and a pass would hide that.
+                report.outcome = "failed"
+                report.longrepr = (
+                    f"hang guard: {item.nodeid} ({call.when}) ran past its timeout and went on "
+                    f"after the guard cancelled it (its cancellation was caught), finishing "
+                    f"{call.duration:.0f} s into the phase: a pass past the timeout is a "
+                    f"failure.\n\n" + fired[0]
+                )
         return report
 
     def _phase(self, when: str) -> Any:

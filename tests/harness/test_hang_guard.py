@@ -8,10 +8,12 @@ Both run side by side (they mostly wait out their timeouts).
   ``await`` that never ends while another task keeps the loop busy (pytest-timeout's own
   SIGALRM lands in that task and the test waits for ever), a blocking asyncio callback
   (pytest-timeout's ``Failed`` is swallowed there: the test passes), a coroutine whose
-  clean-up waits for ever when cancelled, and async and sync fixture teardowns that hang. Each
-  fails (or errors at teardown) with every thread's stack, in the same worker, and the tests
-  after them run. Also a failure pytest cannot format (CPython 3.11.7's AST race did that to a
-  workflow test under load): reported as failed, not an INTERNALERROR that ends the run.
+  clean-up waits for ever when cancelled, a test that catches the guard's cancellation and
+  finishes (a pass past the timeout: failed all the same), and async and sync fixture
+  teardowns that hang. Each fails (or errors at teardown) with every thread's stack, in the
+  same worker, and the tests after them run. Also a failure pytest cannot format (CPython
+  3.11.7's AST race did that to a workflow test under load): reported as failed, not an
+  INTERNALERROR that ends the run.
 - ``test_deadlock.py``: test_fleet_scale's hang: a real Temporal worker whose workflow failed
   the SDK's deadlock check (with a ``@pytest.mark.timeout`` of its own past the SDK's 2 s).
   Cancelled, its ``async with Worker`` waits for ever for the stuck activation: the interrupt
@@ -92,6 +94,13 @@ async def test_waits_again_when_cancelled():
         await asyncio.Event().wait()
     except asyncio.CancelledError:
         await asyncio.Event().wait()  # a clean-up that never ends (a worker's shutdown)
+
+
+async def test_swallows_the_cancellation_and_finishes():
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        pass  # a retry helper that catches too much: the test goes on and would pass
 
 
 @pytest_asyncio.fixture
@@ -336,6 +345,7 @@ def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(
         "test_event_wait_while_the_loop_is_busy": ["FAILED"],
         "test_blocking_asyncio_callback": ["FAILED"],
         "test_waits_again_when_cancelled": ["FAILED"],
+        "test_swallows_the_cancellation_and_finishes": ["FAILED"],
         "test_async_fixture_teardown_hangs": ["PASSED", "ERROR"],
         "test_sync_fixture_teardown_hangs": ["PASSED", "ERROR"],
         "test_a_failure_pytest_cannot_format": ["FAILED"],
@@ -350,12 +360,17 @@ def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(
     assert re.search(r"test_event_wait_while_the_loop_is_busy - .*CancelledError: hang", output)
     assert re.search(r"test_blocking_asyncio_callback - hang_guard.HangGuardTimeout", output)
     assert re.search(r"test_waits_again_when_cancelled - hang_guard.HangGuardTimeout", output)
+    assert re.search(
+        r"test_swallows_the_cancellation_and_finishes \(call\) ran past its timeout and went "
+        r"on after the guard cancelled it .* a pass past the timeout is a failure",
+        output,
+    )
     assert re.search(r"ERROR \S+::test_async_fixture_teardown_hangs - .*CancelledError", output)
     assert re.search(r"ERROR \S+::test_sync_fixture_teardown_hangs - .*HangGuardTimeout", output)
     # Every thread's stack, each where it hangs: in the report and, at once, on stderr.
     for section in ("hang guard (call)", "hang guard (teardown)"):
         assert section in output
-    assert output.count("Every thread's stack") >= 2 * 6
+    assert output.count("Every thread's stack") >= 2 * 6 + 1
     assert re.search(r"--- thread MainThread \d+ \(main\)", output)
     for line in (
         "time.sleep(3600)",
@@ -363,8 +378,8 @@ def test_recoverable_hangs_fail_with_their_stacks_and_the_run_goes_on(
         "sum(range(20_000))",  # the busy task, in the pending tasks' stacks
     ):
         assert line in output
-    # Six hangs, each ended in at most timeout + 2 x grace; the rest is start-up.
-    assert took < 6 * (TIMEOUT + 2 * GRACE) + 60, took
+    # Seven hangs, each ended in at most timeout + 2 x grace; the rest is start-up.
+    assert took < 7 * (TIMEOUT + 2 * GRACE) + 60, took
 
 
 def test_unrecoverable_hangs_crash_the_worker_and_the_run_goes_on(
