@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from crash_env import CrashEnv, all_ready, crash_env, tolerant
-from integration_support import Load, deployment, model_service, wait_for
+from integration_support import Load, cancel_and_wait, deployment, model_service, wait_for
 
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment, Strategy
 from modelfleet.api.kinds import parse_resource
@@ -530,9 +530,7 @@ async def run_change(
         return figures
     finally:
         if killer is not None and not killer.done():
-            killer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await killer
+            await cancel_and_wait(killer)
         if env.worker is None or env.worker.returncode is not None:
             await env.start_worker()
         if case.front_door_faults:

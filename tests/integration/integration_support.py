@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import os
 import sys
 import time
@@ -129,6 +128,17 @@ def unanswered(exc: BaseException) -> bool:
     return isinstance(exc, RPCError) and "Timeout expired" in str(exc)
 
 
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended; an error it ended with (other than the
+    cancellation) is raised here. A cancellation of the caller itself (the hang guard's, past a
+    test's timeout) goes on up: ``suppress(CancelledError)`` around ``await task`` would swallow
+    it too, and the test would go on past its timeout."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+
+
 async def wait_for(probe: Callable[[], Awaitable[T | None]], limit: float, what: str) -> T:
     """Poll ``probe`` until it returns a value; fail with ``what`` after ``limit`` seconds.
     A query left unanswered (see ``unanswered``) counts as "not yet", never as an answer."""
@@ -214,9 +224,7 @@ class Load:
 
     async def stop(self) -> None:
         if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+            await cancel_and_wait(self._runner)
             self._runner = None
         if self._tasks:
             await asyncio.gather(*self._tasks)

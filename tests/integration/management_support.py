@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_support import Stack
+from integration_support import Stack, cancel_and_wait
 
 from modelfleet.adapters.management import ManagementCluster
 from modelfleet.api.crds import custom_resource_definitions
@@ -94,17 +94,19 @@ class Management(Kubectl):
         for _task, stop, _ in self.controllers:
             stop.set()
         for task, _, _ in self.controllers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, 30)
+            await asyncio.wait([task], timeout=30)
+            if not task.done():
+                await cancel_and_wait(task)
+                raise AssertionError("a controller did not stop within 30 s of its stop event")
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
         self.controllers.clear()
 
     async def kill(self, controller: Controller) -> None:
         """Stop one controller at once, as a SIGKILL would (its lease is not released)."""
         for entry in list(self.controllers):
             if entry[2] is controller:
-                entry[0].cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await entry[0]
+                await cancel_and_wait(entry[0])
                 self.controllers.remove(entry)
 
 

@@ -7,12 +7,11 @@ status, and restoring the good spec leaves every replica as it was."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 
 import pytest
-from integration_support import Stack, cli, deployment
+from integration_support import Stack, cancel_and_wait, cli, deployment
 from temporalio.client import WorkflowUpdateFailedError
 
 from modelfleet.api.deployments import ModelDeployment
@@ -157,9 +156,7 @@ async def _nine_bad_changes(stack: Stack) -> None:
                 stack.fleet.set_faults(cluster, FaultConfig())
         await _restore(stack, handle, serving)
     finally:
-        watch.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watch
+        await cancel_and_wait(watch)
     assert watcher.violations == []
     assert watcher.looks > 20
     assert "invalid CEL selector" in seen["cel syntax"]

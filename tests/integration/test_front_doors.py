@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import httpx
 import openai
-from integration_support import Stack, delete_deployment, deployment, wait_for
+from integration_support import Stack, cancel_and_wait, delete_deployment, deployment, wait_for
 
 from modelfleet.api.deployments import ClusterSelector, ModelDeployment
 from modelfleet.api.kinds import parse_resource
@@ -140,9 +140,7 @@ class Load:
 
     async def stop(self) -> None:
         if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+            await cancel_and_wait(self._runner)
             self._runner = None
         if self._tasks:
             await asyncio.gather(*self._tasks)
