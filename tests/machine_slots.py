@@ -3,12 +3,13 @@ instead of overloading it: a pytest plugin loaded by ``tests/conftest.py``.
 
 An integration file brings up a stack of its own (a Temporal dev server, the simulated fleet, a
 worker) and most of its tests wait on that stack's timers and tasks. ``make test`` runs six such
-files at once, which a 2-core machine carries; a second ``make test`` beside it doubles that, and
-(with four each, before the slots) its long scenarios (an autoscaler's load test, a front door
-dark for a minute) ran past the hang guard's 240 s and failed, in both runs. Like make's jobserver, the runs share one pool: each
-process holds one of ``MODELFLEET_TEST_SLOTS`` slots (default: three per core) from the first test
-of an integration file until that file's last test ends (its module fixtures torn down), and a
-process that finds every slot taken waits for one. The wait comes before the test's protocol
+files at once, which a 2-core machine carries; a second ``make test`` beside it doubles that,
+and (with four each, before the slots) its long scenarios (an autoscaler's load test, a front
+door dark for a minute) ran past the hang guard's 240 s and failed, in both runs. Like make's
+jobserver, the runs share one pool: each process holds one of ``MODELFLEET_TEST_SLOTS`` slots
+(default: three per core) from the first test of an integration file until that file's last
+test ends (its module fixtures torn down), and a process that finds every slot taken waits for
+one. The wait comes before the test's protocol
 starts, so it is not counted in the test's time limit (the hang guard's phases begin after it).
 
 A slot is an ``flock`` on a file in ``MODELFLEET_TEST_SLOT_DIR`` (default: a directory per user
