@@ -13,12 +13,16 @@ subprocesses (separate Python processes, as users run them). The load average is
 start and the end: this 2-core machine is shared, so read the figures with it.
 
     .venv/bin/python bench/flood.py [--deployments 1000] [--slots 20] [--rate 20] [--every 5]
-        [--timeout 1800] [--startup 0.3] [--hold 0]
+        [--timeout 1800] [--startup 0.3] [--hold 0] [--compare] [--delete]
 
 ``--hold S`` keeps reading for S seconds once every deployment is Ready or Pending: the Pending
-ones keep trying to be placed (a pass a minute each), which is load too. ``--compare`` also
-times ``get deployments -A -o wide`` each round: the same list asking every deployment's
-workflow (the plain table reads visibility alone), a same-run comparison.
+ones keep trying to be placed (a pass a minute each), which is load too. Once settled, every
+Pending deployment's status is asked for (16 at a time, 8 s each) and its summary must carry the
+scheduler's reason (``0/3 clusters fit: ...``): the reasons are counted and printed, and a Pending
+deployment without one fails the run. ``--delete`` then runs ``modelfleet delete -f DIR`` (as a
+user cleans up) and times it until no deployment workflow of the flood is left running.
+``--compare`` also times ``get deployments -A -o wide`` each round: the same list asking every
+deployment's workflow (the plain table reads visibility alone), a same-run comparison.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from modelfleet.api.kinds import parse_resource
 from modelfleet.cli.devenv import dev_environment
 from modelfleet.contracts import search
 from modelfleet.contracts.ids import FLEET_ID, ROLLOUT_SLOTS_ID, deployment_id
+from modelfleet.contracts.status import DeploymentStatus
+from modelfleet.deployment.workflow import DeploymentWorkflow
 from modelfleet.worker.tuning import Tuning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +109,51 @@ async def phases(client: Client) -> Counter[str]:
         phase = w.typed_search_attributes.get(search.PHASE)
         found[str(phase or "-")] += 1
     return found
+
+
+async def pending_reasons(client: Client) -> tuple[Counter[str], list[str]]:
+    """Each Pending deployment's reason, as its status summary gives it: the reasons by their
+    text up to the first ';' (the most common cause, e.g. ``0/3 clusters fit: 3 no pool has 1
+    free device``), and the deployments whose summary does not start with a scheduler's
+    verdict (``N/M clusters fit``) or whose workflow did not answer."""
+    names = []
+    async for w in client.list_workflows(
+        f"ModelfleetKind='ModelDeployment' AND ModelfleetNamespace='{NS}' "
+        "AND ExecutionStatus='Running' AND ModelfleetPhase='Pending'"
+    ):
+        names.append(w.id)
+    reasons: Counter[str] = Counter()
+    without: list[str] = []
+    gate = asyncio.Semaphore(16)
+
+    async def one(wid: str) -> None:
+        async with gate:
+            try:
+                handle = client.get_workflow_handle(wid)
+                status: DeploymentStatus = await asyncio.wait_for(
+                    handle.query(DeploymentWorkflow.status), 8
+                )
+            except Exception as exc:
+                without.append(f"{wid}: no answer ({type(exc).__name__})")
+                return
+        head = status.summary.split(";", 1)[0].strip()
+        if status.phase != "Pending":
+            return  # placed since the list was read
+        if " clusters fit" not in head.split(":", 1)[0]:
+            without.append(f"{wid}: {status.summary[:120]!r}")
+            return
+        reasons[head] += 1
+
+    await asyncio.gather(*(one(w) for w in names))
+    return reasons, without
+
+
+async def running_deployments(client: Client) -> int:
+    count = await client.count_workflows(
+        f"ModelfleetKind='ModelDeployment' AND ModelfleetNamespace='{NS}' "
+        "AND ExecutionStatus='Running'"
+    )
+    return count.count
 
 
 async def failed_tasks(client: Client, workflow_ids: list[str]) -> Counter[str]:
@@ -203,7 +254,38 @@ async def measure(args: argparse.Namespace, client: Client, address: str, folder
             f"{verb:20} n={len(times)}  p50 {pct(times, 0.5):.1f}s  p95 {pct(times, 0.95):.1f}s"
             f"  max {max(times, default=float('nan')):.1f}s  >=10s: {over}  failed: {len(failures)}"
         )
-    return 0 if settled else 1
+    ok = settled
+    if settled:
+        reasons, without = await pending_reasons(client)
+        print(f"Pending with the scheduler's reason: {sum(reasons.values())}")
+        for reason, count in reasons.most_common(5):
+            print(f"  {count:5}  {reason[:150]}")
+        print(f"Pending without one: {len(without)}")
+        for line in without[:10]:
+            print(f"  {line}")
+        ok = ok and not without
+    if args.delete:
+        ok = await delete_all(args, client, address, folder) and ok
+    return 0 if ok else 1
+
+
+async def delete_all(args: argparse.Namespace, client: Client, address: str, folder: Path) -> bool:
+    """``modelfleet delete -f DIR``, then wait until no deployment of the flood runs."""
+    print(f"\ndelete -f of the same directory: {load()}", flush=True)
+    t0 = time.monotonic()
+    code, out = await cli(address, "delete", "-f", str(folder))
+    took = time.monotonic() - t0
+    last = out.strip().splitlines()[-1][:160] if out.strip() else ""
+    print(f"  delete exited {code} after {took:.1f}s: {last}", flush=True)
+    deadline = t0 + args.timeout
+    left = await running_deployments(client)
+    while left and time.monotonic() < deadline:
+        print(f"  {time.monotonic() - t0:7.1f}s  {left} deployment workflows still running")
+        await asyncio.sleep(args.every)
+        left = await running_deployments(client)
+    gone = time.monotonic() - t0
+    print(f"every deployment gone: {left == 0} after {gone:.0f}s; {load()}")
+    return code == 0 and left == 0
 
 
 def main() -> None:
@@ -219,6 +301,9 @@ def main() -> None:
     parser.add_argument("--startup", type=float, default=0.3, help="pod start-up seconds")
     parser.add_argument(
         "--compare", action="store_true", help="also time get deployments -A -o wide (queries)"
+    )
+    parser.add_argument(
+        "--delete", action="store_true", help="then delete -f the directory and time it"
     )
     raise SystemExit(asyncio.run(bench(parser.parse_args())))
 
