@@ -62,6 +62,7 @@ from modelfleet.controller.support import (
     in_thread,
     newer,
     query_or_none,
+    raise_if_cancelling,
     short,
     wait,
 )
@@ -156,6 +157,7 @@ class Controller:
         give_up = s.lease_seconds * 2 / 3
         deadline = time.monotonic() + give_up
         while not stop.is_set():
+            raise_if_cancelling()  # a renewal's wait_for may have swallowed it
             await wait(stop, s.renew_seconds)
             sent = time.monotonic()
             renewed = False
@@ -246,7 +248,12 @@ class Controller:
     # -- workers --------------------------------------------------------------------------
 
     async def _work(self) -> None:
+        task = asyncio.current_task()
         while True:
+            # A call inside the last reconcile may have caught this worker's cancellation and
+            # returned (Python 3.11's wait_for does when its call completes as it is
+            # cancelled): stop here, or the stopping leader waits for this worker for ever.
+            raise_if_cancelling()
             key = await self.queue.get()
             try:
                 again = await self.reconcile(key)
@@ -256,7 +263,6 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: the key comes back with a backoff
-                task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     # Cancelled mid-call: the Temporal client reports that as its own error.
                     raise asyncio.CancelledError from exc

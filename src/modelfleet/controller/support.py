@@ -44,6 +44,15 @@ class ControllerSettings:
     )
 
 
+def raise_if_cancelling() -> None:
+    """Raise ``CancelledError`` if the running task's cancellation was asked for but caught on
+    the way (a loop calls this before it waits again, so that a swallowed cancellation still
+    ends it)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def in_thread(fn: Callable[[], T]) -> T:
     """Run a blocking call on a daemon thread (a watch can outlive a stopping controller by up
     to its timeout; a daemon thread never holds the process open)."""
