@@ -51,7 +51,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.activities.fleet_updates import FleetActivities
@@ -64,6 +63,7 @@ from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
 from modelfleet.scheduling.placement import place
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import start_dev_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +328,7 @@ def placers_in_process(
     address: str, fleet_id: str, replicas: int, batch: int, placers: int
 ) -> tuple[int, int, int, int]:
     async def go() -> tuple[int, int, int, int]:
-        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        client = await Client.connect(address, data_converter=data_converter())
         return await place_all(client, fleet_id, replicas, batch, placers)
 
     return asyncio.run(go())
@@ -501,7 +501,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = await start_dev_server(Path(tmp), ui=False)
         try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=data_converter())
             args.address = server.address
             queue = f"bench-fleet-{uuid.uuid4().hex[:6]}"
 
