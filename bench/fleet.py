@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import statistics
@@ -209,6 +210,35 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     )
     print(f"state after: {stats.state_bytes / 1024:.0f} KiB ({load()})")
     await handle.terminate()
+
+
+class GcPauses:
+    """The garbage collector's pauses in this process (the worker's): a collection holds the
+    interpreter lock, so it stalls whatever workflow task runs meanwhile."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._began = 0.0
+
+    def start(self) -> None:
+        gc.callbacks.append(self._watch)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._watch)
+
+    def _watch(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], (time.perf_counter() - self._began) * 1000))
+
+    def report(self) -> str:
+        parts = []
+        for gen in (0, 1, 2):
+            ms = [t for g, t in self.pauses if g == gen]
+            if ms:
+                parts.append(f"gen{gen} n={len(ms)} total {sum(ms):.0f} ms max {max(ms):.0f} ms")
+        return "; ".join(parts) + f" ({len(gc.get_objects())} objects tracked at the end)"
 
 
 def busy() -> None:
@@ -413,6 +443,8 @@ async def run_task_times(
         first_run = handle.result_run_id
         assert first_run is not None
         started = time.perf_counter()
+        pauses = GcPauses()
+        pauses.start()
         if args.placer_process:
             # The placers in a process of their own, as workers other than the Fleet's run
             # ``fleet.place``: their CPU never holds the Fleet worker's interpreter lock.
@@ -428,6 +460,7 @@ async def run_task_times(
                 client, fleet_id, replicas, args.batch, args.placers
             )
         took = time.perf_counter() - started
+        pauses.stop()
         stats: FleetStats = await handle.query(FleetWorkflow.stats)
         assert stats.replicas == placed == replicas, (stats.replicas, placed)
         runs = await fleet_histories(client, fleet_id, first_run)
@@ -470,6 +503,7 @@ async def run_task_times(
             )
         for ms, what in sorted(slow, reverse=True)[:5]:
             print(f"  slowest: {ms:.0f} ms, {what}")
+        print(f"garbage collection in the worker's process while placing: {pauses.report()}")
         print(f"after: {load()}")
         if restart is not None:
             await placement_after_restart(client, fleet_id, restart)
