@@ -28,7 +28,9 @@ one-GPU replicas are placed on ``--clusters`` x 8 pools, ``--batch`` per proposa
 busy processes beside the worker and the Fleet continuing-as-new every ``--history-events``.
 Then every run's history is read (following continue-as-new) and the p50, p95 and max
 workflow-task time (WorkflowTaskStarted -> WorkflowTaskCompleted), the first task of each run
-after a continue-as-new, and the failed or timed-out workflow tasks are printed.
+after a continue-as-new, and the failed or timed-out workflow tasks are printed, with the
+garbage collector's pauses in the worker's process meanwhile (``--gc-threshold N``: an
+experiment with the collector's first threshold).
 
     .venv/bin/python bench/fleet.py --task-times --replicas 10000 --clusters 1000 --stress 2
 """
@@ -525,6 +527,12 @@ async def main() -> None:
     parser.add_argument("--placers", type=int, default=2)
     parser.add_argument("--history-events", type=int, default=400)
     parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        help="an experiment: the garbage collector's first threshold in this (the worker's) "
+        "process, instead of Python's 700",
+    )
+    parser.add_argument(
         "--placer-process",
         action="store_true",
         help="run the placers in a process of their own (as other workers would)",
@@ -550,6 +558,9 @@ async def main() -> None:
             if args.task_times:
                 worker = fleet_worker()
                 running = asyncio.create_task(worker.run())
+                if args.gc_threshold:
+                    gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+                print(f"garbage collector thresholds {gc.get_threshold()}")
 
                 async def restart() -> None:
                     nonlocal worker, running
