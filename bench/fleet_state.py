@@ -7,8 +7,10 @@ carried form with shared pool layouts, the replicas as compact rows of 50-replic
 with the shape a real placement gives them, the 50 carried decisions, 32 remembered answers),
 serialises it with the project's data converter (``worker.client.data_converter``) and times,
 ``--repeat`` times each: encoding, decoding (``from_payloads``, as the SDK's
-``_make_workflow_input``) with the garbage collector on and off, and decoding plus the Fleet
-workflow's ``__init__`` (the rest of a new run's first task before its first command).
+``_make_workflow_input``) with the garbage collector on and off, decoding plus the Fleet
+workflow's ``__init__``, and the whole first workflow task of a run with that input as the
+SDK's Replayer runs it (sandbox, activation, decoding, ``__init__``, ``run`` to its first wait;
+a worker replaying a new run does the same), beside the same task with an empty state.
 
 Same-run comparison: ``--base-src DIR`` (another checkout's ``src``, e.g. main's) measures that
 code too, in a child process of its own per round, alternating with this checkout's, and prints
@@ -147,13 +149,93 @@ def timed(fn: Any, repeat: int) -> tuple[list[float], float]:
     return times, gc_ms
 
 
+def first_task_history(payload: Any, run: int) -> Any:
+    """A Fleet run's history up to its first workflow task, with ``payload`` as its input: what a
+    new run after a continue-as-new (or a worker replaying it) starts from."""
+    from google.protobuf.duration_pb2 import Duration
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from temporalio.api.common.v1 import Payloads, WorkflowType
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.history.v1 import (
+        HistoryEvent,
+        WorkflowExecutionStartedEventAttributes,
+        WorkflowTaskScheduledEventAttributes,
+        WorkflowTaskStartedEventAttributes,
+    )
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.client import WorkflowHistory
+
+    at = Timestamp()
+    at.FromDatetime(datetime(2026, 11, 28, 12, tzinfo=UTC))
+    queue = TaskQueue(name="fleet")
+    ten = Duration(seconds=10)
+    started = WorkflowExecutionStartedEventAttributes(
+        workflow_type=WorkflowType(name="Fleet"),
+        task_queue=queue,
+        input=Payloads(payloads=[payload]),
+        workflow_task_timeout=ten,
+        attempt=1,
+        original_execution_run_id=f"run-{run}",
+        first_execution_run_id=f"run-{run}",
+    )
+    events = [
+        HistoryEvent(
+            event_id=1,
+            event_time=at,
+            event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+            workflow_execution_started_event_attributes=started,
+        ),
+        HistoryEvent(
+            event_id=2,
+            event_time=at,
+            event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+            workflow_task_scheduled_event_attributes=WorkflowTaskScheduledEventAttributes(
+                task_queue=queue, start_to_close_timeout=ten, attempt=1
+            ),
+        ),
+        HistoryEvent(
+            event_id=3,
+            event_time=at,
+            event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+            workflow_task_started_event_attributes=WorkflowTaskStartedEventAttributes(
+                scheduled_event_id=2
+            ),
+        ),
+    ]
+    return WorkflowHistory(f"fleet-{run}", events)
+
+
+def replay_times(converter: Any, payload: Any, repeat: int) -> list[float]:
+    """The Fleet's first workflow task replayed by the SDK's Replayer (sandbox, activation,
+    decoding, ``__init__``, ``run`` to its first wait), ``repeat`` times (ms)."""
+    import asyncio
+
+    from temporalio.worker import Replayer
+
+    from modelfleet.fleet.workflow import FleetWorkflow
+
+    async def go() -> list[float]:
+        replayer = Replayer(workflows=[FleetWorkflow], data_converter=converter)
+        times = []
+        for run in range(repeat):
+            history = first_task_history(payload, run)
+            t0 = time.perf_counter()
+            result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+            times.append((time.perf_counter() - t0) * 1000)
+            assert result.replay_failure is None, result.replay_failure
+        return times
+
+    return asyncio.run(go())
+
+
 def child(args: argparse.Namespace) -> None:
     import modelfleet
-    from modelfleet.contracts.workflow_inputs import FleetInput
+    from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
     from modelfleet.fleet.workflow import FleetWorkflow
     from modelfleet.worker.client import data_converter
 
-    converter = data_converter().payload_converter
+    data = data_converter()
+    converter = data.payload_converter
     value = carried_state(args.clusters, args.replicas, args.batch)
     (payload,) = converter.to_payloads([value])
     # The decoded state is equal to what was sent.
@@ -175,6 +257,10 @@ def child(args: argparse.Namespace) -> None:
     gc.disable()
     out["decode_nogc"], _ = timed(decode, args.repeat)
     gc.enable()
+    out["replay"] = replay_times(data, payload, args.repeat)
+    # The floor: the same first task with an empty state.
+    (empty,) = converter.to_payloads([FleetInput(state=FleetState())])
+    out["replay_empty"] = replay_times(data, empty, args.repeat)
     print(json.dumps(out))
 
 
@@ -191,12 +277,16 @@ def run_child(src: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summary(r: dict[str, Any]) -> str:
-    med = {k: statistics.median(r[k]) for k in ("encode", "decode", "decode_nogc", "start")}
+    med = {
+        k: statistics.median(r[k])
+        for k in ("encode", "decode", "decode_nogc", "start", "replay", "replay_empty")
+    }
     return (
         f"decode median {med['decode']:.1f} ms (max {max(r['decode']):.1f}, GC "
         f"{r['decode_gc'] / len(r['decode']):.1f} ms/run), without GC {med['decode_nogc']:.1f}"
         f" ms; decode + Fleet __init__ {med['start']:.1f} ms (max {max(r['start']):.1f}); "
-        f"encode {med['encode']:.1f} ms"
+        f"encode {med['encode']:.1f} ms; first workflow task replayed {med['replay']:.0f} ms "
+        f"(max {max(r['replay']):.0f}; with an empty state {med['replay_empty']:.0f} ms)"
     )
 
 
@@ -232,6 +322,7 @@ def main() -> None:
             ("decode", "decode"),
             ("decode_nogc", "decode without GC"),
             ("start", "decode + Fleet __init__"),
+            ("replay", "first workflow task replayed"),
             ("encode", "encode"),
         ):
             base = statistics.median(x for r in results["base"] for x in r[key])
