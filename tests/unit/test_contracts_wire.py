@@ -263,12 +263,17 @@ def test_unknown_fields_deep_inside_embedded_resources_of_the_fleets_carried_sta
         pydantic_data_converter.payload_converter.from_payloads([payload], [FleetInput])
 
 
-def test_a_list_of_contracts_is_read_by_the_wire_contract_too() -> None:
-    """An activity's ``result_type=list[...]``: the converter reads it leniently as well."""
+def test_a_type_built_of_contracts_is_read_by_the_wire_contract_too() -> None:
+    """An activity's ``result_type=list[...]``, an optional argument: read leniently as well;
+    a list of resources alone stays strict."""
     doc = to_json(request())
     doc["deployment"]["spec"]["template"]["spec"]["futureKnob"] = {"x": 1}
     (payload,) = CONVERTER.to_payloads([[doc, doc]])
     (value,) = CONVERTER.from_payloads([payload], [list[PlaceRequest]])
     assert value == [request(), request()]
-    (none,) = CONVERTER.from_payloads(CONVERTER.to_payloads([None]), [PlaceRequest | None])
-    assert none is None
+    (payload,) = CONVERTER.to_payloads([doc])
+    (one,) = CONVERTER.from_payloads([payload], [PlaceRequest | None])
+    assert one == request()
+    (payload,) = CONVERTER.to_payloads([[doc["deployment"]]])
+    with pytest.raises(ValidationError, match="futureKnob"):
+        CONVERTER.from_payloads([payload], [list[ModelDeployment]])
