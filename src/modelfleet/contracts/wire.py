@@ -21,7 +21,7 @@ resources included. The data converter does so for every payload that holds a Wi
 (``modelfleet.worker.converter``); ``model_validate`` and ``model_validate_json`` of a WireModel
 do so when called directly. So a payload validates in one pass in pydantic-core, with no Python
 callback per nested model: the Fleet's carried state holds ~1,300 nested WireModels, and a
-per-model callback made its decoding twice as slow. Constructing a WireModel by its fields
+per-model callback made decoding it 2-5x slower. Constructing a WireModel by its fields
 (``PlaceRequest(deployment=...)``) validates them as their types say.
 
 Not tolerated across versions: a new value of an enum (a phase, a step) and a new required
