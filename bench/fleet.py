@@ -28,7 +28,9 @@ one-GPU replicas are placed on ``--clusters`` x 8 pools, ``--batch`` per proposa
 busy processes beside the worker and the Fleet continuing-as-new every ``--history-events``.
 Then every run's history is read (following continue-as-new) and the p50, p95 and max
 workflow-task time (WorkflowTaskStarted -> WorkflowTaskCompleted), the first task of each run
-after a continue-as-new, and the failed or timed-out workflow tasks are printed.
+after a continue-as-new, and the failed or timed-out workflow tasks are printed, with the
+garbage collector's pauses in the worker's process meanwhile (``--gc-threshold N``: an
+experiment with the collector's first threshold).
 
     .venv/bin/python bench/fleet.py --task-times --replicas 10000 --clusters 1000 --stress 2
 """
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import statistics
@@ -51,7 +54,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from modelfleet.activities.fleet_updates import FleetActivities
@@ -64,6 +66,7 @@ from modelfleet.fleet.mirror import FleetMirror
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.scheduling.fleet_placement import ObservedCluster, live_snapshot
 from modelfleet.scheduling.placement import place
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import start_dev_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,6 +214,35 @@ async def run_config(client: Client, queue: str, clusters: int, replicas: int, n
     await handle.terminate()
 
 
+class GcPauses:
+    """The garbage collector's pauses in this process (the worker's): a collection holds the
+    interpreter lock, so it stalls whatever workflow task runs meanwhile."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._began = 0.0
+
+    def start(self) -> None:
+        gc.callbacks.append(self._watch)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._watch)
+
+    def _watch(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], (time.perf_counter() - self._began) * 1000))
+
+    def report(self) -> str:
+        parts = []
+        for gen in (0, 1, 2):
+            ms = [t for g, t in self.pauses if g == gen]
+            if ms:
+                parts.append(f"gen{gen} n={len(ms)} total {sum(ms):.0f} ms max {max(ms):.0f} ms")
+        return "; ".join(parts) + f" ({len(gc.get_objects())} objects tracked at the end)"
+
+
 def busy() -> None:
     """A busy CPU beside the worker (``--stress``)."""
     while True:
@@ -328,7 +360,7 @@ def placers_in_process(
     address: str, fleet_id: str, replicas: int, batch: int, placers: int
 ) -> tuple[int, int, int, int]:
     async def go() -> tuple[int, int, int, int]:
-        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        client = await Client.connect(address, data_converter=data_converter())
         return await place_all(client, fleet_id, replicas, batch, placers)
 
     return asyncio.run(go())
@@ -413,6 +445,8 @@ async def run_task_times(
         first_run = handle.result_run_id
         assert first_run is not None
         started = time.perf_counter()
+        pauses = GcPauses()
+        pauses.start()
         if args.placer_process:
             # The placers in a process of their own, as workers other than the Fleet's run
             # ``fleet.place``: their CPU never holds the Fleet worker's interpreter lock.
@@ -428,6 +462,7 @@ async def run_task_times(
                 client, fleet_id, replicas, args.batch, args.placers
             )
         took = time.perf_counter() - started
+        pauses.stop()
         stats: FleetStats = await handle.query(FleetWorkflow.stats)
         assert stats.replicas == placed == replicas, (stats.replicas, placed)
         runs = await fleet_histories(client, fleet_id, first_run)
@@ -470,6 +505,7 @@ async def run_task_times(
             )
         for ms, what in sorted(slow, reverse=True)[:5]:
             print(f"  slowest: {ms:.0f} ms, {what}")
+        print(f"garbage collection in the worker's process while placing: {pauses.report()}")
         print(f"after: {load()}")
         if restart is not None:
             await placement_after_restart(client, fleet_id, restart)
@@ -491,6 +527,12 @@ async def main() -> None:
     parser.add_argument("--placers", type=int, default=2)
     parser.add_argument("--history-events", type=int, default=400)
     parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        help="an experiment: the garbage collector's first threshold in this (the worker's) "
+        "process, instead of Python's 700",
+    )
+    parser.add_argument(
         "--placer-process",
         action="store_true",
         help="run the placers in a process of their own (as other workers would)",
@@ -501,7 +543,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = await start_dev_server(Path(tmp), ui=False)
         try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=data_converter())
             args.address = server.address
             queue = f"bench-fleet-{uuid.uuid4().hex[:6]}"
 
@@ -516,6 +558,9 @@ async def main() -> None:
             if args.task_times:
                 worker = fleet_worker()
                 running = asyncio.create_task(worker.run())
+                if args.gc_threshold:
+                    gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+                print(f"garbage collector thresholds {gc.get_threshold()}")
 
                 async def restart() -> None:
                     nonlocal worker, running

@@ -26,7 +26,6 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -63,6 +62,7 @@ from modelfleet.contracts.status import ReplicaPhase, ReplicaProgress
 from modelfleet.contracts.workflow_inputs import ReplicaResult
 from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import start_dev_server
 from modelfleet.worker.versioning import ENV_BUILD_ID, ENV_DEPLOYMENT, deployment_config
 
@@ -309,7 +309,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as state:
         server = await start_dev_server(Path(state), ui=False, db_file=False)
         try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=data_converter())
             await scenario(client)
         finally:
             server.stop()

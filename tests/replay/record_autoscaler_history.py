@@ -31,7 +31,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
@@ -57,6 +56,7 @@ from modelfleet.contracts.autoscaler_payloads import (
     TargetRequest,
     TargetState,
 )
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 
@@ -127,7 +127,7 @@ class Deployment:
 async def _environment() -> WorkflowEnvironment:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
     )
     # The workflow upserts modelfleet's search attributes: register them as `modelfleet dev` does.
     await env.client.operator_service.add_search_attributes(
@@ -140,7 +140,7 @@ async def _environment() -> WorkflowEnvironment:
 
 
 async def _replay(history: WorkflowHistory) -> None:
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     if result.replay_failure is not None:  # write nothing: the code is not deterministic
         raise SystemExit(f"{FILENAME} does not replay: {result.replay_failure!r}")

@@ -28,7 +28,6 @@ from pathlib import Path
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
@@ -39,6 +38,7 @@ from test_cache_workflow import FakeFleet, cache
 from modelfleet.cache.state import CacheInput
 from modelfleet.cache.workflow import CacheWorkflow
 from modelfleet.contracts.cache_payloads import DeleteCache, cache_id
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES
 from modelfleet.worker.runner import WORKFLOWS
 
@@ -78,7 +78,7 @@ async def _cache(env: WorkflowEnvironment) -> WorkflowHistory:
 async def record(only: str | None = None) -> dict[str, WorkflowHistory]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
     )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
@@ -92,7 +92,7 @@ async def record(only: str | None = None) -> dict[str, WorkflowHistory]:
             histories["cache.json"] = await _cache(env)
     finally:
         await env.shutdown()
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     for name, history in histories.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         if result.replay_failure is not None:

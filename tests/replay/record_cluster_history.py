@@ -29,7 +29,6 @@ import tempfile
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.api.clusters import InferenceCluster, NodePool
@@ -37,6 +36,7 @@ from modelfleet.cli.apply import apply_resource
 from modelfleet.cluster.workflow import ClusterWorkflow
 from modelfleet.contracts.ids import cluster_id
 from modelfleet.contracts.status import ClusterStatus
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 from modelfleet.worker.tuning import ENV_FAILURE_THRESHOLD, ENV_PROBE_SECONDS
 
@@ -101,7 +101,7 @@ async def record() -> WorkflowHistory:
     with tempfile.TemporaryDirectory(prefix="modelfleet-record-cluster-") as tmp:
         async with cloud_environment(Path(tmp)) as stack:
             history = await pools_changed(stack)
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     if result.replay_failure is not None:  # write nothing: the code is not deterministic
         raise SystemExit(f"{FILENAME} does not replay: {result.replay_failure!r}")

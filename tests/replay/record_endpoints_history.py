@@ -27,7 +27,6 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
@@ -42,6 +41,7 @@ from modelfleet.contracts.serving_payloads import (
 )
 from modelfleet.endpoints.state import EndpointsInput
 from modelfleet.endpoints.workflow import EndpointDirectoryWorkflow
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -100,7 +100,7 @@ async def record(state: Path) -> WorkflowHistory:
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelfleet-record-") as tmp:
         history = await record(Path(tmp))
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     await replayer.replay_workflow(history)
     document = json.loads(history.to_json())
     (HISTORIES / FILENAME).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")

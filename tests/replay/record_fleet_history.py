@@ -30,7 +30,6 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
@@ -53,6 +52,7 @@ from modelfleet.contracts.fleet_payloads import (
 )
 from modelfleet.contracts.workflow_inputs import FleetInput, FleetLimits, FleetState
 from modelfleet.fleet.workflow import NOT_READY_GRACE, FleetWorkflow
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -136,7 +136,7 @@ async def record() -> WorkflowHistory:
 
 async def main() -> None:
     history = await record()
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     await replayer.replay_workflow(history)
     document = json.loads(history.to_json())
     (HISTORIES / FILENAME).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")

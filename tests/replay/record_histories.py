@@ -50,7 +50,6 @@ from pathlib import Path
 
 import httpx
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from modelfleet.accepted.workflow import AcceptedResourceWorkflow
@@ -74,6 +73,7 @@ from modelfleet.deployment.workflow import DeploymentWorkflow, ScaleRequest
 from modelfleet.fleet.workflow import FleetWorkflow
 from modelfleet.replica.workflow import ReplicaWorkflow
 from modelfleet.service.workflow import ServiceWorkflow
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 
 # The same deployment builder and condition wait as the integration tests.
@@ -295,7 +295,7 @@ async def record_all(only: list[str] | None = None) -> Recorder:
 
 
 async def _replayed(rec: Recorder) -> Recorder:
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     for filename, history in rec.histories.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         if result.replay_failure is not None:  # write nothing: the code is not deterministic

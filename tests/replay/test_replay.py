@@ -22,13 +22,13 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from modelfleet.contracts.workflow_inputs import ReplicaResult
 from modelfleet.replica.state import ReplicaInput
 from modelfleet.replica.workflow import ReplicaWorkflow
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -84,7 +84,7 @@ async def test_golden_history_replays_without_nondeterminism(filename: str) -> N
     history = load(filename)
     started = history.events[0].workflow_execution_started_event_attributes
     assert started.workflow_type.name == INDEX[filename]["type"]
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{filename}: {result.replay_failure!r}"
 
@@ -257,6 +257,6 @@ class ReplicaWithAnExtraTimer(ReplicaWorkflow):
 
 
 async def test_replay_catches_a_change_of_commands() -> None:
-    replayer = Replayer(workflows=[ReplicaWithAnExtraTimer], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[ReplicaWithAnExtraTimer], data_converter=data_converter())
     result = await replayer.replay_workflow(load("replica.json"), raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, NondeterminismError)

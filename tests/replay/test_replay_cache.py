@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.runner import WORKFLOWS
 
 HISTORIES = Path(__file__).resolve().parent / "cache"
@@ -41,7 +41,7 @@ async def test_cache_history_replays(filename: str) -> None:
     history = load(filename)
     started = history.events[0].workflow_execution_started_event_attributes
     assert started.workflow_type.name == INDEX[filename]["type"]
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{filename}: {result.replay_failure!r}"
 

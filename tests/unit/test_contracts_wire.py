@@ -18,18 +18,23 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 import modelfleet.contracts
+from modelfleet.api.classes import InferenceClass
 from modelfleet.api.deployments import ModelDeployment
 from modelfleet.api.kinds import parse_resource
 from modelfleet.api.manifest_errors import InvalidResourceError
 from modelfleet.api.meta import Model
 from modelfleet.contracts.fleet_payloads import ClusterReport, PlaceRequest, PlaceResponse
+from modelfleet.contracts.fleet_state import ClusterEntry, CompactLedger, DeploymentRows
 from modelfleet.contracts.kube_payloads import WaitReadyRequest
 from modelfleet.contracts.status import ClusterRecord, FleetView
 from modelfleet.contracts.wire import WireModel
+from modelfleet.contracts.workflow_inputs import FleetInput, FleetState
 from modelfleet.replica.state import ReplicaInput
+from modelfleet.worker.client import data_converter
 
 T = TypeVar("T")
-CONVERTER = pydantic_data_converter.payload_converter
+# The converter every modelfleet client and worker uses.
+CONVERTER = data_converter().payload_converter
 
 
 def to_json(value: Any) -> dict[str, Any]:
@@ -205,3 +210,70 @@ def _cluster() -> Any:
             },
         }
     )
+
+
+def test_unknown_fields_deep_inside_embedded_resources_of_the_fleets_carried_state() -> None:
+    """The Fleet's continue-as-new input, read by the data converter the worker uses: unknown
+    fields at its top, in a nested contract and three levels deep inside an embedded strict
+    resource (a class's device attribute) are dropped."""
+    gpu_class = InferenceClass.model_validate(
+        {
+            "kind": "InferenceClass",
+            "metadata": {"name": "h100"},
+            "spec": {
+                "devices": [
+                    {
+                        "name": "gpu",
+                        "driver": "gpu.nvidia.com",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "count": 8,
+                        "attributes": {"productName": {"string": "H100"}},
+                    }
+                ]
+            },
+        }
+    )
+    state = FleetInput(
+        state=FleetState(
+            classes={"h100": gpu_class},
+            cluster_entries={"a": ClusterEntry(spec={"metadata": {"name": "a"}}, ready=True)},
+            ledger=CompactLedger(
+                deployments=[
+                    DeploymentRows(namespace="ml", name="m", rows=[("a", 0, "k", ("gpu",), "")])
+                ]
+            ),
+        )
+    )
+    doc = to_json(state)
+    doc["shard"] = 2
+    doc["state"]["clusterEntries"]["a"]["zone"] = "eu-1"
+    device = doc["state"]["classes"]["h100"]["spec"]["devices"][0]
+    device["attributes"]["productName"]["futureType"] = "semver"
+    device["sharing"] = {"mode": "mps"}
+    doc["state"]["classes"]["h100"]["spec"]["futureKnob"] = True
+    assert through_converter(doc, FleetInput) == state
+    assert FleetInput.model_validate(doc) == state
+    assert FleetInput.model_validate_json(json.dumps(doc)) == state
+    # The class alone is a user resource: strict, also through the converter.
+    with pytest.raises(ValidationError, match="futureType"):
+        through_converter(doc["state"]["classes"]["h100"], InferenceClass)
+    # What the project's converter adds: Temporal's own pydantic converter rejects it.
+    (payload,) = CONVERTER.to_payloads([doc])
+    with pytest.raises(ValidationError, match="futureType"):
+        pydantic_data_converter.payload_converter.from_payloads([payload], [FleetInput])
+
+
+def test_a_type_built_of_contracts_is_read_by_the_wire_contract_too() -> None:
+    """An activity's ``result_type=list[...]``, an optional argument: read leniently as well;
+    a list of resources alone stays strict."""
+    doc = to_json(request())
+    doc["deployment"]["spec"]["template"]["spec"]["futureKnob"] = {"x": 1}
+    (payload,) = CONVERTER.to_payloads([[doc, doc]])
+    (value,) = CONVERTER.from_payloads([payload], [list[PlaceRequest]])
+    assert value == [request(), request()]
+    (payload,) = CONVERTER.to_payloads([doc])
+    (one,) = CONVERTER.from_payloads([payload], [PlaceRequest | None])
+    assert one == request()
+    (payload,) = CONVERTER.to_payloads([[doc["deployment"]]])
+    with pytest.raises(ValidationError, match="futureKnob"):
+        CONVERTER.from_payloads([payload], [list[ModelDeployment]])

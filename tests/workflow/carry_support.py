@@ -13,9 +13,9 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import start_dev_server
 
 CARRY_DEADLINE = 60.0
@@ -38,7 +38,7 @@ async def suggesting_server(state: Path) -> AsyncIterator[Client]:
         ],
     )
     try:
-        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
+        yield await Client.connect(server.address, data_converter=data_converter())
     finally:
         server.stop()
 

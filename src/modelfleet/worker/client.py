@@ -5,19 +5,21 @@ from __future__ import annotations
 import dataclasses
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import TLSConfig
 
 from modelfleet.worker.codec import EncryptionCodec
+from modelfleet.worker.converter import wire_data_converter
 from modelfleet.worker.settings import TemporalSettings
 
 
 def data_converter(settings: TemporalSettings | None = None) -> DataConverter:
+    """The pydantic converter that reads payloads by the wire contract (``worker.converter``),
+    with the profile's payload encryption when it has a key."""
     if settings is not None and settings.payload_key is not None:
         codec = EncryptionCodec.from_base64(settings.payload_key.get_secret_value())
-        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
-    return pydantic_data_converter
+        return dataclasses.replace(wire_data_converter, payload_codec=codec)
+    return wire_data_converter
 
 
 def tls_option(settings: TemporalSettings) -> bool | TLSConfig:
