@@ -228,11 +228,13 @@ def test_front_door_states() -> None:
         "b": FrontDoorHealth(cluster="b", healthy=False, reason="503"),
         "c": FrontDoorHealth(cluster="c", enabled=False, reason="NotReady"),
         "d": FrontDoorHealth(cluster="d", healthy=True, reason="ok"),
+        "g": FrontDoorHealth(cluster="g", healthy=False, reason="check timed out"),
+        "h": FrontDoorHealth(cluster="h", healthy=False, reason="503"),
     }
     out = front_door_statuses(
-        ["a", "b", "c", "d", "e", "f"],
-        ["b", "c", "d", "e", "f"],
-        {"f": "apply failed"},
+        ["a", "b", "c", "d", "e", "f", "g", "h"],
+        ["b", "c", "d", "e", "f", "g"],
+        {"f": "apply failed", "g": "no answer within 20 s", "h": "apply failed"},
         {"d": "http://d"},
         health,
     )
@@ -244,6 +246,10 @@ def test_front_door_states() -> None:
         ("d", "Serving", "ok"),
         ("e", "Serving", "route applied"),
         ("f", "Configuring", "apply failed"),
+        # Gone dark: the balancer took it out and the apply to it failed; it left the address.
+        ("g", "Out", "check timed out; last apply: no answer within 20 s"),
+        # Never applied: nothing of it is in the address to take out.
+        ("h", "Configuring", "apply failed"),
     ]
     assert out[3].address == "http://d"
 

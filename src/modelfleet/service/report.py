@@ -68,12 +68,20 @@ def front_door_statuses(
     health: Mapping[str, FrontDoorHealth],
 ) -> list[FrontDoorStatus]:
     """Each front-door cluster's state: Configuring until its route is applied (or while its
-    last apply failed), then Serving, Out or Disabled as the global load balancer sees it."""
+    last apply failed), then Serving, Out or Disabled as the global load balancer sees it.
+
+    A door the balancer took out is Out even when its last apply failed: the cluster that went
+    dark fails both, and what a user needs to know is that it left the address (the failed
+    apply is named in the reason, and is not retried while the balancer keeps it out)."""
     have = set(applied)
     doors = []
     for cluster in clusters:
         seen = health.get(cluster)
-        if cluster not in have or cluster in door_error:
+        if cluster in have and seen is not None and seen.enabled and not seen.healthy:
+            state, reason = "Out", seen.reason
+            if cluster in door_error:
+                reason = f"{reason}; last apply: {door_error[cluster]}"
+        elif cluster not in have or cluster in door_error:
             state, reason = "Configuring", door_error.get(cluster, "route not applied yet")
         elif seen is None:
             state, reason = "Serving", "route applied"
