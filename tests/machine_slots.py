@@ -2,19 +2,19 @@
 instead of overloading it: a pytest plugin loaded by ``tests/conftest.py``.
 
 An integration file brings up a stack of its own (a Temporal dev server, the simulated fleet, a
-worker) and most of its tests wait on that stack's timers and tasks. ``make test`` runs six such
-files at once, which a 2-core machine carries; a second ``make test`` beside it doubles that,
-and (with four each, before the slots) its long scenarios (an autoscaler's load test, a front
-door dark for a minute) ran past the hang guard's 240 s and failed, in both runs. Like make's
-jobserver, the runs share one pool: each process holds one of ``MODELFLEET_TEST_SLOTS`` slots
-(default: three per core) from the first test of an integration file until that file's last
-test ends (its module fixtures torn down), and a process that finds every slot taken waits for
-one. The wait comes before the test's protocol
-starts, so it is not counted in the test's time limit (the hang guard's phases begin after it).
+worker) and most of its tests wait on that stack's timers and tasks. ``make test`` runs four
+such files at once, which a 2-core machine carries; a second ``make test`` beside it doubles
+that, and (before the slots) its long scenarios (an autoscaler's load test, a front door dark
+for a minute) ran past the hang guard's 240 s and failed, in both runs. Like make's jobserver,
+the runs share one pool: each process holds one of ``MODELFLEET_TEST_SLOTS`` slots (default:
+two per core) from the first test of an integration file until that file's last test ends (its
+module fixtures torn down), and a process that finds every slot taken waits for one. The wait
+comes before the test's protocol starts, so it is not counted in the test's time limit (the
+hang guard's phases begin after it).
 
 A slot is an ``flock`` on a file in ``MODELFLEET_TEST_SLOT_DIR`` (default: a directory per user
 in the system's temporary directory): the kernel lets it go when the process that holds it dies,
-so a crashed or killed run frees its slot. One run of ``make test`` (six processes, six slots
+so a crashed or killed run frees its slot. One run of ``make test`` (four processes, four slots
 on two cores) never waits. A process that waited says so in its first test's report (section
 "machine slot"), as does the summary of a run that waited at all.
 """
@@ -50,7 +50,7 @@ def slot_count() -> int:
         if value < 1:
             raise pytest.UsageError(f"{SLOTS_ENV}={raw!r}: expected a whole number >= 1")
         return value
-    return max(3, 3 * (os.cpu_count() or 1))
+    return max(2, 2 * (os.cpu_count() or 1))
 
 
 def slot_dir() -> Path:
