@@ -6,6 +6,7 @@ service, no gateway reported as such, and delete removing the route."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -289,9 +290,7 @@ async def test_service_routes_healthy_endpoints_and_follows_changes(
             task_queue=queue,
         )
 
-        async def status() -> ServiceStatus:
-            result: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return result
+        status = functools.partial(_status_of, service)
 
         # No InferenceGateway yet: nothing applied, and the service says why.
         async def waiting() -> bool:
@@ -599,6 +598,11 @@ class Doors(Doubles):
         return 3
 
 
+async def _status_of(service: WorkflowHandle[Any, Any]) -> ServiceStatus:
+    result: ServiceStatus = await service.query(ServiceWorkflow.status)
+    return result
+
+
 @asynccontextmanager
 async def _two_doors(doubles: Doors) -> AsyncIterator[tuple[str, WorkflowHandle[Any, Any]]]:
     """A directory with a gateway on two front doors ("front", "back") behind a global address
@@ -634,10 +638,7 @@ async def test_a_service_on_two_front_doors_behind_one_address(
     client = env.client
     doubles = Doors(client, f"endpoints-{uuid.uuid4()}")
     async with _two_doors(doubles) as (directory_id, service):
-
-        async def status() -> ServiceStatus:
-            result: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return result
+        status = functools.partial(_status_of, service)
 
         async def doors() -> dict[str, str]:
             return {d.cluster: d.state for d in (await status()).front_doors}
@@ -726,10 +727,7 @@ async def test_a_door_that_does_not_answer_holds_the_loop_for_its_bound_only(
     client = env.client
     doubles = HangingDoors(client, f"endpoints-{uuid.uuid4()}")
     async with _two_doors(doubles) as (directory_id, service):
-
-        async def status() -> ServiceStatus:
-            result: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return result
+        status = functools.partial(_status_of, service)
 
         async def both_serving() -> bool:
             doors = {d.cluster: d.state for d in (await status()).front_doors}
@@ -785,9 +783,7 @@ async def test_a_gateway_that_drops_its_global_address_removes_it(
             task_queue=queue,
         )
 
-        async def status() -> ServiceStatus:
-            result: ServiceStatus = await service.query(ServiceWorkflow.status)
-            return result
+        status = functools.partial(_status_of, service)
 
         async def global_address() -> bool:
             return (await status()).address == "http://svc.ml.fleet.example/ml/svc"
