@@ -135,6 +135,11 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     it too, and the test would go on past its timeout."""
     task.cancel()
     await asyncio.wait([task])
+    raise_its_error(task)
+
+
+def raise_its_error(task: asyncio.Task[Any]) -> None:
+    """Raise the error ``task`` (ended) ended with, other than its cancellation."""
     if not task.cancelled() and task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
 

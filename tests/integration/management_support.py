@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_support import Stack, cancel_and_wait
+from integration_support import Stack, cancel_and_wait, raise_its_error
 
 from modelfleet.adapters.management import ManagementCluster
 from modelfleet.api.crds import custom_resource_definitions
@@ -98,8 +98,7 @@ class Management(Kubectl):
             if not task.done():
                 await cancel_and_wait(task)
                 raise AssertionError("a controller did not stop within 30 s of its stop event")
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            raise_its_error(task)
         self.controllers.clear()
 
     async def kill(self, controller: Controller) -> None:
